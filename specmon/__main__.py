@@ -1,0 +1,5 @@
+"""``python -m specmon``."""
+
+from specmon.cli import main
+
+raise SystemExit(main())

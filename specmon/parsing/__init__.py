@@ -1,0 +1,152 @@
+"""Turn log lines into typed records: pure functions, no I/O, no Textual.
+
+``LineParser.parse`` is the one entry point. It strips the outer wrappers real
+captures add (ANSI colours, ``docker logs -t`` stamps, Ray / vLLM process tags),
+then looks for each engine's marker anywhere in the line, cheapest test first:
+most lines of a busy server are decode stats or HTTP access lines, and both
+must cost little. It is stateful only for multi-line context (a traceback's
+final exception line) and for the engine it has recognised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+
+from specmon.parsing import llamacpp, sglang, vllm
+from specmon.parsing.common import strip_ansi, strip_outer
+from specmon.parsing.detect import detect_engine
+from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
+from specmon.parsing.prefix import read_prefix
+from specmon.records import Engine, Event, Lifecycle, ParsedRecord
+
+__all__ = ["LineParser", "parse_lines", "detect_engine"]
+
+_REMNANT = re.compile(r"\[[0-9;]{1,8}m")
+# A vLLM-style level+time prefix, for the message part of traceback lines.
+_LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
+_SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
+
+
+class LineParser:
+    """Parses lines one at a time, remembering the engine and traceback context.
+
+    Args:
+        year: the year assumed for vLLM's year-less ``MM-DD HH:MM:SS`` stamps
+            (callers pass the log file's modification year; default: this year).
+        engine: the engine, when already known (otherwise recognised from the lines).
+    """
+
+    def __init__(self, *, year: int | None = None, engine: Engine = Engine.UNKNOWN) -> None:
+        self.year = year if year is not None else datetime.now(timezone.utc).year
+        self.engine = engine
+        self._in_traceback = False
+
+    def parse(self, text: str, lineno: int) -> ParsedRecord | None:
+        """Parse one line (without its line ending).
+
+        Args:
+            text: the line; any content, any length.
+            lineno: its 1-based number in the input, kept in the record.
+
+        Returns:
+            A record, or None for a line that carries nothing specmon reads.
+        """
+        # Fast exits first: the bulk of a busy log.
+        if "Decode batch" in text:
+            return self._stats(text, lineno, sglang.DECODE_MARKER, sglang.parse_decode, Engine.SGLANG)
+        if ' - "' in text and "HTTP/" in text:
+            return None  # uvicorn access line
+        if "Prefill batch" in text:
+            return self._stats(text, lineno, sglang.PREFILL_MARKER, sglang.parse_prefill, Engine.SGLANG)
+        if "Avg prompt throughput" in text:
+            return self._stats(text, lineno, vllm.STATS_MARKER, vllm.parse_stats, Engine.VLLM)
+        if "metrics" in text:
+            for marker in vllm.SPEC_MARKERS:
+                if marker in text:
+                    return self._stats(text, lineno, marker, vllm.parse_spec, Engine.VLLM)
+        if llamacpp.SPEC_MARKER in text:
+            return self._stats(text, lineno, llamacpp.SPEC_MARKER, llamacpp.parse_spec, Engine.LLAMACPP)
+        if llamacpp.EVAL_MARKER in text and "tokens per second" in text and "prompt eval" not in text:
+            return self._stats(text, lineno, llamacpp.EVAL_MARKER, llamacpp.parse_eval, Engine.LLAMACPP)
+        return self._slow(text, lineno)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _clean(self, text: str) -> tuple[str, float | None]:
+        if "\x1b" in text:
+            text = strip_ansi(text)
+        elif "m" in text[:64] and _REMNANT.search(text, 0, 64):
+            text = _REMNANT.sub("", text[:64]) + text[64:]
+        return strip_outer(text)
+
+    def _stats(self, text, lineno, marker, fn, engine):  # type: ignore[no-untyped-def]
+        message, outer_ts = self._clean(text)
+        at = message.find(marker)
+        if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text
+            return self._slow(text, lineno)
+        ts, rank = read_prefix(message[:at], self.year)
+        if ts is None:
+            ts = outer_ts
+        rec = fn(message, lineno, ts, rank)
+        if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
+            self.engine = engine
+        self._in_traceback = False
+        return rec
+
+    def _slow(self, text: str, lineno: int) -> ParsedRecord | None:
+        if len(text) < 8:
+            return None
+        message, outer_ts = self._clean(text)
+        if sglang.SERVER_ARGS_MARKER in message:
+            at = message.index(sglang.SERVER_ARGS_MARKER)
+            ts, rank = read_prefix(message[:at], self.year)
+            self.engine = Engine.SGLANG
+            return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)
+        for marker in vllm.CONFIG_MARKERS:
+            at = message.find(marker)
+            if at >= 0:
+                ts, rank = read_prefix(message[:at], self.year)
+                cfg = vllm.parse_config(message, lineno, ts if ts is not None else outer_ts, rank)
+                if cfg is not None:
+                    self.engine = Engine.VLLM
+                    return cfg
+                break
+        found = match_lifecycle(message, self.engine)
+        if found is None:
+            if self._in_traceback:
+                return self._exception_line(message, lineno, outer_ts)
+            return None
+        event, detail, progress = found
+        ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year)
+        self._in_traceback = event is Event.CRASH and "Traceback" in message
+        return Lifecycle(lineno, ts if ts is not None else outer_ts, rank,
+                         event=event, detail=detail, progress=progress)
+
+    def _exception_line(self, message: str, lineno: int, outer_ts: float | None) -> ParsedRecord | None:
+        """Inside a traceback, the final ``SomeError: message`` line names the crash."""
+        body = message
+        ts = None
+        m = _LEVEL_PREFIX.match(body) or _SGLANG_PREFIX.match(body)
+        if m is not None:
+            ts, _ = read_prefix(body[: m.end()], self.year)
+            body = body[m.end():]
+        body = body.strip()
+        if EXCEPTION_LINE.match(body):
+            self._in_traceback = False
+            detail = body if len(body) <= 160 else body[:157] + "..."
+            event = Event.OOM if "out of memory" in body.lower() else Event.CRASH
+            return Lifecycle(lineno, ts if ts is not None else outer_ts, None, event=event, detail=detail)
+        return None
+
+
+def parse_lines(lines: Iterable[str], *, year: int | None = None,
+                engine: Engine = Engine.UNKNOWN) -> Iterator[ParsedRecord]:
+    """Parse an iterable of lines (line endings are stripped); yields records in order."""
+    parser = LineParser(year=year, engine=engine)
+    for i, raw in enumerate(lines, 1):
+        rec = parser.parse(raw.rstrip("\r\n"), i)
+        if rec is not None:
+            yield rec
+

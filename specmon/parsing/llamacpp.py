@@ -1,0 +1,57 @@
+"""llama.cpp ``llama-server`` per-request speculative summaries and generation speed.
+
+llama.cpp logs speculation once per finished request (``draft acceptance rate =
+...`` or, since 2026, ``draft acceptance = ..., mean acceptance length = ...,
+acceptance rate per position = (...)``) and the request's generation speed in
+the ``eval time = ... tokens per second`` line of the same ``print_timing`` block.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specmon.parsing.common import cut, to_float
+from specmon.records import EngineStats, Spec, Unparsed
+
+SPEC_MARKER = "draft acceptance"
+EVAL_MARKER = "eval time ="
+
+_SPEC = re.compile(
+    r"draft acceptance(?: rate)? = (?P<rate>[\d.]+|nan) \(\s*(?P<acc>\d+) accepted /\s*(?P<gen>\d+) generated\)"
+    r"(?:, mean (?:acceptance )?len(?:gth)? =\s*(?P<mal>[\d.]+|nan))?"
+    r"(?:, acceptance rate per position = \((?P<pp>[^)]*)\))?"
+)
+_EVAL = re.compile(
+    r"(?<!prompt )eval time =\s*[\d.]+ ms /\s*(?P<n>\d+) (?:tokens|runs)\s*\(\s*[\d.]+ ms per token,\s*(?P<tps>[\d.]+) tokens per second\)"
+)
+
+
+def parse_spec(message: str, line: int, ts: float | None, rank: str | None) -> Spec | Unparsed | None:
+    """Parse a ``draft acceptance ...`` line."""
+    m = _SPEC.search(message)
+    if m is None:
+        if "accepted" in message or "generated" in message:
+            return Unparsed(line, ts, rank, marker=SPEC_MARKER, reason="unrecognised draft acceptance line",
+                            text=cut(message))
+        return None  # e.g. a sentence that merely mentions draft acceptance
+    accepted, drafted = int(m.group("acc")), int(m.group("gen"))
+    per_pos = None
+    if m.group("pp"):
+        vals = [to_float(v) for v in m.group("pp").split(",")]
+        per_pos = tuple(v for v in vals if v is not None) or None
+    return Spec(
+        line, ts, rank,
+        mean_acceptance_length=to_float(m.group("mal")) if m.group("mal") else None,
+        accepted=accepted,
+        drafted=drafted,
+        draft_acceptance_rate=to_float(m.group("rate")),
+        per_position=per_pos,
+    )
+
+
+def parse_eval(message: str, line: int, ts: float | None, rank: str | None) -> EngineStats | None:
+    """A request's generation speed from its ``eval time = ...`` line (not ``prompt eval time``)."""
+    m = _EVAL.search(message)
+    if m is None:
+        return None
+    return EngineStats(line, ts, rank, gen_throughput=to_float(m.group("tps")), running=None)

@@ -1,0 +1,52 @@
+"""The timestamp and rank of a log line, read from the text before its message.
+
+One tolerant reader serves every engine: SGLang ``[2025-10-22 10:27:56 DP0 TP0]``
+(with or without the date, the milliseconds or the opening bracket), SGLang
+custom formats (``2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 file.py:1]``),
+vLLM's year-less ``INFO 05-07 04:56:17 [loggers.py:271]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms
+
+# Date + time (ISO or space), vLLM month-day + time, or a bare time of day.
+_TS = re.compile(
+    r"(?:(?P<date>\d{4}-\d{2}-\d{2})[ T]|(?<![\d\-:.])(?P<md>\d{2}-\d{2}) )?"
+    r"(?P<hms>\d{2}:\d{2}:\d{2})(?P<frac>[.,]\d{1,9})?(?!\d)"
+)
+_RANK = re.compile(r"(?<![A-Za-z0-9_])(?:DP|PP|TP|EP)\d+(?![\w])")
+_GLOBAL_RANK_HINT = "P"  # every rank token has a P (DP/PP/TP/EP): a cheap gate
+
+
+def read_prefix(prefix: str, year: int) -> tuple[float | None, str | None]:
+    """Timestamp and rank from the text that precedes a message.
+
+    Args:
+        prefix: the line text before the engine marker (already free of outer wrappers).
+        year: the year to assume for vLLM's year-less timestamps.
+
+    Returns:
+        (epoch seconds or None, ``"DP0 TP0"``-style rank or None). A time of day
+        with no date gives seconds since midnight of 1970-01-01: ordering and
+        intervals stay right within a day, the date is honestly unknown.
+    """
+    ts: float | None = None
+    m = _TS.search(prefix)
+    if m is not None:
+        date, md, hms, frac = m.group("date"), m.group("md"), m.group("hms"), m.group("frac") or ""
+        if date is not None:
+            ts = parse_datetime(date, hms, frac)
+        elif md is not None:
+            ts = parse_datetime(f"{year:04d}-{md}", hms, frac)
+        else:
+            sec = parse_hms(hms)
+            ts = None if sec is None else sec + parse_fraction(frac)
+    rank: str | None = None
+    if _GLOBAL_RANK_HINT in prefix:
+        ranks = _RANK.findall(prefix)
+        if ranks:
+            rank = " ".join(ranks)
+    return ts, rank

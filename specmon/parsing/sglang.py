@@ -1,0 +1,206 @@
+"""SGLang ``Decode batch`` / ``Prefill batch`` lines and the ``server_args`` configuration.
+
+Bodies are split into ``key: value`` pairs and read by key, never by position:
+field order changed across releases, new fields keep appearing, and device
+labels vary (``cuda graph``, ``npu graph``, ``cpu graph``, ``musa graph``).
+A field that looks cut or glued to another (a terminal copy that lost
+characters: ``token usaccept rate: 0.32``) makes the whole line ``Unparsed``:
+a value we cannot attribute with certainty is not a value we report.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specmon.parsing.common import cut, split_fields, to_bool, to_float, to_int
+from specmon.records import Config, Decode, Engine, Prefill, Unparsed
+
+DECODE_MARKER = "Decode batch"
+PREFILL_MARKER = "Prefill batch"
+
+# The keys we read, by record field. First present wins (plain, hybrid SWA/mamba, HiSparse).
+_TOKENS_KEYS = ("#token", "#full token", "#gpu token", "#gpu-token")
+_USAGE_KEYS = ("token usage", "full token usage", "gpu token usage")
+_GRAPH_KEYS = ("cuda graph", "npu graph", "cpu graph", "musa graph", "xpu graph")
+_THROUGHPUT_KEY = "gen throughput (token/s)"
+
+#: Every key SGLang is known to print in these lines (FORMATS.md §1.2-1.4). A key
+#: outside this set is fine (new releases add fields) unless it looks like two
+#: known keys glued by a lost stretch of text.
+KNOWN_KEYS = frozenset(
+    {
+        "#running-req", "#token", "token usage", "#full token", "full token usage",
+        "#swa token", "swa token usage", "mamba num", "mamba usage", "#gpu token",
+        "gpu token usage", "#cpu token", "cpu token usage", "#gpu-token", "#cpu-token",
+        "accept len", "accept rate", "pre-allocated usage", "#prealloc-req",
+        "#transfer-req", "#retracted-req", "waiting-image-req", "cuda graph", "npu graph",
+        "cpu graph", "musa graph", "xpu graph", "gen throughput (token/s)", "#queue-req",
+        "largest-len", "timestamp", "est. decode TFLOPS/s (per GPU)",
+        "est. read BW (GB/s per GPU)", "est. write BW (GB/s per GPU)", "fwd occupancy",
+        "#new-seq", "#new-token", "#cached-token", "cache hit rate", "#pending-token",
+        "#bootstrap-req", "#inflight-req", "#unbootstrapped-req", "#transferring-req",
+        "input throughput (token/s)", "est. prefill TFLOPS/s (per GPU)", "#cache_miss",
+    }
+)
+# Known keys long enough that finding one at the end of an unknown key means a glued cut.
+_GLUE_SUFFIXES = tuple(k for k in KNOWN_KEYS if len(k) >= 8)
+
+
+def _mangled(key: str) -> bool:
+    """Whether an unknown key is a known key glued to the remains of another by a cut.
+
+    New fields are tolerated; ``token usaccept rate`` (a known key's tail after
+    lost text) is not, because the fields lost in the cut make the line partial.
+    """
+    return key.endswith(_GLUE_SUFFIXES)
+
+
+def _check_fields(fields: dict[str, str], bad: list[str]) -> str | None:
+    """A reason why the body cannot be trusted, or None."""
+    if bad:
+        return f"cut or malformed field: {bad[0][:60]!r}"
+    for key in fields:
+        if key not in KNOWN_KEYS and _mangled(key):
+            return f"cut or malformed field: {key[:60]!r}"
+    return None
+
+
+def _body(message: str, marker: str) -> str:
+    """The key-value body after ``Decode batch.``, ``Decode batch,`` or ``Decode batch [N],``."""
+    rest = message[message.index(marker) + len(marker):]
+    if rest.startswith(" ["):  # iteration index, SGLANG_LOG_FORWARD_ITERS
+        close = rest.find("]")
+        if close > 0:
+            rest = rest[close + 1:]
+    if rest[:1] in (".", ","):
+        rest = rest[1:]
+    elif rest.startswith("(mixed"):  # v0.2.13-0.3.x mixed-chunk prefill
+        close = rest.find(")")
+        rest = rest[close + 2:] if close > 0 else rest
+    return rest
+
+
+def _first(fields: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        v = fields.get(k)
+        if v is not None:
+            return v
+    return None
+
+
+def parse_decode(message: str, line: int, ts: float | None, rank: str | None) -> Decode | Unparsed:
+    """Parse the message of a ``Decode batch`` line (prefix already read)."""
+    fields, bad = split_fields(_body(message, DECODE_MARKER))
+    reason = _check_fields(fields, bad)
+    thr = fields.get(_THROUGHPUT_KEY)
+    gen = to_float(thr) if thr is not None else None
+    if reason is None and gen is None:
+        reason = "no readable gen throughput"
+    if reason is not None:
+        return Unparsed(line, ts, rank, marker=DECODE_MARKER, reason=reason, text=cut(message))
+    tokens = _first(fields, _TOKENS_KEYS)
+    usage = _first(fields, _USAGE_KEYS)
+    graph = _first(fields, _GRAPH_KEYS)
+    running = fields.get("#running-req")
+    queue = fields.get("#queue-req")
+    acc_len = fields.get("accept len")
+    acc_rate = fields.get("accept rate")
+    rec = Decode(
+        line, ts, rank,
+        running_req=to_int(running) if running is not None else None,
+        tokens=to_int(tokens) if tokens is not None else None,
+        token_usage=to_float(usage) if usage is not None else None,
+        accept_len=to_float(acc_len) if acc_len is not None else None,
+        accept_rate=to_float(acc_rate) if acc_rate is not None else None,
+        graph=to_bool(graph) if graph is not None else None,
+        gen_throughput=gen,
+        queue_req=to_int(queue) if queue is not None else None,
+    )
+    # A field that is present but unreadable ("accept len: x.5") is a damaged line.
+    for raw, value in ((acc_len, rec.accept_len), (acc_rate, rec.accept_rate), (running, rec.running_req)):
+        if raw is not None and value is None:
+            return Unparsed(line, ts, rank, marker=DECODE_MARKER,
+                            reason=f"unreadable value {raw[:30]!r}", text=cut(message))
+    return rec
+
+
+def parse_prefill(message: str, line: int, ts: float | None, rank: str | None) -> Prefill | Unparsed:
+    """Parse the message of a ``Prefill batch`` line."""
+    fields, bad = split_fields(_body(message, PREFILL_MARKER))
+    reason = _check_fields(fields, bad)
+    if reason is None and not fields:
+        reason = "no fields"
+    if reason is not None:
+        return Unparsed(line, ts, rank, marker=PREFILL_MARKER, reason=reason, text=cut(message))
+
+    def num(key: str) -> int | None:
+        v = fields.get(key)
+        return to_int(v) if v is not None else None
+
+    thr = fields.get("input throughput (token/s)")
+    return Prefill(
+        line, ts, rank,
+        new_seq=num("#new-seq"),
+        new_token=num("#new-token"),
+        cached_token=num("#cached-token"),
+        running_req=num("#running-req"),
+        queue_req=num("#queue-req"),
+        input_throughput=to_float(thr) if thr is not None else None,
+    )
+
+
+SERVER_ARGS_MARKER = "server_args=ServerArgs("
+_ARG = re.compile(r"(?<![\w.])(?P<k>[a-z_]+)=(?P<v>'(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
+_WANTED = frozenset(
+    {
+        "model_path", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+        "speculative_num_draft_tokens", "speculative_draft_model_path", "tp_size", "dp_size",
+        "ep_size", "enable_dp_attention", "decode_log_interval", "served_model_name",
+    }
+)
+
+
+def _py_value(text: str) -> str | int | None:
+    text = text.strip()
+    if text == "None":
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    iv = to_int(text)
+    return iv if iv is not None else text
+
+
+def parse_server_args(message: str, line: int, ts: float | None, rank: str | None) -> Config | Unparsed:
+    """The speculative configuration from SGLang's ``server_args=ServerArgs(...)`` line."""
+    args: dict[str, str | int | None] = {}
+    for m in _ARG.finditer(message, message.index(SERVER_ARGS_MARKER) + len(SERVER_ARGS_MARKER)):
+        k = m.group("k")
+        if k in _WANTED and k not in args:
+            args[k] = _py_value(m.group("v"))
+    if "model_path" not in args and "speculative_algorithm" not in args:
+        return Unparsed(line, ts, rank, marker=SERVER_ARGS_MARKER,
+                        reason="no model_path or speculative_algorithm", text=cut(message))
+    algo = args.get("speculative_algorithm")
+    algorithm = str(algo) if algo is not None else None
+
+    def as_int(k: str) -> int | None:
+        v = args.get(k)
+        return v if isinstance(v, int) else None
+
+    steps = as_int("speculative_num_steps")
+    if algorithm is None:
+        steps = 0
+    model = args.get("model_path")
+    extra = {k: v for k, v in args.items() if k not in {"model_path", "speculative_algorithm",
+                                                         "speculative_num_steps", "speculative_eagle_topk",
+                                                         "speculative_num_draft_tokens"}}
+    return Config(
+        line, ts, rank,
+        engine=Engine.SGLANG,
+        algorithm=algorithm,
+        steps=steps,
+        topk=as_int("speculative_eagle_topk") if algorithm else None,
+        draft_tokens=as_int("speculative_num_draft_tokens") if algorithm else None,
+        model=str(model) if model is not None else None,
+        extra=extra,
+    )

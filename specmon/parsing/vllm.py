@@ -1,0 +1,192 @@
+"""vLLM periodic stats (V1 ``Engine NNN: ...``, V0), speculative metrics, and configuration.
+
+vLLM prints its stats every ~10 s while there is load: one engine line and,
+with speculation, a ``SpecDecoding metrics`` line right after it (no engine
+index in the latter). Rates are stored as fractions: V1 prints percentages,
+the very first V1 build and V0 print fractions.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from specmon.parsing.common import cut, to_float, to_int
+from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
+
+STATS_MARKER = "Avg prompt throughput"
+SPEC_MARKERS = ("SpecDecoding metrics", "Speculative metrics")
+_ENGINE_PREFIX = re.compile(r"(?:Engine (?P<eng>\d{1,4})|(?P<n>\d+) Engines Aggregated): $")
+
+
+def _number_before(text: str, unit: str) -> str:
+    """``"123.8 tokens/s"`` → ``"123.8"``; ``"1 reqs"`` → ``"1"``; ``"17.5%"`` → ``"17.5"``."""
+    text = text.strip().rstrip(".")
+    if text.endswith(unit):
+        text = text[: -len(unit)]
+    return text.strip()
+
+
+def _kv(body: str) -> tuple[dict[str, str], list[str]]:
+    """Split ``key: value, ...``; comma-separated list values stay with their key."""
+    fields: dict[str, str] = {}
+    bad: list[str] = []
+    last: str | None = None
+    for seg in body.split(", "):
+        seg = seg.strip()
+        if not seg:
+            continue
+        key, sep, value = seg.partition(": ")
+        if sep:
+            last = key.strip()
+            fields[last] = value.strip()
+        elif last is not None and last.startswith("Per-position") and (seg == "nan" or to_float(seg) is not None):
+            fields[last] += ", " + seg
+        else:
+            bad.append(seg)
+    return fields, bad
+
+
+def parse_stats(message: str, line: int, ts: float | None, rank: str | None) -> EngineStats | Unparsed:
+    """Parse an ``Avg prompt throughput: ...`` line (V1 with engine prefix, or V0)."""
+    at = message.index(STATS_MARKER)
+    engine_index = engines = None
+    m = _ENGINE_PREFIX.search(message[max(0, at - 40):at])
+    if m is not None:
+        if m.group("eng") is not None:
+            engine_index = int(m.group("eng"))
+        else:
+            engines = int(m.group("n"))
+    fields, bad = _kv(message[at:].rstrip().rstrip("."))
+    gen_raw = fields.get("Avg generation throughput")
+    gen = to_float(_number_before(gen_raw, "tokens/s")) if gen_raw is not None else None
+    if bad or gen is None:
+        reason = f"cut or malformed field: {bad[0][:60]!r}" if bad else "no readable generation throughput"
+        return Unparsed(line, ts, rank, marker=STATS_MARKER, reason=reason, text=cut(message))
+
+    def num(key: str, unit: str, conv=to_float):  # type: ignore[no-untyped-def]
+        raw = fields.get(key)
+        return conv(_number_before(raw, unit)) if raw is not None else None
+
+    kv = num("GPU KV cache usage", "%")
+    if kv is None:
+        kv = num("CPU KV cache usage", "%")  # vLLM's CPU build labels its only pool "CPU"
+    waiting = num("Waiting", "reqs", to_int)
+    if waiting is None:
+        waiting = num("Pending", "reqs", to_int)  # V0
+    return EngineStats(
+        line, ts, rank,
+        prompt_throughput=num("Avg prompt throughput", "tokens/s"),
+        gen_throughput=gen,
+        running=num("Running", "reqs", to_int),
+        waiting=waiting,
+        kv_cache_usage=kv,
+        prefix_cache_hit_rate=num("Prefix cache hit rate", "%"),
+        engine_index=engine_index,
+        engines_aggregated=engines,
+    )
+
+
+def _rate(text: str | None) -> float | None:
+    """A rate printed as ``62.0%`` (V1) or ``0.620`` (V0 / first V1 build) → fraction."""
+    if text is None:
+        return None
+    text = text.strip().rstrip(".")
+    if text.endswith("%"):
+        v = to_float(text[:-1])
+        return None if v is None else v / 100.0
+    return to_float(text)
+
+
+def parse_spec(message: str, line: int, ts: float | None, rank: str | None) -> Spec | Unparsed:
+    """Parse every ``SpecDecoding metrics:`` variant and V0 ``Speculative metrics:``."""
+    marker = SPEC_MARKERS[0] if SPEC_MARKERS[0] in message else SPEC_MARKERS[1]
+    body = message[message.index(marker) + len(marker):].lstrip(": ").rstrip().rstrip(",").rstrip(".")
+    fields, bad = _kv(body)
+
+    def get(*keys: str) -> str | None:
+        for k in keys:
+            if k in fields:
+                return fields[k]
+        return None
+
+    def count(*keys: str) -> int | None:
+        raw = get(*keys)
+        return to_int(_number_before(raw, "tokens")) if raw is not None else None
+
+    mal_raw = get("Mean acceptance length")
+    mal = to_float(mal_raw) if mal_raw is not None else None
+    accepted = count("Accepted", "Number of accepted tokens")
+    drafted = count("Drafted", "Number of draft tokens", "Number of draft tokens tokens")
+    rate = _rate(get("Avg Draft acceptance rate", "Draft acceptance rate"))
+    per_pos: tuple[float, ...] | None = None
+    pp_raw = get("Per-position acceptance rate")
+    if pp_raw is not None:
+        values = [to_float(v) for v in pp_raw.split(", ")]
+        # nan positions (nothing drafted there) are kept out rather than guessed.
+        per_pos = tuple(v for v in values if v is not None) or None
+    if rate is None and accepted is not None and drafted:
+        rate = accepted / drafted
+    if bad:
+        return Unparsed(line, ts, rank, marker=marker, reason=f"cut or malformed field: {bad[0][:60]!r}",
+                        text=cut(message))
+    if mal is None and rate is None and accepted is None:
+        # "nan" everywhere means nothing was drafted in the interval: not a sample, not damage.
+        if mal_raw is not None and mal_raw.strip() == "nan":
+            return Spec(line, ts, rank, drafted=drafted, accepted=accepted)
+        return Unparsed(line, ts, rank, marker=marker, reason="no readable acceptance values",
+                        text=cut(message))
+    at = get("Accepted throughput")
+    dt = get("Drafted throughput")
+    return Spec(
+        line, ts, rank,
+        mean_acceptance_length=mal,
+        accepted=accepted,
+        drafted=drafted,
+        draft_acceptance_rate=rate,
+        per_position=per_pos,
+        accepted_throughput=to_float(_number_before(at, "tokens/s")) if at else None,
+        drafted_throughput=to_float(_number_before(dt, "tokens/s")) if dt else None,
+    )
+
+
+CONFIG_MARKERS = ("non-default args:", "Initializing a V1 LLM engine", "Initializing an LLM engine",
+                  "Initializing a V0 LLM engine")
+_SPEC_DICT = re.compile(r"'speculative_config':\s*(\{[^{}]*\})")
+_SPEC_OBJ = re.compile(r"speculative_config=(SpeculativeConfig\((?P<body>[^()]*)\)|None)")
+_MODEL = re.compile(r"(?:'model'|(?<![\w_])model)[:=]\s*'(?P<m>[^']*)'")
+
+
+def parse_config(message: str, line: int, ts: float | None, rank: str | None) -> Config | None:
+    """The speculative configuration from ``non-default args: {...}`` or the engine-init line."""
+    model_m = _MODEL.search(message)
+    model = model_m.group("m") if model_m else None
+    method: str | None = None
+    steps: int | None = None
+    if "non-default args:" in message:
+        m = _SPEC_DICT.search(message)
+        if m is not None:
+            try:
+                spec = ast.literal_eval(m.group(1))
+            except (ValueError, SyntaxError):
+                spec = None
+            if isinstance(spec, dict):
+                method = str(spec.get("method") or spec.get("model") or "draft_model")
+                n = spec.get("num_speculative_tokens")
+                steps = n if isinstance(n, int) and not isinstance(n, bool) else None
+        else:
+            method, steps = None, 0  # args printed without a speculative config: no speculation
+    else:
+        m2 = _SPEC_OBJ.search(message)
+        if m2 is None:
+            return None
+        if m2.group(1) == "None":
+            method, steps = None, 0
+        else:
+            body = m2.group("body") or ""
+            mm = re.search(r"method='([^']*)'", body)
+            nn = re.search(r"num_spec_tokens=(\d+)", body) or re.search(r"num_speculative_tokens=(\d+)", body)
+            method = mm.group(1) if mm else "unknown"
+            steps = int(nn.group(1)) if nn else None
+    return Config(line, ts, rank, engine=Engine.VLLM, algorithm=method, steps=steps,
+                  topk=None, draft_tokens=steps, model=model)

@@ -1,0 +1,56 @@
+"""The one protocol every line source follows: SSH tail, local tail, replay, simulator.
+
+A source yields *batches* of complete lines (a list per read, never a partial
+line) from an async iterator, and keeps a :class:`SourceStatus` up to date that
+the UI polls on its timer. Batching matters: a burst of 50,000 lines arrives as
+a few lists, not 50,000 awaits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+
+class ConnectionState(str, Enum):
+    """Where a source stands."""
+
+    CONNECTING = "connecting"
+    LIVE = "live"
+    RECONNECTING = "reconnecting"  # waiting for the next attempt (see retry_at)
+    ENDED = "ended"  # the input ended (replay finished, file closed)
+    FAILED = "failed"  # gave up: authentication, host key, missing file, ...
+
+
+@dataclass(slots=True)
+class SourceStatus:
+    """Latest-value state of a source, read by the UI at its refresh rate."""
+
+    state: ConnectionState = ConnectionState.CONNECTING
+    detail: str = ""  # a human sentence: "file not found: /x/server.log"
+    lines: int = 0  # complete lines delivered so far
+    bytes: int = 0  # bytes received so far
+    last_line_at: float | None = None  # time.time() of the last delivered line
+    retry_at: float | None = None  # time.time() of the next reconnect attempt
+    attempts: int = 0  # consecutive failed attempts
+    latency_ms: float | None = None  # round trip, where the source can measure it
+    events: list[str] = field(default_factory=list)  # messages for the event log (stderr, ...)
+
+
+@runtime_checkable
+class LineSource(Protocol):
+    """A source of complete log lines."""
+
+    #: What the header shows: ``host:path``, a file path, ``replay: a.log``.
+    name: str
+    status: SourceStatus
+
+    def batches(self) -> AsyncIterator[list[str]]:
+        """Yield lists of complete lines, without their line endings, in order."""
+        ...
+
+    async def close(self) -> None:
+        """Stop reading and release the connection or file."""
+        ...
