@@ -1,0 +1,273 @@
+"""Named profiles from a TOML file, validated with pydantic.
+
+The file lives at ``~/.config/specmon/config.toml`` (XDG: ``$XDG_CONFIG_HOME``)
+unless ``--config`` names another one::
+
+    default_profile = "kimi"
+
+    [profiles.kimi]
+    host = "gpu-box"                 # [USER@]HOST[:PORT] or an ~/.ssh/config alias
+    log = "/data/logs/sglang.log"
+    engine = "sglang"
+    baseline_tps = 88.8
+
+    [profiles.kimi.launch]           # kept opaque here; specmon.control reads it
+    command = ["python", "-m", "sglang.launch_server", "..."]
+
+Unknown keys are errors: a typo must not silently fall back to a default.
+``tomllib`` reports line numbers for syntax errors only, so for validation
+errors :func:`load_config` finds the line by scanning the TOML text for the
+offending key under its table header (see :func:`locate_key`). That scan
+understands ``[a.b]`` headers, ``key = value`` and dotted ``a.b = value`` keys,
+and quoted keys; for anything it cannot place it falls back to the table's
+header line, then to no line at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from specmon.records import Engine
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Profile",
+    "default_config_path",
+    "load_config",
+    "locate_key",
+]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``str()`` is the message for the user.
+
+    Attributes:
+        path: The config file.
+        line: 1-based line of the problem, when known.
+    """
+
+    def __init__(self, message: str, path: Path | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+
+
+def _check_text(value: str | None, what: str) -> str | None:
+    """Reject empty values and control characters (they would reach a remote shell)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} must not contain control characters")
+    return value
+
+
+class Profile(BaseModel):
+    """One named target: where the server runs and where its log is.
+
+    Every field is optional so a profile can hold only what differs from the
+    command line; the CLI's explicit options win over the profile.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = None  # [USER@]HOST[:PORT] or an ~/.ssh/config alias; None = this machine
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    log: str | None = None  # path of the server log on the host
+    log_glob: str | None = None  # used when log is unset: the newest match is tailed
+    engine: Engine | None = None  # None = detect from the log
+    baseline_tps: float | None = Field(default=None, gt=0)  # no-speculation tok/s
+    baseline_file: str | None = None  # a saved log of a no-speculation run
+    identity: str | None = None  # like ssh -i
+    jump: str | None = None  # like ssh -J: [USER@]HOST[:PORT][,...]
+    lines: int | None = Field(default=None, ge=0)  # history lines shown on connect
+    launch: dict[str, Any] | None = None  # opaque here: specmon.control validates it
+
+    @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
+    @classmethod
+    def _no_control_chars(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+    @field_validator("host", "user", "jump")
+    @classmethod
+    def _no_option_lookalike(cls, value: str | None, info: Any) -> str | None:
+        # A value starting with "-" would read as an option to ssh/ssh-keyscan.
+        if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
+            raise ValueError(f"{info.field_name} must not start with '-' or contain spaces")
+        return value
+
+
+class Config(BaseModel):
+    """The whole config file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_profile: str | None = None
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_names(cls, value: dict[str, Profile]) -> dict[str, Profile]:
+        for name in value:
+            if not _PROFILE_NAME.match(name):
+                raise ValueError(
+                    f"profile name {name!r}: use letters, digits, '_', '-', '.' "
+                    "(it is typed on the command line)"
+                )
+        return value
+
+    def profile(self, name: str | None = None) -> Profile:
+        """Return the named profile, or the default one when ``name`` is None.
+
+        Raises:
+            ConfigError: no such profile (the message lists the known ones).
+        """
+        wanted = name or self.default_profile
+        if wanted is None:
+            raise ConfigError("no profile named and no default_profile set")
+        try:
+            return self.profiles[wanted]
+        except KeyError:
+            known = ", ".join(sorted(self.profiles)) or "none defined"
+            raise ConfigError(f"unknown profile {wanted!r} (known: {known})") from None
+
+
+def default_config_path() -> Path:
+    """``$XDG_CONFIG_HOME/specmon/config.toml``, i.e. ``~/.config/specmon/config.toml``.
+
+    Resolved at call time (not import time) so tests can point HOME elsewhere.
+    """
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "specmon" / "config.toml"
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read and validate a config file.
+
+    Args:
+        path: The file; ``None`` means :func:`default_config_path`, where a
+            missing file is fine (an empty config). A missing explicit path is
+            an error.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, or a value that fails validation;
+            the message names the file and, when found, the line.
+    """
+    explicit = path is not None
+    file = Path(path).expanduser() if path is not None else default_config_path()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError("config file not found", file) from None
+        return Config()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config: {exc}", file) from None
+    return parse_config(text, file)
+
+
+def parse_config(text: str, file: Path | None = None) -> Config:
+    """Validate TOML text; ``file`` is only used in error messages.
+
+    Raises:
+        ConfigError: as for :func:`load_config`.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already ends in "(at line L, column C)".
+        match = re.search(r"at line (\d+)", str(exc))
+        raise ConfigError(f"invalid TOML: {exc}", file, int(match.group(1)) if match else None) from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc, text, file) from None
+
+
+def _validation_error(exc: ValidationError, text: str, file: Path | None) -> ConfigError:
+    """Turn pydantic's errors into one message, located at the first error's line."""
+    messages: list[str] = []
+    first_line: int | None = None
+    for error in exc.errors():
+        keys = [str(part) for part in error["loc"]]
+        line = locate_key(text, keys)
+        if first_line is None:
+            first_line = line
+        dotted = ".".join(keys) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            what = f"unknown key {keys[-1]!r}"
+        else:
+            what = error["msg"]
+        prefix = f"line {line}: " if line is not None and len(exc.errors()) > 1 else ""
+        messages.append(f"{prefix}{dotted}: {what}")
+    return ConfigError("; ".join(messages), file, first_line)
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*(?P<key>(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+))*)\s*=")
+_KEY_PART = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_-]+)")
+
+
+def _split_dotted(text: str) -> list[str]:
+    """Split a TOML dotted key (``a."b.c".d``) into its parts."""
+    return [m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(3)
+            for m in _KEY_PART.finditer(text)]
+
+
+def locate_key(text: str, keys: list[str]) -> int | None:
+    """Find the 1-based line that defines the dotted key path ``keys`` in TOML text.
+
+    Best effort, for error messages only: an exact key line wins; otherwise the
+    line of the deepest table header or key that is a prefix of ``keys``
+    (a missing key is reported at its table's header).
+
+    Args:
+        text: The TOML source.
+        keys: Path from pydantic's error ``loc`` (list indexes are ignored).
+
+    Returns:
+        The line number, or None when nothing matches.
+    """
+    wanted = [k for k in keys if not k.isdigit()]
+    best_line: int | None = None
+    best_depth = 0
+    table: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = _split_dotted(header.group("name"))
+            full = table
+        else:
+            key = _KEY.match(line)
+            if not key:
+                continue
+            full = table + _split_dotted(key.group("key"))
+        depth = 0
+        for a, b in zip(full, wanted):
+            if a != b:
+                break
+            depth += 1
+        # Only a definition that is itself a prefix of the wanted path counts.
+        if depth == len(full) and depth > best_depth:
+            best_depth, best_line = depth, number
+            if depth == len(wanted):
+                return number
+    return best_line

@@ -1,0 +1,253 @@
+"""Follow a log file on this machine the way ``tail -F`` does.
+
+:class:`LocalTailSource` polls the file (``stat`` every ``poll_interval``
+seconds, 0.2 by default) rather than using inotify: it works the same on every
+filesystem (NFS, overlay, bind mounts in containers) and a log that grows a few
+times a second needs nothing faster. It handles
+
+* a file that does not exist yet (waits for it; the header says so),
+* rotation: the path now names another inode. The old file is read to its end
+  first, its unterminated last line (if any) is released as a line, then the
+  new file is followed from its start,
+* truncation: the size dropped below what was read. Reading restarts at 0 and
+  an event says so (lines written and truncated between two polls are lost:
+  nothing can recover them).
+
+Reads are plain non-blocking-enough ``os.read`` calls on the event loop, at most
+``chunk_size`` bytes per batch, with a yield to the loop between batches, so a
+multi-gigabyte file read from the start never freezes the UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.sources.lines import LineSplitter
+
+__all__ = ["LocalTailSource", "newest_match", "start_of_last_lines"]
+
+_BLOCK = 64 * 1024
+
+
+def newest_match(pattern: str) -> Path | None:
+    """Return the most recently modified regular file matching a glob, or None.
+
+    ``~`` is expanded; ``**`` matches directories recursively.
+    """
+    best: tuple[float, str] | None = None
+    for name in glob.glob(os.path.expanduser(pattern), recursive=True):
+        try:
+            info = os.stat(name)
+        except OSError:
+            continue  # vanished between glob and stat
+        if not os.path.isfile(name):
+            continue
+        if best is None or info.st_mtime > best[0]:
+            best = (info.st_mtime, name)
+    return Path(best[1]) if best else None
+
+
+def start_of_last_lines(fd: int, size: int, count: int) -> int:
+    """Byte offset where the last ``count`` lines of a file start (like ``tail -n``).
+
+    An unterminated last line counts as a line, as with ``tail``. Reads
+    backwards in blocks, so it is cheap on huge files.
+    """
+    if count <= 0:
+        return size
+    position = size
+    # A final newline ends the last line; it does not start an empty one.
+    skip_final = True
+    seen = 0
+    while position > 0:
+        start = max(0, position - _BLOCK)
+        block = os.pread(fd, position - start, start)
+        index = len(block)
+        while True:
+            index = block.rfind(b"\n", 0, index)
+            if index < 0:
+                break
+            if skip_final and start + index == size - 1:
+                skip_final = False
+                continue
+            skip_final = False
+            seen += 1
+            if seen == count:
+                return start + index + 1
+        skip_final = False
+        position = start
+    return 0
+
+
+class LocalTailSource:
+    """A :class:`~specmon.sources.base.LineSource` that follows a local file.
+
+    Args:
+        path: The log file (need not exist yet).
+        lines: Start with the last ``lines`` lines; ``None`` reads the whole file.
+        poll_interval: Seconds between two checks for new data.
+        chunk_size: Most bytes read for one batch.
+        clock: Wall clock for ``status.last_line_at`` (injected in tests).
+        sleep: Awaitable sleep (injected in tests).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lines: int | None = None,
+        poll_interval: float = 0.2,
+        chunk_size: int = 1 << 20,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.name = str(self.path)
+        self.status = SourceStatus()
+        self._lines = lines
+        self._poll = poll_interval
+        self._chunk = chunk_size
+        self._clock = clock
+        self._sleep = sleep
+        self._fd: int | None = None
+        self._inode: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
+        self._split = LineSplitter()
+        self._closed = asyncio.Event()
+        self._first_open = True
+
+    # -- the LineSource protocol ---------------------------------------------
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Yield lists of complete lines as the file grows; ends after :meth:`close`."""
+        try:
+            while not self._closed.is_set():
+                batch = self._step()
+                if batch:
+                    self._deliver(batch)
+                    yield batch
+                    # More may be waiting (a big file): read on without sleeping.
+                    continue
+                await self._wait(self._poll)
+        finally:
+            self._close_fd()
+            if self.status.state is not ConnectionState.FAILED:
+                self.status.state = ConnectionState.ENDED
+
+    async def close(self) -> None:
+        """Stop following and close the file."""
+        self._closed.set()
+        self._close_fd()
+        if self.status.state is not ConnectionState.FAILED:
+            self.status.state = ConnectionState.ENDED
+
+    # -- internals -------------------------------------------------------------
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep, but wake at once when closed."""
+        sleeper = asyncio.ensure_future(self._sleep(seconds))
+        closer = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({sleeper, closer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            closer.cancel()
+
+    def _deliver(self, batch: list[str]) -> None:
+        self.status.lines += len(batch)
+        self.status.last_line_at = self._clock()
+
+    def _event(self, message: str) -> None:
+        self.status.events.append(message)
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _step(self) -> list[str]:
+        """One poll: read what is new, then look for rotation or truncation."""
+        if self._fd is None and not self._open():
+            return []
+        assert self._fd is not None
+        out = self._read_available()
+        if out:
+            return out
+        # Nothing new in the open file: has the path moved on to another file?
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            self._set_waiting(f"cannot stat {self.path}: {exc.strerror}")
+            return []
+        if info is None or (info.st_dev, info.st_ino) != self._inode:
+            out = self._read_available()  # the writer may have added a last bit
+            if out:
+                return out
+            rest = self._split.pending
+            self._close_fd()
+            if info is None:
+                self._event(f"{self.path} was removed or renamed; waiting for a new file")
+                self._set_waiting(f"file not found: {self.path} (waiting for it)")
+            else:
+                self._event(f"{self.path} was rotated: following the new file from its start")
+            tail = [rest.decode(self._split.encoding, errors="replace")] if rest else []
+            self._split.reset(0)
+            if info is not None:
+                self._open()
+            return tail
+        size = os.fstat(self._fd).st_size
+        if size < self._split.read_position:
+            self._event(
+                f"{self.path} was truncated (size {size} < {self._split.read_position} read): "
+                "reading again from the start"
+            )
+            self._split.reset(0)
+        return []
+
+    def _open(self) -> bool:
+        """Open the path if it exists; position according to ``lines`` on the first open."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self._set_waiting(f"file not found: {self.path} (waiting for it)")
+            return False
+        except OSError as exc:
+            # Permission errors may be fixed by the user while we wait: keep polling.
+            self._set_waiting(f"cannot open {self.path}: {exc.strerror}")
+            return False
+        info = os.fstat(fd)
+        self._fd = fd
+        self._inode = (info.st_dev, info.st_ino)
+        start = 0
+        if self._first_open and self._lines is not None:
+            start = start_of_last_lines(fd, info.st_size, self._lines)
+        self._first_open = False
+        self._split.reset(start)
+        self.status.state = ConnectionState.LIVE
+        self.status.detail = f"following {self.path}"
+        return True
+
+    def _set_waiting(self, detail: str) -> None:
+        if self.status.detail != detail:
+            self.status.detail = detail
+        self.status.state = ConnectionState.CONNECTING
+
+    def _read_available(self) -> list[str]:
+        """Read up to ``chunk_size`` new bytes; return the lines they complete."""
+        assert self._fd is not None
+        while True:
+            data = os.pread(self._fd, self._chunk, self._split.read_position)
+            if not data:
+                return []
+            self.status.bytes += len(data)
+            lines = self._split.feed(data)
+            if lines:
+                return lines
+            # A line longer than one chunk: keep reading until it completes or data ends.
