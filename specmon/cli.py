@@ -1,5 +1,164 @@
-"""Command-line entry point (placeholder until the subcommands land)."""
+"""``specmon`` command line: one function per subcommand, registered in :func:`build_parser`.
+
+Expected failures (missing files, bad options, nothing to report) print one
+clear sentence on stderr and exit with a documented code; they never show a
+traceback. Exit codes: 0 success, 1 nothing found / no verdict possible,
+2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from specmon import __version__
+
+EXIT_OK, EXIT_NOTHING, EXIT_INPUT = 0, 1, 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    return 0
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
+    return int(text)
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> int:
+    print(f"specmon: {message}", file=sys.stderr)
+    return code
+
+
+# -- summarize ---------------------------------------------------------------------------------
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    """``specmon summarize FILE...``: the per-configuration table, headless."""
+    from rich.console import Console
+
+    from specmon.analysis import analyze
+    from specmon.formats import render, to_rich
+    from specmon.ingest import ingest_files
+    from specmon.logfiles import LogFileError
+
+    if args.baseline and args.baseline_tps is not None:
+        return _fail("give either --baseline FILE or --baseline-tps X, not both")
+    try:
+        session = ingest_files(args.files, baseline=args.baseline, warmup=args.warmup,
+                               jobs=args.jobs)
+    except LogFileError as exc:
+        return _fail(str(exc))
+    samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
+    if samples == 0:
+        unparsed = session.counts.get("unparsed", 0)
+        extra = f" ({unparsed} line(s) had a known marker but could not be parsed)" if unparsed else ""
+        return _fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
+                     "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
+                     "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
+    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
+    if args.format == "table":
+        console = Console()
+        if not console.is_terminal:
+            console.width = max(console.width, 110)  # piped: no terminal to fit, keep rows whole
+        console.print(to_rich(analysis, title=f"specmon summary — {session.lines} lines, "
+                                              f"engine {session.engine.value}"))
+        if analysis.verdict.concurrency_note:
+            console.print(f"[yellow]Note:[/] {analysis.verdict.concurrency_note}")
+        if session.counts.get("unparsed"):
+            console.print(f"[yellow]{session.counts['unparsed']} line(s) with a known marker could not be "
+                          f"parsed[/] (see --format json → unparsed_examples)")
+    else:
+        sys.stdout.write(render(args.format, session, analysis))
+    return EXIT_OK
+
+
+# -- parse ---------------------------------------------------------------------------------------
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    """``specmon parse FILE...``: every record as one JSON object per line."""
+    from specmon.logfiles import LogFileError, check_readable, file_year, iter_line_batches
+    from specmon.parsing import LineParser
+
+    try:
+        for path in args.files:
+            check_readable(path)
+    except LogFileError as exc:
+        return _fail(str(exc))
+    out = sys.stdout
+    try:
+        for path in args.files:
+            parser = LineParser(year=file_year(path))
+            n = 0
+            for batch in iter_line_batches(path):
+                for text in batch:
+                    n += 1
+                    rec = parser.parse(text, n)
+                    if rec is not None:
+                        d = rec.to_json()
+                        if len(args.files) > 1:
+                            d["file"] = path
+                        out.write(json.dumps(d, ensure_ascii=False) + "\n")
+    except LogFileError as exc:
+        return _fail(str(exc))
+    except BrokenPipeError:  # `specmon parse x | head`
+        sys.stderr.close()
+    return EXIT_OK
+
+
+# -- parser ----------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    from specmon.formats import FORMATS
+
+    p = argparse.ArgumentParser(
+        prog="specmon",
+        description="Tune speculative decoding on live LLM inference servers (SGLang, vLLM, llama.cpp).",
+    )
+    p.add_argument("--version", action="version", version=f"specmon {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("summarize", help="per-configuration table from logs, no UI",
+                       description="Read logs and print one row per speculative configuration with "
+                                   "honest statistics, the baseline comparison and a verdict.")
+    s.add_argument("files", nargs="+", metavar="FILE")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--baseline", metavar="FILE", action="append", default=[],
+                   help="a log of the server without speculation, used as the baseline")
+    g.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+                   help="a known baseline throughput in tokens/s (e.g. 88.8)")
+    s.add_argument("--format", choices=FORMATS, default="table")
+    s.add_argument("--warmup", type=_nonneg_int, default=None, metavar="N",
+                   help="samples excluded at the start of each run, per rank "
+                        "(default: 5 SGLang decode lines, 1 vLLM interval)")
+    s.add_argument("--jobs", type=_nonneg_int, default=0, metavar="N",
+                   help="parallel parsing processes for large files (default: one per core; 1 = none)")
+    s.set_defaults(func=cmd_summarize)
+
+    pr = sub.add_parser("parse", help="print every parsed record as JSON lines",
+                        description="Print one JSON object per parsed record, in input order.")
+    pr.add_argument("files", nargs="+", metavar="FILE")
+    pr.set_defaults(func=cmd_parse)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,818 @@
+"""Launch profiles and the exact shell commands that restart a server.
+
+A :class:`LaunchProfile` says how to start an inference server with a given
+speculative step count: an argv template with the placeholders ``{steps}``,
+``{draft_tokens}``, ``{topk}``, ``{log}`` and ``{port}`` (which may stand inside
+a token, e.g. vLLM's ``--speculative-config`` JSON), its environment, working
+directory, log path, readiness check and timeouts.
+
+:func:`build_plan` turns a profile and a step count into a :class:`CommandPlan`:
+the exact strings that will run on the host, in order. Those strings are what
+the confirmation screen shows and what :func:`specmon.control.runner.execute`
+runs; nothing else is ever run by the control layer.
+
+How commands are made safe:
+
+- every value substituted into a template is a validated ``int`` (``bool``,
+  ``float`` and ``str`` are refused) or a validated absolute path;
+- control characters (newline, NUL, ESC, ...) are refused everywhere;
+- the host-side logic is a handful of fixed shell scripts (module constants,
+  reviewed once); every variable piece of data reaches them as a positional
+  argument, and the whole command is built with :func:`shlex.join`, so no value
+  is ever parsed as shell syntax;
+- a managed server is stopped only by the PID recorded when specmon started it,
+  and only while that PID still belongs to the same process (its start time in
+  ``/proc/PID/stat`` must match the one recorded), never by a pattern.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+
+#: Every placeholder a template may use. Anything else that looks like
+#: ``{identifier}`` is an error; any other brace (JSON) is kept verbatim.
+PLACEHOLDERS: tuple[str, ...] = ("steps", "draft_tokens", "topk", "log", "port")
+
+_SPEC_PLACEHOLDERS = frozenset({"steps", "draft_tokens", "topk"})
+_ALL = frozenset(PLACEHOLDERS)
+_EXPAND_RE = re.compile(r"\{(steps|draft_tokens|topk|log|port)\}")
+_NAMELIKE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# C0 controls (incl. TAB, LF, CR, NUL, ESC), DEL and C1 controls (0x9b is a CSI
+# introducer on some terminals): none belongs in a command line or a path.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Environment names (upper-cased, shell glob syntax) whose values are secrets:
+#: never shown, and never read from a running server (adopt.py filters on the
+#: host with these same patterns).
+SECRET_NAME_GLOBS: tuple[str, ...] = (
+    "*TOKEN*", "*SECRET*", "*PASSW*", "*PASS", "*KEY*", "*CREDENTIAL*",
+    "*AUTH*", "*COOKIE*", "*PRIVATE*", "*SESSION*",
+)
+#: Flags whose value is redacted in what the confirmation screen shows.
+SECRET_FLAGS: frozenset[str] = frozenset({"--api-key", "--admin-api-key", "--hf-token", "--token"})
+
+STEPS_HARD_MAX = 64
+TOPK_HARD_MAX = 64
+DRAFT_TOKENS_HARD_MAX = STEPS_HARD_MAX * TOPK_HARD_MAX + 1
+
+
+class LaunchError(ValueError):
+    """A plan cannot be built: the message says why, in words for the user."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+def is_secret_name(name: str) -> bool:
+    """True when an environment variable called ``name`` may hold a secret."""
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, glob) for glob in SECRET_NAME_GLOBS)
+
+
+def check_int(value: object, name: str, lo: int, hi: int) -> int:
+    """Return ``value`` if it is a real ``int`` within ``[lo, hi]``.
+
+    Args:
+        value: The candidate; ``bool``, ``float`` and ``str`` are refused even
+            when they look like numbers (``True``, ``4.5``, ``"4; reboot"``).
+        name: What the value is, for the error message.
+        lo: Smallest allowed value.
+        hi: Largest allowed value.
+
+    Returns:
+        The value, unchanged.
+
+    Raises:
+        LaunchError: The value is not an int or is out of range.
+    """
+    # type() and not isinstance(): bool is a subclass of int.
+    if type(value) is not int:
+        raise LaunchError(f"{name} must be an integer, not {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise LaunchError(f"{name} must be between {lo} and {hi}, not {value}")
+    return value
+
+
+def check_text(value: str, what: str) -> str:
+    """Refuse control characters (newline, NUL, ESC, ...) in ``value``.
+
+    Args:
+        value: Text that will end up in a command line or on screen.
+        what: What the text is, for the error message.
+
+    Returns:
+        The value, unchanged.
+
+    Raises:
+        LaunchError: The text holds a control character.
+    """
+    match = _CONTROL_RE.search(value)
+    if match:
+        raise LaunchError(f"{what} contains a control character ({match.group()!r}): {value!r}")
+    return value
+
+
+def check_path(value: str, what: str) -> str:
+    """Return ``value`` if it is an absolute path free of control characters.
+
+    Args:
+        value: The path.
+        what: What the path is, for the error message.
+
+    Returns:
+        The path, unchanged.
+
+    Raises:
+        LaunchError: The path is relative, empty or holds a control character.
+    """
+    check_text(value, what)
+    if not value.startswith("/"):
+        raise LaunchError(f"{what} must be an absolute path, not {value!r}")
+    return value
+
+
+def check_template(value: str, allowed: frozenset[str], what: str) -> str:
+    """Validate a template: no control characters, only known placeholders.
+
+    Args:
+        value: The template text.
+        allowed: Placeholder names this template may use.
+        what: What the template is, for the error message.
+
+    Returns:
+        The template, unchanged.
+
+    Raises:
+        LaunchError: A control character, or a ``{name}`` that is not allowed here.
+    """
+    check_text(value, what)
+    for match in _NAMELIKE_RE.finditer(value):
+        name = match.group(1)
+        if name not in allowed:
+            known = ", ".join("{%s}" % p for p in PLACEHOLDERS if p in allowed) or "none"
+            raise LaunchError(f"unknown placeholder {{{name}}} in {what} {value!r} (allowed here: {known})")
+    return value
+
+
+def placeholders_in(value: str) -> set[str]:
+    """Return the placeholder names ``value`` uses."""
+    return set(_EXPAND_RE.findall(value))
+
+
+def expand(template: str, values: dict[str, str]) -> str:
+    """Replace exactly ``{steps}``, ``{draft_tokens}``, ``{topk}``, ``{log}``, ``{port}``.
+
+    Everything else, including JSON braces, is kept verbatim, and substituted
+    text is never scanned again (a log path holding ``{steps}`` stays as is).
+
+    Args:
+        template: A validated template.
+        values: The text for each placeholder the template uses.
+
+    Returns:
+        The expanded text.
+
+    Raises:
+        LaunchError: The template uses a placeholder with no value.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise LaunchError(f"placeholder {{{name}}} has no value here")
+        return values[name]
+
+    return _EXPAND_RE.sub(replace, template)
+
+
+# --------------------------------------------------------------------------- profile
+
+PosInt = Annotated[StrictInt, Field(ge=1)]
+Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, le=86400)]
+
+
+class LaunchProfile(BaseModel):
+    """How to (re)start one inference server with a given step count.
+
+    Two modes. ``managed``: specmon starts ``argv`` detached on the host
+    (``setsid nohup``), records its PID and start time in ``pidfile`` and stops
+    it by that PID. ``custom``: the user's own ``stop`` and ``start`` commands
+    (systemd, docker), with the same placeholders.
+
+    Step count 0 means "no speculation" and is only allowed when the profile
+    says how: ``nospec_argv`` (managed) or ``nospec_start`` (custom), which may
+    use ``{log}`` and ``{port}`` but no speculative placeholder.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["managed", "custom"] = "managed"
+    engine: Literal["sglang", "vllm", "llamacpp", "unknown"] = "unknown"
+    argv: list[str] | None = None
+    nospec_argv: list[str] | None = None
+    start: list[str] | None = None
+    nospec_start: list[str] | None = None
+    stop: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    log: str | None = None
+    pidfile: str | None = None
+    port: Annotated[StrictInt, Field(ge=1, le=65535)] | None = None
+    topk: Annotated[StrictInt, Field(ge=1, le=TOPK_HARD_MAX)] = 1
+    #: A rule ("steps+1", "steps*topk+1") or a fixed number.
+    draft_tokens: Literal["steps+1", "steps*topk+1"] | Annotated[
+        StrictInt, Field(ge=1, le=DRAFT_TOKENS_HARD_MAX)
+    ] = "steps+1"
+    steps_min: Annotated[StrictInt, Field(ge=0, le=STEPS_HARD_MAX)] = 1
+    steps_max: Annotated[StrictInt, Field(ge=0, le=STEPS_HARD_MAX)] = 16
+    ready_marker: str | None = None
+    health_url: str | None = None
+    start_timeout_s: Seconds = 1800
+    stop_grace_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
+    stop_signal: Literal["INT", "TERM"] = "INT"
+    command_timeout_s: Seconds = 120
+
+    @model_validator(mode="after")
+    def _validate(self) -> LaunchProfile:
+        try:
+            self._check()
+        except LaunchError as exc:
+            # pydantic turns ValueError into a ValidationError with this text.
+            raise ValueError(str(exc)) from None
+        return self
+
+    def _check(self) -> None:
+        managed = self.mode == "managed"
+        if managed:
+            if not self.argv:
+                raise LaunchError("a managed profile needs `argv`, the server's command line")
+            for name in ("start", "stop", "nospec_start"):
+                if getattr(self, name) is not None:
+                    raise LaunchError(f"`{name}` belongs to custom mode; a managed profile uses `argv`")
+            if not self.log:
+                raise LaunchError("a managed profile needs `log`, where the server's output goes")
+        else:
+            if not self.start or not self.stop:
+                raise LaunchError("a custom profile needs both `start` and `stop` commands")
+            for name in ("argv", "nospec_argv", "pidfile", "cwd"):
+                if getattr(self, name) is not None:
+                    raise LaunchError(f"`{name}` belongs to managed mode; custom mode runs `start`/`stop`")
+            if self.env:
+                raise LaunchError("`env` belongs to managed mode; put variables in your own start command")
+
+        lists: list[tuple[str, list[str] | None, frozenset[str]]] = [
+            ("argv", self.argv, _ALL),
+            ("nospec_argv", self.nospec_argv, frozenset({"log", "port"})),
+            ("start", self.start, _ALL),
+            ("nospec_start", self.nospec_start, frozenset({"log", "port"})),
+            ("stop", self.stop, frozenset({"log", "port"})),
+        ]
+        used: set[str] = set()
+        for name, tokens, allowed in lists:
+            if tokens is None:
+                continue
+            if not tokens or not tokens[0] or tokens[0].startswith("-"):
+                raise LaunchError(f"`{name}` must start with a program name, not {tokens[:1]!r}")
+            for i, token in enumerate(tokens):
+                check_template(token, allowed, f"{name}[{i}]")
+                used |= placeholders_in(token)
+        for key, value in self.env.items():
+            if not _ENV_KEY_RE.fullmatch(key):
+                raise LaunchError(f"environment name {key!r} is not a valid variable name")
+            check_template(value, _ALL, f"env {key}")
+            used |= placeholders_in(value)
+        if self.cwd is not None:
+            check_path(self.cwd, "cwd")
+            check_template(self.cwd, frozenset(), "cwd")
+        if self.log is not None:
+            check_template(self.log, _ALL - {"log"}, "log")
+            used |= placeholders_in(self.log)
+            check_path(expand(self.log, _SAMPLE), "log")
+        if self.pidfile is not None:
+            # The pidfile must not depend on the step count: the next restart
+            # has to find the server this one started.
+            check_template(self.pidfile, frozenset({"port"}), "pidfile")
+            used |= placeholders_in(self.pidfile)
+            check_path(expand(self.pidfile, _SAMPLE), "pidfile")
+        if self.ready_marker is not None:
+            check_text(self.ready_marker, "ready_marker")
+            if not self.ready_marker.strip():
+                raise LaunchError("ready_marker must not be blank")
+        if self.health_url is not None:
+            check_template(self.health_url, frozenset({"port"}), "health_url")
+            used |= placeholders_in(self.health_url)
+            _check_url(expand(self.health_url, _SAMPLE))
+        if self.ready_marker is None and self.health_url is None:
+            raise LaunchError("say how to tell the server is ready: `ready_marker` and/or `health_url`")
+        if self.ready_marker is not None and self.log is None:
+            raise LaunchError("`ready_marker` is looked for in `log`: give `log` too")
+        if "port" in used and self.port is None:
+            raise LaunchError("the profile uses {port}: give `port`")
+
+        if self.steps_min > self.steps_max:
+            raise LaunchError(f"steps_min {self.steps_min} is above steps_max {self.steps_max}")
+        nospec = self.nospec_argv if managed else self.nospec_start
+        if self.steps_min == 0 and nospec is None:
+            what = "nospec_argv" if managed else "nospec_start"
+            raise LaunchError(f"steps 0 (no speculation) needs `{what}`; otherwise set steps_min >= 1")
+        if isinstance(self.draft_tokens, int):
+            lowest = max(self.steps_min, 1)
+            if self.draft_tokens > lowest * self.topk + 1:
+                raise LaunchError(
+                    f"draft_tokens {self.draft_tokens} exceeds steps*topk+1 = {lowest * self.topk + 1} "
+                    f"at steps {lowest}; raise steps_min or use the rule \"steps+1\""
+                )
+
+    # ------------------------------------------------------------------ helpers
+
+    def draft_tokens_for(self, steps: int) -> int:
+        """The draft-token count this profile uses at ``steps`` (>= 1)."""
+        if self.draft_tokens == "steps+1":
+            return steps + 1
+        if self.draft_tokens == "steps*topk+1":
+            return steps * self.topk + 1
+        return int(self.draft_tokens)
+
+    def pidfile_template(self) -> str:
+        """The pidfile template, with the default when none was given."""
+        if self.pidfile is not None:
+            return self.pidfile
+        return "/tmp/specmon-{port}.pid" if self.port is not None else "/tmp/specmon-server.pid"
+
+
+_SAMPLE = {"steps": "1", "draft_tokens": "2", "topk": "1", "port": "1", "log": "/x"}
+
+
+def _check_url(url: str) -> None:
+    check_text(url, "health_url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LaunchError(f"health_url must be an http(s) URL with a host, not {url!r}")
+    if any(c.isspace() for c in url):
+        raise LaunchError(f"health_url must not contain spaces: {url!r}")
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """A process on the host, identified for a safe stop.
+
+    The start time (field 22 of ``/proc/PID/stat``, in clock ticks since boot)
+    tells a live server from an unrelated process that got the same PID later.
+    Unlike the command line, it survives ``exec`` chains (``serve.sh`` execs
+    ``vllm``) and process-title rewrites.
+    """
+
+    pid: int
+    starttime: int
+
+    def __post_init__(self) -> None:
+        check_int(self.pid, "pid", 2, 2**22)
+        check_int(self.starttime, "starttime", 0, 2**63 - 1)
+
+
+_SEAL = object()  # only build_plan holds it: a CommandPlan cannot be made by hand
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStep:
+    """One command of a plan.
+
+    Attributes:
+        name: ``"stop"`` or ``"start"``.
+        command: The exact string the runner sends to the host's shell.
+        display: What the confirmation screen shows: the same command, readable
+            (the fixed scripts summarised, secret flag values redacted).
+        timeout_s: How long the runner waits for the command.
+    """
+
+    name: Literal["stop", "start"]
+    command: str
+    display: str
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCheck:
+    """A command that says whether the restarted server is ready, run repeatedly.
+
+    Exit status 0 = ready, 1 = not yet, 3 = the server process is gone,
+    anything else = the check itself failed. The last line of stdout is
+    ``specmon-ready result=...``.
+    """
+
+    command: str
+    display: str
+    timeout_s: float
+    poll_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class CommandPlan:
+    """The exact commands one restart runs on one host, in order.
+
+    Only :func:`build_plan` can create one (the constructor checks a private
+    seal), so a runner given a plan only ever runs strings built here from a
+    validated profile.
+    """
+
+    host: str
+    mode: Literal["managed", "custom"]
+    steps: int
+    draft_tokens: int | None
+    log: str | None
+    pidfile: str | None
+    argv: tuple[str, ...] | None
+    stop: PlanStep
+    start: PlanStep
+    ready: ReadyCheck
+    _seal: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._seal is not _SEAL:
+            raise TypeError("a CommandPlan is only made by build_plan()")
+
+    @property
+    def steps_in_order(self) -> tuple[PlanStep, ...]:
+        """The commands to run, in order."""
+        return (self.stop, self.start)
+
+    def describe(self, exact: bool = False) -> str:
+        """What the confirmation screen shows before anything runs.
+
+        Args:
+            exact: Also show the exact strings sent to the host (long: they
+                hold the fixed stop/start scripts).
+
+        Returns:
+            Several lines: host, stop, start, readiness.
+        """
+        spec = "no speculation" if self.steps == 0 else f"{self.steps} steps"
+        if self.draft_tokens is not None and self.steps:
+            spec += f", {self.draft_tokens} draft tokens"
+        lines = [f"host:  {self.host}   ({spec})", f"stop:  {self.stop.display}", f"start: {self.start.display}"]
+        lines.append(f"ready: {self.ready.display}")
+        if exact:
+            lines += ["", "exact commands:", f"[stop]  {self.stop.command}", f"[start] {self.start.command}"]
+        return "\n".join(lines)
+
+
+# The host-side scripts. They are run as `sh -c SCRIPT NAME ARGS...`: data only
+# ever arrives as positional parameters, never spliced into script text. They
+# stick to POSIX sh (Debian's dash), because the login shell that SSH hands the
+# command to may be anything; `sh -c` gives a known one.
+
+# procinfo PID: sets st (state), pg (process group) and stt (start time) from
+# /proc/PID/stat; the comm field may hold spaces and ')' so split after the
+# last ') '. alive PID START: the process exists, is not a zombie (a PID 1 that
+# does not reap leaves zombies behind) and has the recorded start time.
+_PROC_FUNCS = r"""
+procinfo() {
+  line=
+  { read -r line < "/proc/$1/stat"; } 2>/dev/null
+  [ -n "$line" ] || return 1
+  rest=${line##*) }
+  set -f; set -- $rest; set +f
+  st=$1 pg=$3 stt=${20}
+}
+alive() { procinfo "$1" && [ "$st" != Z ] && [ "$st" != X ] && [ "$stt" = "$2" ]; }
+isnum() { case $1 in ''|*[!0-9]*) return 1;; esac; }
+"""
+
+STOP_SCRIPT = (
+    _PROC_FUNCS
+    + r"""
+pidfile=$1 grace=$2 sig=$3 pid=$4 start=$5
+say() { echo "specmon-stop $*"; }
+group_alive() {
+  for d in /proc/[0-9]*; do
+    procinfo "${d#/proc/}" || continue
+    if [ "$pg" = "$1" ] && [ "$st" != Z ]; then return 0; fi
+  done
+  return 1
+}
+if [ -z "$pid" ]; then
+  if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
+  if [ ! -e "$pidfile" ]; then say result=not-running reason=no-pidfile; exit 0; fi
+  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
+  read -r pid start junk < "$pidfile" || true
+  from=pidfile
+else
+  from=adopted
+fi
+if ! isnum "$pid" || ! isnum "$start"; then say result=refused reason=pidfile-malformed; exit 2; fi
+if ! alive "$pid" "$start"; then
+  reason=exited
+  if procinfo "$pid" && [ "$stt" != "$start" ]; then reason=pid-reused; fi
+  if [ "$from" = pidfile ]; then rm -f -- "$pidfile"; fi
+  say result=not-running reason=$reason pid=$pid
+  exit 0
+fi
+procinfo "$pid"
+group=
+if [ "$pg" = "$pid" ]; then group=1; fi
+# A server started from a non-interactive shell with `&` inherits SIGINT
+# ignored and cannot un-ignore it; send TERM instead of waiting for nothing.
+if [ "$sig" = INT ]; then
+  mask=$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+  case $mask in *[!0-9a-fA-F]*|'') ;; *) if [ $(( 0x$mask & 2 )) -ne 0 ]; then sig=TERM; fi;; esac
+fi
+if ! kill -s "$sig" "$pid" 2>/dev/null; then say result=failed reason=signal-denied pid=$pid; exit 1; fi
+gone() {
+  alive "$pid" "$start" && return 1
+  if [ -n "$group" ] && [ -z "$group_empty" ]; then
+    if group_alive "$pid"; then return 1; fi
+    group_empty=1
+  fi
+  return 0
+}
+group_empty=
+result=stopped
+i=0
+ticks=$((grace * 5))
+while ! gone; do
+  if [ "$i" -ge "$ticks" ]; then
+    result=killed
+    if [ -n "$group" ] && [ -z "$group_empty" ]; then kill -s KILL -- "-$pid" 2>/dev/null
+    else kill -s KILL "$pid" 2>/dev/null; fi
+    j=0
+    while ! gone && [ "$j" -lt 50 ]; do sleep 0.2; j=$((j + 1)); done
+    if ! gone; then say result=failed reason=still-alive pid=$pid signal=KILL; exit 1; fi
+    break
+  fi
+  sleep 0.2
+  i=$((i + 1))
+done
+if [ "$from" = pidfile ]; then rm -f -- "$pidfile"; fi
+say result=$result pid=$pid signal=$sig
+"""
+)
+
+START_SCRIPT = (
+    _PROC_FUNCS
+    + r"""
+pidfile=$1 log=$2 cwd=$3
+shift 3
+say() { echo "specmon-start $*"; }
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
+shift
+if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
+if [ -e "$pidfile" ]; then
+  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
+  read -r opid ostart junk < "$pidfile" || true
+  if isnum "$opid" && isnum "$ostart" && alive "$opid" "$ostart"; then
+    say result=refused reason=already-running pid=$opid; exit 2
+  fi
+  rm -f -- "$pidfile"
+fi
+if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
+if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
+if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
+if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
+# setsid -f forks in the foreground: a job started with `&` would get SIGINT
+# ignored for good. The new process records its own PID and start time, then
+# execs the server, so the recorded PID is the server's.
+setsid -f sh -c '
+  line=; read -r line < "/proc/$$/stat"; rest=${line##*) }
+  stt=$(set -f; set -- $rest; echo "${20}"); pidfile=$1; shift 2
+  tmp=$(mktemp "$pidfile.XXXXXX") || exit 125
+  echo "$$ $stt" > "$tmp" && mv -f -- "$tmp" "$pidfile" || exit 125
+  exec nohup "$@"' specmon-server "$pidfile" -- "$@" < /dev/null > "$log" 2>&1
+i=0
+while [ ! -s "$pidfile" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+pid= start=
+if [ -s "$pidfile" ]; then read -r pid start junk < "$pidfile" || true; fi
+if ! isnum "$pid"; then say result=failed reason=no-pidfile; exit 1; fi
+say result=started pid=$pid starttime=$start
+"""
+)
+
+READY_SCRIPT = (
+    _PROC_FUNCS
+    + r"""
+pidfile=$1 log=$2 marker=$3 url=$4
+say() { echo "specmon-ready $*"; }
+if [ -n "$pidfile" ]; then
+  pid= start=
+  if [ -f "$pidfile" ]; then read -r pid start junk < "$pidfile" || true; fi
+  if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then say result=exited; exit 3; fi
+fi
+if [ -n "$marker" ] && ! grep -F -q -e "$marker" "$log" 2>/dev/null; then say result=waiting reason=marker; exit 1; fi
+if [ -n "$url" ]; then
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS --noproxy '*' -m 5 -o /dev/null "$url" >/dev/null 2>&1 || { say result=waiting reason=health; exit 1; }
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import sys, urllib.request as u
+u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=5)' "$url" >/dev/null 2>&1 \
+      || { say result=waiting reason=health; exit 1; }
+  else
+    say result=error reason=no-http-client; exit 4
+  fi
+fi
+say result=ready
+"""
+)
+
+
+def build_plan(
+    profile: LaunchProfile,
+    steps: int,
+    *,
+    draft_tokens: int | None = None,
+    host: str = "localhost",
+    adopted: ProcessIdentity | None = None,
+) -> CommandPlan:
+    """Build the exact commands that restart the server with ``steps`` steps.
+
+    Args:
+        profile: A validated launch profile.
+        steps: Speculative step count; a real int within the profile's range
+            (0 = no speculation, when the profile allows it).
+        draft_tokens: Override the profile's draft-token rule for this plan.
+        host: Shown on the confirmation screen (the runner decides where the
+            commands actually go).
+        adopted: Stop this running process (found by :mod:`specmon.control.adopt`)
+            instead of the one in the pidfile. Managed mode only.
+
+    Returns:
+        The plan: stop, then start, then the readiness check.
+
+    Raises:
+        LaunchError: A value is invalid; the message says which and why.
+    """
+    if not isinstance(profile, LaunchProfile):
+        raise LaunchError("build_plan needs a LaunchProfile")
+    check_int(steps, "steps", profile.steps_min, profile.steps_max)
+    check_text(host, "host")
+    values: dict[str, str] = {}
+    dt: int | None = None
+    if steps > 0:
+        if draft_tokens is None:
+            dt = profile.draft_tokens_for(steps)
+        else:
+            dt = check_int(draft_tokens, "draft_tokens", 1, DRAFT_TOKENS_HARD_MAX)
+        # SGLang: the draft tree holds at most steps*topk tokens plus the root.
+        limit = steps * profile.topk + 1
+        if dt > limit:
+            raise LaunchError(
+                f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {profile.topk})"
+            )
+        values |= {"steps": str(steps), "draft_tokens": str(dt), "topk": str(profile.topk)}
+    elif draft_tokens is not None:
+        raise LaunchError("draft_tokens makes no sense with steps 0 (no speculation)")
+    if profile.port is not None:
+        values["port"] = str(profile.port)
+    log: str | None = None
+    if profile.log is not None:
+        log = check_path(expand(profile.log, values), "log")
+        values["log"] = log
+
+    if profile.mode == "managed":
+        return _managed_plan(profile, steps, dt, values, log, host, adopted)
+    if adopted is not None:
+        raise LaunchError("an adopted server is restarted in managed mode, not with custom commands")
+    return _custom_plan(profile, steps, dt, values, log, host)
+
+
+def _expand_argv(tokens: list[str], values: dict[str, str], what: str) -> list[str]:
+    out = []
+    for i, token in enumerate(tokens):
+        out.append(check_text(expand(token, values), f"{what}[{i}]"))
+    return out
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    out = list(argv)
+    for i, token in enumerate(out):
+        flag, eq, _ = token.partition("=")
+        if flag in SECRET_FLAGS:
+            if eq:
+                out[i] = f"{flag}=***"
+            elif i + 1 < len(out):
+                out[i + 1] = "***"
+    return out
+
+
+def _ready_check(profile: LaunchProfile, values: dict[str, str], log: str | None, pidfile: str | None) -> ReadyCheck:
+    url = expand(profile.health_url, values) if profile.health_url else ""
+    marker = profile.ready_marker or ""
+    command = shlex.join(["sh", "-c", READY_SCRIPT, "specmon-ready", pidfile or "", log or "", marker, url])
+    parts = []
+    if pidfile:
+        parts.append(f"process in {pidfile} alive")
+    if marker:
+        parts.append(f"{log} contains {marker!r}")
+    if url:
+        parts.append(f"GET {url} answers 2xx (from the host)")
+    display = " and ".join(parts) + f"; give up after {profile.start_timeout_s:g} s"
+    return ReadyCheck(command=command, display=display, timeout_s=float(profile.start_timeout_s))
+
+
+def _managed_plan(
+    profile: LaunchProfile,
+    steps: int,
+    dt: int | None,
+    values: dict[str, str],
+    log: str | None,
+    host: str,
+    adopted: ProcessIdentity | None,
+) -> CommandPlan:
+    assert profile.argv is not None and log is not None  # guaranteed by the model
+    template = profile.nospec_argv if steps == 0 else profile.argv
+    assert template is not None  # steps 0 is only in range with nospec_argv
+    argv = _expand_argv(template, values, "argv")
+    env = [f"{k}={check_text(expand(v, values), f'env {k}')}" for k, v in profile.env.items()]
+    shown_env = [
+        f"{k}=***" if is_secret_name(k) else f"{k}={expand(v, values)}" for k, v in profile.env.items()
+    ]
+    pidfile = check_path(expand(profile.pidfile_template(), values), "pidfile")
+    cwd = profile.cwd or ""
+
+    if adopted is None:
+        stop_args = [pidfile, str(profile.stop_grace_s), profile.stop_signal, "", ""]
+        target = f"the server recorded in {pidfile}"
+    else:
+        if not isinstance(adopted, ProcessIdentity):
+            raise LaunchError("adopted must be a ProcessIdentity")
+        stop_args = [pidfile, str(profile.stop_grace_s), profile.stop_signal, str(adopted.pid), str(adopted.starttime)]
+        target = f"PID {adopted.pid} (if it is still the process found, start time {adopted.starttime})"
+    stop = PlanStep(
+        name="stop",
+        command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args]),
+        display=f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s",
+        timeout_s=float(profile.stop_grace_s + 30),
+    )
+    start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, *env, "--", *argv])
+    shown = ""
+    if cwd:
+        shown += f"cd {shlex.quote(cwd)} && "
+    if shown_env:
+        shown += shlex.join(shown_env) + " "
+    shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >{shlex.quote(log)} 2>&1 &"
+    shown += f"   (PID recorded in {pidfile})"
+    start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0)
+    return CommandPlan(
+        host=host,
+        mode="managed",
+        steps=steps,
+        draft_tokens=dt,
+        log=log,
+        pidfile=pidfile,
+        argv=tuple(argv),
+        stop=stop,
+        start=start,
+        ready=_ready_check(profile, values, log, pidfile),
+        _seal=_SEAL,
+    )
+
+
+def _custom_plan(
+    profile: LaunchProfile, steps: int, dt: int | None, values: dict[str, str], log: str | None, host: str
+) -> CommandPlan:
+    assert profile.start is not None and profile.stop is not None  # guaranteed by the model
+    template = profile.nospec_start if steps == 0 else profile.start
+    assert template is not None
+    stop_argv = _expand_argv(profile.stop, values, "stop")
+    start_argv = _expand_argv(template, values, "start")
+    timeout = float(profile.command_timeout_s)
+    stop = PlanStep("stop", shlex.join(stop_argv), shlex.join(_redacted(stop_argv)), timeout)
+    start = PlanStep("start", shlex.join(start_argv), shlex.join(_redacted(start_argv)), timeout)
+    return CommandPlan(
+        host=host,
+        mode="custom",
+        steps=steps,
+        draft_tokens=dt,
+        log=log,
+        pidfile=None,
+        argv=None,
+        stop=stop,
+        start=start,
+        ready=_ready_check(profile, values, log, None),
+        _seal=_SEAL,
+    )
+
+
+def parse_result_line(stdout: str, prefix: str) -> dict[str, str]:
+    """Read the last ``<prefix> key=value ...`` line a fixed script printed.
+
+    Args:
+        stdout: The command's standard output.
+        prefix: ``specmon-stop``, ``specmon-start`` or ``specmon-ready``.
+
+    Returns:
+        The key/value pairs of the last such line; empty when there is none.
+    """
+    for line in reversed(stdout.splitlines()):
+        words = line.split()
+        if words and words[0] == prefix:
+            return dict(w.split("=", 1) for w in words[1:] if "=" in w)
+    return {}

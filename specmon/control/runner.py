@@ -1,0 +1,297 @@
+"""Run a :class:`~specmon.control.launch.CommandPlan` on a host, locally or over SSH.
+
+A :class:`CommandRunner` runs one shell command string and returns its exit
+status and output. The control layer itself offers no free-form "run this
+string" call: :func:`execute` and :func:`wait_ready` only accept a sealed
+``CommandPlan``, whose strings were built from a validated profile and shown to
+the user first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+import asyncssh
+
+from specmon.control.launch import CommandPlan, PlanStep, parse_result_line
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What one command did.
+
+    Attributes:
+        exit_status: The exit status; ``None`` when it timed out or was killed
+            by a signal.
+        stdout: Standard output, decoded as UTF-8 with replacement.
+        stderr: Standard error, decoded the same way.
+        timed_out: The runner gave up waiting.
+    """
+
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with status 0."""
+        return self.exit_status == 0 and not self.timed_out
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """Runs one command string on one host."""
+
+    async def run(self, command: str, timeout: float) -> Result:
+        """Run ``command`` through the host's shell and wait up to ``timeout`` seconds."""
+        ...
+
+
+class LocalRunner:
+    """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
+
+    async def run(self, command: str, timeout: float) -> Result:
+        """Run ``command`` with ``bash -c``; on timeout kill it and what it started in the foreground.
+
+        Args:
+            command: The command string.
+            timeout: Seconds to wait.
+
+        Returns:
+            The result; ``timed_out`` set when the timeout expired.
+        """
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            # Its own process group, so a timeout can end it and its helpers
+            # (sleep, grep) by the PID we just got, and nothing else. A server
+            # it detached (setsid) lives in another group and is not touched.
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = await proc.communicate()
+            return Result(None, _decode(out), _decode(err), timed_out=True)
+        status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
+        return Result(status, _decode(out), _decode(err))
+
+
+class SSHRunner:
+    """Runs commands on a remote host over an open asyncssh connection."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection) -> None:
+        """Use ``conn`` (opened and host-key-checked by specmon.ssh) for every command."""
+        self._conn = conn
+
+    async def run(self, command: str, timeout: float) -> Result:
+        """Run ``command`` in a new session channel (the login shell runs it).
+
+        Args:
+            command: The command string.
+            timeout: Seconds to wait; on expiry the channel is closed.
+
+        Returns:
+            The result; ``timed_out`` set when the timeout expired.
+
+        Raises:
+            asyncssh.Error: The connection failed (not the command).
+        """
+        try:
+            done = await self._conn.run(
+                command, check=False, timeout=timeout, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
+            )
+        except asyncssh.TimeoutError as exc:
+            return Result(None, _text(exc.stdout), _text(exc.stderr), timed_out=True)
+        # returncode is the negated signal number when the command was killed.
+        status = done.returncode if done.returncode is not None and done.returncode >= 0 else None
+        return Result(status, _text(done.stdout), _text(done.stderr))
+
+
+def _decode(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", errors="replace")
+
+
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return _decode(data)
+    return data or ""
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How one plan step went.
+
+    Attributes:
+        step: The step that ran.
+        result: What the command returned.
+        fields: The ``key=value`` pairs of its ``specmon-<step> ...`` result
+            line (managed mode; empty for custom commands).
+    """
+
+    step: PlanStep
+    result: Result
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """The parsed result line of the fixed script."""
+        return parse_result_line(self.result.stdout, f"specmon-{self.step.name}")
+
+    @property
+    def ok(self) -> bool:
+        """True when the step succeeded."""
+        return self.result.ok
+
+    def summary(self) -> str:
+        """One line for the event log: what happened, or why it failed."""
+        f = self.fields
+        if self.result.timed_out:
+            return f"{self.step.name}: timed out after {self.step.timeout_s:g} s"
+        if f:
+            return f"{self.step.name}: " + " ".join(f"{k}={v}" for k, v in f.items())
+        tail = (self.result.stderr.strip() or self.result.stdout.strip()).splitlines()[-1:] or [""]
+        return f"{self.step.name}: exit {self.result.exit_status} {tail[0]}".rstrip()
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """Reported to ``on_step`` before (``outcome`` None) and after each step."""
+
+    step: PlanStep
+    phase: Literal["started", "finished"]
+    outcome: StepOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionReport:
+    """What :func:`execute` did: one outcome per step run, in order."""
+
+    outcomes: tuple[StepOutcome, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every step ran and succeeded."""
+        return len(self.outcomes) == 2 and all(o.ok for o in self.outcomes)
+
+    @property
+    def server_pid(self) -> int | None:
+        """The PID the start step reported (managed mode)."""
+        for o in self.outcomes:
+            if o.step.name == "start" and o.fields.get("pid", "").isdigit():
+                return int(o.fields["pid"])
+        return None
+
+
+StepCallback = Callable[[StepEvent], None | Awaitable[None]]
+
+
+async def execute(plan: CommandPlan, runner: CommandRunner, on_step: StepCallback | None = None) -> ExecutionReport:
+    """Run the plan's steps (stop, then start) in order; stop at the first failure.
+
+    A failed stop never leads to a start: two servers on one port or one set of
+    GPUs is worse than none.
+
+    Args:
+        plan: A plan from :func:`specmon.control.launch.build_plan`.
+        runner: Where the commands run.
+        on_step: Called with a :class:`StepEvent` before and after each step
+            (may be a coroutine function).
+
+    Returns:
+        The outcomes of the steps that ran.
+
+    Raises:
+        TypeError: ``plan`` is not a CommandPlan.
+    """
+    if not isinstance(plan, CommandPlan):
+        raise TypeError("execute() runs only a CommandPlan built by build_plan()")
+    outcomes: list[StepOutcome] = []
+    for step in plan.steps_in_order:
+        await _notify(on_step, StepEvent(step, "started"))
+        result = await runner.run(step.command, step.timeout_s)
+        outcome = StepOutcome(step, result)
+        outcomes.append(outcome)
+        await _notify(on_step, StepEvent(step, "finished", outcome))
+        if not outcome.ok:
+            break
+    return ExecutionReport(tuple(outcomes))
+
+
+async def _notify(callback: StepCallback | None, event: StepEvent) -> None:
+    if callback is None:
+        return
+    maybe = callback(event)
+    if maybe is not None:
+        await maybe
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyOutcome:
+    """How waiting for readiness ended.
+
+    Attributes:
+        state: ``ready``; ``exited`` (the server process is gone: look at its
+            log); ``timeout``; or ``error`` (the check itself cannot run).
+        checks: How many times the check ran.
+        last: The last check's result.
+    """
+
+    state: Literal["ready", "exited", "timeout", "error"]
+    checks: int
+    last: Result | None
+
+
+async def wait_ready(
+    plan: CommandPlan,
+    runner: CommandRunner,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> ReadyOutcome:
+    """Run the plan's readiness check every ``plan.ready.poll_s`` until it decides.
+
+    Args:
+        plan: The plan whose server was just started.
+        runner: Where the check runs.
+        sleep: Injected for tests.
+        clock: Injected for tests (monotonic seconds).
+
+    Returns:
+        The outcome; never raises for an expected failure.
+    """
+    if not isinstance(plan, CommandPlan):
+        raise TypeError("wait_ready() checks only a CommandPlan built by build_plan()")
+    check = plan.ready
+    deadline = clock() + check.timeout_s
+    checks = 0
+    last: Result | None = None
+    while True:
+        last = await runner.run(check.command, timeout=30.0)
+        checks += 1
+        if last.exit_status == 0:
+            return ReadyOutcome("ready", checks, last)
+        if last.exit_status == 3:
+            return ReadyOutcome("exited", checks, last)
+        if last.exit_status not in (1, None):
+            return ReadyOutcome("error", checks, last)
+        if clock() >= deadline:
+            return ReadyOutcome("timeout", checks, last)
+        await sleep(check.poll_s)

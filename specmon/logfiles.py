@@ -1,0 +1,75 @@
+"""Reading log files from disk: in large binary chunks, decoded with replacement.
+
+Real logs contain binary junk and broken UTF-8; a reader that raises on them
+loses the file. Lines are split on ``\\n`` only (``str.splitlines`` would also
+split on form feeds and other separators and shift every line number after
+them), and a trailing ``\\r`` is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+CHUNK = 1 << 20
+
+
+class LogFileError(Exception):
+    """A log file that cannot be read, with a message for the user."""
+
+
+def check_readable(path: str | Path) -> Path:
+    """The path, or a LogFileError saying clearly why it cannot be read."""
+    p = Path(path)
+    if not p.exists():
+        raise LogFileError(f"{p}: no such file")
+    if p.is_dir():
+        raise LogFileError(f"{p}: is a directory, not a log file")
+    if not os.access(p, os.R_OK):
+        raise LogFileError(f"{p}: permission denied")
+    return p
+
+
+def file_year(path: str | Path) -> int:
+    """The year a log was last written, for vLLM's year-less timestamps."""
+    try:
+        return datetime.fromtimestamp(Path(path).stat().st_mtime, tz=timezone.utc).year
+    except OSError:
+        return datetime.now(timezone.utc).year
+
+
+def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str]]:
+    """Yield lists of lines (without line endings) from a file, reading it in chunks.
+
+    A final line without a newline is yielded too: a file on disk is complete.
+    """
+    p = check_readable(path)
+    try:
+        f = open(p, "rb")  # noqa: SIM115 - closed in finally, generator-friendly
+    except OSError as exc:
+        raise LogFileError(f"{p}: {exc.strerror or exc}") from exc
+    try:
+        rest = b""
+        while True:
+            try:
+                data = f.read(chunk)
+            except OSError as exc:
+                raise LogFileError(f"{p}: read failed: {exc.strerror or exc}") from exc
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            rest = data[cut + 1:]
+            text = data[:cut].decode("utf-8", errors="replace")
+            lines = text.split("\n")
+            yield [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        if rest:
+            text = rest.decode("utf-8", errors="replace")
+            yield [text[:-1] if text.endswith("\r") else text]
+    finally:
+        f.close()

@@ -1,0 +1,400 @@
+"""The session model: records in, runs with their samples and the server's state out.
+
+A *run* is one server launch with one configuration. A new run begins at a
+configuration line that differs (or repeats after the server already served),
+at a start or ready marker after the current run has served, after a crash or
+shutdown, and at a new input source. Samples are kept compactly (``array``) so
+millions of batches cost megabytes, not gigabytes; live series for the
+dashboard are small ring buffers.
+
+Which samples count (the rest are counted as excluded, never silently lost):
+
+* the first ``warmup`` samples of each rank in a run (default: 5 SGLang
+  decode lines, 1 vLLM interval, 1 llama.cpp request) — caches, graph replays
+  and the first requests after start are not steady state;
+* throughput samples that span idle time: SGLang's ``gen throughput`` divides
+  the tokens since the previous decode line by the wall time since then, so the
+  first line after a pause (or after start) reports a fraction of the real
+  speed; vLLM intervals with no running request are idle or partly idle.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from specmon.records import (
+    Config, Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec, Unparsed,
+)
+
+#: Default warm-up, in samples per rank, by engine (see module docstring).
+DEFAULT_WARMUP = {Engine.SGLANG: 5, Engine.VLLM: 1, Engine.LLAMACPP: 1, Engine.UNKNOWN: 5}
+#: An SGLang throughput sample whose gap to the previous decode line exceeds
+#: max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR × the rank's typical gap) spans idle time.
+IDLE_GAP_MIN_S = 5.0
+IDLE_GAP_FACTOR = 4.0
+#: How many recent samples the live series keep (the dashboard's sparklines and rolling means).
+LIVE_POINTS = 600
+#: How many events and unparsed lines are kept for display (all are counted).
+EVENTS_KEPT = 500
+UNPARSED_KEPT = 200
+
+
+class ServerState(str, Enum):
+    """What the server is doing, as far as its log tells."""
+
+    UNKNOWN = "unknown"
+    STARTING = "starting"
+    LOADING = "loading weights"
+    CAPTURING = "capturing graphs"
+    READY = "ready"
+    SERVING = "serving"
+    CRASHED = "crashed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """The speculative configuration of a run; equal configurations share a table row."""
+
+    engine: Engine
+    algorithm: str | None
+    steps: int | None
+    topk: int | None = None
+    draft_tokens: int | None = None
+    model: str | None = None
+
+    @classmethod
+    def from_record(cls, rec: Config) -> RunConfig:
+        """The configuration a ``Config`` record announces."""
+        return cls(rec.engine, rec.algorithm, rec.steps, rec.topk, rec.draft_tokens, rec.model)
+
+    @property
+    def is_nospec(self) -> bool:
+        """Whether this configuration runs without speculation."""
+        return self.algorithm is None and self.steps == 0
+
+    @property
+    def label(self) -> str:
+        """A short human label: ``EAGLE3 2 steps``, ``no speculation``."""
+        if self.is_nospec:
+            return "no speculation"
+        algo = self.algorithm or "spec"
+        steps = "?" if self.steps is None else str(self.steps)
+        unit = "token" if self.engine is Engine.VLLM else "step"
+        text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
+        if self.topk and self.topk > 1:
+            text += f" topk {self.topk}"
+        if (self.draft_tokens is not None and self.steps is not None and self.engine is Engine.SGLANG
+                and self.draft_tokens != self.steps + 1):
+            text += f" draft {self.draft_tokens}"
+        return text
+
+
+@dataclass(slots=True)
+class SessionEvent:
+    """A line for the event log."""
+
+    line: int
+    timestamp: float | None
+    level: str  # "info", "warning", "error"
+    text: str
+    run_id: int | None = None
+
+
+@dataclass(slots=True)
+class _RankState:
+    seen: int = 0  # samples seen (counted or not)
+    last_ts: float | None = None
+    gap_ema: float | None = None
+
+
+@dataclass(eq=False)
+class Run:
+    """One server launch with one configuration, and everything measured in it."""
+
+    id: int
+    source: str
+    first_line: int
+    config: RunConfig | None = None
+    baseline_source: bool = False  # came from a --baseline file
+    state: ServerState = ServerState.UNKNOWN
+    started_at: float | None = None
+    ready_at: float | None = None
+    last_at: float | None = None
+    last_line: int = 0
+    load_progress: tuple[int, int] | None = None
+    crash_detail: str | None = None
+    # Counted samples (after warm-up and idle exclusion), compact.
+    throughput: array = field(default_factory=lambda: array("f"))
+    concurrency: array = field(default_factory=lambda: array("I"))  # 0 = unknown
+    accept_len: array = field(default_factory=lambda: array("f"))
+    accept_rate: array = field(default_factory=lambda: array("f"))
+    per_position_sum: list[float] = field(default_factory=list)
+    per_position_n: int = 0
+    accepted: int = 0
+    drafted: int = 0
+    excluded_warmup: int = 0
+    excluded_idle: int = 0
+    ranks: set[str] = field(default_factory=set)
+    # Live series (all samples, warm-up included, so the screen moves from the first line).
+    live_throughput: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_len: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_rate: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    _ranks: dict[str | None, _RankState] = field(default_factory=dict)
+    _spec_seen: int = 0
+
+    @property
+    def label(self) -> str:
+        """The configuration label, or what is known of an unlabelled run."""
+        if self.config is not None:
+            return self.config.label
+        return f"unknown config ({self.source})"
+
+    @property
+    def used(self) -> bool:
+        """Whether the server produced any sample in this run (counted or not)."""
+        return bool(self._ranks) or self._spec_seen > 0
+
+    @property
+    def per_position(self) -> tuple[float, ...] | None:
+        """Mean acceptance rate per draft position, where the engine logs it."""
+        if not self.per_position_n:
+            return None
+        return tuple(s / self.per_position_n for s in self.per_position_sum)
+
+
+class Session:
+    """Ingests records, in order, from one or more sources, and keeps the runs.
+
+    Args:
+        warmup: samples excluded at the start of each run, per rank; None = the engine default.
+    """
+
+    def __init__(self, *, warmup: int | None = None) -> None:
+        self.warmup = warmup
+        self.runs: list[Run] = []
+        self.counts: Counter[str] = Counter()
+        self.lines = 0
+        self.events: deque[SessionEvent] = deque(maxlen=EVENTS_KEPT)
+        self.unparsed: deque[Unparsed] = deque(maxlen=UNPARSED_KEPT)
+        self.engine = Engine.UNKNOWN
+        self.state = ServerState.UNKNOWN
+        self._current: Run | None = None
+        self._source = ""
+        self._baseline_source = False
+
+    # -- sources ---------------------------------------------------------------------------
+
+    def begin_source(self, name: str, *, baseline: bool = False) -> None:
+        """Start a new input: the next record opens a new run.
+
+        Args:
+            name: the source's name (a file path, ``host:path``).
+            baseline: whether this source's runs are the baseline (``--baseline FILE``).
+        """
+        self._current = None
+        self._source = name
+        self._baseline_source = baseline
+
+    @property
+    def current(self) -> Run | None:
+        """The run records are going to now."""
+        return self._current
+
+    # -- ingestion ---------------------------------------------------------------------------
+
+    def ingest(self, rec: ParsedRecord) -> None:
+        """Take one record (in input order)."""
+        self.counts[rec.kind] += 1
+        if isinstance(rec, Decode):
+            self._sample(rec, rec.gen_throughput, rec.running_req, rec.accept_len, rec.accept_rate,
+                         idle_by_gap=True)
+        elif isinstance(rec, EngineStats):
+            # A vLLM interval with nothing running was idle (or partly: load ended inside it).
+            idle = rec.running == 0 or rec.gen_throughput == 0
+            self._sample(rec, rec.gen_throughput, rec.running, None, None, idle_by_gap=False, idle=idle)
+        elif isinstance(rec, Spec):
+            self._spec(rec)
+        elif isinstance(rec, Lifecycle):
+            self._lifecycle(rec)
+        elif isinstance(rec, Config):
+            self._config(rec)
+        elif isinstance(rec, Unparsed):
+            self.unparsed.append(rec)
+            if self.counts["unparsed"] in (1, 10, 100, 1000) or self.counts["unparsed"] % 10000 == 0:
+                self._event(rec, "warning", f"{self.counts['unparsed']} line(s) with a known marker could "
+                                            f"not be parsed (latest: line {rec.line}, {rec.reason})")
+
+    def _new_run(self, rec: ParsedRecord, config: RunConfig | None = None) -> Run:
+        run = Run(id=len(self.runs) + 1, source=self._source, first_line=rec.line, config=config,
+                  baseline_source=self._baseline_source, started_at=rec.timestamp)
+        self.runs.append(run)
+        self._current = run
+        if len(self.runs) > 1:
+            self._event(rec, "info", f"run {run.id} begins: {run.label}")
+        return run
+
+    def _run_for_sample(self, rec: ParsedRecord) -> Run:
+        run = self._current
+        if run is None or run.state in (ServerState.CRASHED, ServerState.STOPPED) and run.used:
+            run = self._new_run(rec)
+        return run
+
+    def _touch(self, run: Run, rec: ParsedRecord) -> None:
+        run.last_line = rec.line
+        if rec.timestamp is not None:
+            run.last_at = rec.timestamp
+
+    def _warmup_for(self) -> int:
+        if self.warmup is not None:
+            return self.warmup
+        return DEFAULT_WARMUP[self.engine]
+
+    def _sample(self, rec: Decode | EngineStats, tput: float | None, conc: int | None,
+                acc_len: float | None, acc_rate: float | None, *, idle_by_gap: bool,
+                idle: bool = False) -> None:
+        if self.engine is Engine.UNKNOWN:
+            self.engine = Engine.SGLANG if isinstance(rec, Decode) else Engine.VLLM
+        run = self._run_for_sample(rec)
+        self._touch(run, rec)
+        if run.state not in (ServerState.SERVING,):
+            run.state = self.state = ServerState.SERVING
+        if rec.rank:
+            run.ranks.add(rec.rank)
+        rs = run._ranks.get(rec.rank)
+        if rs is None:
+            rs = run._ranks[rec.rank] = _RankState()
+        rs.seen += 1
+        gap = None
+        if rec.timestamp is not None:
+            if rs.last_ts is not None:
+                gap = rec.timestamp - rs.last_ts
+            rs.last_ts = rec.timestamp
+        if tput is not None:
+            run.live_throughput.append(tput)
+        if acc_len is not None:
+            run.live_accept_len.append(acc_len)
+        if acc_rate is not None:
+            run.live_accept_rate.append(acc_rate)
+        if rs.seen <= self._warmup_for():
+            run.excluded_warmup += 1
+            self._update_gap(rs, gap)
+            return
+        if idle_by_gap:
+            limit = max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR * (rs.gap_ema or 0.0))
+            if gap is None and rec.timestamp is not None and rs.seen == 1:
+                idle = True  # nothing before it on this rank: its interval is unknown
+            elif gap is not None and gap > limit:
+                idle = True
+        self._update_gap(rs, gap)
+        if acc_len is not None:
+            run.accept_len.append(acc_len)
+        if acc_rate is not None:
+            run.accept_rate.append(acc_rate)
+        if tput is None:
+            return
+        if idle:
+            run.excluded_idle += 1
+            return
+        run.throughput.append(tput)
+        run.concurrency.append(conc if conc is not None and conc >= 0 else 0)
+
+    @staticmethod
+    def _update_gap(rs: _RankState, gap: float | None) -> None:
+        if gap is None or gap < 0:
+            return
+        # Idle gaps must not teach the typical gap: only learn from plausible ones.
+        if rs.gap_ema is None:
+            rs.gap_ema = gap
+        elif gap <= max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR * rs.gap_ema):
+            rs.gap_ema = 0.9 * rs.gap_ema + 0.1 * gap
+
+    def _spec(self, rec: Spec) -> None:
+        if self.engine is Engine.UNKNOWN:
+            self.engine = Engine.VLLM
+        run = self._run_for_sample(rec)
+        self._touch(run, rec)
+        run._spec_seen += 1
+        if rec.mean_acceptance_length is not None:
+            run.live_accept_len.append(rec.mean_acceptance_length)
+        if rec.draft_acceptance_rate is not None:
+            run.live_accept_rate.append(rec.draft_acceptance_rate)
+        if run._spec_seen <= self._warmup_for():
+            run.excluded_warmup += 1
+            return
+        if rec.drafted == 0:
+            return  # nothing drafted in the interval: no acceptance to measure
+        if rec.mean_acceptance_length is not None:
+            run.accept_len.append(rec.mean_acceptance_length)
+        if rec.draft_acceptance_rate is not None:
+            run.accept_rate.append(rec.draft_acceptance_rate)
+        if rec.accepted is not None and rec.drafted is not None:
+            run.accepted += rec.accepted
+            run.drafted += rec.drafted
+        if rec.per_position:
+            pp = run.per_position_sum
+            if len(pp) < len(rec.per_position):
+                pp.extend([0.0] * (len(rec.per_position) - len(pp)))
+            if len(rec.per_position) == len(pp):
+                for i, v in enumerate(rec.per_position):
+                    pp[i] += v
+                run.per_position_n += 1
+
+    def _config(self, rec: Config) -> None:
+        cfg = RunConfig.from_record(rec)
+        self.engine = cfg.engine
+        run = self._current
+        ended = run is not None and run.state in (ServerState.CRASHED, ServerState.STOPPED)
+        if run is None or run.used or ended or (run.config is not None and run.config != cfg):
+            run = self._new_run(rec, cfg)
+        else:
+            run.config = cfg
+        self._touch(run, rec)
+        run.state = self.state = ServerState.STARTING
+        if run.started_at is None:
+            run.started_at = rec.timestamp
+        self._event(rec, "info", f"server configuration: {cfg.label}")
+
+    def _lifecycle(self, rec: Lifecycle) -> None:
+        ev = rec.event
+        run = self._current
+        starts = ev in (Event.SERVER_START, Event.LOAD_BEGIN, Event.READY)
+        if starts and (run is None or run.used
+                       or run.state in (ServerState.CRASHED, ServerState.STOPPED)):
+            run = self._new_run(rec)
+        if run is None:
+            run = self._new_run(rec)
+        self._touch(run, rec)
+        level = "info"
+        if ev is Event.SERVER_START:
+            run.state = ServerState.STARTING
+        elif ev in (Event.LOAD_BEGIN, Event.LOAD_PROGRESS, Event.LOAD_END, Event.KV_CACHE):
+            run.state = ServerState.LOADING
+            if rec.progress is not None:
+                run.load_progress = rec.progress
+        elif ev in (Event.GRAPH_BEGIN, Event.GRAPH_PROGRESS, Event.GRAPH_END):
+            run.state = ServerState.CAPTURING
+        elif ev is Event.READY:
+            run.state = ServerState.READY
+            run.ready_at = rec.timestamp
+        elif ev in (Event.CRASH, Event.OOM):
+            level = "error"
+            if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
+                run.crash_detail = rec.detail
+            run.state = ServerState.CRASHED
+        elif ev is Event.RETRACT:
+            level = "warning"
+        elif ev is Event.SHUTDOWN:
+            if run.state is not ServerState.CRASHED:
+                run.state = ServerState.STOPPED
+        self.state = run.state
+        # Progress lines arrive by the hundred: the event log keeps the milestones only.
+        if ev not in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS):
+            self._event(rec, level, f"{ev.value.replace('_', ' ')}: {rec.detail}")
+
+    def _event(self, rec: ParsedRecord, level: str, text: str) -> None:
+        run_id = self._current.id if self._current is not None else None
+        self.events.append(SessionEvent(rec.line, rec.timestamp, level, text, run_id))

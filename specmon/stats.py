@@ -1,0 +1,227 @@
+"""Statistics that stay honest on autocorrelated per-batch data.
+
+Consecutive decode batches are not independent: the same requests, the same
+context lengths and the same acceptance luck carry from one log line to the
+next. A naive ``1.96 * sd / sqrt(n)`` interval is then far too narrow. We use
+*non-overlapping batch means*: cut the series into ``k`` consecutive batches
+of ``b ≈ sqrt(n)`` samples, treat the batch means as roughly independent and
+build a Student-t interval on them with ``k - 1`` degrees of freedom.
+
+Comparisons (speed-up against a baseline, best against runner-up) use the
+batch-mean standard errors with Welch–Satterthwaite degrees of freedom; a
+speed-up ratio's interval comes from the delta method.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Below this many samples no interval is given: two numbers are not a distribution.
+MIN_SAMPLES_FOR_CI = 3
+#: From this many samples on, the interval is built on batch means.
+MIN_SAMPLES_FOR_BATCHING = 10
+
+# Two-sided 95% Student-t quantiles t(0.975, df), df = 1..30 (standard tables).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+_T975_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980))
+
+
+def t975(df: float) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (df may be fractional)."""
+    if df <= 0 or math.isnan(df):
+        return math.inf
+    if df < 1:
+        return _T975[0]
+    if df <= 30:
+        lo = int(math.floor(df))
+        hi = min(lo + 1, 30)
+        frac = df - lo
+        return _T975[lo - 1] * (1 - frac) + _T975[hi - 1] * frac
+    # Interpolate in 1/df between tabulated points; 1.960 at infinity.
+    points = [(30, _T975[29]), *_T975_LARGE, (math.inf, 1.960)]
+    for (d0, t0), (d1, t1) in zip(points, points[1:]):
+        if df <= d1:
+            x0, x1, x = 1 / d0, (0.0 if math.isinf(d1) else 1 / d1), 1 / df
+            return t0 + (t1 - t0) * (x0 - x) / (x0 - x1)
+    return 1.960
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (the "type 7" definition numpy and R use by default)."""
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    pos = (n - 1) * q
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Distribution of one metric over the samples of a run.
+
+    ``se`` and ``df`` describe the uncertainty of the *mean* (from batch means
+    when there are enough samples); ``ci95_low``/``ci95_high`` are None when
+    there are too few samples to say anything.
+    """
+
+    n: int
+    mean: float
+    median: float
+    p10: float
+    p90: float
+    sd: float
+    se: float | None
+    df: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    batches: int  # number of batch means behind the interval (n when unbatched)
+
+    @property
+    def ci_half_width(self) -> float | None:
+        """Half the width of the 95% interval, or None."""
+        if self.ci95_low is None or self.ci95_high is None:
+            return None
+        return (self.ci95_high - self.ci95_low) / 2
+
+    def to_json(self) -> dict[str, float | int | None]:
+        """The summary as JSON-ready numbers, rounded to what the logs can support."""
+
+        def r(x: float | None, nd: int = 4) -> float | None:
+            return None if x is None or math.isnan(x) else round(x, nd)
+
+        return {
+            "n": self.n, "mean": r(self.mean), "median": r(self.median), "p10": r(self.p10),
+            "p90": r(self.p90), "sd": r(self.sd), "ci95_low": r(self.ci95_low),
+            "ci95_high": r(self.ci95_high), "batches": self.batches,
+        }
+
+
+def batch_means(values: Sequence[float]) -> list[float]:
+    """Means of ``k`` consecutive, equal, non-overlapping batches of ``b = floor(sqrt(n))``.
+
+    The oldest ``n mod b`` samples are left out of the batching (not of the mean):
+    every batch must have the same size for their means to be exchangeable.
+    """
+    n = len(values)
+    b = max(1, math.isqrt(n))
+    k = n // b
+    start = n - k * b
+    return [math.fsum(values[start + i * b: start + (i + 1) * b]) / b for i in range(k)]
+
+
+def _sd(values: Sequence[float], mean: float) -> float:
+    n = len(values)
+    if n < 2:
+        return 0.0
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def summarize(values: Sequence[float]) -> Summary | None:
+    """Mean, median, p10/p90 and a 95% batch-means interval; None for no samples."""
+    n = len(values)
+    if n == 0:
+        return None
+    mean = math.fsum(values) / n
+    ordered = sorted(values)
+    sd = _sd(values, mean)
+    se = df = lo = hi = None
+    batches = n
+    if n >= MIN_SAMPLES_FOR_BATCHING:
+        bm = batch_means(values)
+        batches = len(bm)
+        bmean = math.fsum(bm) / batches
+        se = _sd(bm, bmean) / math.sqrt(batches)
+        df = float(batches - 1)
+    elif n >= MIN_SAMPLES_FOR_CI:
+        # Too few to batch: the iid interval is the best on offer, and is marked by batches == n.
+        se = sd / math.sqrt(n)
+        df = float(n - 1)
+    if se is not None and df is not None:
+        half = t975(df) * se
+        lo, hi = mean - half, mean + half
+    return Summary(n, mean, quantile(ordered, 0.5), quantile(ordered, 0.1), quantile(ordered, 0.9),
+                   sd, se, df, lo, hi, batches)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """``a / b - 1`` in percent with its 95% interval (None when it cannot be given)."""
+
+    pct: float
+    ci95_low: float | None
+    ci95_high: float | None
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies entirely on one side of zero."""
+        return (self.ci95_low is not None and self.ci95_high is not None
+                and (self.ci95_low > 0 or self.ci95_high < 0))
+
+    def to_json(self) -> dict[str, float | None]:
+        """JSON-ready numbers, in percent."""
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 2)
+        return {"pct": r(self.pct), "ci95_low": r(self.ci95_low), "ci95_high": r(self.ci95_high)}
+
+
+def welch_df(se_a: float, df_a: float | None, se_b: float, df_b: float | None) -> float | None:
+    """Welch–Satterthwaite degrees of freedom for a difference of two means."""
+    va, vb = se_a ** 2, se_b ** 2
+    num = (va + vb) ** 2
+    den = 0.0
+    if va > 0:
+        if not df_a:
+            return None
+        den += va ** 2 / df_a
+    if vb > 0:
+        if not df_b:
+            return None
+        den += vb ** 2 / df_b
+    if den == 0:
+        return None
+    return num / den
+
+
+def ratio(a: Summary, b: Summary | float) -> Ratio | None:
+    """Relative difference of ``a``'s mean against ``b`` (a summary, or an exact number).
+
+    Uses the delta method on the ratio of means; ``b`` given as a plain number
+    (``--baseline-tps 88.8``) is taken as exact.
+    """
+    if isinstance(b, Summary):
+        mb, se_b, df_b = b.mean, b.se, b.df
+    else:
+        mb, se_b, df_b = float(b), 0.0, None
+    if mb <= 0 or math.isnan(mb):
+        return None
+    r = a.mean / mb
+    pct = (r - 1) * 100
+    if a.se is None or se_b is None:
+        return Ratio(pct, None, None)
+    rel_a, rel_b = a.se / a.mean if a.mean else math.inf, se_b / mb
+    se_r = abs(r) * math.sqrt(rel_a ** 2 + rel_b ** 2)
+    df = welch_df(rel_a, a.df, rel_b, df_b)
+    if df is None or math.isinf(se_r):
+        return Ratio(pct, None, None)
+    half = t975(df) * se_r * 100
+    return Ratio(pct, pct - half, pct + half)
+
+
+def difference(a: Summary, b: Summary) -> tuple[float, float | None, float | None]:
+    """``a.mean - b.mean`` with its Welch 95% interval (None bounds when it cannot be given)."""
+    d = a.mean - b.mean
+    if a.se is None or b.se is None:
+        return d, None, None
+    df = welch_df(a.se, a.df, b.se, b.df)
+    if df is None:
+        return d, None, None
+    half = t975(df) * math.sqrt(a.se ** 2 + b.se ** 2)
+    return d, d - half, d + half
