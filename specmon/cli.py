@@ -148,7 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print one JSON object per parsed record, in input order.")
     pr.add_argument("files", nargs="+", metavar="FILE")
     pr.set_defaults(func=cmd_parse)
+
+    # Interactive and remote commands live beside their subsystems; each module adds its own.
+    import importlib
+    import importlib.util
+
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).register(sub)
     return p
+
+
+#: Modules that add subcommands with a ``register(subparsers)`` function (imported lazily:
+#: ``summarize`` must not pay for Textual's import).
+COMMAND_MODULES = ("specmon.commands.dashboard", "specmon.commands.remote", "specmon.commands.control")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

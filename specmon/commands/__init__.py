@@ -1,0 +1,1 @@
+"""Subcommands that open the dashboard or talk to hosts; each module has register(subparsers)."""
