@@ -667,8 +667,12 @@ def build_plan(
                 f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {profile.topk})"
             )
         values |= {"steps": str(steps), "draft_tokens": str(dt), "topk": str(profile.topk)}
-    elif draft_tokens is not None:
-        raise LaunchError("draft_tokens makes no sense with steps 0 (no speculation)")
+    else:
+        if draft_tokens is not None:
+            raise LaunchError("draft_tokens makes no sense with steps 0 (no speculation)")
+        # Only the log template can still use these (nospec templates cannot):
+        # "sglang_{steps}step.log" becomes "sglang_0step.log".
+        values |= {"steps": "0", "draft_tokens": "0", "topk": str(profile.topk)}
     if profile.port is not None:
         values["port"] = str(profile.port)
     log: str | None = None
