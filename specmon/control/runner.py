@@ -79,17 +79,33 @@ class LocalRunner:
             # it detached (setsid) lives in another group and is not touched.
             start_new_session=True,
         )
+        out, err = bytearray(), bytearray()
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
+        timed_out = False
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            await asyncio.wait_for(proc.wait(), timeout)
         except (asyncio.TimeoutError, TimeoutError):
+            timed_out = True
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            out, err = await proc.communicate()
-            return Result(None, _decode(out), _decode(err), timed_out=True)
+            await proc.wait()
+        # Something the command left running may hold the pipes open: keep what
+        # arrived, but do not wait for it forever.
+        _, pending = await asyncio.wait(pumps, timeout=2.0)
+        for task in pending:
+            task.cancel()
+        if timed_out:
+            return Result(None, _decode(bytes(out)), _decode(bytes(err)), timed_out=True)
         status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
-        return Result(status, _decode(out), _decode(err))
+        return Result(status, _decode(bytes(out)), _decode(bytes(err)))
+
+
+async def _pump(stream: asyncio.StreamReader, into: bytearray) -> None:
+    while chunk := await stream.read(65536):
+        into += chunk
 
 
 class SSHRunner:
