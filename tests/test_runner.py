@@ -210,8 +210,12 @@ async def test_stop_by_pidfile_stops_exactly_that_pid(tmp_path: Path, server_scr
     pid = await start(prof, 2, reaper)
     await ready(prof, 2)
     # An unrelated process with the very same command line must survive.
-    twin = subprocess.Popen(list(build_plan(prof, 2).argv or ()), stdout=subprocess.DEVNULL, cwd=tmp_path)
+    twin_log = tmp_path / "twin.log"
+    with twin_log.open("w") as out:
+        twin = subprocess.Popen(list(build_plan(prof, 2).argv or ()), stdout=out, cwd=tmp_path)
     reaper.append(twin.pid)
+    while "SERVER READY" not in twin_log.read_text():  # exec'd and running
+        await asyncio.sleep(0.05)
     assert cmdline(twin.pid) == cmdline(pid)
     r = await LocalRunner().run(build_plan(prof, 2).stop.command, 60)
     assert r.exit_status == 0, r
