@@ -59,9 +59,9 @@ from functools import lru_cache
 KIMI_EAGLE3_ACCEPTANCE: tuple[float, ...] = (
     0.651,
     0.450,
-    0.226,
-    0.197,
-    0.181,
+    0.218,
+    0.199,
+    0.187,
     0.020,
     0.013,
     0.009,
@@ -156,7 +156,7 @@ class CostModel:
     # Per-line noise (throughput multiplier, mean 1).
     decode_log_interval: int = 40
     noise_sigma: float = 0.03
-    noise_phi: float = 0.6
+    noise_phi: float = 0.4
     dip_prob: float = 0.06
     dip_min: float = 0.08
     dip_max: float = 0.32
