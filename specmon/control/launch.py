@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 #: ``{identifier}`` is an error; any other brace (JSON) is kept verbatim.
 PLACEHOLDERS: tuple[str, ...] = ("steps", "draft_tokens", "topk", "log", "port")
 
-_SPEC_PLACEHOLDERS = frozenset({"steps", "draft_tokens", "topk"})
 _ALL = frozenset(PLACEHOLDERS)
 _EXPAND_RE = re.compile(r"\{(steps|draft_tokens|topk|log|port)\}")
 _NAMELIKE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -578,6 +577,7 @@ if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
 if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
 if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
 if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
+if ! setsid -f true < /dev/null > /dev/null 2>&1; then say result=failed reason=setsid-without-fork-option; exit 2; fi
 # setsid -f forks in the foreground: a job started with `&` would get SIGINT
 # ignored for good. The new process records its own PID and start time, then
 # execs the server, so the recorded PID is the server's.

@@ -1,0 +1,744 @@
+"""Adopt an SGLang or vLLM server that is already running on the host.
+
+No profile needed: a fixed, reviewed probe script (:data:`PROBE_COMMAND`)
+lists the server processes on the host from ``/proc`` — argv, working
+directory, where stdout goes (the log), and the launch-relevant part of the
+environment. The environment is filtered *on the host*, by an allow-list of
+names, and anything whose name looks like a secret (``*TOKEN*``, ``*KEY*``,
+``*SECRET*``, ...) is dropped before output: secret values never cross the
+wire; only their names are reported, so the UI can warn that they will not be
+passed on.
+
+The rest is pure functions on data: :func:`parse_probe` reads the probe's
+output, :func:`current_spec` reads the step count from an argv,
+:func:`rewrite_steps` rewrites it, and :func:`profile_from_server` turns an
+adopted server into a managed :class:`~specmon.control.launch.LaunchProfile`.
+The first restart stops the adopted process by its PID and start time
+(``build_plan(..., adopted=server.identity)``); later restarts use the pidfile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import ValidationError
+
+from specmon.control.launch import (
+    SECRET_NAME_GLOBS,
+    LaunchError,
+    LaunchProfile,
+    ProcessIdentity,
+    check_int,
+    check_text,
+    is_secret_name,
+)
+from specmon.control.runner import CommandRunner
+
+EngineName = Literal["sglang", "vllm"]
+
+#: Environment variables copied from an adopted server (besides these, nothing).
+ENV_ALLOW_PREFIXES: tuple[str, ...] = (
+    "NCCL_", "CUDA_", "SGLANG_", "SGL_", "VLLM_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_",
+    "TRITON_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "NVIDIA_",
+    "NVSHMEM_", "UCX_", "GLOO_", "FLASHINFER_",
+)
+ENV_ALLOW_NAMES: tuple[str, ...] = (
+    "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+    "MASTER_ADDR", "MASTER_PORT", "DO_NOT_TRACK", "TP_SOCKET_IFNAME",
+)
+
+READY_MARKERS: dict[str, str] = {
+    "sglang": "The server is fired up and ready to roll!",
+    "vllm": "Application startup complete.",
+}
+DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
+
+
+class AdoptError(ValueError):
+    """The running server cannot be adopted as is; the message says why."""
+
+
+def env_name_allowed(name: str) -> bool:
+    """True when an adopted server's variable ``name`` is copied to the restart."""
+    if is_secret_name(name):
+        return False
+    return name in ENV_ALLOW_NAMES or name.startswith(ENV_ALLOW_PREFIXES)
+
+
+def _probe_script() -> str:
+    # The case patterns come from the constants above; check they are plain
+    # names so the generated script is exactly as reviewed.
+    for item in ENV_ALLOW_PREFIXES + ENV_ALLOW_NAMES:
+        assert re.fullmatch(r"[A-Z_]+", item), item
+    for glob in SECRET_NAME_GLOBS:
+        assert re.fullmatch(r"[*A-Z_]+", glob), glob
+    allowed = "|".join([p + "*" for p in ENV_ALLOW_PREFIXES] + list(ENV_ALLOW_NAMES))
+    secret = "|".join(SECRET_NAME_GLOBS)
+    return (
+        r"""
+secret() { local u=${1^^}; case $u in SECRET_PATTERNS) return 0;; esac; return 1; }
+allowed() { case $1 in ALLOWED_PATTERNS) return 0;; esac; return 1; }
+self=$$
+for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  [[ $pid == "$self" ]] && continue
+  argv=()
+  mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+  (( ${#argv[@]} )) || continue
+  case "${argv[*]}" in *sglang*|*vllm*) ;; *) continue;; esac
+  stat=
+  { read -r stat < "$d/stat"; } 2>/dev/null || continue
+  read -r -a f <<< "${stat##*) }"
+  [[ ${f[0]} == Z ]] && continue
+  printf 'specmon-proc\0%s\0%s\0%s\0%s\0' "$pid" "${f[19]}" "${f[1]}" "${f[2]}"
+  printf '%s\0' "$(readlink "$d/cwd" 2>/dev/null)" "$(readlink "$d/fd/1" 2>/dev/null)"
+  printf 'argv\0%s\0' "${#argv[@]}"
+  printf '%s\0' "${argv[@]}"
+  ok=() held=() envv=()
+  if { mapfile -d '' -t envv < "$d/environ"; } 2>/dev/null; then
+    for kv in "${envv[@]}"; do
+      k=${kv%%=*}
+      [[ $kv == *=* && $k =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || continue
+      if secret "$k"; then held+=("$k"); continue; fi
+      allowed "$k" || continue
+      if [[ $kv == *[[:cntrl:]]* ]]; then held+=("$k"); continue; fi
+      ok+=("$kv")
+    done
+    printf 'env\0%s\0' "${#ok[@]}"
+    (( ${#ok[@]} )) && printf '%s\0' "${ok[@]}"
+  else
+    printf 'env\0-1\0'
+  fi
+  printf 'withheld\0%s\0' "${#held[@]}"
+  (( ${#held[@]} )) && printf '%s\0' "${held[@]}"
+  printf 'end\0'
+done
+printf 'specmon-done\0'
+""".replace("SECRET_PATTERNS", secret).replace("ALLOWED_PATTERNS", allowed)
+    )
+
+
+#: The fixed bash script that lists candidate server processes (see module doc).
+PROBE_SCRIPT: str = _probe_script()
+#: What runs on the host to find servers; read-only.
+PROBE_COMMAND: str = shlex.join(["bash", "-c", PROBE_SCRIPT])
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True, slots=True)
+class SpecSettings:
+    """The speculative settings an argv asks for.
+
+    Attributes:
+        steps: Step count (vLLM: ``num_speculative_tokens``); 0 when the server
+            runs without speculation; ``None`` when speculation is on but the
+            engine picks the count itself (SGLang without the flag).
+        draft_tokens: SGLang's ``--speculative-num-draft-tokens``, if given.
+        topk: SGLang's ``--speculative-eagle-topk``, if given.
+        method: ``--speculative-algorithm`` (SGLang) or the config's ``method``.
+    """
+
+    steps: int | None
+    draft_tokens: int | None = None
+    topk: int | None = None
+    method: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerProcess:
+    """A running SGLang or vLLM server found on the host.
+
+    Attributes:
+        pid: Its PID.
+        starttime: Its start time (``/proc/PID/stat`` field 22).
+        ppid: Parent PID.
+        pgid: Process group.
+        engine: ``sglang`` or ``vllm``.
+        argv: Its command line.
+        cwd: Its working directory (``None`` when unreadable).
+        stdout: Where its stdout goes (``/proc/PID/fd/1``): a file path, or
+            something like ``pipe:[123]``; ``None`` when unreadable.
+        env: The allow-listed, non-secret part of its environment.
+        env_readable: False when its environment could not be read (another user).
+        withheld_env: Names (only) of variables not copied: secret-looking
+            names, or values with control characters.
+    """
+
+    pid: int
+    starttime: int
+    ppid: int
+    pgid: int
+    engine: EngineName
+    argv: tuple[str, ...]
+    cwd: str | None
+    stdout: str | None
+    env: dict[str, str] = field(default_factory=dict)
+    env_readable: bool = True
+    withheld_env: tuple[str, ...] = ()
+
+    @property
+    def identity(self) -> ProcessIdentity:
+        """What a safe stop checks: PID and start time."""
+        return ProcessIdentity(self.pid, self.starttime)
+
+    @property
+    def spec(self) -> SpecSettings:
+        """Its current speculative settings, read from its argv."""
+        return current_spec(self.argv, self.engine)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (``--port``, else the engine's default)."""
+        value = _flag_values(self.argv, "--port")
+        if value and value[-1].isdigit() and 0 < int(value[-1]) < 65536:
+            return int(value[-1])
+        return DEFAULT_PORTS[self.engine]
+
+    @property
+    def log_path(self) -> str | None:
+        """Its stdout when that is a plain file path (not a pipe, tty or /dev/null)."""
+        out = self.stdout
+        if not out or not out.startswith("/") or out.startswith("/dev/") or out.endswith(" (deleted)"):
+            return None
+        return out
+
+
+# --------------------------------------------------------------------------- probe
+
+
+async def probe_servers(runner: CommandRunner, timeout: float = 30.0) -> list[ServerProcess]:
+    """Run :data:`PROBE_COMMAND` on the host and return the servers it found.
+
+    Args:
+        runner: Where to look.
+        timeout: Seconds to wait for the probe.
+
+    Returns:
+        The servers, main processes only (their worker children are left out).
+
+    Raises:
+        AdoptError: The probe could not run (no bash, timeout, ...).
+    """
+    result = await runner.run(PROBE_COMMAND, timeout)
+    if not result.ok:
+        why = "timed out" if result.timed_out else f"exit {result.exit_status}: {result.stderr.strip()[:200]}"
+        raise AdoptError(f"could not list processes on the host ({why})")
+    return parse_probe(result.stdout)
+
+
+def parse_probe(output: str) -> list[ServerProcess]:
+    """Parse the probe's NUL-separated output into server processes.
+
+    Args:
+        output: What :data:`PROBE_SCRIPT` printed.
+
+    Returns:
+        SGLang / vLLM main processes, in PID order; processes whose command
+        line only mentions an engine (a tail, an editor, a worker child) are
+        left out.
+
+    Raises:
+        AdoptError: The output is not the probe's (truncated, mangled).
+    """
+    items = output.split("\0")
+    if "specmon-done" not in items:
+        raise AdoptError("the process listing from the host is incomplete")
+    found: list[ServerProcess] = []
+    i = 0
+
+    def take() -> str:
+        nonlocal i
+        if i >= len(items):
+            raise AdoptError("the process listing from the host is truncated")
+        i += 1
+        return items[i - 1]
+
+    def take_int() -> int:
+        text = take()
+        if not re.fullmatch(r"-?[0-9]+", text):
+            raise AdoptError(f"unexpected field in the process listing: {text[:40]!r}")
+        return int(text)
+
+    def expect(word: str) -> None:
+        got = take()
+        if got != word:
+            raise AdoptError(f"unexpected field in the process listing: {got[:40]!r} (wanted {word})")
+
+    while i < len(items):
+        head = take()
+        if head == "specmon-done":
+            break
+        if head != "specmon-proc":
+            raise AdoptError(f"unexpected field in the process listing: {head[:40]!r}")
+        pid, starttime, ppid, pgid = take_int(), take_int(), take_int(), take_int()
+        cwd, stdout = take(), take()
+        expect("argv")
+        argv = tuple(take() for _ in range(take_int()))
+        expect("env")
+        count = take_int()
+        env_readable = count >= 0
+        env: dict[str, str] = {}
+        withheld: list[str] = []
+        for _ in range(max(count, 0)):
+            key, _, value = take().partition("=")
+            # Defence in depth: the host already filtered; filter again.
+            if env_name_allowed(key) and not _has_control(value):
+                env[key] = value
+            else:
+                withheld.append(key)
+        expect("withheld")
+        withheld += [take() for _ in range(take_int())]
+        expect("end")
+        engine = classify(argv)
+        if engine is None:
+            continue
+        found.append(
+            ServerProcess(
+                pid=pid,
+                starttime=starttime,
+                ppid=ppid,
+                pgid=pgid,
+                engine=engine,
+                argv=argv,
+                cwd=cwd or None,
+                stdout=stdout or None,
+                env=env,
+                env_readable=env_readable,
+                withheld_env=tuple(sorted(set(withheld))),
+            )
+        )
+    pids = {s.pid for s in found}
+    # A server's own children (multiprocessing workers re-running the entry
+    # point) are not separate servers.
+    return sorted((s for s in found if s.ppid not in pids), key=lambda s: s.pid)
+
+
+def _has_control(text: str) -> bool:
+    try:
+        check_text(text, "value")
+    except LaunchError:
+        return True
+    return False
+
+
+_PYTHON_RE = re.compile(r"python[0-9.]*")
+_PYTHON_OPTS_WITH_ARG = {"-X", "-W", "-Q"}
+
+
+def classify(argv: Sequence[str]) -> EngineName | None:
+    """Say which server an argv starts, if any.
+
+    Only real entry points count (``python -m sglang.launch_server``,
+    ``vllm serve``, ``python .../bin/vllm serve``,
+    ``python -m vllm.entrypoints.openai.api_server``); a command that merely
+    mentions an engine (``tail -F sglang.log``, ``pgrep -f vllm``) does not.
+
+    Args:
+        argv: A process's command line.
+
+    Returns:
+        ``"sglang"``, ``"vllm"`` or ``None``.
+    """
+    if not argv:
+        return None
+    base = os.path.basename(argv[0])
+    if base in ("vllm", "sglang"):
+        return base if len(argv) > 1 and argv[1] == "serve" else None  # type: ignore[return-value]
+    if not _PYTHON_RE.fullmatch(base):
+        return None
+    i = 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "-m":
+            module = argv[i + 1] if i + 1 < len(argv) else ""
+            rest = argv[i + 2 : i + 3]
+            if module == "sglang.launch_server":
+                return "sglang"
+            if module in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+                return "vllm"
+            if module in ("vllm.entrypoints.cli.main", "vllm") and rest == ["serve"]:
+                return "vllm"
+            return None
+        if tok == "-c" or tok == "-":
+            return None
+        if tok in _PYTHON_OPTS_WITH_ARG:
+            i += 2
+            continue
+        if tok.startswith("-"):
+            i += 1
+            continue
+        script = os.path.basename(tok)
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if script in ("vllm", "sglang") and nxt == "serve":
+            return script  # type: ignore[return-value]
+        if tok.endswith("sglang/launch_server.py"):
+            return "sglang"
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------- argv
+
+
+def _split_flag(token: str) -> tuple[str, str | None]:
+    """``--a_b=1`` -> (``--a-b``, ``1``); ``--a-b`` -> (``--a-b``, None)."""
+    name, eq, value = token.partition("=")
+    return name.replace("_", "-"), (value if eq else None)
+
+
+def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    values = []
+    for i, tok in enumerate(argv):
+        if not tok.startswith("--"):
+            continue
+        name, inline = _split_flag(tok)
+        if name != flag:
+            continue
+        if inline is not None:
+            values.append(inline)
+        elif i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return values
+
+
+def _last_int(argv: Sequence[str], flag: str) -> int | None:
+    values = _flag_values(argv, flag)
+    if not values:
+        return None
+    if not re.fullmatch(r"[0-9]+", values[-1]):
+        raise AdoptError(f"{flag} has a value that is not a number: {values[-1]!r}")
+    return int(values[-1])
+
+
+def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecSettings:
+    """Read the speculative settings from a server's argv.
+
+    Args:
+        argv: The command line.
+        engine: ``sglang`` / ``vllm``; found with :func:`classify` when None.
+
+    Returns:
+        The settings (steps 0 when speculation is off).
+
+    Raises:
+        AdoptError: The argv is not a known server, or a value is unreadable.
+    """
+    engine = engine or classify(argv)
+    if engine == "sglang":
+        methods = _flag_values(argv, "--speculative-algorithm")
+        if not methods:
+            return SpecSettings(steps=0)
+        return SpecSettings(
+            steps=_last_int(argv, "--speculative-num-steps"),
+            draft_tokens=_last_int(argv, "--speculative-num-draft-tokens"),
+            topk=_last_int(argv, "--speculative-eagle-topk"),
+            method=methods[-1],
+        )
+    if engine == "vllm":
+        configs = _flag_values(argv, "--speculative-config")
+        method: str | None = None
+        steps: int | None = None
+        if configs:
+            conf = _load_config(configs[-1])
+            method = str(conf.get("method") or conf.get("model") or "") or None
+            value = conf.get("num_speculative_tokens")
+            if type(value) is int:
+                steps = value
+        dotted = _last_int(argv, "--speculative-config.num-speculative-tokens")
+        if dotted is not None:
+            steps = dotted
+        old = _last_int(argv, "--num-speculative-tokens")
+        if old is not None:
+            steps = old
+            method = method or (_flag_values(argv, "--speculative-model") or [None])[-1]
+        if steps is None and method is None:
+            return SpecSettings(steps=0)
+        return SpecSettings(steps=steps, method=method)
+    raise AdoptError("not an SGLang or vLLM server command line")
+
+
+def _load_config(text: str) -> dict[str, object]:
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AdoptError(f"--speculative-config is not valid JSON ({exc.msg}): {text[:80]!r}") from None
+    if not isinstance(conf, dict):
+        raise AdoptError("--speculative-config is not a JSON object")
+    return conf
+
+
+_SENTINEL = "__specmon_num_speculative_tokens__"
+
+
+def _set_flag(argv: list[str], flag: str, value: str, *, add: bool) -> bool:
+    """Set every occurrence of ``flag`` to ``value`` (keeping ``=`` or separate form)."""
+    hit = False
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            name, inline = _split_flag(tok)
+            if name == flag:
+                hit = True
+                if inline is not None:
+                    argv[i] = tok.partition("=")[0] + "=" + value
+                elif i + 1 < len(argv):
+                    argv[i + 1] = value
+                    i += 1
+                else:
+                    argv.append(value)
+        i += 1
+    if not hit and add:
+        argv += [flag, value]
+    return hit
+
+
+def _set_json(argv: list[str], flag: str, steps_text: str) -> bool:
+    def rewrite(text: str) -> str:
+        conf = _load_config(text)
+        if _SENTINEL in text:
+            raise AdoptError("--speculative-config holds specmon's own marker text")
+        conf["num_speculative_tokens"] = _SENTINEL
+        return json.dumps(conf).replace(json.dumps(_SENTINEL), steps_text)
+
+    hit = False
+    for i, tok in enumerate(argv):
+        if not tok.startswith("--"):
+            continue
+        name, inline = _split_flag(tok)
+        if name != flag:
+            continue
+        hit = True
+        if inline is not None:
+            argv[i] = tok.partition("=")[0] + "=" + rewrite(inline)
+        elif i + 1 < len(argv):
+            argv[i + 1] = rewrite(argv[i + 1])
+    return hit
+
+
+def _rewrite(
+    argv: Sequence[str], engine: EngineName, steps_text: str, draft_text: str | None, topk_text: str
+) -> list[str]:
+    out = list(argv)
+    if engine == "sglang":
+        if not _flag_values(out, "--speculative-algorithm"):
+            raise AdoptError("the server runs without speculative decoding; write a launch profile to add it")
+        _set_flag(out, "--speculative-num-steps", steps_text, add=True)
+        assert draft_text is not None
+        _set_flag(out, "--speculative-num-draft-tokens", draft_text, add=True)
+        # SGLang chooses steps, top-k and draft tokens together or not at all.
+        _set_flag(out, "--speculative-eagle-topk", topk_text, add=True)
+        return out
+    hit = _set_json(out, "--speculative-config", steps_text)
+    hit |= _set_flag(out, "--speculative-config.num-speculative-tokens", steps_text, add=False)
+    hit |= _set_flag(out, "--num-speculative-tokens", steps_text, add=False)
+    if not hit:
+        raise AdoptError("the server runs without speculative decoding; write a launch profile to add it")
+    return out
+
+
+_SPEC_FLAG_RE = re.compile(r"--(speculative|num-speculative-tokens|ngram-prompt-lookup|spec-decoding)")
+
+
+def strip_spec(argv: Sequence[str]) -> list[str]:
+    """Remove every speculative-decoding flag (and its value): the no-speculation argv.
+
+    Args:
+        argv: A server command line.
+
+    Returns:
+        The same command line without ``--speculative*``,
+        ``--num-speculative-tokens``, ``--ngram-prompt-lookup-*`` and
+        ``--spec-decoding-*`` options.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            name, inline = _split_flag(tok)
+            if _SPEC_FLAG_RE.match(name):
+                # A value follows unless it is inline or the next token is a flag.
+                if inline is None and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                    i += 1
+                i += 1
+                continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+def rewrite_steps(
+    argv: Sequence[str], steps: int, draft_tokens: int | None = None, *, engine: EngineName | None = None
+) -> list[str]:
+    """Return ``argv`` with the speculative step count set to ``steps``.
+
+    SGLang: ``--speculative-num-steps``, ``--speculative-num-draft-tokens``
+    (default ``steps+1`` at top-k 1; must be <= ``steps*topk+1``) and
+    ``--speculative-eagle-topk`` are set (added when missing; ``--flag=value``
+    and ``--flag value`` both kept in their form). vLLM: ``num_speculative_tokens``
+    in ``--speculative-config`` JSON (re-serialised), its dotted form, or the
+    old ``--num-speculative-tokens``. Steps 0 removes speculation altogether.
+
+    Args:
+        argv: The running server's command line.
+        steps: The new step count, a real int in 0..64.
+        draft_tokens: SGLang draft tokens; needed when top-k > 1.
+        engine: Found with :func:`classify` when None.
+
+    Returns:
+        The new command line.
+
+    Raises:
+        AdoptError: The argv cannot be rewritten (not a server, no speculation
+            configured, invalid values).
+    """
+    engine = engine or classify(argv)
+    if engine is None:
+        raise AdoptError("not an SGLang or vLLM server command line")
+    try:
+        check_int(steps, "steps", 0, 64)
+    except LaunchError as exc:
+        raise AdoptError(str(exc)) from None
+    if steps == 0:
+        return strip_spec(argv)
+    draft_text = None
+    topk = 1
+    if engine == "sglang":
+        topk = current_spec(argv, engine).topk or 1
+        if draft_tokens is None:
+            if topk != 1:
+                raise AdoptError(f"top-k is {topk}: say how many draft tokens (at most {steps * topk + 1})")
+            draft_tokens = steps + 1
+        try:
+            check_int(draft_tokens, "draft_tokens", 1, steps * topk + 1)
+        except LaunchError as exc:
+            raise AdoptError(f"{exc} (steps*topk+1 with steps {steps}, topk {topk})") from None
+        draft_text = str(draft_tokens)
+    elif draft_tokens is not None:
+        raise AdoptError("vLLM has no separate draft-token count")
+    return _rewrite(argv, engine, str(steps), draft_text, str(topk))
+
+
+# --------------------------------------------------------------------------- profile
+
+
+def profile_from_server(
+    server: ServerProcess,
+    *,
+    log: str | None = None,
+    pidfile: str | None = None,
+    steps_max: int = 16,
+    stop_grace_s: int = 30,
+    start_timeout_s: float = 1800,
+) -> LaunchProfile:
+    """Build a managed launch profile that restarts ``server`` with other step counts.
+
+    The profile's argv is the server's own command line with the step values
+    replaced by ``{steps}`` / ``{draft_tokens}`` / ``{topk}``; ``nospec_argv``
+    is the same without speculative flags (steps 0); env, cwd and the log path
+    come from the running process.
+
+    Args:
+        server: The adopted server.
+        log: Log path template; default: the file its stdout goes to now
+            (restarts truncate it).
+        pidfile: Pidfile template; default ``/tmp/specmon-{port}.pid``.
+        steps_max: Largest step count offered.
+        stop_grace_s: Seconds between SIGINT and SIGKILL.
+        start_timeout_s: Seconds a start may take to become ready.
+
+    Returns:
+        A validated profile. Stop the adopted process on the first restart with
+        ``build_plan(profile, steps, adopted=server.identity)``.
+
+    Raises:
+        AdoptError: Something needed is missing or unsafe; the message says what.
+    """
+    spec = server.spec
+    if spec.steps == 0:
+        raise AdoptError(
+            "the server runs without speculative decoding; specmon cannot guess the drafter: write a launch profile"
+        )
+    for i, token in enumerate(server.argv):
+        for name in re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", token):
+            raise AdoptError(f"argument {i} holds {{{name}}}, which a launch profile would read as a placeholder")
+    topk = spec.topk or 1
+    argv = _rewrite(server.argv, server.engine, "{steps}", "{draft_tokens}", "{topk}")
+    draft_rule: str | int = "steps+1"
+    if server.engine == "sglang" and topk != 1:
+        current = spec.steps
+        if spec.draft_tokens is None or (current is not None and spec.draft_tokens == current * topk + 1):
+            draft_rule = "steps*topk+1"
+        else:
+            draft_rule = spec.draft_tokens
+    log_path = log if log is not None else server.log_path
+    if log_path is None:
+        raise AdoptError(
+            f"the server's output does not go to a file ({server.stdout or 'unreadable'}); give a log path"
+        )
+    port = server.port
+    host = _health_host(server.argv)
+    fields: dict[str, object] = {
+        "mode": "managed",
+        "engine": server.engine,
+        "argv": argv,
+        "nospec_argv": strip_spec(server.argv),
+        "env": dict(server.env),
+        "cwd": server.cwd if server.cwd and server.cwd.startswith("/") else None,
+        "log": log_path,
+        "port": port,
+        "topk": topk,
+        "draft_tokens": draft_rule,
+        "steps_min": 0,
+        "steps_max": max(steps_max, spec.steps or 1),
+        "ready_marker": READY_MARKERS[server.engine],
+        "health_url": f"http://{host}:{{port}}/health" if host else None,
+        "stop_grace_s": stop_grace_s,
+        "start_timeout_s": start_timeout_s,
+    }
+    if pidfile is not None:
+        fields["pidfile"] = pidfile
+    try:
+        return LaunchProfile.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise AdoptError(f"cannot build a launch profile from this server: {problems}") from None
+
+
+_HOST_RE = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]")
+
+
+def _health_host(argv: Sequence[str]) -> str | None:
+    """Where to reach the server from its own host (``--host``; wildcard -> loopback)."""
+    values = _flag_values(argv, "--host")
+    host = values[-1] if values else None
+    if host in (None, "", "0.0.0.0", "::", "localhost", "127.0.0.1"):
+        return "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return host if _HOST_RE.fullmatch(host) else None
+
+
+__all__ = [
+    "PROBE_COMMAND",
+    "AdoptError",
+    "ServerProcess",
+    "SpecSettings",
+    "classify",
+    "current_spec",
+    "env_name_allowed",
+    "parse_probe",
+    "probe_servers",
+    "profile_from_server",
+    "rewrite_steps",
+    "strip_spec",
+]
