@@ -123,7 +123,7 @@ def parse_destination(text: str) -> tuple[str | None, str, int | None]:
         ValueError: empty parts, a bad port, or characters that could inject
             options (leading ``-``, whitespace, control characters).
     """
-    rest = text.strip()
+    rest = text
     if rest.startswith("ssh://"):
         rest = rest[len("ssh://") :].rstrip("/")
     user: str | None = None
@@ -352,9 +352,13 @@ async def resolve_hop(
         SSHError: ``CONFIG`` for unreadable config or key files,
             ``KNOWN_HOSTS_DISABLED`` for ``UserKnownHostsFile none``.
     """
-    kwargs: dict[str, object] = {"host": alias, "connect_timeout": connect_timeout}
-    if config_paths is not None:
-        kwargs["config"] = list(config_paths)
+    # config=() means "~/.ssh/config if readable" (asyncssh's default for connect();
+    # the options class alone defaults to no config at all).
+    kwargs: dict[str, object] = {
+        "host": alias,
+        "connect_timeout": connect_timeout,
+        "config": list(config_paths) if config_paths is not None else (),
+    }
     if user:
         kwargs["username"] = user
     if port:

@@ -17,14 +17,19 @@ class LineSplitter:
     Attributes:
         offset: Byte offset in the file just past the last complete line released.
         pending: Bytes of the incomplete last line, not yet released.
+        tail: The last (up to ``TAIL_SIZE``) bytes before ``offset``, when known: a
+            resuming reader compares them with the file to detect that it was
+            replaced (inode numbers get reused) or rewritten.
     """
 
-    __slots__ = ("offset", "pending", "encoding")
+    TAIL_SIZE = 64
+    __slots__ = ("offset", "pending", "encoding", "tail")
 
     def __init__(self, offset: int = 0, encoding: str = "utf-8") -> None:
         self.offset = offset
         self.pending = b""
         self.encoding = encoding
+        self.tail = b""
 
     @property
     def read_position(self) -> int:
@@ -32,8 +37,13 @@ class LineSplitter:
         return self.offset + len(self.pending)
 
     def reset(self, offset: int = 0) -> None:
-        """Forget the pending part and start counting at ``offset`` (new file, resume)."""
+        """Start counting at ``offset`` of a (new) file; forget pending and tail bytes."""
         self.offset = offset
+        self.pending = b""
+        self.tail = b""
+
+    def drop_pending(self) -> None:
+        """Forget the incomplete line (it will be read again whole on resume)."""
         self.pending = b""
 
     def feed(self, data: bytes) -> list[str]:
@@ -52,6 +62,7 @@ class LineSplitter:
             return []
         complete, self.pending = buffer[: end + 1], buffer[end + 1 :]
         self.offset += len(complete)
+        self.tail = (self.tail + complete)[-self.TAIL_SIZE :]
         lines = complete[:-1].split(b"\n")
         return [
             (line[:-1] if line.endswith(b"\r") else line).decode(self.encoding, errors="replace")

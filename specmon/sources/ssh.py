@@ -18,9 +18,11 @@ Reconnecting
     (base 1 s, factor 2, cap 30 s; ``status.retry_at`` drives the header's
     countdown). After reconnecting it ``stat``\\ s the file again:
 
-    * same inode, size >= offset: resume with ``tail -c +offset+1 -F``. No line
-      is lost and none is delivered twice (the held-back partial line is
-      re-read whole).
+    * same inode, size >= offset, and the last 64 bytes before the offset
+      unchanged: resume with ``tail -c +offset+1 -F``. No line is lost and none
+      is delivered twice (the held-back partial line is re-read whole).
+    * same inode number but those bytes differ (deleted and recreated: inode
+      numbers get reused): read the new file from 0, with an event.
     * another inode (rotated while away): the old file is looked for by inode
       next to the log (``server.log.1`` etc.). If found, what was written to it
       after the offset is delivered first ("recovered N lines" event); if not,
@@ -225,6 +227,12 @@ class SSHTailSource:
         self._closed = asyncio.Event()
         self._link: SSHLink | None = None
         self._queue: asyncio.Queue[tuple[int, object]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # fire-and-forget work, kept referenced
+
+    @property
+    def position(self) -> tuple[int | None, int]:
+        """``(inode, offset)``: the file and byte offset the next resume starts from."""
+        return self._inode, self._split.offset
 
     # -- the LineSource protocol ---------------------------------------------
 
@@ -265,7 +273,7 @@ class SSHTailSource:
                     link.close()
                 if self._closed.is_set():
                     return
-                self._split.reset(self._split.offset)  # re-read a held-back partial line whole
+                self._split.drop_pending()  # re-read a held-back partial line whole
                 self._err.reset()
                 if not await self._wait_retry(reason):
                     return
@@ -466,8 +474,26 @@ class SSHTailSource:
             )
             self._split.reset(0)
             return []
+        if not await self._same_content(conn, path):
+            # Same inode number but other bytes: the file was deleted and recreated (inode
+            # reused) or rewritten. The old content is gone; say so rather than skip silently.
+            self._event(
+                f"{path} was replaced while disconnected (its content before byte {offset} changed): "
+                "following the new file from its start; lines written to the old one may be missing"
+            )
+            self._split.reset(0)
+            return []
         self._event(f"resuming {path} at byte {offset}")
         return []
+
+    async def _same_content(self, conn: asyncssh.SSHClientConnection, path: str) -> bool:
+        """Do the bytes just before the offset still match what was delivered?"""
+        known = self._split.tail
+        if not known:
+            return True  # nothing to compare (e.g. resumed at 0)
+        start = self._split.offset - len(known) + 1
+        result = await self._run(conn, f"tail -c +{start} -- {shlex.quote(path)} | head -c {len(known)}")
+        return result.exit_status == 0 and bytes(result.stdout or b"") == known
 
     # -- following ----------------------------------------------------------------
 
@@ -554,14 +580,16 @@ class SSHTailSource:
         path = self.path or ""
         if "no such file" in lowered or "cannot open" in lowered or "has become inaccessible" in lowered:
             self.status.detail = f"file not found: {path} (waiting for it to appear)"
-        elif "has appeared" in lowered or "has been replaced" in lowered:
-            # tail now reads the new file from its start: so do our offsets.
+        elif "has appeared" in lowered or "has been replaced" in lowered or "file truncated" in lowered:
+            # tail now reads the (new or truncated) file from its start: so do our
+            # offsets. GNU tail reports a rename+recreate as either message, so the
+            # inode is learned again in both cases.
             self._split.reset(0)
             self._inode = None
             self.status.detail = f"following {path}"
-            asyncio.ensure_future(self._learn_inode(conn, path))
-        elif "file truncated" in lowered:
-            self._split.reset(0)
+            task = asyncio.ensure_future(self._learn_inode(conn, path))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _learn_inode(self, conn: asyncssh.SSHClientConnection, path: str) -> None:
         """After tail switched files, record the new inode for the next resume."""
