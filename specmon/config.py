@@ -42,6 +42,7 @@ __all__ = [
     "default_config_path",
     "load_config",
     "locate_key",
+    "split_destination",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -145,6 +146,30 @@ class Config(BaseModel):
         except KeyError:
             known = ", ".join(sorted(self.profiles)) or "none defined"
             raise ConfigError(f"unknown profile {wanted!r} (known: {known})") from None
+
+
+def split_destination(
+    argument: str | None, config: Config, profile_name: str | None = None
+) -> tuple[str | None, Profile | None]:
+    """Read ``specmon connect ARG [--profile NAME]``: is ARG a host or a profile?
+
+    ``--profile NAME`` selects that profile and leaves ARG as the destination;
+    otherwise an ARG that names a profile selects it (``specmon connect kimi``);
+    otherwise ARG is a destination and the default profile (if any) applies.
+
+    Returns:
+        ``(destination or None, profile or None)``.
+
+    Raises:
+        ConfigError: ``--profile`` names no profile.
+    """
+    if profile_name is not None:
+        return argument, config.profile(profile_name)
+    if argument is not None and argument in config.profiles:
+        return None, config.profiles[argument]
+    if config.default_profile is not None and argument is None:
+        return None, config.profile()
+    return argument, None
 
 
 def default_config_path() -> Path:

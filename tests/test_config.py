@@ -144,3 +144,15 @@ def test_locate_key(keys: list[str], line: int | None) -> None:
 def test_locate_dotted_and_inline_keys() -> None:
     text = '[profiles]\nkimi.log = "/x"\nkimi.host = "h"\n'
     assert locate_key(text, ["profiles", "kimi", "host"]) == 3
+
+
+def test_split_destination_profile_or_host(tmp_path: Path) -> None:
+    from specmon.config import split_destination
+
+    config = load_config(write(tmp_path, GOOD))
+    assert split_destination("kimi", config) == (None, config.profile("kimi"))
+    assert split_destination("gpu2", config) == ("gpu2", None)
+    assert split_destination(None, config) == (None, config.profile("kimi"))  # default_profile
+    assert split_destination("gpu2", config, "local-vllm") == ("gpu2", config.profile("local-vllm"))
+    with pytest.raises(ConfigError):
+        split_destination("gpu2", config, "nope")

@@ -211,3 +211,19 @@ async def test_big_file_arrives_in_several_batches(tmp_path: Path) -> None:
     await c.stop()
     assert c.lines == expected
     assert c.batches > 5
+
+
+def test_build_local_source_from_profile(tmp_path: Path) -> None:
+    from specmon.config import Profile
+    from specmon.sources.local import build_local_source
+
+    (tmp_path / "a.log").write_text("x")
+    os.utime(tmp_path / "a.log", (1000, 1000))
+    (tmp_path / "b.log").write_text("y")
+    assert build_local_source(None, profile=Profile(log_glob=str(tmp_path / "*.log"))).path == tmp_path / "b.log"
+    assert build_local_source("/x.log", profile=Profile(log="/y.log")).path == Path("/x.log")
+    assert build_local_source(None, profile=Profile(log="/y.log", lines=5))._lines == 5
+    with pytest.raises(ValueError, match="specmon watch /path/to/server.log"):
+        build_local_source(None)
+    with pytest.raises(ValueError, match="no file matches"):
+        build_local_source(None, profile=Profile(log_glob=str(tmp_path / "*.none")))

@@ -19,7 +19,8 @@ import pytest
 
 from specmon.config import Profile
 from specmon.sources.base import ConnectionState, LineSource
-from specmon.sources.ssh import Backoff, SSHTailSource, build_ssh_source, tail_command
+from specmon.sources.base import SourceStatus
+from specmon.sources.ssh import Backoff, SSHTailSource, build_ssh_source, status_line, tail_command
 from specmon.sshconfig import ErrorKind, SSHError, SSHTarget, connect, parse_destination, target_from_options
 from tests.sshd import (
     AsyncSSHServer,
@@ -167,6 +168,19 @@ def test_build_source_says_what_to_pass_without_log() -> None:
     assert source.name == "box:2222:/var/log/s.log"
 
 
+def test_status_line_shows_silence_and_countdown() -> None:
+    live = SourceStatus(state=ConnectionState.LIVE, detail="following /x", lines=3042, bytes=1_234_567,
+                        last_line_at=1000.0, latency_ms=12.4)
+    assert status_line(live, now=1004.2) == "live · 12 ms · 1.2 MB · 3,042 lines · last line 4s ago"
+    assert "last line 2m05s ago" in status_line(live, now=1125.0)  # a silent server is visible
+    waiting = SourceStatus(state=ConnectionState.RECONNECTING, retry_at=1010.0, attempts=3,
+                           detail="connection lost: reset; retrying in 9.0s (attempt 3)")
+    assert status_line(waiting, now=1003.0) == (
+        "reconnecting in 7s (attempt 3) · 0 B · 0 lines · no line yet · connection lost: reset")
+    missing = SourceStatus(state=ConnectionState.LIVE, detail="file not found: /x (waiting for it to appear)")
+    assert status_line(missing, now=0).endswith("file not found: /x (waiting for it to appear)")
+
+
 def test_tail_command_quotes_the_path() -> None:
     assert tail_command("/logs/it's here.log", 41) == "exec tail -c +42 -F -- '/logs/it'\"'\"'s here.log'"
 
@@ -192,6 +206,40 @@ async def test_history_then_follow_with_status(asyncssh_server: AsyncSSHServer, 
     assert f"exec tail -c +{log.stat().st_size - 2 * (len(numbered(1)[0]) + 1) + 1} -F --" in events(source)
     await c.stop()
     assert source.status.state is ConnectionState.ENDED
+
+
+async def test_whole_file_when_lines_is_none(asyncssh_server: AsyncSSHServer, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(line + "\n" for line in numbered(3000)))
+    c = Collector(SSHTailSource(target_for(asyncssh_server), str(log), lines=None, sleep=fast_sleep))
+    await c.wait_lines(3000)
+    await c.stop()
+    assert c.lines == numbered(3000)
+
+
+async def test_ssh_agent_is_used(asyncssh_server: AsyncSSHServer, client_home: ClientHome, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL)
+    try:
+        await until(socket_path.exists, "ssh-agent socket")
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
+        subprocess.run(["ssh-add", str(client_home.ssh_dir / "id_ed25519")], env=env, check=True,
+                       capture_output=True, timeout=30)
+        # The key now lives only in the agent.
+        (client_home.ssh_dir / "id_ed25519").unlink()
+        (client_home.ssh_dir / "id_ed25519.pub").unlink()
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        log = tmp_path / "server.log"
+        log.write_text("via agent\n")
+        c = Collector(SSHTailSource(target_for(asyncssh_server), str(log), sleep=fast_sleep))
+        await c.wait_lines(1)
+        await c.stop()
+        assert c.lines == ["via agent"]
+    finally:
+        agent.terminate()
+        agent.wait(10)
 
 
 async def test_partial_lines_across_packets(asyncssh_server: AsyncSSHServer, tmp_path: Path) -> None:

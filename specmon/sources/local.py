@@ -26,11 +26,15 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.lines import LineSplitter
 
-__all__ = ["LocalTailSource", "newest_match", "start_of_last_lines"]
+if TYPE_CHECKING:
+    from specmon.config import Profile
+
+__all__ = ["LocalTailSource", "build_local_source", "newest_match", "start_of_last_lines"]
 
 _BLOCK = 64 * 1024
 
@@ -251,3 +255,38 @@ class LocalTailSource:
             if lines:
                 return lines
             # A line longer than one chunk: keep reading until it completes or data ends.
+
+
+def build_local_source(
+    path: str | None,
+    *,
+    profile: Profile | None = None,
+    lines: int | None = None,
+) -> LocalTailSource:
+    """Build the source for ``specmon watch`` from CLI options and a profile.
+
+    The path is the argument, else the profile's ``log``, else the newest file
+    matching its ``log_glob``.
+
+    Args:
+        path: ``specmon watch PATH``; None to take it from the profile.
+        profile: The selected profile, if any.
+        lines: Start with the last ``lines`` lines (default: the profile's,
+            else the whole file).
+
+    Raises:
+        ValueError: no path can be found; the message says what to pass.
+    """
+    chosen = path or (profile.log if profile else None)
+    if not chosen and profile is not None and profile.log_glob:
+        match = newest_match(profile.log_glob)
+        if match is None:
+            raise ValueError(
+                f"no file matches {profile.log_glob!r}: pass the log, e.g. specmon watch /path/to/server.log"
+            )
+        chosen = str(match)
+    if not chosen:
+        raise ValueError("which log? pass it: specmon watch /path/to/server.log (or set 'log' in a profile)")
+    if lines is None and profile is not None:
+        lines = profile.lines
+    return LocalTailSource(chosen, lines=lines)
