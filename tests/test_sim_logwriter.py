@@ -104,19 +104,24 @@ def test_server_args_line() -> None:
 
 
 def test_progress_bars_look_like_tqdm() -> None:
-    assert shard_progress_line(29, 64, 151.0) == "Loading safetensors checkpoint shards:  45% Completed | 29/64 [02:31<03:02,  5.21s/it]"  # 35 left x 5.207 s
-    assert shard_progress_line(0, 64, 0.0) == "Loading safetensors checkpoint shards:   0% Completed | 0/64 [00:00<?, ?it/s]"
+    shards = "Loading safetensors checkpoint shards:"
+    # 29 shards in 151 s: 5.21 s/it, 35 left -> 182 s.
+    assert shard_progress_line(29, 64, 151.0) == f"{shards}  45% Completed | 29/64 [02:31<03:02,  5.21s/it]"
+    assert shard_progress_line(0, 64, 0.0) == f"{shards}   0% Completed | 0/64 [00:00<?, ?it/s]"
     assert capture_progress_line(8, 21.3, 9, 12, 31.0) == (
         "Capturing batches (bs=8 avail_mem=21.30 GB):  75%|███████▌  | 9/12 [00:31<00:10,  3.44s/it]"
     )
-    assert capture_progress_line(1, 20.0, 12, 12, 6.0).startswith("Capturing batches (bs=1 avail_mem=20.00 GB): 100%|██████████| 12/12 [00:06<00:00,  2.00it/s]")
+    assert capture_progress_line(1, 20.0, 12, 12, 6.0) == (
+        "Capturing batches (bs=1 avail_mem=20.00 GB): 100%|██████████| 12/12 [00:06<00:00,  2.00it/s]"
+    )
 
 
 LIFECYCLE = [
     r"server_args=ServerArgs\(model_path='moonshotai/Kimi-K2\.5', ",
     r"Init torch distributed begin\.",
     r"Load weight begin\. avail mem=\d+\.\d\d GB",
-    r"Load weight end\. elapsed=\d+\.\d\d s, type=KimiK25ForConditionalGeneration, dtype=torch\.bfloat16, avail mem=\d+\.\d\d GB, mem usage=\d+\.\d\d GB\.",
+    r"Load weight end\. elapsed=\d+\.\d\d s, type=KimiK25ForConditionalGeneration, dtype=torch\.bfloat16, "
+    r"avail mem=\d+\.\d\d GB, mem usage=\d+\.\d\d GB\.",
     r"KV Cache is allocated\. #tokens: \d+, KV size: \d+\.\d\d GB",
     r"Capture cuda graph begin\. This can take up to several minutes\. avail mem=\d+\.\d\d GB",
     r"Capture cuda graph end\. Time elapsed: \d+\.\d\d s\. mem usage=\d+\.\d\d GB\. avail mem=\d+\.\d\d GB\.",
@@ -138,7 +143,8 @@ def test_startup_script_order_and_content(steps: int) -> None:
         positions.append(hits[0])
     assert positions == sorted(positions)
     shards = [m for m in text if m.startswith("Loading safetensors checkpoint shards:")]
-    assert len(shards) == 65 and shards[-1].startswith("Loading safetensors checkpoint shards: 100% Completed | 64/64 [")
+    assert len(shards) == 65
+    assert shards[-1].startswith("Loading safetensors checkpoint shards: 100% Completed | 64/64 [")
     # Scheduler lines from all 8 ranks; HTTP-process lines carry no rank; tqdm lines no prefix.
     assert {s.ranks for s in script if s.message.startswith("Load weight begin")} >= {f"TP{r}" for r in range(8)}
     assert all(s.ranks == HTTP for s in script if s.message.startswith("INFO:"))
@@ -165,11 +171,16 @@ def test_crash_script_is_a_traceback_not_a_start() -> None:
 
 
 def test_shutdown_lines() -> None:
-    lines = [format_line(T, s.message, s.ranks) for s in shutdown_script(0)]
+    lines = [format_line(T, s.message, s.ranks) for s in shutdown_script()]
     assert lines == [
         "[2026-02-12 09:14:03] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
-        "[2026-02-12 09:14:03] Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].",
+        "[2026-02-12 09:14:03] Gracefully exiting... Remaining number of requests 0. "
+        "Remaining requests remaining_rids=[].",
     ]
+    busy = shutdown_script(["3f2a", "9bc1"])[1].message
+    assert busy == (
+        "Gracefully exiting... Remaining number of requests 2. Remaining requests remaining_rids=['3f2a', '9bc1']."
+    )
 
 
 def run_engine(spec: SpecConfig, idle_s: float, max_tokens: int) -> tuple[list[str], SimEngine, SimRequest]:

@@ -35,6 +35,7 @@ class SimRequest:
     max_tokens: int
     cached_tokens: int = 0
     client_port: int = 0
+    rid: str = ""
     generated: int = 0
     submitted_at: float = 0.0
     finished_at: float | None = None
@@ -122,9 +123,9 @@ class SimEngine:
         self.now += (PREFILL_BASE_MS + new_tokens / PREFILL_TOKENS_PER_MS) / 1000.0
         gap = max(self.now - self._last_prefill_log, 1e-3)
         used = sum(r.seq_len for r in self.running) + sum(r.prompt_tokens for r in reqs)
-        msg = prefill_message(
-            len(reqs), new_tokens, sum(r.cached_tokens for r in reqs), used / MAX_TOTAL_TOKENS, len(self.running), 0, new_tokens / gap
-        )
+        cached = sum(r.cached_tokens for r in reqs)
+        usage = used / MAX_TOTAL_TOKENS
+        msg = prefill_message(len(reqs), new_tokens, cached, usage, len(self.running), 0, new_tokens / gap)
         self.writer.line(self.now, msg)
         self._last_prefill_log = self.now
         for r in reqs:

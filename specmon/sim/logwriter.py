@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -232,12 +232,14 @@ class ScriptLine:
     ranks: str | None = "TP0"
 
 
-def _all_ranks(out: list[ScriptLine], at: float, rng: random.Random, make: Callable[[int], str]) -> None:
+def _all_ranks(
+    out: list[ScriptLine], at: float, rng: random.Random, make: Callable[[int], str], spread: float = 0.0
+) -> None:
     """Append one line per TP rank, in the jumbled order real multi-process logs show."""
     order = list(range(TP_SIZE))
     rng.shuffle(order)
     for i, rank in enumerate(order):
-        out.append(ScriptLine(at + 0.05 * i * rng.random(), make(rank), f"TP{rank}"))
+        out.append(ScriptLine(at + spread * i * rng.random() / TP_SIZE, make(rank), f"TP{rank}"))
 
 
 def startup_script(
@@ -271,90 +273,110 @@ def startup_script(
     """
     out: list[ScriptLine] = []
     d = duration
+    lead = 0.001 * d  # small gaps inside a phase (tqdm's 0/N line after the begin lines, ...)
+
+    def ranks(at: float, make: Callable[[int], str]) -> None:
+        _all_ranks(out, at, rng, make, spread=3 * lead)
+
     out.append(ScriptLine(0.0, server_args_message(spec, port=port, seed=seed), HTTP))
-    out.append(ScriptLine(0.004 * d, "Using default HuggingFace chat template with detected content format: string", HTTP))
-    _all_ranks(out, 0.01 * d, rng, lambda r: "Init torch distributed begin.")
+    template = "Using default HuggingFace chat template with detected content format: string"
+    out.append(ScriptLine(0.004 * d, template, HTTP))
+    ranks(0.01 * d, lambda r: "Init torch distributed begin.")
     init_s = 0.02 * d
-    _all_ranks(out, 0.03 * d, rng, lambda r: f"Init torch distributed ends. elapsed={init_s * (0.97 + 0.06 * rng.random()):.2f} s, mem usage={3.4 + 0.4 * rng.random():.2f} GB")
+    ranks(
+        0.03 * d,
+        lambda r: f"Init torch distributed ends. elapsed={init_s * (0.97 + 0.06 * rng.random()):.2f} s, "
+        f"mem usage={3.4 + 0.4 * rng.random():.2f} GB",
+    )
     avail0 = [135.4 + 0.4 * rng.random() for _ in range(TP_SIZE)]
     load_start, load_end = 0.031 * d, 0.56 * d
-    _all_ranks(out, load_start, rng, lambda r: f"Load weight begin. avail mem={avail0[r]:.2f} GB")
+    ranks(load_start, lambda r: f"Load weight begin. avail mem={avail0[r]:.2f} GB")
     # Shard progress: one tqdm line per shard, at a slightly uneven pace.
     weights = [0.7 + 0.6 * rng.random() for _ in range(SHARDS)]
-    scale = (load_end - load_start - 1.0) / sum(weights)
-    t = load_start + 0.5
+    scale = (load_end - load_start - 2 * lead) / sum(weights)
+    t = load_start + lead
     out.append(ScriptLine(t, shard_progress_line(0, SHARDS, 0.0), RAW))
     for n, w in enumerate(weights, start=1):
         t += w * scale
-        out.append(ScriptLine(t, shard_progress_line(n, SHARDS, t - load_start - 0.5), RAW))
+        out.append(ScriptLine(t, shard_progress_line(n, SHARDS, t - load_start - lead), RAW))
     weights_gb = 74.62
     avail1 = [a - weights_gb for a in avail0]
-    _all_ranks(
-        out,
+    ranks(
         load_end,
-        rng,
-        lambda r: f"Load weight end. elapsed={load_end - load_start - 2.0 * rng.random():.2f} s, type={MODEL_TYPE}, dtype=torch.bfloat16, "
-        f"avail mem={avail1[r]:.2f} GB, mem usage={weights_gb:.2f} GB.",
+        lambda r: f"Load weight end. elapsed={load_end - load_start - 2.0 * rng.random():.2f} s, type={MODEL_TYPE}, "
+        f"dtype=torch.bfloat16, avail mem={avail1[r]:.2f} GB, mem usage={weights_gb:.2f} GB.",
     )
     kv_gb = MAX_TOTAL_TOKENS * KV_BYTES_PER_TOKEN / GB
     out.append(ScriptLine(0.565 * d, "Using KV cache dtype: torch.bfloat16"))
-    _all_ranks(out, 0.57 * d, rng, lambda r: f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, KV size: {kv_gb:.2f} GB")
+    ranks(0.57 * d, lambda r: f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, KV size: {kv_gb:.2f} GB")
     avail2 = [a - kv_gb for a in avail1]
-    _all_ranks(out, 0.575 * d, rng, lambda r: f"Memory pool end. avail mem={avail2[r]:.2f} GB")
+    ranks(0.575 * d, lambda r: f"Memory pool end. avail mem={avail2[r]:.2f} GB")
     g0, g1 = 0.58 * d, 0.80 * d
-    _all_ranks(out, g0, rng, lambda r: f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail2[r] - 0.15:.2f} GB")
-    out.append(ScriptLine(g0 + 0.1, f"Capture cuda graph bs {list(CUDA_GRAPH_BS)}"))
+    begin = "Capture cuda graph begin. This can take up to several minutes."
+    ranks(g0, lambda r: f"{begin} avail mem={avail2[r] - 0.15:.2f} GB")
+    out.append(ScriptLine(g0 + lead, f"Capture cuda graph bs {list(CUDA_GRAPH_BS)}"))
     total = len(CUDA_GRAPH_BS)
-    step = (g1 - g0 - 0.5) / total
+    step = (g1 - g0 - 3 * lead) / total
     avail = avail2[0] - 0.4
-    out.append(ScriptLine(g0 + 0.2, capture_progress_line(CUDA_GRAPH_BS[-1], avail, 0, total, 0.0), RAW))
+    out.append(ScriptLine(g0 + 2 * lead, capture_progress_line(CUDA_GRAPH_BS[-1], avail, 0, total, 0.0), RAW))
     for n, bs in enumerate(reversed(CUDA_GRAPH_BS), start=1):
         avail -= 0.11
-        out.append(ScriptLine(g0 + 0.2 + n * step, capture_progress_line(bs, avail, n, total, n * step), RAW))
+        out.append(ScriptLine(g0 + 2 * lead + n * step, capture_progress_line(bs, avail, n, total, n * step), RAW))
     graph_gb = 0.11 * total + 0.4
-    _all_ranks(
-        out,
+    ranks(
         g1,
-        rng,
-        lambda r: f"Capture cuda graph end. Time elapsed: {g1 - g0:.2f} s. mem usage={graph_gb:.2f} GB. avail mem={avail2[r] - graph_gb:.2f} GB.",
+        lambda r: f"Capture cuda graph end. Time elapsed: {g1 - g0:.2f} s. mem usage={graph_gb:.2f} GB. "
+        f"avail mem={avail2[r] - graph_gb:.2f} GB.",
     )
     avail3 = [a - graph_gb for a in avail2]
     if spec.enabled:
         dl0, dl1, dg0, dg1 = 0.81 * d, 0.84 * d, 0.85 * d, 0.92 * d
-        _all_ranks(out, dl0, rng, lambda r: f"Load weight begin. avail mem={avail3[r]:.2f} GB")
-        _all_ranks(
-            out,
+        ranks(dl0, lambda r: f"Load weight begin. avail mem={avail3[r]:.2f} GB")
+        ranks(
             dl1,
-            rng,
             lambda r: f"Load weight end. elapsed={dl1 - dl0:.2f} s, type={DRAFT_MODEL_TYPE}, dtype=torch.bfloat16, "
             f"avail mem={avail3[r] - 0.98:.2f} GB, mem usage=0.98 GB.",
         )
-        _all_ranks(out, dl1 + 0.5, rng, lambda r: f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, KV size: {MAX_TOTAL_TOKENS * 1536 / GB:.2f} GB")
-        _all_ranks(out, dg0, rng, lambda r: f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={avail3[r] - 1.9:.2f} GB")
+        draft_kv = MAX_TOTAL_TOKENS * 1536 / GB  # one draft layer
+        ranks(dl1 + lead, lambda r: f"KV Cache is allocated. #tokens: {MAX_TOTAL_TOKENS}, KV size: {draft_kv:.2f} GB")
+        ranks(
+            dg0,
+            lambda r: "Capture draft cuda graph begin. This can take up to several minutes. "
+            f"avail mem={avail3[r] - 1.9:.2f} GB",
+        )
         mid = (dg0 + dg1) / 2
-        _all_ranks(
-            out, mid, rng, lambda r: f"Capture draft cuda graph end. Time elapsed: {mid - dg0:.2f} s. mem usage=0.31 GB. avail mem={avail3[r] - 2.21:.2f} GB."
+        ranks(
+            mid,
+            lambda r: f"Capture draft cuda graph end. Time elapsed: {mid - dg0:.2f} s. mem usage=0.31 GB. "
+            f"avail mem={avail3[r] - 2.21:.2f} GB.",
         )
-        _all_ranks(
-            out, mid + 0.2, rng, lambda r: f"Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={avail3[r] - 2.21:.2f} GB"
+        ranks(
+            mid + lead,
+            lambda r: "Capture draft extend cuda graph begin. This can take up to several minutes. "
+            f"avail mem={avail3[r] - 2.21:.2f} GB",
         )
-        _all_ranks(
-            out, dg1, rng, lambda r: f"Capture draft extend cuda graph end. Time elapsed: {dg1 - mid - 0.2:.2f} s. mem usage=0.27 GB. avail mem={avail3[r] - 2.48:.2f} GB."
+        ranks(
+            dg1,
+            lambda r: f"Capture draft extend cuda graph end. Time elapsed: {dg1 - mid - lead:.2f} s. "
+            "mem usage=0.27 GB. "
+            f"avail mem={avail3[r] - 2.48:.2f} GB.",
         )
     out.append(
         ScriptLine(
             0.95 * d,
             f"max_total_num_tokens={MAX_TOTAL_TOKENS}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-            f"max_running_requests=2048, context_len={CONTEXT_LEN}, available_gpu_mem={avail3[0] - (2.48 if spec.enabled else 0):.2f} GB",
+            f"max_running_requests=2048, context_len={CONTEXT_LEN}, "
+            f"available_gpu_mem={avail3[0] - (2.48 if spec.enabled else 0):.2f} GB",
         )
     )
     out.append(ScriptLine(0.96 * d, f"INFO:     Started server process [{pid}]", HTTP))
     out.append(ScriptLine(0.96 * d, "INFO:     Waiting for application startup.", HTTP))
     out.append(ScriptLine(0.96 * d, "INFO:     Application startup complete.", HTTP))
-    out.append(ScriptLine(0.96 * d, f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)", HTTP))
+    uvicorn = f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)"
+    out.append(ScriptLine(0.96 * d, uvicorn, HTTP))
     out.append(ScriptLine(0.97 * d, access_message(rng.randint(40000, 60000), "GET", "/get_model_info"), HTTP))
     warm = 0.98 * d
-    out.append(ScriptLine(warm, prefill_message(1, 6, 0, 0.0, 0, 0, 6 / warm)))
+    out.append(ScriptLine(warm, prefill_message(1, 6, 0, 0.0, 0, 0, 6 / max(warm, 1.0))))
     out.append(ScriptLine(0.995 * d, access_message(rng.randint(40000, 60000), "POST", "/generate"), HTTP))
     out.append(ScriptLine(d, "The server is fired up and ready to roll!", HTTP))
     out.sort(key=lambda s: s.at)
@@ -392,17 +414,19 @@ def crash_script(at: float, rng: random.Random) -> list[ScriptLine]:
         )
     )
     lines.append(ScriptLine(at, "", RAW))
-    lines.append(ScriptLine(at + 0.2, "Received sigquit from a child process. It usually means the child failed.", HTTP))
+    sigquit = "Received sigquit from a child process. It usually means the child failed."
+    lines.append(ScriptLine(at + 0.2, sigquit, HTTP))
     return lines
 
 
-def shutdown_script(remaining_requests: int = 0) -> list[ScriptLine]:
-    """What SGLang prints after SIGTERM (graceful drain, then exit)."""
+def shutdown_script(remaining_rids: Sequence[str] = ()) -> list[ScriptLine]:
+    """What SGLang prints after SIGTERM (graceful drain, then exit), given the requests still in flight."""
     return [
         ScriptLine(0.0, "SIGTERM received. signum=None frame=None. Draining requests and shutting down...", HTTP),
         ScriptLine(
             0.05,
-            f"Gracefully exiting... Remaining number of requests {remaining_requests}. Remaining requests remaining_rids=[].",
+            f"Gracefully exiting... Remaining number of requests {len(remaining_rids)}. "
+            f"Remaining requests remaining_rids={list(remaining_rids)!r}.",
             HTTP,
         ),
     ]

@@ -130,7 +130,9 @@ class SpecConfig:
         if draft_tokens is None:
             draft_tokens = min(ceiling, 2 * steps + 1)
         if draft_tokens < 2 or draft_tokens > ceiling:
-            raise SpecConfigError(f"speculative_num_draft_tokens must be 2..{ceiling} for topk={topk}, got {draft_tokens}")
+            raise SpecConfigError(
+                f"speculative_num_draft_tokens must be 2..{ceiling} for topk={topk}, got {draft_tokens}"
+            )
         return cls(steps, topk, draft_tokens)
 
 

@@ -71,7 +71,7 @@ CRASH_AT = 0.4  # share of the start-up after which --crash-on-start dies
 MAX_PROMPT_TOKENS = 8192
 MAX_NEW_TOKENS = 32768
 MAX_BODY = 1 << 20
-_WORDS = ("the", "model", "drafts", "tokens", "and", "verifies", "them", "in", "one", "pass", "so", "decoding", "runs", "faster")
+_WORDS = "the model drafts tokens and verifies them in one pass so decoding runs faster".split()
 
 
 class SimClock:
@@ -107,7 +107,9 @@ class SimServer:
         self.ready = False
         self.engine: SimEngine | None = None
         self._wake = asyncio.Event()
-        self._pending: dict[int, asyncio.Future[SimRequest]] = {}
+        self._pending: dict[int, tuple[str, asyncio.Future[SimRequest]]] = {}
+        self._shutdown_logged = False
+        self._remaining: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -115,7 +117,7 @@ class SimServer:
         """Start up, serve until stopped; returns the exit code."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop.set)
+            loop.add_signal_handler(sig, self._on_signal)
         server = None
         if self.args.port is not None:
             try:
@@ -130,12 +132,23 @@ class SimServer:
             if not self.stop.is_set():
                 self.ready = True
                 await self._serve()
-            for line in shutdown_script(len(self._pending)):
-                self.writer.line(self.clock.now() + line.at, line.message, line.ranks)
+            if not self._shutdown_logged:
+                self._on_signal()
+            drain = shutdown_script(self._remaining)[1]
+            self.writer.line(self.clock.now() + drain.at, drain.message, drain.ranks)
             return 0
         finally:
             if server is not None:
                 server.close()
+
+    def _on_signal(self) -> None:
+        """SIGTERM/SIGINT: log it at once (before any aborted request's access line), then stop."""
+        if not self._shutdown_logged:
+            self._shutdown_logged = True
+            self._remaining = [rid for rid, _ in self._pending.values()]
+            first = shutdown_script(self._remaining)[0]
+            self.writer.line(self.clock.now(), first.message, first.ranks)
+        self.stop.set()
 
     async def _sleep_until(self, sim_t: float) -> None:
         """Sleep until the simulated clock reaches ``sim_t`` or a stop is requested."""
@@ -150,7 +163,13 @@ class SimServer:
         duration = self.args.startup_seconds * self.args.time_scale
         crash_at = CRASH_AT if self.args.crash_on_start else None
         script = startup_script(
-            self.spec, self.rng, duration, port=self.args.port or 30000, pid=os.getpid(), seed=self.seed, crash_at=crash_at
+            self.spec,
+            self.rng,
+            duration,
+            port=self.args.port or 30000,
+            pid=os.getpid(),
+            seed=self.seed,
+            crash_at=crash_at,
         )
         for line in script:
             await self._sleep_until(start + line.at)
@@ -170,7 +189,8 @@ class SimServer:
                 engine.advance_to(self.clock.now())
             if builtin:
                 while len(engine.running) + len(engine.waiting) < self.args.load_concurrency:
-                    req = SimRequest(self.rng.randint(200, 1200), self.rng.randint(1024, 2048), client_port=self.rng.randint(40000, 60000))
+                    prompt, output = self.rng.randint(200, 1200), self.rng.randint(1024, 2048)
+                    req = SimRequest(prompt, output, client_port=self.rng.randint(40000, 60000))
                     # The built-in client streams: uvicorn logs the request at its start.
                     self.writer.line(engine.now, access_message(req.client_port, "POST", "/v1/completions"), HTTP)
                     engine.submit(req)
@@ -185,9 +205,9 @@ class SimServer:
             engine.step(max_cycles=4)
             await self._sleep_until(engine.now)
             for req in engine.finished:
-                fut = self._pending.pop(id(req), None)
-                if fut is not None and not fut.done():
-                    fut.set_result(req)
+                pending = self._pending.pop(id(req), None)
+                if pending is not None and not pending[1].done():
+                    pending[1].set_result(req)
             engine.finished.clear()
 
     # -- HTTP ----------------------------------------------------------------
@@ -234,7 +254,8 @@ class SimServer:
             writer.close()
 
     async def _respond(self, writer: asyncio.StreamWriter, status: int, payload: Any, *, close: bool) -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+        reason[503] = "Service Unavailable"
         data = b"" if payload is None else json.dumps(payload).encode()
         head = (
             f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n"
@@ -286,9 +307,9 @@ class SimServer:
             return 400, {"object": "error", "message": str(exc), "code": 400}
         assert self.engine is not None
         prompt_tokens = min(MAX_PROMPT_TOKENS, max(1, len(text) // 4))
-        req = SimRequest(prompt_tokens, max_tokens)
+        req = SimRequest(prompt_tokens, max_tokens, rid=uuid.uuid4().hex)
         fut: asyncio.Future[SimRequest] = asyncio.get_running_loop().create_future()
-        self._pending[id(req)] = fut
+        self._pending[id(req)] = (req.rid, fut)
         if self.engine.idle:
             self.engine.advance_to(self.clock.now())
         self.engine.submit(req)
@@ -306,13 +327,19 @@ class SimServer:
             "created": int(time.time()),
             "model": MODEL_PATH,
             "choices": [{"index": 0, "text": words, "logprobs": None, "finish_reason": "length", "matched_stop": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated, "total_tokens": prompt_tokens + req.generated},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": req.generated,
+                "total_tokens": prompt_tokens + req.generated,
+            },
         }
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse the command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m specmon.sim.server", description="Simulated SGLang EAGLE-3 server (no GPU).")
+    ap = argparse.ArgumentParser(
+        prog="python -m specmon.sim.server", description="Simulated SGLang EAGLE-3 server (no GPU)."
+    )
     ap.add_argument("--steps", type=int, required=True, help="speculative steps; 0 = no speculation")
     ap.add_argument("--draft-tokens", type=int, default=None, help="speculative draft tokens (default steps+1)")
     ap.add_argument("--topk", type=int, default=None, help="EAGLE top-k (default 1)")
@@ -324,7 +351,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     ap.add_argument("--crash-on-start", action="store_true", help="die during start-up with a traceback, exit 1")
     ap.add_argument("--pidfile", type=Path, default=None, help="write this process's PID here")
-    ap.add_argument("--load-concurrency", type=int, default=1, help="requests the built-in load keeps in flight (default 1)")
+    ap.add_argument(
+        "--load-concurrency", type=int, default=1, help="requests the built-in load keeps in flight (default 1)"
+    )
     args = ap.parse_args(argv)
     if args.time_scale <= 0 or args.time_scale > 1000:
         ap.error("--time-scale must be in (0, 1000]")

@@ -75,7 +75,7 @@ def simulate_launch(
         engine.step(max_cycles=model.decode_log_interval)
         engine.finished.clear()
     end = engine.now + rng.uniform(2.0, 6.0)
-    writer.script(end, shutdown_script(0))
+    writer.script(end, shutdown_script())
     return buf.getvalue(), end + 1.0
 
 
@@ -105,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specmon.sim.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("sample_logs"), help="output directory (default: sample_logs)")
     ap.add_argument("--seed", type=int, default=7, help="random seed (default: 7)")
-    ap.add_argument("--lines", type=int, default=DEFAULT_DECODE_LINES, help="decode lines per launch (default: %(default)s)")
+    ap.add_argument(
+        "--lines", type=int, default=DEFAULT_DECODE_LINES, help="decode lines per launch (default: %(default)s)"
+    )
     ap.add_argument(
         "--steps", default=",".join(map(str, CAMPAIGN_STEPS)), help="comma-separated step counts, 0 = no speculation"
     )
