@@ -1,0 +1,139 @@
+"""``specmon replay`` and ``specmon watch``: open the dashboard on saved or local logs.
+
+Only ``argparse`` is imported here at module level: ``specmon summarize`` builds
+the whole parser and must not pay for importing Textual. The dashboard is
+imported inside the command functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register"]
+
+EXIT_OK, EXIT_INPUT = 0, 2
+
+
+def _speed(text: str) -> float | None:
+    if text.lower() == "max":
+        return None
+    try:
+        value = float(text.rstrip("xX×"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a speed: {text!r} (a number like 10, or 'max')") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"speed must be positive: {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
+    return int(text)
+
+
+def _fail(message: str) -> int:
+    print(f"specmon: {message}", file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--theme", metavar="NAME",
+                   help="colour theme: specmon-dark (default), specmon-light, specmon-contrast, "
+                        "or one from your themes folder")
+    p.add_argument("--warmup", type=_count, default=None, metavar="N",
+                   help="samples excluded at the start of each run, per rank (default: engine's)")
+    p.add_argument("--window", type=_count, default=20, metavar="N",
+                   help="batches in the rolling means (default 20)")
+
+
+def _options(args: argparse.Namespace, **extra: object):  # type: ignore[no-untyped-def]
+    from specmon.app import DashboardOptions
+
+    return DashboardOptions(theme=args.theme, warmup=args.warmup, window=max(1, args.window), **extra)
+
+
+def _check_theme(name: str | None) -> str | None:
+    """An error message when the theme does not exist, before the screen opens."""
+    if name is None:
+        return None
+    from specmon.theming import load_themes, theme_folders, user_theme_dir
+
+    themes, _ = load_themes(theme_folders(user_theme_dir()))
+    if name in themes:
+        return None
+    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``specmon replay FILE...``: the dashboard driven by saved logs."""
+    from specmon.logfiles import LogFileError, check_readable
+
+    if args.baseline and args.baseline_tps is not None:
+        return _fail("give either --baseline FILE or --baseline-tps X, not both")
+    try:
+        for path in [*args.baseline, *args.files]:
+            check_readable(path)
+    except LogFileError as exc:
+        return _fail(str(exc))
+    problem = _check_theme(args.theme)
+    if problem:
+        return _fail(problem)
+    from specmon.app import replay_app
+
+    app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
+                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop))
+    return int(app.run() or 0)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``specmon watch PATH``: the dashboard following a local log."""
+    problem = _check_theme(args.theme)
+    if problem:
+        return _fail(problem)
+    from specmon.app import watch_app
+
+    app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps))
+    return int(app.run() or 0)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``replay`` and ``watch`` to the ``specmon`` command line."""
+    r = subparsers.add_parser(
+        "replay", help="drive the dashboard from saved logs, paced by their timestamps",
+        description="Replay logs into the live dashboard, paced by their own timestamps "
+                    "(speed 1 = real time). Keys: p pause, +/- speed, b baseline, e export, "
+                    "t theme, ? help, q quit.")
+    r.add_argument("files", nargs="+", metavar="FILE")
+    r.add_argument("--speed", type=_speed, default=1.0, metavar="X",
+                   help="log seconds per second (default 1 = real time), or 'max'")
+    r.add_argument("--loop", action="store_true", help="start again at the end (demos)")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--baseline", metavar="FILE", action="append", default=[],
+                   help="a log of the server without speculation, used as the baseline")
+    g.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+                   help="a known baseline throughput in tokens/s (e.g. 88.8)")
+    _add_common(r)
+    r.set_defaults(func=cmd_replay)
+
+    w = subparsers.add_parser(
+        "watch", help="follow a log on this machine (like tail -F) in the dashboard",
+        description="Follow a local log file through rotation and truncation and show the dashboard.")
+    w.add_argument("path", metavar="PATH")
+    w.add_argument("--lines", type=_count, default=None, metavar="N",
+                   help="start with the last N lines (default: the whole file)")
+    w.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+                   help="a known baseline throughput in tokens/s")
+    _add_common(w)
+    w.set_defaults(func=cmd_watch)

@@ -1,0 +1,104 @@
+"""Throughput per batch over the latest runs: fixed y-range, the baseline as a line, run changes marked.
+
+Unlike a sparkline (scaled to its own min/max), this plot keeps one y-range that
+only grows, so runs can be compared by eye against the horizontal baseline. A
+plotext redraw costs tens of milliseconds: the app hands it a view at most once
+a second, and it redraws only when the view changed or the widget was resized.
+"""
+
+from __future__ import annotations
+
+from textual.app import RenderResult
+from textual.color import Color
+from textual_plotext import PlotextPlot
+
+from specmon.snapshot import PlotView
+
+__all__ = ["ThroughputPlot", "downsample"]
+
+
+def downsample(values: tuple[float, ...], points: int) -> list[float]:
+    """Bucket means down to at most ``points`` values (a plot needs no more than its width)."""
+    n = len(values)
+    if points <= 0:
+        return []
+    if n <= points:
+        return list(values)
+    out = []
+    for i in range(points):
+        lo, hi = i * n // points, (i + 1) * n // points
+        chunk = values[lo:hi] or values[lo:lo + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+class ThroughputPlot(PlotextPlot):
+    """A plotext plot drawn from a :class:`~specmon.snapshot.PlotView`."""
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self._view: PlotView | None = None
+        self.draws = 0  # how many times the figure was rebuilt (the bench reports it)
+
+    def show(self, view: PlotView) -> None:
+        """Take a new view; redraws only if it differs from the one shown."""
+        if view != self._view:
+            self._view = view
+            self.refresh()
+
+    def _rgb(self, variable: str) -> tuple[int, int, int]:
+        # Plot colours come from the theme, like everything else.
+        value = self.app.theme_variables.get(variable) or self.app.theme_variables.get("foreground", "white")
+        return Color.parse(value).rgb
+
+    def render(self) -> RenderResult:
+        """Rebuild the figure at the current size, then let plotext render it."""
+        self._draw()
+        self.draws += 1
+        return super().render()
+
+    def _draw(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        view = self._view
+        width = max(10, self.size.width - 8)  # the y-axis labels take a few columns
+        if view is None or not view.segments:
+            plt.title("waiting for decode batches")
+            plt.ylim(0, 100)
+            plt.xticks([], [])
+            return
+        total = sum(len(s.values) for s in view.segments)
+        # Points per segment in proportion to its length: no more points than columns (x2: braille).
+        budget = max(len(view.segments), width * 2)
+        x0 = 0
+        line = self._rgb("primary")
+        marks = self._rgb("secondary")
+        ticks, labels = [], []
+        for k, seg in enumerate(view.segments):
+            n = len(seg.values)
+            pts = downsample(seg.values, max(1, budget * n // total))
+            if pts:
+                step = n / len(pts)
+                xs = [x0 + (i + 0.5) * step for i in range(len(pts))]
+                plt.plot(xs, pts, marker="braille", color=line)
+            if k > 0:
+                plt.vertical_line(x0, color=marks)
+            ticks.append(x0 + n / 2)
+            labels.append(_short(seg.label))
+            x0 += n
+        if view.baseline is not None:
+            plt.horizontal_line(view.baseline, color=self._rgb("accent"))
+        plt.ylim(0, view.y_max)
+        plt.xlim(0, max(1, x0))
+        plt.xticks(ticks, labels)
+
+
+def _short(label: str) -> str:
+    """``EAGLE3 2 steps`` -> ``2 steps``; ``no speculation`` -> ``no spec``."""
+    if label == "no speculation":
+        return "no spec"
+    parts = label.split()
+    if len(parts) >= 3 and parts[2].startswith(("step", "token")):
+        return " ".join(parts[1:3])
+    return label[:12]
