@@ -13,8 +13,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from specmon.session import Run, RunConfig
-from specmon.stats import MIN_SAMPLES_FOR_BATCHING, Ratio, Summary, batch_means, difference, ratio, summarize, t975
+from specmon.stats import (
+    MIN_SAMPLES_FOR_BATCHING, Ratio, Summary, as_array, batch_means, difference, ratio, summarize, t975,
+)
 
 #: A configuration needs this many counted throughput samples to enter the verdict.
 MIN_SAMPLES_FOR_VERDICT = 10
@@ -22,13 +26,12 @@ MIN_SAMPLES_FOR_VERDICT = 10
 
 def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
     """Pool one metric over runs, with an interval from the runs' batch means pooled."""
-    series = [getattr(r, attr) for r in runs if len(getattr(r, attr))]
+    series = [as_array(getattr(r, attr)) for r in runs if len(getattr(r, attr))]
     if not series:
         return None
     if len(series) == 1:
         return summarize(series[0])
-    pooled: list[float] = [v for s in series for v in s]
-    base = summarize(pooled)
+    base = summarize(np.concatenate(series))
     if base is None:
         return None
     # Interval from the batch means of each run, kept apart (no batch straddles a restart).
@@ -36,8 +39,7 @@ def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
     if len(bms) < 3:
         return base
     k = len(bms)
-    mean_bm = math.fsum(bms) / k
-    se = math.sqrt(math.fsum((m - mean_bm) ** 2 for m in bms) / (k - 1)) / math.sqrt(k)
+    se = float(np.std(bms, ddof=1)) / math.sqrt(k)
     half = t975(k - 1) * se
     return Summary(base.n, base.mean, base.median, base.p10, base.p90, base.sd, se, float(k - 1),
                    base.mean - half, base.mean + half, k)
@@ -129,15 +131,16 @@ def _row_key(run: Run) -> RunConfig | str:
 
 
 def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
-    by: dict[int, list[float]] = {}
-    for r in runs:
-        for v, c in zip(r.throughput, r.concurrency):
-            by.setdefault(int(c), []).append(v)
+    used = [r for r in runs if len(r.throughput)]
+    if not used:
+        return {}
+    tp = np.concatenate([as_array(r.throughput) for r in used])
+    conc = np.concatenate([np.frombuffer(r.concurrency, dtype=np.uint32) for r in used])
     out = {}
-    for c, values in sorted(by.items()):
-        s = summarize(values)
+    for c in np.unique(conc).tolist():
+        s = summarize(tp[conc == c])
         if s is not None:
-            out[c] = s
+            out[int(c)] = s
     return out
 
 

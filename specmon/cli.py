@@ -85,8 +85,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """``specmon parse FILE...``: every record as one JSON object per line."""
-    from specmon.logfiles import LogFileError, check_readable, file_year, iter_line_batches
-    from specmon.parsing import LineParser
+    from specmon.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
+    from specmon.parsing import LineParser, detect_engine
 
     try:
         for path in args.files:
@@ -96,7 +96,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
         for path in args.files:
-            parser = LineParser(year=file_year(path))
+            parser = LineParser(year=file_year(path), engine=detect_engine(head_lines(path)))
             n = 0
             for batch in iter_line_batches(path):
                 for text in batch:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from specmon.logfiles import check_readable, file_year, iter_line_batches
-from specmon.parsing import LineParser
+from specmon.logfiles import check_readable, file_year, head_lines, iter_line_batches
+from specmon.parsing import LineParser, detect_engine
 from specmon.session import Session
 
 
@@ -26,7 +26,9 @@ def ingest_lines(session: Session, parser: LineParser, lines: Iterable[str], fir
 def ingest_file(session: Session, path: str, *, baseline: bool = False) -> None:
     """Read one log file into the session as a new source."""
     session.begin_source(path, baseline=baseline)
-    parser = LineParser(year=file_year(path))
+    # The engine decides a few ambiguous markers (SGLang's "Application startup complete"
+    # comes before its warm-up; vLLM's is its ready line): recognise it from the head first.
+    parser = LineParser(year=file_year(path), engine=detect_engine(head_lines(path)))
     n = 1
     for batch in iter_line_batches(path):
         n = ingest_lines(session, parser, batch, n)
@@ -41,9 +43,11 @@ def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: 
     """
     for path in [*baseline, *files]:
         check_readable(path)
+    from specmon.fastscan import ingest_file_fast
+
     session = Session(warmup=warmup)
     for path in baseline:
-        ingest_file(session, path, baseline=True)
+        ingest_file_fast(session, path, baseline=True, jobs=jobs)
     for path in files:
-        ingest_file(session, path)
+        ingest_file_fast(session, path, jobs=jobs)
     return session

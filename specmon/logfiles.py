@@ -73,3 +73,9 @@ def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str
             yield [text[:-1] if text.endswith("\r") else text]
     finally:
         f.close()
+
+
+def head_lines(path: str | Path, size: int = 1 << 20) -> list[str]:
+    """The first lines of a file (up to ``size`` bytes), for engine detection."""
+    with open(check_readable(path), "rb") as f:
+        return f.read(size).decode("utf-8", errors="replace").split("\n")

@@ -260,32 +260,67 @@ class Session:
             self.engine = Engine.SGLANG if isinstance(rec, Decode) else Engine.VLLM
         run = self._run_for_sample(rec)
         self._touch(run, rec)
-        if run.state not in (ServerState.SERVING,):
+        if run.state is not ServerState.SERVING:
             run.state = self.state = ServerState.SERVING
-        if rec.rank:
-            run.ranks.add(rec.rank)
-        rs = run._ranks.get(rec.rank)
+        self._add_sample(run, rec.rank, rec.timestamp, tput, conc, acc_len, acc_rate,
+                         idle_by_gap, idle, self._warmup_for())
+
+    def ingest_decode_columns(self, ranks: list[str | None], ts: list[float | None], running: list[int],
+                              tput: list[float], acc_len: list[float] | None,
+                              acc_rate: list[float] | None, first_line: int, last_line: int) -> None:
+        """Take a block of consecutive, well-formed SGLang decode lines as columns.
+
+        The bulk path of ``summarize`` on large files: the same rules as
+        :meth:`ingest` applied to ``Decode`` records, without building them.
+        """
+        n = len(tput)
+        if not n:
+            return
+        self.counts["decode"] += n
+        if self.engine is Engine.UNKNOWN:
+            self.engine = Engine.SGLANG
+        first = Decode(first_line, ts[0], ranks[0])
+        run = self._run_for_sample(first)
+        run.last_line = last_line
+        for t in reversed(ts):
+            if t is not None:
+                run.last_at = t
+                break
+        if run.state is not ServerState.SERVING:
+            run.state = self.state = ServerState.SERVING
+        warmup = self._warmup_for()
+        add = self._add_sample
+        for i in range(n):
+            add(run, ranks[i], ts[i], tput[i], running[i], acc_len[i] if acc_len else None,
+                acc_rate[i] if acc_rate else None, True, False, warmup)
+
+    def _add_sample(self, run: Run, rank: str | None, ts: float | None, tput: float | None,
+                    conc: int | None, acc_len: float | None, acc_rate: float | None,
+                    idle_by_gap: bool, idle: bool, warmup: int) -> None:
+        if rank:
+            run.ranks.add(rank)
+        rs = run._ranks.get(rank)
         if rs is None:
-            rs = run._ranks[rec.rank] = _RankState()
+            rs = run._ranks[rank] = _RankState()
         rs.seen += 1
         gap = None
-        if rec.timestamp is not None:
+        if ts is not None:
             if rs.last_ts is not None:
-                gap = rec.timestamp - rs.last_ts
-            rs.last_ts = rec.timestamp
+                gap = ts - rs.last_ts
+            rs.last_ts = ts
         if tput is not None:
             run.live_throughput.append(tput)
         if acc_len is not None:
             run.live_accept_len.append(acc_len)
         if acc_rate is not None:
             run.live_accept_rate.append(acc_rate)
-        if rs.seen <= self._warmup_for():
+        if rs.seen <= warmup:
             run.excluded_warmup += 1
             self._update_gap(rs, gap)
             return
         if idle_by_gap:
             limit = max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR * (rs.gap_ema or 0.0))
-            if gap is None and rec.timestamp is not None and rs.seen == 1:
+            if gap is None and ts is not None and rs.seen == 1:
                 idle = True  # nothing before it on this rank: its interval is unknown
             elif gap is not None and gap > limit:
                 idle = True

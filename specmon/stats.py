@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 #: Below this many samples no interval is given: two numbers are not a distribution.
 MIN_SAMPLES_FOR_CI = 3
 #: From this many samples on, the interval is built on batch means.
@@ -60,7 +62,17 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     pos = (n - 1) * q
     lo = int(math.floor(pos))
     hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
+
+
+def as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Samples as float64 (a compact ``array('f')`` is viewed without a copy, then widened)."""
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
+    typecode = getattr(values, "typecode", None)
+    if typecode in ("f", "d"):
+        return np.frombuffer(values, dtype=np.float32 if typecode == "f" else np.float64).astype(np.float64)
+    return np.asarray(values, dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,41 +116,36 @@ class Summary:
         }
 
 
-def batch_means(values: Sequence[float]) -> list[float]:
+def batch_means(values: Sequence[float] | np.ndarray) -> list[float]:
     """Means of ``k`` consecutive, equal, non-overlapping batches of ``b = floor(sqrt(n))``.
 
     The oldest ``n mod b`` samples are left out of the batching (not of the mean):
     every batch must have the same size for their means to be exchangeable.
     """
-    n = len(values)
+    x = as_array(values)
+    n = len(x)
+    if n == 0:
+        return []
     b = max(1, math.isqrt(n))
     k = n // b
-    start = n - k * b
-    return [math.fsum(values[start + i * b: start + (i + 1) * b]) / b for i in range(k)]
+    return x[n - k * b:].reshape(k, b).mean(axis=1).tolist()
 
 
-def _sd(values: Sequence[float], mean: float) -> float:
-    n = len(values)
-    if n < 2:
-        return 0.0
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-
-
-def summarize(values: Sequence[float]) -> Summary | None:
+def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
     """Mean, median, p10/p90 and a 95% batch-means interval; None for no samples."""
-    n = len(values)
+    x = as_array(values)
+    n = len(x)
     if n == 0:
         return None
-    mean = math.fsum(values) / n
-    ordered = sorted(values)
-    sd = _sd(values, mean)
+    mean = float(x.mean())
+    p10, median, p90 = (float(v) for v in np.quantile(x, (0.1, 0.5, 0.9)))
+    sd = float(x.std(ddof=1)) if n > 1 else 0.0
     se = df = lo = hi = None
     batches = n
     if n >= MIN_SAMPLES_FOR_BATCHING:
-        bm = batch_means(values)
+        bm = np.asarray(batch_means(x))
         batches = len(bm)
-        bmean = math.fsum(bm) / batches
-        se = _sd(bm, bmean) / math.sqrt(batches)
+        se = float(bm.std(ddof=1)) / math.sqrt(batches)
         df = float(batches - 1)
     elif n >= MIN_SAMPLES_FOR_CI:
         # Too few to batch: the iid interval is the best on offer, and is marked by batches == n.
@@ -147,8 +154,7 @@ def summarize(values: Sequence[float]) -> Summary | None:
     if se is not None and df is not None:
         half = t975(df) * se
         lo, hi = mean - half, mean + half
-    return Summary(n, mean, quantile(ordered, 0.5), quantile(ordered, 0.1), quantile(ordered, 0.9),
-                   sd, se, df, lo, hi, batches)
+    return Summary(n, mean, median, p10, p90, sd, se, df, lo, hi, batches)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ class LineParser:
     def __init__(self, *, year: int | None = None, engine: Engine = Engine.UNKNOWN) -> None:
         self.year = year if year is not None else datetime.now(timezone.utc).year
         self.engine = engine
-        self._in_traceback = False
+        #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
+        self.in_traceback = False
 
     def parse(self, text: str, lineno: int) -> ParsedRecord | None:
         """Parse one line (without its line ending).
@@ -92,7 +93,8 @@ class LineParser:
         rec = fn(message, lineno, ts, rank)
         if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
             self.engine = engine
-        self._in_traceback = False
+        #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
+        self.in_traceback = False
         return rec
 
     def _slow(self, text: str, lineno: int) -> ParsedRecord | None:
@@ -115,12 +117,12 @@ class LineParser:
                 break
         found = match_lifecycle(message, self.engine)
         if found is None:
-            if self._in_traceback:
+            if self.in_traceback:
                 return self._exception_line(message, lineno, outer_ts)
             return None
         event, detail, progress = found
         ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year)
-        self._in_traceback = event is Event.CRASH and "Traceback" in message
+        self.in_traceback = event is Event.CRASH and "Traceback" in message
         return Lifecycle(lineno, ts if ts is not None else outer_ts, rank,
                          event=event, detail=detail, progress=progress)
 
@@ -134,7 +136,7 @@ class LineParser:
             body = body[m.end():]
         body = body.strip()
         if EXCEPTION_LINE.match(body):
-            self._in_traceback = False
+            self.in_traceback = False
             detail = body if len(body) <= 160 else body[:157] + "..."
             event = Event.OOM if "out of memory" in body.lower() else Event.CRASH
             return Lifecycle(lineno, ts if ts is not None else outer_ts, None, event=event, detail=detail)
