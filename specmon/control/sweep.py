@@ -1,0 +1,928 @@
+"""Automatic sweeps over speculative step counts, with sequential stopping and a verdict.
+
+For every *setting* — a step count (0 = no speculation = the baseline) at a
+load concurrency — the sweep:
+
+1. restarts the server with that step count (an injected ``restart`` function:
+   the control layer's plan, run and readiness check) and finds the new run
+   in the session the log feeds;
+2. starts the load (an injected :class:`LoadControl`, e.g. the built-in
+   :class:`~specmon.control.load.BackgroundLoad`), skips ``settle`` samples
+   after it starts (on top of the session's own warm-up exclusion);
+3. collects the run's counted throughput samples, judging them at the
+   planned looks of :class:`~specmon.sequential.StoppingRule` until the rule
+   says stop or the time budget runs out;
+4. moves on.
+
+Orders: ``given``; ``random`` (seeded shuffle of the step counts, to keep
+slow drift from favouring one setting); ``interleave`` (rounds: each visit
+collects up to the setting's next look, then the next setting gets a turn,
+alternating direction every round — more restarts, least drift).
+
+Progress is kept in a small JSON state file, samples included, written after
+every look and every few seconds: an interrupted sweep started again with the
+same plan continues where it stopped, and its verdict includes what was
+measured before the interruption.
+
+Everything non-deterministic is injected (restart, session, load, clock,
+sleep), so the statistical tests drive a simulated world in-process and the
+dashboard can run a sweep on its own session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from specmon.analysis import Analysis, analyze, summarize_runs
+from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
+from specmon.control.load import LoadReport
+from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
+from specmon.records import Config, Decode, Engine, Spec
+from specmon.sequential import StoppingRule, SweepVerdict, sweep_verdict
+from specmon.session import Run, RunConfig, ServerState, Session
+from specmon.stats import Summary, summarize
+
+ORDERS = ("given", "random", "interleave")
+STATE_VERSION = 1
+
+PENDING, ACTIVE, DONE, FAILED = "pending", "active", "done", "failed"
+
+
+class SweepError(Exception):
+    """A sweep cannot start or continue (bad plan, incompatible state file); the message says why."""
+
+
+# --------------------------------------------------------------------------- injected parts
+
+
+@dataclass(frozen=True, slots=True)
+class RestartOutcome:
+    """What a restart did: ``ok`` means started *and* ready."""
+
+    ok: bool
+    detail: str = ""
+    log: str | None = None
+
+
+class Restarter(Protocol):
+    """Restarts the server with ``steps`` speculative steps and waits until it is ready."""
+
+    def __call__(self, steps: int) -> Awaitable[RestartOutcome]:
+        """Apply ``steps`` (0 = no speculation)."""
+        ...
+
+
+class LoadControl(Protocol):
+    """Starts and stops the workload a sweep measures."""
+
+    async def start(self, concurrency: int) -> None:
+        """Start keeping ``concurrency`` requests in flight."""
+        ...
+
+    async def stop(self) -> LoadReport | None:
+        """Stop; return the client-side report of the run."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SweepEvent:
+    """A progress message for the user (stderr, the dashboard's event log)."""
+
+    kind: str  # plan, restart, ready, start, look, done, failed, resume, verdict
+    text: str
+    cell: str | None = None
+
+
+# --------------------------------------------------------------------------- plan and state
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What to sweep and how.
+
+    Attributes:
+        steps: Step counts to try; 0 = no speculation (the baseline).
+        concurrency: Load concurrencies to measure at each step count.
+        order: ``given``, ``random`` or ``interleave``.
+        seed: Seed of the random order (None: drawn once and kept in the state).
+        rule: The sequential stopping rule.
+        max_minutes: Collection budget per setting, minutes (None: samples only).
+        settle: Samples skipped after the load starts or changes.
+        stall_s: A setting fails when no sample arrives for this long.
+        attach_s: How long to wait for the restarted server's run to show in the log.
+        poll_s: How often the session is read.
+    """
+
+    steps: tuple[int, ...]
+    concurrency: tuple[int, ...] = (1,)
+    order: str = "given"
+    seed: int | None = None
+    rule: StoppingRule = field(default_factory=StoppingRule)
+    max_minutes: float | None = 10.0
+    settle: int = 2
+    stall_s: float = 180.0
+    attach_s: float = 120.0
+    poll_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise SweepError("give at least one step count")
+        for s in self.steps:
+            if type(s) is not int or s < 0:
+                raise SweepError(f"step counts are whole numbers >= 0, not {s!r}")
+        if len(set(self.steps)) != len(self.steps):
+            raise SweepError("a step count is listed twice")
+        if not self.concurrency or any(type(c) is not int or c < 1 for c in self.concurrency):
+            raise SweepError("concurrency values are whole numbers >= 1")
+        if len(set(self.concurrency)) != len(self.concurrency):
+            raise SweepError("a concurrency is listed twice")
+        if self.order not in ORDERS:
+            raise SweepError(f"order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise SweepError("max_minutes must be positive")
+        if self.settle < 0 or self.stall_s <= 0 or self.attach_s <= 0 or self.poll_s <= 0:
+            raise SweepError("settle must be >= 0; stall_s, attach_s and poll_s positive")
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a resumed sweep must share with the interrupted one."""
+        r = self.rule
+        return {"steps": list(self.steps), "concurrency": list(self.concurrency), "order": self.order,
+                "rule": {"alpha": r.alpha, "looks": r.looks, "min_samples": r.min_samples,
+                         "max_samples": r.max_samples, "margin_pct": r.margin_pct,
+                         "precision_pct": r.precision_pct},
+                "max_minutes": self.max_minutes, "settle": self.settle}
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, JSON-ready."""
+        return {**self.identity(), "seed": self.seed, "stall_s": self.stall_s, "attach_s": self.attach_s,
+                "poll_s": self.poll_s}
+
+    def ordered_cells(self, seed: int) -> list[tuple[int, int]]:
+        """``(steps, concurrency)`` in measuring order (settings of one step count stay together)."""
+        steps = list(self.steps)
+        if self.order == "random":
+            random.Random(seed).shuffle(steps)
+        return [(s, c) for s in steps for c in self.concurrency]
+
+
+def cell_key(steps: int, concurrency: int) -> str:
+    """The state file's name for a setting: ``"2@1"``."""
+    return f"{steps}@{concurrency}"
+
+
+@dataclass
+class Segment:
+    """Samples of one setting from one server run (a setting measured in several visits has several)."""
+
+    source: str
+    run_id: int | None
+    config: dict[str, Any] | None
+    throughput: list[float] = field(default_factory=list)
+    accept_len: list[float] = field(default_factory=list)
+    accept_rate: list[float] = field(default_factory=list)
+    per_position: list[float] | None = None
+    # Live bookkeeping, not persisted: where the next new sample starts in the run's arrays.
+    _run: Run | None = field(default=None, repr=False)
+    _tp: int = 0
+    _al: int = 0
+    _ar: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """Persisted form (samples rounded to what logs print)."""
+        return {"source": self.source, "run_id": self.run_id, "config": self.config,
+                "throughput": [round(v, 3) for v in self.throughput],
+                "accept_len": [round(v, 4) for v in self.accept_len],
+                "accept_rate": [round(v, 4) for v in self.accept_rate],
+                "per_position": self.per_position}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Segment:
+        """Inverse of :meth:`to_json`."""
+        return cls(str(d.get("source", "")), d.get("run_id"), d.get("config"),
+                   [float(v) for v in d.get("throughput", [])], [float(v) for v in d.get("accept_len", [])],
+                   [float(v) for v in d.get("accept_rate", [])], d.get("per_position"))
+
+
+@dataclass
+class CellState:
+    """One setting's progress."""
+
+    steps: int
+    concurrency: int
+    status: str = PENDING
+    reason: str = ""
+    text: str = ""
+    looks_done: int = 0
+    elapsed_s: float = 0.0
+    segments: list[Segment] = field(default_factory=list)
+    client: dict[str, Any] = field(default_factory=lambda: {"requests": 0, "errors": 0, "output_tokens": 0,
+                                                            "decode_tps": [], "ttft_s": [], "seconds": 0.0})
+    label: str = ""
+    _summary: tuple[int, Summary | None] | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> str:
+        """``"steps@concurrency"``."""
+        return cell_key(self.steps, self.concurrency)
+
+    @property
+    def n(self) -> int:
+        """Counted throughput samples so far."""
+        return sum(len(s.throughput) for s in self.segments)
+
+    def summary(self) -> Summary | None:
+        """Pooled throughput summary (batch means per segment, as the analysis pools runs)."""
+        n = self.n
+        if self._summary is None or self._summary[0] != n:
+            self._summary = (n, summarize_runs(self.segments, "throughput") if n else None)  # type: ignore[arg-type]
+        return self._summary[1]
+
+    def add_client(self, report: LoadReport | None) -> None:
+        """Add a load run's client-side figures."""
+        if report is None:
+            return
+        c = self.client
+        c["requests"] += len(report.results)
+        c["errors"] += report.errors
+        c["output_tokens"] += report.output_tokens
+        c["decode_tps"] += [round(v, 3) for v in report.decode_tps()]
+        c["ttft_s"] += [round(v, 4) for v in report.ttft()]
+        c["seconds"] += (report.ended_at - report.started_at) * report.time_scale
+
+    def to_json(self) -> dict[str, Any]:
+        """Persisted form."""
+        return {"steps": self.steps, "concurrency": self.concurrency, "status": self.status,
+                "reason": self.reason, "text": self.text, "looks_done": self.looks_done,
+                "elapsed_s": round(self.elapsed_s, 3), "label": self.label,
+                "segments": [s.to_json() for s in self.segments], "client": self.client}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CellState:
+        """Inverse of :meth:`to_json` (an interrupted ``active`` cell becomes ``pending`` again)."""
+        cell = cls(int(d["steps"]), int(d["concurrency"]), str(d.get("status", PENDING)), str(d.get("reason", "")),
+                   str(d.get("text", "")), int(d.get("looks_done", 0)), float(d.get("elapsed_s", 0.0)),
+                   [Segment.from_json(s) for s in d.get("segments", [])], label=str(d.get("label", "")))
+        if isinstance(d.get("client"), dict):
+            cell.client.update(d["client"])
+        if cell.status == ACTIVE:
+            cell.status = PENDING
+        return cell
+
+
+def _config_json(cfg: RunConfig | None) -> dict[str, Any] | None:
+    if cfg is None:
+        return None
+    return {"engine": cfg.engine.value, "algorithm": cfg.algorithm, "steps": cfg.steps, "topk": cfg.topk,
+            "draft_tokens": cfg.draft_tokens, "model": cfg.model}
+
+
+def _config_for(steps: int, d: dict[str, Any] | None) -> RunConfig:
+    if d is None:
+        return RunConfig(Engine.UNKNOWN, None if steps == 0 else "spec", steps)
+    try:
+        engine = Engine(d.get("engine", "unknown"))
+    except ValueError:
+        engine = Engine.UNKNOWN
+    # The sweep's own step count names the row, so a run whose log omitted it still lands right.
+    return RunConfig(engine, d.get("algorithm") if steps else None, steps, d.get("topk"), d.get("draft_tokens"),
+                     d.get("model"))
+
+
+def _matches(cfg: RunConfig, steps: int) -> bool:
+    if steps == 0:
+        return cfg.algorithm is None and (cfg.steps in (0, None))
+    return cfg.steps == steps
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class SweepResult:
+    """What a sweep found: a verdict per concurrency and every setting's numbers."""
+
+    plan: SweepPlan
+    cells: list[CellState]
+    verdicts: list[SweepVerdict]
+    finished: bool
+    state_path: str | None = None
+
+    @property
+    def verdict(self) -> SweepVerdict | None:
+        """The verdict at the first concurrency of the plan (1 by default: what a user feels)."""
+        return self.verdicts[0] if self.verdicts else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``specmon sweep --format json`` prints."""
+        rows: dict[tuple[int, int], Any] = {}
+        for v in self.verdicts:
+            for row in v.analysis.rows:
+                if row.steps is not None and v.concurrency is not None:
+                    rows[(row.steps, v.concurrency)] = row
+        runs = []
+        for cell in self.cells:
+            row = rows.get((cell.steps, cell.concurrency))
+            tp = row.throughput if row else cell.summary()
+            al = row.accept_len if row else None
+            vs = row.vs_baseline if row else None
+            client = cell.client
+            dec = summarize(client.get("decode_tps") or [])
+            ttft = summarize(client.get("ttft_s") or [])
+            secs = client.get("seconds") or 0.0
+            runs.append({
+                "steps": cell.steps, "concurrency": cell.concurrency,
+                "label": row.label if row else (cell.label or f"{cell.steps} steps"),
+                "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
+                "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
+                "elapsed_s": round(cell.elapsed_s, 2),
+                "throughput": tp.to_json() if tp else None,
+                "accept_len": al.to_json() if al else None,
+                "vs_baseline_pct": round(vs.pct, 2) if vs else None,
+                "vs_baseline_ci95": None if vs is None else [
+                    None if vs.ci95_low is None else round(vs.ci95_low, 2),
+                    None if vs.ci95_high is None else round(vs.ci95_high, 2)],
+                "is_baseline": bool(row and row.is_baseline), "best": bool(row and row.best),
+                "client": {
+                    "requests": client.get("requests", 0), "errors": client.get("errors", 0),
+                    "output_tps": round(client["output_tokens"] / secs, 3) if secs and client.get("output_tokens") else None,
+                    "decode_tps": dec.to_json() if dec else None, "ttft_s": ttft.to_json() if ttft else None,
+                },
+            })
+        verdict = self.verdict.to_json() if self.verdict else {
+            "best": None, "best_steps": None, "speedup_pct": None, "separated": False, "sentence": "no data"}
+        verdict = {**verdict, **self._client_check(self.verdict)}
+        return {
+            "verdict": verdict,
+            "verdicts": [{**v.to_json(), **self._client_check(v)} for v in self.verdicts],
+            "runs": runs,
+            "plan": self.plan.to_json(),
+            "finished": self.finished,
+            "state": self.state_path,
+        }
+
+    def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:
+        """The client-side view: which step count the client measured fastest, and whether it agrees."""
+        if v is None:
+            return {"client_best_steps": None, "client_agrees": None}
+        means = {}
+        for cell in self.cells:
+            if cell.concurrency == v.concurrency and len(cell.client.get("decode_tps") or []) >= 3:
+                means[cell.steps] = sum(cell.client["decode_tps"]) / len(cell.client["decode_tps"])
+        if not means:
+            return {"client_best_steps": None, "client_agrees": None}
+        best = max(means, key=lambda s: means[s])
+        server_best = v.best.steps if v.best else None
+        return {"client_best_steps": best, "client_agrees": None if server_best is None else best == server_best}
+
+
+def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
+    """Analyse one concurrency's settings with :func:`specmon.analysis.analyze`.
+
+    The stored samples are replayed into a fresh session (one run per segment,
+    warm-up already excluded), so a resumed sweep and a live one reach their
+    verdict through exactly the same code as ``specmon summarize``.
+    """
+    session = Session(warmup=0)
+    line = 0
+    for cell in cells:
+        if cell.concurrency != concurrency:
+            continue
+        for i, seg in enumerate(cell.segments):
+            if not seg.throughput and not seg.accept_len:
+                continue
+            cfg = _config_for(cell.steps, seg.config)
+            session.begin_source(f"sweep {cell.key} #{i + 1}")
+            line += 1
+            session.ingest(Config(line, None, None, engine=cfg.engine, algorithm=cfg.algorithm, steps=cfg.steps,
+                                  topk=cfg.topk, draft_tokens=cfg.draft_tokens, model=cfg.model))
+            # Acceptance rides on the decode records (as SGLang logs it); any extra acceptance
+            # samples (vLLM logs them separately) follow as spec records.
+            acc, rates = seg.accept_len, seg.accept_rate
+            for j, v in enumerate(seg.throughput):
+                line += 1
+                session.ingest(Decode(line, None, None, running_req=concurrency, gen_throughput=v,
+                                      accept_len=acc[j] if j < len(acc) else None,
+                                      accept_rate=rates[j] if j < len(rates) else None))
+            for j in range(len(seg.throughput), max(len(acc), len(rates))):
+                line += 1
+                session.ingest(Spec(line, None, None, mean_acceptance_length=acc[j] if j < len(acc) else None,
+                                    draft_acceptance_rate=rates[j] if j < len(rates) else None))
+            if seg.per_position:
+                line += 1
+                session.ingest(Spec(line, None, None, per_position=tuple(seg.per_position)))
+    return analyze(session.runs)
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+class Sweep:
+    """Runs a :class:`SweepPlan` (see the module docstring).
+
+    Args:
+        plan: What to sweep.
+        session: The session the server's log feeds (by a follower the caller runs).
+        restart: Restarts the server with a step count and waits for ready.
+        load: The workload; None when the traffic comes from elsewhere.
+        clock: Monotonic seconds.
+        sleep: Awaitable sleep (a simulated world advances on it in tests).
+        state_path: JSON file for progress and resume (None: not persisted).
+        resume: Continue from ``state_path`` when it holds this plan's unfinished sweep.
+        recorder: A :class:`~specmon.recording.Recorder` for restarts, looks and the verdict.
+        on_event: Called with every :class:`SweepEvent`.
+    """
+
+    def __init__(
+        self,
+        plan: SweepPlan,
+        *,
+        session: Session,
+        restart: Restarter,
+        load: LoadControl | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        state_path: str | os.PathLike[str] | None = None,
+        resume: bool = True,
+        recorder: Any = None,
+        on_event: Callable[[SweepEvent], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.session = session
+        self._restart_fn = restart
+        self.load = load
+        self._clock = clock
+        self._sleep = sleep
+        self.state_path = Path(state_path) if state_path is not None else None
+        self.recorder = recorder
+        self._on_event = on_event
+        self._run: Run | None = None
+        self._server_steps: int | None = None
+        self._last_save = -math.inf
+        self._stop_requested = False
+        self.current: CellState | None = None
+        self.resumed = False
+        self.finished = False
+        seed = plan.seed if plan.seed is not None else random.SystemRandom().randrange(1 << 31)
+        self.seed = seed
+        self.cells = [CellState(s, c) for s, c in plan.ordered_cells(seed)]
+        if self.state_path is not None and resume and self.state_path.exists():
+            self._load_state()
+
+    # -- state file ------------------------------------------------------------------------
+
+    def _load_state(self) -> None:
+        assert self.state_path is not None
+        try:
+            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SweepError(f"cannot read sweep state {self.state_path}: {exc}") from None
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise SweepError(f"{self.state_path} is not a sweep state file this specmon understands")
+        if data.get("identity") != self.plan.identity():
+            raise SweepError(f"{self.state_path} holds a different sweep (other steps, concurrency or rule); "
+                             "start afresh with --fresh, or give another --state file")
+        try:
+            cells = [CellState.from_json(c) for c in data["cells"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SweepError(f"{self.state_path}: damaged sweep state ({exc})") from None
+        if sorted(c.key for c in cells) != sorted(c.key for c in self.cells):
+            raise SweepError(f"{self.state_path}: its settings do not match this plan; use --fresh")
+        self.cells = cells
+        self.seed = int(data.get("seed", self.seed))
+        self.finished = bool(data.get("finished"))
+        self.resumed = True
+
+    def save(self) -> None:
+        """Write the state file atomically (temp file + rename)."""
+        if self.state_path is None:
+            return
+        doc = {"version": STATE_VERSION, "identity": self.plan.identity(), "plan": self.plan.to_json(),
+               "seed": self.seed, "finished": self.finished, "saved_at": time.time(),
+               "cells": [c.to_json() for c in self.cells]}
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, self.state_path)
+        self._last_save = self._clock()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _emit(self, kind: str, text: str, cell: CellState | None = None) -> None:
+        if self._on_event is not None:
+            self._on_event(SweepEvent(kind, text, cell.key if cell else None))
+        if self.recorder is not None:
+            self.recorder.meta("sweep", kind=kind, text=text, cell=cell.key if cell else None)
+
+    def request_stop(self) -> None:
+        """Stop after the current poll; progress is saved and the sweep can be resumed."""
+        self._stop_requested = True
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self) -> SweepResult:
+        """Run (or continue) the sweep; returns the result (also when stopped early).
+
+        Raises:
+            SweepError: nothing could be measured at all (every restart failed).
+        """
+        if self.finished:
+            self._emit("resume", "this sweep already finished; showing its verdict")
+            return self.result()
+        done = sum(1 for c in self.cells if c.status in (DONE, FAILED))
+        if self.resumed:
+            self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
+        order = ", ".join(c.key for c in self.cells)
+        self._emit("plan", f"sweep of {len(self.cells)} settings (steps@concurrency: {order}), order "
+                           f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
+        self.save()
+        try:
+            if self.plan.order == "interleave":
+                await self._interleaved()
+            else:
+                for cell in self.cells:
+                    if self._stop_requested:
+                        break
+                    if cell.status in (DONE, FAILED):
+                        continue
+                    await self._visit(cell, until_done=True)
+            if not self._stop_requested:
+                self.finished = all(c.status in (DONE, FAILED) for c in self.cells)
+        finally:
+            if self.load is not None:
+                try:
+                    await self.load.stop()
+                except Exception:  # noqa: BLE001 - stopping load must not hide the real error
+                    pass
+            self.current = None
+            self.save()
+        result = self.result()
+        if self.recorder is not None:
+            self.recorder.verdict(result.to_json())
+        if result.verdict is not None:
+            self._emit("verdict", result.verdict.sentence)
+        return result
+
+    async def _interleaved(self) -> None:
+        forward = True
+        while not self._stop_requested:
+            todo = [c for c in self.cells if c.status not in (DONE, FAILED)]
+            if not todo:
+                return
+            # Alternate direction: the setting measured last in one round goes first in the next,
+            # so no setting always follows the same neighbour.
+            for cell in (todo if forward else list(reversed(todo))):
+                if self._stop_requested or cell.status in (DONE, FAILED):
+                    continue
+                await self._visit(cell, until_done=False)
+            forward = not forward
+
+    async def _ensure_server(self, cell: CellState) -> bool:
+        crashed = self._run is not None and self._run.state is ServerState.CRASHED
+        if self._server_steps == cell.steps and self._run is not None and not crashed:
+            return True
+        if self.load is not None:
+            await self.load.stop()
+        ok, why = await self._restart(cell.steps)
+        if ok:
+            return True
+        for c in self.cells:
+            if c.steps == cell.steps and c.status not in (DONE, FAILED):
+                c.status, c.reason, c.text = FAILED, "restart", why
+        self._emit("failed", f"{cell.steps} steps: {why}", cell)
+        self.save()
+        return False
+
+    async def _restart(self, steps: int) -> tuple[bool, str]:
+        self._server_steps = None
+        self._run = None
+        mark = len(self.session.runs)
+        label = "no speculation" if steps == 0 else f"{steps} steps"
+        self._emit("restart", f"restarting the server with {label}")
+        if self.recorder is not None:
+            self.recorder.restart(steps=steps, phase="started")
+        try:
+            outcome = await self._restart_fn(steps)
+        except (LaunchError, OSError) as exc:
+            outcome = RestartOutcome(False, str(exc))
+        if self.recorder is not None:
+            self.recorder.restart(steps=steps, phase="finished", ok=outcome.ok, detail=outcome.detail)
+        if not outcome.ok:
+            return False, f"restart failed: {outcome.detail}"
+        deadline = self._clock() + self.plan.attach_s
+        fallback_at = self._clock() + self.plan.attach_s / 2
+        while True:
+            run, problem = self._match_run(mark, steps, allow_unlabelled=self._clock() >= fallback_at)
+            if problem:
+                return False, problem
+            if run is not None:
+                self._run = run
+                self._server_steps = steps
+                self._emit("ready", f"server ready with {label}: {run.label} (run {run.id})")
+                return True, ""
+            if self._clock() >= deadline:
+                return False, (f"the server reported ready but its log showed no new run within "
+                               f"{self.plan.attach_s:g} s (is the log path right?)")
+            await self._sleep(min(self.plan.poll_s, 0.5))
+
+    def _match_run(self, mark: int, steps: int, *, allow_unlabelled: bool) -> tuple[Run | None, str]:
+        runs = self.session.runs[mark:]
+        for run in reversed(runs):
+            if run.config is not None:
+                if _matches(run.config, steps):
+                    return run, ""
+                if run is runs[-1]:
+                    return None, (f"the restarted server reports {run.label}, not the {steps} steps asked for "
+                                  "(check the profile's {steps} placeholder)")
+            elif allow_unlabelled and run is runs[-1]:
+                return run, ""
+        return None, ""
+
+    def _others(self, cell: CellState) -> tuple[dict[str, Summary], dict[str, str]]:
+        others, names = {}, {}
+        for c in self.cells:
+            if c is cell or c.concurrency != cell.concurrency or c.status == FAILED:
+                continue
+            s = c.summary()
+            if s is not None:
+                others[c.key] = s
+                names[c.key] = c.label or c.key
+        return others, names
+
+    def _start_segment(self, cell: CellState) -> Segment:
+        run = self._run
+        assert run is not None
+        settle = self.plan.settle
+        seg = Segment(run.source, run.id, _config_json(run.config), _run=run,
+                      _tp=len(run.throughput) + settle, _al=len(run.accept_len) + settle,
+                      _ar=len(run.accept_rate) + settle)
+        cell.segments.append(seg)
+        cfg = _config_for(cell.steps, seg.config)
+        cell.label = cfg.label
+        return seg
+
+    def _pull(self, seg: Segment) -> int:
+        run = seg._run
+        if run is None:
+            return 0
+        before = len(seg.throughput)
+        for name, idx_name in (("throughput", "_tp"), ("accept_len", "_al"), ("accept_rate", "_ar")):
+            src = getattr(run, name)
+            start = getattr(seg, idx_name)
+            if len(src) > start:
+                getattr(seg, name).extend(src[start:])
+                setattr(seg, idx_name, len(src))
+        if run.per_position is not None:
+            seg.per_position = [round(v, 4) for v in run.per_position]
+        return len(seg.throughput) - before
+
+    def _switched_run(self, steps: int) -> Run | None:
+        """A newer run of the same configuration (the server restarted by itself) to follow instead."""
+        current = self._run
+        runs = self.session.runs
+        if current is None or not runs or runs[-1] is current:
+            return None
+        newest = runs[-1]
+        if newest.id > current.id and (newest.config is None or _matches(newest.config, steps)):
+            return newest
+        return None
+
+    async def _visit(self, cell: CellState, *, until_done: bool) -> None:
+        if not await self._ensure_server(cell):
+            return
+        rule = self.plan.rule
+        self.current = cell
+        cell.status = ACTIVE
+        if self.load is not None:
+            await self.load.start(cell.concurrency)
+        seg = self._start_segment(cell)
+        self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency} "
+                            f"({cell.n} samples so far)", cell)
+        started = self._clock()
+        base_elapsed = cell.elapsed_s
+        last_progress = started
+        points = rule.look_points
+        budget_s = self.plan.max_minutes * 60.0 if self.plan.max_minutes is not None else math.inf
+        report = None
+        try:
+            while not self._stop_requested:
+                await self._sleep(self.plan.poll_s)
+                now = self._clock()
+                cell.elapsed_s = base_elapsed + (now - started)
+                if self._pull(seg):
+                    last_progress = now
+                run = self._run
+                assert run is not None
+                if run.state is ServerState.CRASHED:
+                    detail = run.crash_detail or "see the server log"
+                    cell.status, cell.reason, cell.text = FAILED, "crash", f"the server crashed: {detail}"
+                    self._emit("failed", f"{cell.label}: {cell.text}", cell)
+                    self._server_steps = None
+                    break
+                newer = self._switched_run(cell.steps)
+                if newer is not None:
+                    self._run = newer
+                    seg = self._start_segment(cell)
+                n = cell.n
+                budget = cell.elapsed_s >= budget_s
+                target = points[cell.looks_done] if cell.looks_done < len(points) else None
+                if (target is not None and n >= target) or budget or target is None:
+                    summary = cell.summary()
+                    if summary is None:
+                        if budget:
+                            cell.status, cell.reason = FAILED, "no-data"
+                            cell.text = f"no counted samples within {self.plan.max_minutes:g} min"
+                            self._emit("failed", f"{cell.label}: {cell.text}", cell)
+                            break
+                        continue
+                    others, names = self._others(cell)
+                    decision = rule.decide(summary, others, budget_spent=budget or target is None,
+                                           label=cell.label, names=names)
+                    # Every look point passed counts as used: a burst of samples never buys extra tests.
+                    cell.looks_done = max(cell.looks_done + 1, sum(1 for p in points if p <= n))
+                    self._emit("look", f"{cell.label}: n={n}, {summary.mean:.1f} tok/s"
+                                       + (f" ± {summary.ci_half_width:.1f}" if summary.ci_half_width else "")
+                                       + (f" — {decision.text}" if decision.text else " — continue"), cell)
+                    if decision.stop:
+                        cell.status, cell.reason, cell.text = DONE, decision.reason, decision.text
+                        break
+                    self.save()
+                    if not until_done:
+                        break
+                if now - last_progress > self.plan.stall_s:
+                    cell.status, cell.reason = FAILED, "stalled"
+                    cell.text = f"no new sample for {self.plan.stall_s:g} s (is the load reaching the server?)"
+                    self._emit("failed", f"{cell.label}: {cell.text}", cell)
+                    break
+                if now - self._last_save >= 5.0:
+                    self.save()
+        finally:
+            if self.load is not None:
+                report = await self.load.stop()
+                cell.add_client(report)
+            if cell.status == ACTIVE:
+                cell.status = PENDING
+            self.current = None
+            self.save()
+        if report is not None and report.errors and not report.ok:
+            self._emit("failed", f"{cell.label}: every load request failed ({report.results[0].error})", cell)
+        if cell.status == DONE:
+            self._emit("done", f"{cell.label} done after {cell.n} samples: {cell.text or cell.reason}", cell)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def result(self) -> SweepResult:
+        """The verdicts from what has been measured so far."""
+        verdicts = []
+        for c in self.plan.concurrency:
+            if any(cell.concurrency == c and cell.n for cell in self.cells):
+                verdicts.append(sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c))
+        return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
+                           str(self.state_path) if self.state_path else None)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Progress for a UI: every setting's status, samples and next look."""
+        points = self.plan.rule.look_points
+        return {
+            "current": self.current.key if self.current else None,
+            "finished": self.finished,
+            "cells": [{"key": c.key, "steps": c.steps, "concurrency": c.concurrency, "label": c.label,
+                       "status": c.status, "samples": c.n, "reason": c.reason, "text": c.text,
+                       "next_look": points[c.looks_done] if c.looks_done < len(points) else None,
+                       "mean": (s.mean if (s := c.summary()) else None)} for c in self.cells],
+        }
+
+
+# --------------------------------------------------------------------------- real-world adapters
+
+
+def stderr_show(text: str) -> None:
+    """Print what is about to run on stderr (the default for headless commands)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+class LogFollower:
+    """Follows the server's log into a session, switching files at every restart.
+
+    Args:
+        ingest: A :class:`~specmon.recording.RecordedIngest` (feeds and records).
+        make_source: ``(path, from_end) -> LineSource`` (a local or SSH tail).
+    """
+
+    def __init__(self, ingest: Any, make_source: Callable[[str, bool], Any]) -> None:
+        self.ingest = ingest
+        self._make = make_source
+        self._source: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def follow(self, path: str, *, from_end: bool = False) -> None:
+        """Stop following the old file; follow ``path`` (from its start, or its current end)."""
+        await self.stop()
+        self._source = self._make(path, from_end)
+        self.ingest.begin_source(getattr(self._source, "name", path))
+        self._task = asyncio.ensure_future(self._pump(self._source))
+
+    async def _pump(self, source: Any) -> None:
+        async for batch in source.batches():
+            self.ingest.feed(batch)
+
+    async def stop(self) -> None:
+        """Stop following."""
+        source, task = self._source, self._task
+        self._source = self._task = None
+        if source is not None:
+            await source.close()
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, 5.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+
+
+class PlanRestarter:
+    """The sweep's ``restart`` for a launch profile: build the plan, show it, run it, wait for ready.
+
+    Args:
+        profile: A validated launch profile (steps 0 needs its no-speculation command).
+        runner: Where commands run (``LocalRunner``, ``SSHRunner``).
+        host: Shown in the plan.
+        follower: Re-pointed at the plan's log around each restart.
+        show: Receives the plan's description before anything runs (stderr by default).
+        ready_poll_s: Seconds between readiness checks (None: the plan's own).
+    """
+
+    def __init__(self, profile: LaunchProfile, runner: CommandRunner, *, host: str = "localhost",
+                 follower: LogFollower | None = None, show: Callable[[str], None] = stderr_show,
+                 ready_poll_s: float | None = None) -> None:
+        self.profile = profile
+        self.runner = runner
+        self.host = host
+        self.follower = follower
+        self.show = show
+        self.ready_poll_s = ready_poll_s
+        self.last_plan: CommandPlan | None = None
+
+    def plan_for(self, steps: int) -> CommandPlan:
+        """The plan a restart with ``steps`` would run (for showing up front).
+
+        Raises:
+            LaunchError: the profile cannot restart with ``steps`` (message for the user).
+        """
+        return build_plan(self.profile, steps, host=self.host)
+
+    async def __call__(self, steps: int) -> RestartOutcome:
+        """Restart with ``steps``; never raises for an expected failure."""
+        try:
+            plan = self.plan_for(steps)
+        except LaunchError as exc:
+            return RestartOutcome(False, str(exc))
+        self.show(plan.describe())
+        # Custom commands may append to the log: follow from its current end, before the restart.
+        # A managed start truncates the log: follow it from the start, after the restart.
+        if self.follower is not None:
+            if plan.mode == "custom" and plan.log:
+                await self.follower.follow(plan.log, from_end=True)
+            else:
+                await self.follower.stop()
+
+        def on_step(ev: StepEvent) -> None:
+            if ev.phase == "finished" and ev.outcome is not None:
+                self.show(f"  {ev.outcome.summary()}")
+
+        report = await execute(plan, self.runner, on_step)
+        self.last_plan = plan
+        if not report.ok:
+            return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
+        if self.follower is not None and plan.mode == "managed" and plan.log:
+            await self.follower.follow(plan.log, from_end=False)
+        poll = self.ready_poll_s
+
+        async def sleep(seconds: float) -> None:
+            await asyncio.sleep(seconds if poll is None else min(seconds, poll))
+
+        ready = await wait_ready(plan, self.runner, sleep=sleep)
+        if ready.state != "ready":
+            last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
+            return RestartOutcome(False, f"server not ready ({ready.state}{': ' + last[0] if last else ''})",
+                                  plan.log)
+        return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
+
+    async def stop_server(self) -> str | None:
+        """Stop the server the last restart started (its plan's stop command, shown first)."""
+        plan = self.last_plan
+        if plan is None:
+            return None
+        self.show(f"stop:  {plan.stop.display}")
+        result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        if self.follower is not None:
+            await self.follower.stop()
+        return (result.stdout.strip().splitlines() or [""])[-1]
