@@ -157,8 +157,18 @@ def _per_position(runs: Sequence[Run]) -> tuple[float, ...] | None:
     return tuple(s / n for s in sums)
 
 
+def _order(row: ConfigRow) -> tuple:
+    # Baseline file first, then by step count (no speculation = 0), unknown configurations last.
+    cfg = row.config
+    if row.key == "baseline file":
+        return (0, 0, 0, "")
+    if cfg is None or cfg.steps is None:
+        return (2, 0, 0, row.label)
+    return (1, cfg.steps, cfg.draft_tokens or 0, row.label)
+
+
 def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
-    """Group runs by configuration, in order of first appearance."""
+    """Group runs by configuration; rows ordered by step count."""
     groups: dict[RunConfig | str, list[Run]] = {}
     for run in runs:
         if not run.used:
@@ -175,7 +185,7 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
             per_position=_per_position(rs),
             concurrency=_concurrency_breakdown(rs),
         ))
-    return rows
+    return sorted(rows, key=_order)
 
 
 def _fmt_pct(r: Ratio) -> str:
