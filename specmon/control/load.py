@@ -1,0 +1,665 @@
+"""A built-in load driver: a fixed, repeatable workload against an OpenAI-compatible endpoint.
+
+Decode speed at batch 1 is what a user feels, so by default one request is in
+flight at a time; ``concurrency`` keeps more going. The prompts are a fixed
+bundled set (or a JSONL file), sent in order with greedy sampling and a fixed
+``max_tokens`` (``ignore_eos`` so every request really produces them), so two
+settings see the same work.
+
+The driver measures on the client side too — time to first token (when the
+server streams), per-request decode speed and aggregate output tok/s — so a
+sweep's verdict does not rest on the server's log alone.
+
+The HTTP client is a small HTTP/1.1 implementation on asyncio streams
+(keep-alive, Content-Length and chunked bodies, server-sent events): specmon
+needs nothing more than that against a local or SSH-forwarded port, and it
+keeps the dependency list short. Every request is bounded by
+``request_timeout_s``; a run ends by itself after ``max_requests`` or
+``max_seconds``, or when its ``stop`` event is set.
+
+Remote servers are reached through an SSH local port forward
+(:func:`forwarded_base_url`): the server's port is never exposed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from specmon.stats import Summary, summarize
+
+#: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
+BUNDLED_PROMPTS: tuple[str, ...] = (
+    "Explain how a hash map handles collisions, with a short example in Python.",
+    "Write a detailed travel itinerary for three days in Kyoto, including food suggestions.",
+    "Summarise the causes and consequences of the French Revolution for a high-school student.",
+    "Describe, step by step, how to bake a sourdough loaf from an existing starter.",
+    "Compare TCP and UDP, and give three applications that suit each one.",
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain the difference between supervised, unsupervised and reinforcement learning.",
+    "Draft a polite email asking a landlord to repair a broken heating system.",
+    "How does a refrigerator move heat from inside to outside? Explain the cycle.",
+    "List the main steps of reviewing a pull request and what to look for in each.",
+    "Explain what a Fourier transform does, using sound as the running example.",
+    "Write a beginner's guide to keeping a small vegetable garden on a balcony.",
+    "Describe how vaccines train the immune system, without jargon.",
+    "Write a Python function that parses a CSV file and reports column statistics; explain it.",
+    "What were the key ideas of the Industrial Revolution and why did it start in Britain?",
+    "Explain how speculative decoding speeds up text generation in large language models.",
+)
+
+Endpoint = Literal["completions", "chat"]
+_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class LoadError(Exception):
+    """The load cannot run (bad URL, unreadable prompt file); the message says why."""
+
+
+def load_prompts(path: str | Path) -> tuple[str, ...]:
+    """Read prompts from a JSONL file: one ``{"prompt": "..."}`` object or JSON string per line.
+
+    Raises:
+        LoadError: unreadable file, a malformed line (with its number), or no prompts.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LoadError(f"{p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LoadError(f"{p}: not UTF-8 text") from None
+    prompts: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise LoadError(f"{p}:{lineno}: not JSON") from None
+        if isinstance(item, dict):
+            item = item.get("prompt", item.get("text"))
+        if not isinstance(item, str) or not item.strip():
+            raise LoadError(f'{p}:{lineno}: expected {{"prompt": "..."}} or a JSON string')
+        prompts.append(item)
+    if not prompts:
+        raise LoadError(f"{p}: no prompts")
+    return tuple(prompts)
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """What to send, where.
+
+    Attributes:
+        base_url: ``http://127.0.0.1:30000`` (for a remote server: the forwarded local port).
+        endpoint: ``completions`` (``/v1/completions``) or ``chat`` (``/v1/chat/completions``).
+        model: The model name to send; None asks ``GET /v1/models`` once (vLLM checks it).
+        prompts: The prompt set, used in order, round-robin.
+        max_tokens: Tokens to generate per request.
+        stream: Ask for server-sent events (gives time to first token); a server that
+            answers with plain JSON is handled too.
+        ignore_eos: Ask the server to generate all ``max_tokens`` (SGLang/vLLM extension).
+        request_timeout_s: Upper bound on one request, connection included.
+        time_scale: Simulated seconds per wall second (the demo's simulator); client speeds
+            are reported per simulated second so they compare with the server's log.
+        api_key: Sent as a bearer token when set (never shown).
+    """
+
+    base_url: str
+    endpoint: Endpoint = "completions"
+    model: str | None = None
+    prompts: tuple[str, ...] = BUNDLED_PROMPTS
+    max_tokens: int = 512
+    stream: bool = True
+    ignore_eos: bool = True
+    request_timeout_s: float = 300.0
+    time_scale: float = 1.0
+    api_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LoadError(f"load URL must be http(s)://HOST[:PORT], not {self.base_url!r}")
+        if self.endpoint not in _PATHS:
+            raise LoadError(f"endpoint must be 'completions' or 'chat', not {self.endpoint!r}")
+        if not self.prompts:
+            raise LoadError("the prompt set is empty")
+        if not 1 <= self.max_tokens <= 1_000_000:
+            raise LoadError("max_tokens must be 1..1000000")
+        if not self.request_timeout_s > 0 or not self.time_scale > 0:
+            raise LoadError("request_timeout_s and time_scale must be positive")
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """One request as the client saw it (times in wall seconds from the driver's clock)."""
+
+    index: int
+    prompt_index: int
+    ok: bool
+    started_at: float
+    latency_s: float
+    ttft_s: float | None = None
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    status: int | None = None
+    error: str | None = None
+
+    def decode_tps(self, time_scale: float = 1.0) -> float | None:
+        """Generation speed of this request in tokens per (simulated) second.
+
+        With a first-token time, the tokens after the first over the time after it (pure
+        decode); otherwise all tokens over the whole latency (prefill included).
+        """
+        if not self.ok or self.output_tokens <= 0:
+            return None
+        if self.ttft_s is not None and self.output_tokens > 1 and self.latency_s > self.ttft_s:
+            return (self.output_tokens - 1) / (self.latency_s - self.ttft_s) / time_scale
+        if self.latency_s <= 0:
+            return None
+        return self.output_tokens / self.latency_s / time_scale
+
+
+@dataclass
+class LoadReport:
+    """What one load run did."""
+
+    concurrency: int
+    started_at: float
+    ended_at: float
+    time_scale: float = 1.0
+    results: list[RequestResult] = field(default_factory=list)
+    stopped_by: str = ""
+
+    @property
+    def ok(self) -> list[RequestResult]:
+        """Requests that completed."""
+        return [r for r in self.results if r.ok]
+
+    @property
+    def errors(self) -> int:
+        """Requests that failed or timed out."""
+        return sum(1 for r in self.results if not r.ok)
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens received in completed requests."""
+        return sum(r.output_tokens for r in self.results if r.ok)
+
+    @property
+    def output_tps(self) -> float | None:
+        """Aggregate output tokens per (simulated) second over the run's wall time."""
+        span = self.ended_at - self.started_at
+        if span <= 0 or not self.output_tokens:
+            return None
+        return self.output_tokens / span / self.time_scale
+
+    def decode_tps(self) -> list[float]:
+        """Per-request generation speeds (tokens per simulated second)."""
+        out = []
+        for r in self.results:
+            v = r.decode_tps(self.time_scale)
+            if v is not None:
+                out.append(v)
+        return out
+
+    def ttft(self) -> list[float]:
+        """Per-request time to first token, in (simulated) seconds, where streamed."""
+        return [r.ttft_s * self.time_scale for r in self.results if r.ok and r.ttft_s is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        """Counts and summaries, JSON-ready."""
+        dec = summarize(self.decode_tps())
+        tt = summarize(self.ttft())
+        errors = [r.error for r in self.results if r.error]
+        tps = self.output_tps
+        return {
+            "concurrency": self.concurrency,
+            "requests": len(self.results),
+            "completed": len(self.ok),
+            "errors": self.errors,
+            "first_error": errors[0] if errors else None,
+            "output_tokens": self.output_tokens,
+            "output_tps": None if tps is None else round(tps, 3),
+            "decode_tps": dec.to_json() if dec else None,
+            "ttft_s": tt.to_json() if tt else None,
+            "stopped_by": self.stopped_by,
+        }
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class _HTTPError(Exception):
+    pass
+
+
+@dataclass
+class _Response:
+    status: int
+    headers: dict[str, str]
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection (reopened when the server closes it)."""
+
+    def __init__(self, host: str, port: int, tls: bool) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            return
+        ctx = ssl.create_default_context() if self.tls else None
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, ssl=ctx, limit=MAX_HEADER_BYTES)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Response:
+        await self.open()
+        assert self.reader is not None and self.writer is not None
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive",
+                 *(f"{k}: {v}" for k, v in headers.items()), f"Content-Length: {len(body)}"]
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        await self.writer.drain()
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise _HTTPError("the server closed the connection")
+        parts = status_line.decode("latin-1").split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise _HTTPError(f"not an HTTP response: {status_line[:80]!r}")
+        out: dict[str, str] = {}
+        size = 0
+        while True:
+            raw = await self.reader.readline()
+            size += len(raw)
+            if size > MAX_HEADER_BYTES:
+                raise _HTTPError("response headers too large")
+            if raw in (b"\r\n", b"\n", b""):
+                break
+            key, _, value = raw.decode("latin-1").partition(":")
+            out[key.strip().lower()] = value.strip()
+        return _Response(int(parts[1]), out)
+
+    async def body_chunks(self, resp: _Response) -> AsyncIterator[bytes]:
+        """The response body as it arrives (Content-Length, chunked, or until close)."""
+        assert self.reader is not None
+        reader = self.reader
+        total = 0
+        if "chunked" in resp.headers.get("transfer-encoding", "").lower():
+            while True:
+                size_line = await reader.readline()
+                try:
+                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise _HTTPError("bad chunk size") from None
+                if size == 0:
+                    while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                total += size
+                if total > MAX_BODY_BYTES:
+                    raise _HTTPError("response body too large")
+                data = await reader.readexactly(size)
+                await reader.readline()
+                yield data
+        elif "content-length" in resp.headers:
+            try:
+                remaining = int(resp.headers["content-length"])
+            except ValueError:
+                raise _HTTPError("bad content-length") from None
+            if remaining > MAX_BODY_BYTES:
+                raise _HTTPError("response body too large")
+            while remaining > 0:
+                data = await reader.read(min(remaining, 65536))
+                if not data:
+                    raise _HTTPError("the server closed the connection mid-body")
+                remaining -= len(data)
+                yield data
+        else:
+            while data := await reader.read(65536):
+                total += len(data)
+                if total > MAX_BODY_BYTES:
+                    raise _HTTPError("response body too large")
+                yield data
+            self.close()
+        if resp.headers.get("connection", "").lower() == "close":
+            self.close()
+
+
+def _split_base(base_url: str) -> tuple[str, int, bool, str]:
+    parts = urlsplit(base_url)
+    tls = parts.scheme == "https"
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if tls else 80)
+    return host, port, tls, parts.path.rstrip("/")
+
+
+# --------------------------------------------------------------------------- driver
+
+
+class LoadDriver:
+    """Sends the workload; one instance per target server.
+
+    Args:
+        config: What to send, where.
+        clock: Monotonic seconds (injected in tests).
+    """
+
+    def __init__(self, config: LoadConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self._host, self._port, self._tls, self._prefix = _split_base(config.base_url)
+        self._model = config.model
+        self._next_prompt = 0
+        self._next_index = 0
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json"}
+        if self.config.api_key:
+            h["Authorization"] = f"Bearer {self.config.api_key}"
+        return h
+
+    async def discover_model(self) -> str | None:
+        """The first model ``GET /v1/models`` lists (None when the server does not say)."""
+        conn = _Connection(self._host, self._port, self._tls)
+        try:
+            async with asyncio.timeout(min(30.0, self.config.request_timeout_s)):
+                resp = await conn.request("GET", self._prefix + "/v1/models", self._headers(), b"")
+                body = b"".join([c async for c in conn.body_chunks(resp)])
+            if resp.status != 200:
+                return None
+            data = json.loads(body)
+            models = data.get("data") if isinstance(data, dict) else None
+            if isinstance(models, list) and models and isinstance(models[0], dict):
+                mid = models[0].get("id")
+                return mid if isinstance(mid, str) else None
+        except (OSError, TimeoutError, _HTTPError, ValueError, asyncio.IncompleteReadError):
+            return None
+        finally:
+            conn.close()
+        return None
+
+    def _body(self, prompt: str) -> bytes:
+        c = self.config
+        data: dict[str, Any] = {"model": self._model or "default", "max_tokens": c.max_tokens,
+                                "temperature": 0.0, "stream": c.stream}
+        if c.stream:
+            data["stream_options"] = {"include_usage": True}
+        if c.ignore_eos:
+            data["ignore_eos"] = True
+        if c.endpoint == "chat":
+            data["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            data["prompt"] = prompt
+        return json.dumps(data).encode()
+
+    async def request_once(self, conn: _Connection | None = None) -> RequestResult:
+        """Send the next prompt of the set and wait for the whole answer (bounded by the timeout)."""
+        own = conn is None
+        conn = conn or _Connection(self._host, self._port, self._tls)
+        index, pidx = self._next_index, self._next_prompt
+        self._next_index += 1
+        self._next_prompt = (self._next_prompt + 1) % len(self.config.prompts)
+        start = self._clock()
+        result = RequestResult(index, pidx, False, start, 0.0)
+        try:
+            async with asyncio.timeout(self.config.request_timeout_s):
+                await self._exchange(conn, self.config.prompts[pidx], result, start)
+        except TimeoutError:
+            result.error = f"timed out after {self.config.request_timeout_s:g} s"
+            conn.close()
+        except (OSError, _HTTPError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            result.error = _describe(exc)
+            conn.close()
+        finally:
+            result.latency_s = self._clock() - start
+            if own:
+                conn.close()
+        return result
+
+    async def _exchange(self, conn: _Connection, prompt: str, result: RequestResult, start: float) -> None:
+        path = self._prefix + _PATHS[self.config.endpoint]
+        body = self._body(prompt)
+        try:
+            resp = await conn.request("POST", path, self._headers(), body)
+        except (_HTTPError, ConnectionError, asyncio.IncompleteReadError):
+            # A keep-alive connection the server had already closed: one fresh attempt.
+            conn.close()
+            resp = await conn.request("POST", path, self._headers(), body)
+        result.status = resp.status
+        ctype = resp.headers.get("content-type", "")
+        if resp.status != 200:
+            text = b"".join([c async for c in conn.body_chunks(resp)])[:300].decode("utf-8", "replace")
+            result.error = f"HTTP {resp.status}: {text.strip()}"
+            return
+        if "text/event-stream" in ctype:
+            await self._read_events(conn, resp, result, start)
+        else:
+            raw = b"".join([c async for c in conn.body_chunks(resp)])
+            data = json.loads(raw)
+            usage = data.get("usage") if isinstance(data, dict) else None
+            tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+            if not isinstance(tokens, int):
+                raise _HTTPError("the response has no usage.completion_tokens")
+            result.output_tokens = tokens
+            pt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            result.prompt_tokens = pt if isinstance(pt, int) else None
+        result.ok = result.output_tokens > 0
+        if not result.ok and result.error is None:
+            result.error = "the server returned no tokens"
+
+    async def _read_events(self, conn: _Connection, resp: _Response, result: RequestResult, start: float) -> None:
+        buf = b""
+        pieces = 0
+        usage_tokens: int | None = None
+        async for chunk in conn.body_chunks(resp):
+            buf += chunk
+            while b"\n\n" in buf or b"\r\n\r\n" in buf:
+                cut = min(i for i in (buf.find(b"\n\n"), buf.find(b"\r\n\r\n")) if i >= 0)
+                event, buf = buf[:cut], buf[cut:].lstrip(b"\r\n")
+                for line in event.splitlines():
+                    if not line.startswith(b"data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        continue
+                    data = json.loads(payload)
+                    if not isinstance(data, dict):
+                        continue
+                    usage = data.get("usage")
+                    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                        usage_tokens = usage["completion_tokens"]
+                        if isinstance(usage.get("prompt_tokens"), int):
+                            result.prompt_tokens = usage["prompt_tokens"]
+                    for choice in data.get("choices") or []:
+                        if not isinstance(choice, dict):
+                            continue
+                        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                        text = choice.get("text") or delta.get("content") or ""
+                        if text:
+                            pieces += 1
+                            if result.ttft_s is None:
+                                result.ttft_s = self._clock() - start
+        # A streamed piece may carry several tokens (speculation accepts them together):
+        # the usage count is the truth; pieces are the fallback.
+        result.output_tokens = usage_tokens if usage_tokens is not None else pieces
+
+    async def run(
+        self,
+        concurrency: int = 1,
+        *,
+        max_requests: int | None = None,
+        max_seconds: float | None = None,
+        stop: asyncio.Event | None = None,
+        on_result: Callable[[RequestResult], None] | None = None,
+    ) -> LoadReport:
+        """Keep ``concurrency`` requests in flight until a limit or ``stop``.
+
+        At least one of ``max_requests``, ``max_seconds`` or ``stop`` must be
+        given: the driver always ends by itself. Requests still in flight when
+        it ends are cancelled and not counted.
+
+        Args:
+            concurrency: Requests in flight at once (1 = what a single user feels).
+            max_requests: End after this many requests have been started and finished.
+            max_seconds: End after this many wall seconds.
+            stop: End when this event is set.
+            on_result: Called with each finished request.
+
+        Returns:
+            Every finished request and the aggregate figures.
+        """
+        if concurrency < 1:
+            raise LoadError("concurrency must be at least 1")
+        if max_requests is None and max_seconds is None and stop is None:
+            raise LoadError("give max_requests, max_seconds or a stop event: the load must end by itself")
+        if self._model is None and self.config.model is None:
+            self._model = await self.discover_model()
+        report = LoadReport(concurrency, self._clock(), self._clock(), self.config.time_scale)
+        budget = [max_requests if max_requests is not None else math.inf]
+        done = asyncio.Event()
+
+        async def worker() -> None:
+            conn = _Connection(self._host, self._port, self._tls)
+            try:
+                while not done.is_set() and budget[0] > 0:
+                    budget[0] -= 1
+                    res = await self.request_once(conn)
+                    report.results.append(res)
+                    if on_result is not None:
+                        on_result(res)
+                    if not res.ok:
+                        # A failing server must not be hammered: a short pause between errors.
+                        await asyncio.sleep(0.2)
+            finally:
+                conn.close()
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
+        waiters: list[asyncio.Future[Any]] = []
+        all_workers = asyncio.ensure_future(asyncio.gather(*workers, return_exceptions=True))
+        waiters.append(all_workers)
+        if stop is not None:
+            waiters.append(asyncio.ensure_future(stop.wait()))
+        try:
+            finished, _ = await asyncio.wait(waiters, timeout=max_seconds, return_when=asyncio.FIRST_COMPLETED)
+            if all_workers in finished:
+                report.stopped_by = "max_requests"
+            elif stop is not None and stop.is_set():
+                report.stopped_by = "stop"
+            else:
+                report.stopped_by = "max_seconds"
+        finally:
+            done.set()
+            for w in workers:
+                w.cancel()
+            for w in waiters:
+                w.cancel()
+            await asyncio.gather(*workers, *waiters, return_exceptions=True)
+            report.ended_at = self._clock()
+        return report
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server up?)"
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return "the server closed the connection mid-answer"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+class BackgroundLoad:
+    """Runs a :class:`LoadDriver` in the background between :meth:`start` and :meth:`stop`.
+
+    This is the load a sweep drives: it implements the sweep's ``LoadControl``
+    protocol. ``cap_s`` bounds every run even when nobody calls :meth:`stop`.
+    """
+
+    def __init__(self, driver: LoadDriver, *, cap_s: float = 6 * 3600.0) -> None:
+        self.driver = driver
+        self.cap_s = cap_s
+        self._task: asyncio.Task[LoadReport] | None = None
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress."""
+        return self._task is not None and not self._task.done()
+
+    async def start(self, concurrency: int) -> None:
+        """Start keeping ``concurrency`` requests in flight (stops a previous run first)."""
+        if self.running:
+            await self.stop()
+        self._stop = asyncio.Event()
+        self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop))
+
+    async def stop(self) -> LoadReport | None:
+        """End the run; returns its report (None when nothing ran)."""
+        task, self._task = self._task, None
+        if task is None:
+            return None
+        if self._stop is not None:
+            self._stop.set()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return None
+
+
+@contextlib.asynccontextmanager
+async def forwarded_base_url(conn: Any, remote_port: int, remote_host: str = "127.0.0.1",
+                             scheme: str = "http") -> AsyncIterator[str]:
+    """Forward a free local port to ``remote_host:remote_port`` as seen from the SSH host.
+
+    Args:
+        conn: An open, host-key-verified ``asyncssh.SSHClientConnection``.
+        remote_port: The server's port on the host.
+        remote_host: The address the host connects to (its loopback by default).
+        scheme: ``http`` or ``https``.
+
+    Yields:
+        The local base URL (``http://127.0.0.1:PORT``) that reaches the server.
+    """
+    listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+    try:
+        yield f"{scheme}://127.0.0.1:{listener.get_port()}"
+    finally:
+        listener.close()
+        with contextlib.suppress(Exception):
+            await listener.wait_closed()
+
+
+def summarize_reports(reports: Sequence[LoadReport]) -> dict[str, Any]:
+    """Pool several runs' per-request figures (one sweep setting measured in several visits)."""
+    decode: list[float] = [v for r in reports for v in r.decode_tps()]
+    ttft: list[float] = [v for r in reports for v in r.ttft()]
+    return {
+        "requests": sum(len(r.results) for r in reports),
+        "errors": sum(r.errors for r in reports),
+        "output_tokens": sum(r.output_tokens for r in reports),
+        "decode_tps": decode,
+        "ttft_s": ttft,
+    }
+
+
+def summary_or_none(values: Sequence[float]) -> Summary | None:
+    """``stats.summarize`` that tolerates an empty list."""
+    return summarize(values) if values else None
