@@ -1,0 +1,501 @@
+"""``specmon sweep`` and ``specmon report``.
+
+Only ``argparse`` is imported at module level: ``specmon summarize`` builds the
+whole parser and must not pay for asyncssh, pydantic or the control layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _int_list(text: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
+        values.append(int(part))
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a value is listed twice in {text!r}")
+    return values
+
+
+def _pos_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    return int(text)
+
+
+def _pos_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``sweep`` and ``report`` to the ``specmon`` parser."""
+    s = subparsers.add_parser(
+        "sweep", help="restart the server at each step count, drive load, and say which is fastest",
+        description="Sweep speculative step counts: restart the server with each (0 = no speculation, the "
+                    "baseline), drive a fixed workload, collect until the numbers are decided or a budget runs "
+                    "out, and print a verdict. Interrupted sweeps continue where they stopped.")
+    s.add_argument("profile", nargs="?", metavar="PROFILE",
+                   help="a profile of the config file with a [launch] section (not with --demo)")
+    s.add_argument("--demo", action="store_true",
+                   help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 3 minutes)")
+    s.add_argument("--steps", type=_int_list, default=None, metavar="LIST",
+                   help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
+    s.add_argument("--concurrency", type=_int_list, default=[1], metavar="LIST",
+                   help="requests in flight, e.g. 1 or 1,4 (default 1: what a single user feels)")
+    s.add_argument("--min-samples", type=_pos_int, default=None, metavar="N",
+                   help="counted samples before the first look (default 40)")
+    s.add_argument("--max-samples", type=_pos_int, default=None, metavar="N",
+                   help="sample budget per setting: the last look (default 1600)")
+    s.add_argument("--max-minutes", type=_pos_float, default=None, metavar="M",
+                   help="collection time budget per setting, minutes (default 10; demo 0.4)")
+    s.add_argument("--looks", type=_pos_int, default=5, metavar="K", help="planned looks per setting (default 5)")
+    s.add_argument("--alpha", type=_pos_float, default=0.05, metavar="A",
+                   help="chance of calling two equal settings different, over all looks (default 0.05)")
+    s.add_argument("--margin-pct", type=_pos_float, default=1.0, metavar="P",
+                   help="differences within ±P%% are 'equivalent' (default 1)")
+    s.add_argument("--precision-pct", type=_pos_float, default=0.5, metavar="P",
+                   help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
+    s.add_argument("--order", choices=("given", "random", "interleave"), default="given",
+                   help="measuring order (random and interleave keep drift from favouring one setting)")
+    s.add_argument("--seed", type=int, default=None, help="seed of the random order (and the demo server)")
+    s.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    s.add_argument("--state", metavar="PATH", default=None,
+                   help="progress file for resuming (default: in the user data directory, per profile)")
+    s.add_argument("--fresh", action="store_true", help="ignore saved progress and start the sweep over")
+    s.add_argument("--no-load", action="store_true",
+                   help="do not drive load (the server's own traffic is measured)")
+    s.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
+                   help="OpenAI-compatible endpoint for the load (default completions)")
+    s.add_argument("--max-tokens", type=_pos_int, default=None, metavar="N",
+                   help="tokens generated per load request (default 512; demo 1024)")
+    s.add_argument("--prompts", metavar="FILE", default=None,
+                   help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
+    s.add_argument("--request-timeout", type=_pos_float, default=300.0, metavar="S",
+                   help="upper bound on one load request, seconds (default 300)")
+    s.add_argument("--record", metavar="PATH", default=None,
+                   help="recording file (default: a new file in the user data directory)")
+    s.add_argument("--no-record", action="store_true", help="do not record the session")
+    s.add_argument("--prometheus-port", type=int, default=None, metavar="PORT",
+                   help="serve the live figures as Prometheus metrics on 127.0.0.1:PORT")
+    s.add_argument("--config", metavar="PATH", default=None, help="config file (default ~/.config/specmon/config.toml)")
+    s.add_argument("--time-scale", type=_pos_float, default=100.0, metavar="S",
+                   help="demo only: simulated seconds per real second (default 100)")
+    s.add_argument("-y", "--yes", action="store_true", help="restart the server without asking first")
+    s.set_defaults(func=cmd_sweep)
+
+    r = subparsers.add_parser(
+        "report", help="write a report of a recorded session (table, verdict, throughput over time)",
+        description="Replay a recording (a JSONL file written by every specmon session) and write a report with "
+                    "the per-configuration table, the verdict, the throughput-over-time plot and the cost model.")
+    r.add_argument("recording", metavar="RECORDING")
+    r.add_argument("--format", choices=("markdown", "html", "json", "csv"), default="markdown")
+    r.add_argument("-o", "--output", metavar="FILE", default=None, help="write here instead of standard output")
+    r.add_argument("--warmup", type=int, default=None, metavar="N",
+                   help="samples excluded at the start of each run (default: as recorded)")
+    r.set_defaults(func=cmd_report)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``specmon report RECORDING``."""
+    import sys
+
+    from specmon.cli import EXIT_INPUT, EXIT_OK, _fail
+    from specmon.recording import RecordingError
+    from specmon.report import load_report, render_report
+
+    if args.warmup is not None and args.warmup < 0:
+        return _fail("--warmup must be >= 0")
+    try:
+        data = load_report(args.recording, warmup=args.warmup)
+    except RecordingError as exc:
+        return _fail(str(exc), EXIT_INPUT)
+    text = render_report(data, args.format)
+    if data.read.truncated_tail:
+        print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
+              "skipped", file=sys.stderr)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``specmon sweep PROFILE ...`` and ``specmon sweep --demo ...``."""
+    import asyncio
+    import sys
+
+    from specmon.cli import EXIT_INPUT, _fail
+
+    if args.demo and args.profile:
+        return _fail("give a PROFILE or --demo, not both")
+    if not args.demo and not args.profile:
+        return _fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
+    if args.steps is None:
+        if not args.demo:
+            return _fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
+        args.steps = [0, 1, 2, 3, 5]
+    if args.prometheus_port is not None and not 0 <= args.prometheus_port <= 65535:
+        return _fail("--prometheus-port must be 0..65535")
+    if args.record and args.no_record:
+        return _fail("give --record PATH or --no-record, not both")
+    try:
+        plan = _plan(args)
+    except ValueError as exc:  # SweepError and the rule's own checks
+        return _fail(str(exc), EXIT_INPUT)
+    try:
+        return asyncio.run(_sweep_main(args, plan))
+    except KeyboardInterrupt:
+        print("specmon: sweep interrupted; run the same command again to continue where it stopped",
+              file=sys.stderr)
+        return 130
+
+
+def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from specmon.control.sweep import SweepPlan
+    from specmon.sequential import StoppingRule
+
+    min_samples = args.min_samples or 40
+    max_samples = args.max_samples or max(1600, min_samples)
+    rule = StoppingRule(alpha=args.alpha, looks=args.looks, min_samples=min_samples, max_samples=max_samples,
+                        margin_pct=args.margin_pct, precision_pct=args.precision_pct)
+    if args.alpha >= 1:
+        raise ValueError("--alpha must be below 1")
+    if args.demo:
+        # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
+        return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
+                         max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1)
+    return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
+                     max_minutes=args.max_minutes or 10.0)
+
+
+def _err(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
+
+
+def _on_event(ev) -> None:  # type: ignore[no-untyped-def]
+    if ev.kind in ("look",):
+        _err(f"  {ev.text}")
+    else:
+        _err(f"sweep: {ev.text}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict):  # type: ignore[no-untyped-def,type-arg]
+    from specmon.recording import Recorder, new_recording_path
+
+    if args.no_record:
+        return None
+    path = args.record or new_recording_path(kind)
+    try:
+        rec = Recorder(path, meta=meta, warmup=warmup)
+    except OSError as exc:
+        _err(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}")
+        return None
+    _err(f"sweep: recording to {rec.path}")
+    return rec
+
+
+def _print_result(args: argparse.Namespace, result, extra: dict) -> int:  # type: ignore[no-untyped-def,type-arg]
+    import json
+    import sys
+
+    from specmon.cli import EXIT_NOTHING, EXIT_OK
+    from specmon.control.sweep import analyses_from_cells
+    from specmon.costmodel import build_cost_model
+
+    doc = result.to_json()
+    verdict = result.verdict
+    cost = None
+    if verdict is not None:
+        cost = build_cost_model(analyses_from_cells(result.cells, verdict.concurrency or 1),
+                                concurrency=verdict.concurrency)
+    doc["cost_model"] = cost.to_json() if cost else None
+    doc.update(extra)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        from specmon.formats import to_markdown, to_rich
+
+        for v in result.verdicts:
+            if args.format == "markdown":
+                sys.stdout.write(f"### Concurrency {v.concurrency}\n\n" + to_markdown(v.analysis).rsplit(
+                    "**Verdict:**", 1)[0] + f"**Verdict:** {v.sentence}\n\n")
+            else:
+                from rich.console import Console
+
+                console = Console()
+                console.print(to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}"))
+                console.print(f"[bold]Verdict:[/] {v.sentence}")
+        if cost is not None:
+            text = "\n".join(cost.lines())
+            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        for cell in result.cells:
+            if cell.status == "failed":
+                sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
+    if verdict is None or verdict.best is None:
+        return EXIT_NOTHING
+    return EXIT_OK
+
+
+async def _with_prometheus(args: argparse.Namespace, session, coro):  # type: ignore[no-untyped-def]
+    if args.prometheus_port is None:
+        return await coro
+    from specmon.prometheus import PrometheusExporter
+
+    exporter = PrometheusExporter.for_session(session, args.prometheus_port)
+    try:
+        await exporter.start()
+    except OSError as exc:
+        _err(f"specmon: {exc.strerror or exc}")
+        coro.close()
+        return None
+    _err(f"sweep: Prometheus metrics at http://127.0.0.1:{exporter.port}/metrics")
+    try:
+        return await coro
+    finally:
+        await exporter.close()
+
+
+async def _sweep_main(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+    if args.demo:
+        return await _demo(args, plan)
+    return await _real(args, plan)
+
+
+def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0, max_tokens: int = 512):  # type: ignore[no-untyped-def]
+    from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
+
+    prompts = load_prompts(args.prompts) if args.prompts else BUNDLED_PROMPTS
+    return LoadConfig(base_url, endpoint=args.endpoint, prompts=prompts, max_tokens=args.max_tokens or max_tokens,
+                      request_timeout_s=args.request_timeout, time_scale=time_scale)
+
+
+async def _demo(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+    import sys
+    import tempfile
+
+    from specmon.cli import EXIT_INPUT, _fail
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
+    from specmon.control.runner import LocalRunner
+    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.recording import RecordedIngest
+    from specmon.session import Session
+    from specmon.sources.local import LocalTailSource
+
+    scale = min(args.time_scale, 1000.0)
+    with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
+        port = _free_port()
+        server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+                  "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
+        if args.seed is not None:
+            server += ["--seed", str(args.seed)]
+        profile = LaunchProfile(
+            mode="managed", engine="sglang", argv=[*server, "--steps", "{steps}"], nospec_argv=[*server, "--steps", "0"],
+            log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
+            health_url="http://127.0.0.1:{port}/health", steps_min=0, steps_max=32, start_timeout_s=60,
+            stop_grace_s=5, stop_signal="TERM")
+        try:
+            load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
+        except LoadError as exc:
+            return _fail(str(exc), EXIT_INPUT)
+        session = Session()
+        rec = _recorder(args, "sweep-demo", None, {"command": "sweep --demo", "steps": list(plan.steps)})
+        ingest = RecordedIngest(session, rec)
+        follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
+            path, lines=0 if from_end else None, poll_interval=0.05))
+        restarter = PlanRestarter(profile, LocalRunner(), follower=follower, ready_poll_s=0.2, show=_err)
+        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0)
+        try:
+            sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
+                          resume=False, recorder=rec, on_event=_on_event)
+        except SweepError as exc:
+            return _fail(str(exc), EXIT_INPUT)
+        try:
+            result = await _with_prometheus(args, session, sweep.run())
+        finally:
+            if load is not None:
+                await load.stop()
+            outcome = await restarter.stop_server()
+            if outcome:
+                _err(f"  {outcome}")
+            await follower.stop()
+            ingest.close()
+            if rec is not None:
+                rec.close()
+        if result is None:
+            return EXIT_INPUT
+        extra = {"demo": {"time_scale": scale, "port": port}, "recording": str(rec.path) if rec else None}
+        return _print_result(args, result, extra)
+
+
+async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+    import re
+    import sys
+
+    from pydantic import ValidationError
+
+    from specmon.cli import EXIT_INPUT, _fail
+    from specmon.config import ConfigError, load_config
+    from specmon.control.launch import LaunchError, LaunchProfile
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
+    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.recording import RecordedIngest, default_recording_dir
+    from specmon.session import Session
+
+    try:
+        config = load_config(args.config)
+        profile = config.profile(args.profile)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if not profile.launch:
+        return _fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
+                     "the server (see `specmon sweep --help` and the README's launch profiles)")
+    try:
+        launch = LaunchProfile.model_validate(profile.launch)
+    except ValidationError as exc:
+        msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        return _fail(f"profile {args.profile!r} [launch]: {msgs}")
+    host = profile.host or "localhost"
+    restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
+    try:
+        plans = [restarter_probe.plan_for(s) for s in plan.steps]
+    except LaunchError as exc:
+        return _fail(f"profile {args.profile!r}: {exc}")
+    if not args.no_load and launch.port is None:
+        return _fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
+                     "or pass --no-load to measure the server's own traffic")
+    _err(f"sweep: {len(plans)} restart(s) on {host}; the first one:")
+    _err(plans[0].describe())
+    if not args.yes:
+        if not sys.stdin.isatty():
+            return _fail("this restarts the server; pass --yes to confirm when not at a terminal")
+        answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            return _fail("cancelled", 1)
+    state = args.state or str(default_recording_dir().parent / "sweeps" /
+                              (re.sub(r"[^A-Za-z0-9_.-]", "_", args.profile) + ".json"))
+    if args.fresh:
+        import os
+
+        if os.path.exists(state):
+            os.remove(state)
+    session = Session()
+    rec = _recorder(args, "sweep", None, {"command": "sweep", "profile": args.profile, "host": host,
+                                          "steps": list(plan.steps)})
+    ingest = RecordedIngest(session, rec)
+    try:
+        if profile.host:
+            return await _real_remote(args, plan, launch, profile, session, ingest, rec, state)
+        from specmon.control.runner import LocalRunner
+        from specmon.sources.local import LocalTailSource
+
+        follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(path, lines=0 if from_end else None))
+        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err)
+        load = None
+        if not args.no_load:
+            try:
+                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
+            except LoadError as exc:
+                return _fail(str(exc), EXIT_INPUT)
+        try:
+            sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
+                          recorder=rec, on_event=_on_event)
+        except SweepError as exc:
+            return _fail(str(exc), EXIT_INPUT)
+        try:
+            result = await _with_prometheus(args, session, sweep.run())
+        finally:
+            await follower.stop()
+        if result is None:
+            return EXIT_INPUT
+        return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+    finally:
+        ingest.close()
+        if rec is not None:
+            rec.close()
+
+
+async def _real_remote(args, plan, launch, profile, session, ingest, rec, state) -> int:  # type: ignore[no-untyped-def]
+    from specmon.cli import EXIT_INPUT, _fail
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+    from specmon.control.runner import SSHRunner
+    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.sources.ssh import SSHTailSource
+    from specmon.sshconfig import SSHError, connect, target_from_options
+
+    try:
+        target = target_from_options(None, profile=profile)
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        link = await connect(target)
+    except SSHError as exc:
+        return _fail(str(exc))
+    try:
+        follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(target, path,
+                                                                           lines=0 if from_end else None))
+        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err)
+
+        async def run(load) -> int:  # type: ignore[no-untyped-def]
+            try:
+                sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
+                              recorder=rec, on_event=_on_event)
+            except SweepError as exc:
+                return _fail(str(exc), EXIT_INPUT)
+            try:
+                result = await _with_prometheus(args, session, sweep.run())
+            finally:
+                await follower.stop()
+            if result is None:
+                return EXIT_INPUT
+            return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+
+        if args.no_load:
+            return await run(None)
+        # The server's port stays on the host: the load goes through an SSH local forward.
+        async with forwarded_base_url(link.conn, int(launch.port)) as url:
+            try:
+                load = BackgroundLoad(LoadDriver(_load_options(args, url)))
+            except LoadError as exc:
+                return _fail(str(exc), EXIT_INPUT)
+            return await run(load)
+    finally:
+        link.close()
+
+
+class _NoRunner:
+    """A runner for building plans up front only (never runs anything)."""
+
+    async def run(self, command: str, timeout: float):  # type: ignore[no-untyped-def]
+        raise RuntimeError("not for running")
