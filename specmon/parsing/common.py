@@ -134,25 +134,31 @@ def to_bool(text: str) -> bool | None:
     return None
 
 
-def split_fields(body: str) -> tuple[dict[str, str], list[str]]:
+def split_fields(body: str) -> tuple[dict[str, str], list[str], str | None]:
     """Split an SGLang/vLLM ``key: value, key: value`` body.
 
     Returns:
-        The fields (last one wins) and the segments that were not ``key: value``
-        (empty segments from trailing ``", "`` are dropped, they are normal).
+        The fields (last one wins), the segments inside the body that were not
+        ``key: value`` (damage), and the last segment when *it* is not one (a
+        line cut at its end: the fields before it are whole). Empty segments
+        from a trailing ``", "`` are normal and dropped.
     """
     fields: dict[str, str] = {}
     bad: list[str] = []
-    for seg in body.split(", "):
-        seg = seg.strip()
-        if not seg:
-            continue
+    segs = [seg.strip() for seg in body.split(", ")]
+    while segs and not segs[-1]:
+        segs.pop()
+    tail: str | None = None
+    for i, seg in enumerate(segs):
         key, sep, value = seg.partition(": ")
-        if not sep:
-            bad.append(seg)  # a field cut before its value, or text that is no field
+        if not sep or not value.strip():
+            if i == len(segs) - 1:
+                tail = seg
+            else:
+                bad.append(seg)  # a field cut before its value, or text that is no field
             continue
         fields[key.strip()] = value.strip()
-    return fields, bad
+    return fields, bad, tail
 
 
 def cut(text: str) -> str:

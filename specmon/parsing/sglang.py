@@ -46,21 +46,32 @@ KNOWN_KEYS = frozenset(
 _GLUE_SUFFIXES = tuple(k for k in KNOWN_KEYS if len(k) >= 8)
 
 
-def _mangled(key: str) -> bool:
-    """Whether an unknown key is a known key glued to the remains of another by a cut.
+_PREFIXES = frozenset(k[:n] for k in KNOWN_KEYS for n in range(4, len(k)))
+_SUFFIXES = frozenset(k[-n:] for k in KNOWN_KEYS for n in range(4, len(k)))
 
-    New fields are tolerated; ``token usaccept rate`` (a known key's tail after
-    lost text) is not, because the fields lost in the cut make the line partial.
+
+def _glued(key: str, strict: bool) -> bool:
+    """Whether an unknown key is the remains of two keys glued by lost text.
+
+    ``token usaccept rate`` (a whole known key after lost text) is caught always.
+    ``#cached-tounning-req`` (a known key's start + another's end) is caught only
+    when ``strict``: that test would also flag a *new* field built from familiar
+    words, so it is used on prefill lines, which only count, and not on decode
+    lines, whose statistics must survive the next release's new fields.
     """
-    return key.endswith(_GLUE_SUFFIXES)
+    if key.endswith(_GLUE_SUFFIXES):
+        return True
+    if strict:
+        return any(key[:i] in _PREFIXES and key[i:] in _SUFFIXES for i in range(4, len(key) - 3))
+    return False
 
 
-def _check_fields(fields: dict[str, str], bad: list[str]) -> str | None:
+def _check_fields(fields: dict[str, str], bad: list[str], strict: bool) -> str | None:
     """A reason why the body cannot be trusted, or None."""
     if bad:
         return f"cut or malformed field: {bad[0][:60]!r}"
     for key in fields:
-        if key not in KNOWN_KEYS and _mangled(key):
+        if key not in KNOWN_KEYS and _glued(key, strict):
             return f"cut or malformed field: {key[:60]!r}"
     return None
 
@@ -90,8 +101,9 @@ def _first(fields: dict[str, str], keys: tuple[str, ...]) -> str | None:
 
 def parse_decode(message: str, line: int, ts: float | None, rank: str | None) -> Decode | Unparsed:
     """Parse the message of a ``Decode batch`` line (prefix already read)."""
-    fields, bad = split_fields(_body(message, DECODE_MARKER))
-    reason = _check_fields(fields, bad)
+    # A cut at the very end (``#queue-``) loses that field only; the others are whole.
+    fields, bad, _tail = split_fields(_body(message, DECODE_MARKER))
+    reason = _check_fields(fields, bad, strict=False)
     thr = fields.get(_THROUGHPUT_KEY)
     gen = to_float(thr) if thr is not None else None
     if reason is None and gen is None:
@@ -126,8 +138,8 @@ def parse_decode(message: str, line: int, ts: float | None, rank: str | None) ->
 
 def parse_prefill(message: str, line: int, ts: float | None, rank: str | None) -> Prefill | Unparsed:
     """Parse the message of a ``Prefill batch`` line."""
-    fields, bad = split_fields(_body(message, PREFILL_MARKER))
-    reason = _check_fields(fields, bad)
+    fields, bad, _tail = split_fields(_body(message, PREFILL_MARKER))
+    reason = _check_fields(fields, bad, strict=True)
     if reason is None and not fields:
         reason = "no fields"
     if reason is not None:
