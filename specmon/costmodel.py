@@ -11,7 +11,8 @@ and from measured throughput and accept length the cycle time follows:
 ``cycle(s) = 1000 · c · a(s) / tps(s)`` ms at concurrency ``c``. Cycle time
 grows about linearly with the step count (each step is one draft pass plus
 one more token to verify), so a straight line through the measured cycle
-times — ``cycle(s) ≈ base + per_step · s`` — is the cost side of the model.
+times — ``cycle(s) ≈ base + per_step · s``, fitted robustly (repeated median)
+so one odd configuration cannot bend it — is the cost side of the model.
 
 The value side is the acceptance of each draft position. One more step, from
 ``s`` to ``s + 1``, adds ``p(s+1)`` tokens per cycle (the marginal acceptance
@@ -192,12 +193,27 @@ class CostModelView:
         return out
 
 
+def _median(values: Sequence[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
 def _fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - slope * mx, slope
+    """Siegel's repeated-median line: intercept and slope.
+
+    Least squares would let one configuration that is off the model (a
+    missing CUDA graph at one size) drag the line and make its neighbours
+    look wrong instead; the repeated median ignores up to half the points
+    being off, and through two points it is the line through them.
+    """
+    slopes = []
+    for i, (xi, yi) in enumerate(zip(xs, ys)):
+        own = [(yj - yi) / (xj - xi) for j, (xj, yj) in enumerate(zip(xs, ys)) if j != i and xj != xi]
+        if own:
+            slopes.append(_median(own))
+    slope = _median(slopes)
+    return _median([y - slope * x for x, y in zip(xs, ys)]), slope
 
 
 def _concurrency_of(row: ConfigRow, wanted: int | None) -> int:
