@@ -223,7 +223,7 @@ class SpecmonApp(App[int]):
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
-        self.run_worker(self._ingest(), name="ingest", group="source", exit_on_error=False)
+        self.run_worker(self._ingest, name="ingest", group="source", exit_on_error=False)
         self._tick()
 
     def on_resize(self) -> None:
@@ -243,10 +243,11 @@ class SpecmonApp(App[int]):
             self.register_theme(theme)
         self.specmon_themes = list(themes)
         wanted = self.options.theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
+            wanted = DEFAULT_THEME
         if wanted in self.available_themes:
             self.theme = wanted
-        else:
-            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
         for message in problems:
             self.notify(message, title="theme", severity="warning", timeout=8)
 
@@ -296,7 +297,8 @@ class SpecmonApp(App[int]):
     def _mode(self) -> str:
         rc = self.feeder.replay_clock
         if rc is None:
-            return "paused" if self.display_paused else "live"
+            # A live source says "live" in its connection state already.
+            return "paused: view frozen" if self.display_paused else ""
         if self.feeder.done:
             return "replay finished"
         if rc.paused:
@@ -364,6 +366,8 @@ class SpecmonApp(App[int]):
         return (self.feeder.generation, id(s), s.lines, len(s.runs), self.builder.baseline_key)
 
     def _maybe_analyze(self, *, force: bool = False) -> None:
+        if self._closed:
+            return
         if self._analysis_running:
             self._analysis_again = self._analysis_again or force
             return
@@ -376,7 +380,8 @@ class SpecmonApp(App[int]):
         self._seq += 1
         self._analysis_running = True
         frozen = freeze_runs(self.feeder.session.runs)
-        self.run_worker(self._analyze(frozen, self._seq, self.builder.baseline_key), name="analysis",
+        # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing behind.
+        self.run_worker(partial(self._analyze, frozen, self._seq, self.builder.baseline_key), name="analysis",
                         group="analysis", exit_on_error=False)
 
     async def _analyze(self, runs: list, seq: int, key: object) -> None:

@@ -305,6 +305,18 @@ def analyze_live(runs: Sequence[Run], *, baseline_tps: float | None = None,
     return Analysis(result.rows, baseline, _verdict(result.rows, baseline))
 
 
+def _crash_cause(session: Session, run: Run) -> str | None:
+    """What killed the run: an OOM reported in its events beats the parent's generic last words."""
+    for event in reversed(session.events):
+        if event.run_id is None:
+            continue  # a source message
+        if event.run_id != run.id:
+            break
+        if event.level == "error" and event.text.startswith("oom:"):
+            return "OOM — " + event.text[4:].strip()
+    return run.crash_detail
+
+
 # -- the builder ---------------------------------------------------------------------------------------
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -412,15 +424,22 @@ class SnapshotBuilder:
             if state is ServerState.LOADING and run.load_progress is not None:
                 done, total = run.load_progress
                 text += f" {done}/{total}"
-            if state is ServerState.CRASHED and run.crash_detail:
-                text += f": {run.crash_detail}"
+            if state is ServerState.CRASHED:
+                detail = _crash_cause(session, run)
+                if detail:
+                    text += f": {detail}"
             if state in (ServerState.READY, ServerState.SERVING):
                 since_ts = run.ready_at or run.started_at
             elif state in (ServerState.CRASHED, ServerState.STOPPED):
                 since_ts = run.last_at
             else:
                 since_ts = run.started_at
-        since = duration_text(log_now - since_ts) if log_now is not None and since_ts is not None else ""
+        since = ""
+        if log_now is not None and since_ts is not None:
+            elapsed = log_now - since_ts
+            # "down · 0s" at the end of a log says nothing: only show time that has passed.
+            if elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED):
+                since = duration_text(elapsed)
         conn, conn_level = connection_text(status, now)
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),
@@ -569,13 +588,15 @@ def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
     last_kind: tuple[str, str] | None = None
     last_ts: float | None = None
     for e in events:
+        # Unstamped lines (a traceback's last line) happened when the line before them did.
+        ts = e.timestamp if e.timestamp is not None else last_ts
         kind = (e.level, e.text.split(":", 1)[0])
-        close = (last_ts is None or e.timestamp is None or abs(e.timestamp - last_ts) <= FOLD_WITHIN_S)
+        close = last_ts is None or ts is None or abs(ts - last_ts) <= FOLD_WITHIN_S
         if out and kind == last_kind and close and ":" in e.text:
-            out[-1] = EventView(clock_text(e.timestamp), e.level, e.text, out[-1].count + 1)
+            out[-1] = EventView(clock_text(ts), e.level, e.text, out[-1].count + 1)
         else:
-            out.append(EventView(clock_text(e.timestamp), e.level, e.text))
-        last_kind, last_ts = kind, e.timestamp
+            out.append(EventView(clock_text(ts), e.level, e.text))
+        last_kind, last_ts = kind, ts
     return tuple(out)
 
 

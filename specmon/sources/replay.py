@@ -206,11 +206,11 @@ def _step(speed: float | None, direction: int) -> float | None:
     if speed is None:
         index = len(steps) - 1
     else:
-        # The nearest step at or above the current speed (speeds given on the command line
-        # need not be steps).
+        # The first step at or above the current speed (a speed given on the command line
+        # need not be a step: from 3× slower is 2×, faster is 5×).
         index = next((i for i, s in enumerate(steps) if s is not None and s >= speed), len(steps) - 2)
-        if steps[index] != speed and direction < 0:
-            index += 1  # 3× slower goes to 2×, not 1×
+        if steps[index] != speed and direction > 0:
+            return steps[index]
     return steps[max(0, min(len(steps) - 1, index + direction))]
 
 

@@ -42,7 +42,7 @@ def delta_text(view: MetricView, width: int) -> Content:
     muted when the 95% interval of the difference includes zero or is not known yet.
     """
     if view.is_baseline:
-        return Content.styled("this configuration is the baseline", "$accent")
+        return Content.styled("this is the baseline", "$accent")
     if view.baseline is None:
         if view.key == "accept_len" and view.ceiling is not None:
             text = f"max {view.ceiling:g} = steps + bonus token"
@@ -81,9 +81,13 @@ class MetricPanel(Vertical):
         self._width = 0
 
     def compose(self) -> ComposeResult:
-        yield Static(Content.styled("—", "bold"), classes="value", markup=False)
-        yield Sparkline((), classes="spark")
-        yield Static("", classes="delta", markup=False)
+        # Kept as attributes: a refresh may arrive while the app shuts down and queries fail.
+        self._value = Static(Content.styled("—", "bold"), classes="value", markup=False)
+        self._spark = Sparkline((), classes="spark")
+        self._delta = Static("", classes="delta", markup=False)
+        yield self._value
+        yield self._spark
+        yield self._delta
 
     def show(self, view: MetricView, *, sparkline: bool) -> None:
         """Display a view; the sparkline only moves when ``sparkline`` (it refreshes at a lower rate).
@@ -98,13 +102,13 @@ class MetricPanel(Vertical):
         self._width = width
         if resized or old is None or (old.current, old.mean, old.window, old.note, old.ceiling) != (
                 view.current, view.mean, view.window, view.note, view.ceiling):
-            self.query_one(".value", Static).update(value_text(view, width))
+            self._value.update(value_text(view, width))
         if resized or old is None or (old.baseline, old.delta, old.significant, old.is_baseline,
                                       old.ceiling) != (view.baseline, view.delta, view.significant,
                                                        view.is_baseline, view.ceiling):
-            self.query_one(".delta", Static).update(delta_text(view, width))
+            self._delta.update(delta_text(view, width))
         if sparkline or old is None:
-            spark = self.query_one(Sparkline)
+            spark = self._spark
             # A new tuple: reactives repaint only when the value compares unequal.
             spark.data = view.series
             # An empty sparkline draws a flat line that reads as "zero": show nothing instead.

@@ -40,9 +40,11 @@ class StatusHeader(Widget):
         mode_style = "reverse $warning" if v.paused else "$text-muted"
         parts: list[str | tuple[str, str]] = [
             ("● ", LEVEL_STYLE[v.state_level]), (state, LEVEL_STYLE[v.state_level]), "  ",
-            ("source: ", "$text-muted"), (v.connection, LEVEL_STYLE[v.connection_level]), "  ",
-            (f" {v.mode} ", mode_style), "  ", (f"{v.lines:,} lines", "$text-muted"),
         ]
+        if v.mode:
+            parts += [(f" {v.mode} ", mode_style), "  "]
+        parts += [("source: ", "$text-muted"), (v.connection, LEVEL_STYLE[v.connection_level]), "  ",
+                  (f"{v.lines:,} lines", "$text-muted")]
         if v.unparsed:
             parts += ["  ", (f"{v.unparsed:,} unparsed", "$warning")]
         return Content("\n").join([first, Content.assemble(*parts)])
