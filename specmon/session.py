@@ -415,6 +415,10 @@ class Session:
         elif ev is Event.READY:
             run.state = ServerState.READY
             run.ready_at = rec.timestamp
+        elif ev in (Event.CRASH, Event.OOM) and run.state is ServerState.STOPPED:
+            # Engines often print tracebacks while they shut down (vLLM: EngineDeadError after
+            # SIGINT); a stop that was asked for is not a crash.
+            level = "warning"
         elif ev in (Event.CRASH, Event.OOM):
             level = "error"
             if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:

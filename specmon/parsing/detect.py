@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+import re
 from itertools import islice
 
 from specmon.records import Engine
@@ -18,6 +19,15 @@ _SIGNS: dict[Engine, tuple[tuple[str, int], ...]] = {
 }
 
 
+# Line shapes: SGLang's "[date time TPn]" prefix, vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]",
+# llama.cpp's "slot name: id N" / "srv name:" — telling even in logs with no stats line yet.
+_SHAPES: dict[Engine, re.Pattern[str]] = {
+    Engine.SGLANG: re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: (?:DP|PP|TP|EP)\d+)+\] "),
+    Engine.VLLM: re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2} \[?[\w./]+\.py:\d+\]"),
+    Engine.LLAMACPP: re.compile(r"(?:^|\| |\s)(?:slot +\w+: +id +\d+|srv +\w+:)"),
+}
+
+
 def detect_engine(lines: Iterable[str], limit: int = 5000) -> Engine:
     """The engine whose signature lines dominate the first ``limit`` lines, or UNKNOWN."""
     score = dict.fromkeys(_SIGNS, 0)
@@ -26,5 +36,8 @@ def detect_engine(lines: Iterable[str], limit: int = 5000) -> Engine:
             for sign, weight in signs:
                 if sign in line:
                     score[engine] += weight
+        for engine, shape in _SHAPES.items():
+            if shape.search(line):
+                score[engine] += 1
     best = max(score, key=lambda e: score[e])
     return best if score[best] > 0 else Engine.UNKNOWN

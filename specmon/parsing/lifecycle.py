@@ -69,14 +69,14 @@ MARKERS: tuple[tuple[str, Event, frozenset[Engine] | None], ...] = (
 
 # "Capture cuda graph begin." / 2026 "Capture target decode CUDA graph begin." / draft variants.
 _CAPTURE = re.compile(r"Capture (?:[\w ]*?)(?:cuda|CUDA|NPU|CPU|XPU) graph (?P<what>begin|end)")
-_PROGRESS = re.compile(r"(?P<pct>\d{1,3})%[^|]*\|[^|]*?(?P<done>\d+)/(?P<total>\d+)")
+_PROGRESS = re.compile(r"(?P<pct>\d{1,3})%[^\n]*?(?P<done>\d+)/(?P<total>\d+)")
 _PCT_ONLY = re.compile(r"(?P<pct>\d{1,3})%\|")
 # The final line of a Python traceback: "RuntimeError: CUDA error: ...".
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::|$)")
 
 #: Cheap gate: a line with none of these substrings has no lifecycle marker.
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
-         "KV", "apture", "eady", "omplete", "sigquit", "blocks", "ngine", "isten")
+         "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten")
 
 
 def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int, int] | None] | None:

@@ -30,6 +30,7 @@ def _number_before(text: str, unit: str) -> str:
 def _kv(body: str) -> tuple[dict[str, str], list[str]]:
     """Split ``key: value, ...``; comma-separated list values stay with their key."""
     fields: dict[str, str] = {}
+    lists: dict[str, list[str]] = {}  # list values, joined once (+= per item is quadratic)
     bad: list[str] = []
     last: str | None = None
     for seg in body.split(", "):
@@ -40,10 +41,13 @@ def _kv(body: str) -> tuple[dict[str, str], list[str]]:
         if sep:
             last = key.strip()
             fields[last] = value.strip()
+            lists.pop(last, None)
         elif last is not None and last.startswith("Per-position") and (seg == "nan" or to_float(seg) is not None):
-            fields[last] += ", " + seg
+            lists.setdefault(last, [fields[last]]).append(seg)
         else:
             bad.append(seg)
+    for key, items in lists.items():
+        fields[key] = ", ".join(items)
     return fields, bad
 
 
