@@ -369,7 +369,7 @@ async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
     from specmon.config import ConfigError, load_config
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError, finished_state
     from specmon.recording import RecordedIngest, default_recording_dir
     from specmon.session import Session
 
@@ -395,14 +395,6 @@ async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
     if not args.no_load and launch.port is None:
         return _fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
                      "or pass --no-load to measure the server's own traffic")
-    _err(f"sweep: {len(plans)} restart(s) on {host}; the first one:")
-    _err(plans[0].describe())
-    if not args.yes:
-        if not sys.stdin.isatty():
-            return _fail("this restarts the server; pass --yes to confirm when not at a terminal")
-        answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
-        if answer not in ("y", "yes"):
-            return _fail("cancelled", 1)
     state = args.state or str(default_recording_dir().parent / "sweeps" /
                               (re.sub(r"[^A-Za-z0-9_.-]", "_", args.profile) + ".json"))
     if args.fresh:
@@ -410,6 +402,15 @@ async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
 
         if os.path.exists(state):
             os.remove(state)
+    if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
+        _err(f"sweep: {len(plans)} restart(s) on {host}; the first one:")
+        _err(plans[0].describe())
+        if not args.yes:
+            if not sys.stdin.isatty():
+                return _fail("this restarts the server; pass --yes to confirm when not at a terminal")
+            answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                return _fail("cancelled", 1)
     session = Session()
     rec = _recorder(args, "sweep", None, {"command": "sweep", "profile": args.profile, "host": host,
                                           "steps": list(plan.steps)})

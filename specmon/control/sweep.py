@@ -304,6 +304,16 @@ def _matches(cfg: RunConfig, steps: int) -> bool:
     return cfg.steps == steps
 
 
+def finished_state(path: str | os.PathLike[str], plan: SweepPlan) -> bool:
+    """Whether ``path`` holds this plan's sweep, already finished (nothing left to restart)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(data, dict) and data.get("version") == STATE_VERSION and bool(data.get("finished"))
+            and data.get("identity") == plan.identity())
+
+
 # --------------------------------------------------------------------------- results
 
 
