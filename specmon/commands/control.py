@@ -246,15 +246,21 @@ def _print_result(args: argparse.Namespace, result, extra: dict) -> int:  # type
     else:
         from specmon.formats import to_markdown, to_rich
 
+        console = None
+        if args.format != "markdown":
+            from rich.console import Console
+
+            console = Console()
+            if not console.is_terminal:
+                console.width = max(console.width, 110)  # piped: keep rows whole
         for v in result.verdicts:
-            if args.format == "markdown":
+            if console is None:
                 sys.stdout.write(f"### Concurrency {v.concurrency}\n\n" + to_markdown(v.analysis).rsplit(
                     "**Verdict:**", 1)[0] + f"**Verdict:** {v.sentence}\n\n")
             else:
-                from rich.console import Console
-
-                console = Console()
-                console.print(to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}"))
+                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}")
+                table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
+                console.print(table)
                 console.print(f"[bold]Verdict:[/] {v.sentence}")
         if cost is not None:
             text = "\n".join(cost.lines())

@@ -540,11 +540,8 @@ class Sweep:
     # -- running ---------------------------------------------------------------------------
 
     async def run(self) -> SweepResult:
-        """Run (or continue) the sweep; returns the result (also when stopped early).
-
-        Raises:
-            SweepError: nothing could be measured at all (every restart failed).
-        """
+        """Run (or continue) the sweep; returns the result (also when stopped early or when
+        every restart failed: then it holds no verdict, and each setting says why)."""
         if self.finished:
             self._emit("resume", "this sweep already finished; showing its verdict")
             return self.result()
