@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--seed", type=int, default=None, help="seed of the random order (and the demo server)")
     s.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     s.add_argument("--state", metavar="PATH", default=None,
-                   help="progress file for resuming (default: in the user data directory, per profile)")
+                   help="progress file for resuming (default: in the user data directory, per profile and plan)")
     s.add_argument("--fresh", action="store_true", help="ignore saved progress and start the sweep over")
     s.add_argument("--no-load", action="store_true",
                    help="do not drive load (the server's own traffic is measured)")
@@ -366,6 +366,8 @@ async def _demo(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
 
 
 async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+    import hashlib
+    import json
     import re
     import sys
 
@@ -401,8 +403,11 @@ async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
     if not args.no_load and launch.port is None:
         return _fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
                      "or pass --no-load to measure the server's own traffic")
+    # One state file per profile *and plan*: rerunning the same command resumes it; a sweep with
+    # other steps or settings starts its own instead of tripping over the old one.
+    digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
     state = args.state or str(default_recording_dir().parent / "sweeps" /
-                              (re.sub(r"[^A-Za-z0-9_.-]", "_", args.profile) + ".json"))
+                              f"{re.sub(r'[^A-Za-z0-9_.-]', '_', args.profile)}-{digest}.json")
     if args.fresh:
         import os
 
