@@ -369,7 +369,11 @@ async def resolve_hop(
         options = await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
     except (OSError, ValueError, asyncssh.Error) as exc:
         # Bad config syntax, a missing -i file, an undecryptable key, ...
-        raise SSHError(ErrorKind.CONFIG, f"cannot use the SSH settings for {alias}: {exc}") from None
+        hint = ""
+        if "passphrase" in str(exc).lower():
+            # A TUI cannot prompt; the agent is how ssh users avoid prompts anyway.
+            hint = " (specmon does not prompt for passphrases: load the key into ssh-agent with ssh-add)"
+        raise SSHError(ErrorKind.CONFIG, f"cannot use the SSH settings for {alias}: {exc}{hint}") from None
     config = options.config
     resolved_port = int(options.port)
     user_files = config.get("UserKnownHostsFile")

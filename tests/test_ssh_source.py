@@ -526,6 +526,15 @@ async def test_identity_override_missing_file_is_a_clear_error(asyncssh_server: 
     assert info.value.kind is ErrorKind.CONFIG and "/nonexistent/key" in str(info.value)
 
 
+async def test_encrypted_identity_says_use_the_agent(asyncssh_server: AsyncSSHServer, tmp_path: Path) -> None:
+    key_file = tmp_path / "locked_key"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(
+        key_file, format_name="pkcs8-pem", passphrase="s3cret", cipher_name="aes256-cbc")  # no bcrypt needed
+    with pytest.raises(SSHError) as info:
+        await connect(target_for(asyncssh_server, identity=(str(key_file),)))
+    assert info.value.kind is ErrorKind.CONFIG and "ssh-add" in str(info.value)
+
+
 async def test_proxy_jump_from_config_and_override(
     asyncssh_server: AsyncSSHServer, client_home: ClientHome, tmp_path: Path
 ) -> None:
