@@ -1,0 +1,829 @@
+"""Restart the server with another step count, and follow the restart to ready.
+
+:class:`RestartController` is the control side of the dashboard's ``r`` key
+(and of ``specmon demo``'s first start). It is built from a launch profile (or
+a profile made for an adopted server), a command runner (local or SSH), a host
+label, an ETA store and a clock, and it does exactly three things:
+
+1. :meth:`~RestartController.plan_for` builds the :class:`CommandPlan` for a
+   step count (validated; :class:`~specmon.control.launch.LaunchError` says why
+   not);
+2. :meth:`~RestartController.describe` gives the text the user sees before
+   anything runs, and marks that plan as shown;
+3. :meth:`~RestartController.run` runs that very plan — only the last plan it
+   built, only once it was shown, only once — and follows the new log through
+   stopping → starting → loading weights → capturing CUDA graphs → ready,
+   with elapsed time and an ETA learned from earlier restarts on the host
+   (:mod:`specmon.control.eta`). A crash (traceback, OOM, the process gone) or a
+   timeout ends it at once, with the last relevant log lines.
+
+No other command is ever run: the controller has no "run this string" call,
+and every string it sends is a field of a plan the user saw.
+
+The new log is followed twice: the controller reads it into a private session
+(:class:`StartupTracker`) for the lifecycle and the raw lines, and it tells the
+dashboard to follow it too (``on_log_switch``), usually through a
+:class:`SwitchingSource`, so the run table gains the new run. The log path can
+change with the step count (``sglang_{steps}step.log``); a managed start
+truncates it, so it is read from its start.
+
+Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+import asyncssh
+
+from specmon.control.eta import TIMED_PHASES, EtaEstimate, EtaStore, estimate
+from specmon.control.launch import (
+    CommandPlan,
+    LaunchProfile,
+    PlanStep,
+    ProcessIdentity,
+    build_plan,
+)
+from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
+from specmon.ingest import ingest_lines
+from specmon.parsing import LineParser
+from specmon.records import Engine, Event, Lifecycle
+from specmon.session import RunConfig, ServerState, Session
+from specmon.sources.base import LineSource, SourceStatus
+
+__all__ = [
+    "FAILED_PHASES",
+    "RUNNING_PHASES",
+    "Phase",
+    "RestartController",
+    "RestartError",
+    "RestartProgress",
+    "SourceFactory",
+    "StartupTracker",
+    "SwitchingSource",
+    "plan_label",
+]
+
+#: ``(path, from_start) -> LineSource``: a local or SSH tail of ``path``, read
+#: from its start (a new or truncated log) or from its current end.
+SourceFactory = Callable[[str, bool], LineSource]
+#: Told which log to follow now; may be a coroutine function.
+LogSwitch = Callable[[str, bool], "None | Awaitable[None]"]
+
+#: Raw log lines kept for display (a crash shows them).
+LINES_KEPT = 20
+#: Seconds between two looks at the new log while waiting for the readiness check.
+WATCH_TICK_S = 0.2
+#: Looks at the log after a crash's first line before calling it (the traceback's end follows).
+CRASH_GRACE_TICKS = 2
+
+
+class RestartError(Exception):
+    """A restart cannot run (busy, a plan not built or not shown here); the message says why."""
+
+
+class Phase(str, Enum):
+    """Where a restart is."""
+
+    IDLE = "idle"
+    STOPPING = "stopping"
+    STARTING = "starting"
+    LOADING = "loading"
+    CAPTURING = "capturing"
+    READY = "ready"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    FAILED = "failed"
+
+    @property
+    def text(self) -> str:
+        """How the header and the panel name it."""
+        return _PHASE_TEXT[self]
+
+
+_PHASE_TEXT = {
+    Phase.IDLE: "idle",
+    Phase.STOPPING: "stopping",
+    Phase.STARTING: "starting",
+    Phase.LOADING: "loading weights",
+    Phase.CAPTURING: "capturing CUDA graphs",
+    Phase.READY: "ready",
+    Phase.CRASHED: "crashed during start-up",
+    Phase.TIMEOUT: "timed out",
+    Phase.FAILED: "failed",
+}
+#: Phases of a restart in progress, in order.
+RUNNING_PHASES: tuple[Phase, ...] = (Phase.STOPPING, Phase.STARTING, Phase.LOADING, Phase.CAPTURING)
+#: How a restart can end badly.
+FAILED_PHASES = frozenset({Phase.CRASHED, Phase.TIMEOUT, Phase.FAILED})
+
+
+def plan_label(steps: int, draft_tokens: int | None = None) -> str:
+    """``2 steps, 3 draft tokens``, ``1 step``, ``no speculation``."""
+    if steps == 0:
+        return "no speculation"
+    text = f"{steps} step{'' if steps == 1 else 's'}"
+    if draft_tokens is not None:
+        text += f", {draft_tokens} draft tokens"
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class RestartProgress:
+    """One immutable view of a restart, for the header, the panel and the event log.
+
+    Attributes:
+        phase: Where it is.
+        steps: The step count being started.
+        label: ``2 steps, 3 draft tokens``.
+        host: Where (the host label).
+        log: The new log.
+        elapsed_s: Seconds since the restart began.
+        phase_elapsed_s: Seconds in the current phase (0 once finished).
+        done: Finished phases and their seconds, in order.
+        load_progress: Weight shards ``(done, total)``, once the log shows them.
+        graph_progress: CUDA-graph batches ``(done, total)``, where the log shows them.
+        eta: What is left, when it can be told (None once finished).
+        message: The latest step result, warning or failure reason.
+        last_lines: The last relevant raw lines of the new log.
+        previous_steps: The step count the server ran before (``go back`` target).
+        config: The configuration the new log announced, when read.
+    """
+
+    phase: Phase
+    steps: int
+    label: str
+    host: str
+    log: str | None
+    elapsed_s: float
+    phase_elapsed_s: float
+    done: tuple[tuple[Phase, float], ...] = ()
+    load_progress: tuple[int, int] | None = None
+    graph_progress: tuple[int, int] | None = None
+    eta: EtaEstimate | None = None
+    message: str = ""
+    last_lines: tuple[str, ...] = ()
+    previous_steps: int | None = None
+    config: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the restart is still going."""
+        return self.phase in RUNNING_PHASES
+
+    @property
+    def failed(self) -> bool:
+        """Whether it ended badly (crash, timeout, a command failed)."""
+        return self.phase in FAILED_PHASES
+
+    @property
+    def fraction(self) -> float | None:
+        """How far the current phase is, 0..1, where the log tells (shards, graph batches)."""
+        prog = None
+        if self.phase is Phase.LOADING:
+            prog = self.load_progress
+        elif self.phase is Phase.CAPTURING:
+            prog = self.graph_progress
+        elif self.phase is Phase.READY:
+            return 1.0
+        if prog is None or prog[1] <= 0:
+            return None
+        return max(0.0, min(1.0, prog[0] / prog[1]))
+
+
+# --------------------------------------------------------------------------- tracking the new log
+
+
+class StartupTracker:
+    """Reads the new log into a private session: lifecycle, configuration, crash, raw lines.
+
+    Pure (no I/O, no clock): feed it batches of lines.
+
+    Args:
+        engine: The engine, when the profile says it (settles ambiguous markers).
+        keep: Raw lines kept for display.
+    """
+
+    def __init__(self, *, engine: Engine = Engine.UNKNOWN, keep: int = LINES_KEPT) -> None:
+        self.session = Session()
+        self.session.begin_source("restart")
+        self._parser = LineParser(engine=engine)
+        self._lineno = 1
+        self._lines: deque[str] = deque(maxlen=keep)
+        self._last_was_progress = False
+        #: The furthest start-up phase the log has shown (LOADING, CAPTURING, READY) or None.
+        self.reached: Phase | None = None
+        self.load_progress: tuple[int, int] | None = None
+        self.graph_progress: tuple[int, int] | None = None
+        self.config: RunConfig | None = None
+        self._crash_details: list[tuple[Event, str]] = []
+
+    @property
+    def crash(self) -> str | None:
+        """Why the server died, once the log shows a crash or an out-of-memory error.
+
+        The most telling line wins: an out-of-memory message, else the first
+        crash line that is not just a traceback header.
+        """
+        details = self._crash_details
+        if not details:
+            return None
+        for event, text in details:
+            if event is Event.OOM:
+                return text
+        for _, text in details:
+            if "Traceback" not in text:
+                return text
+        return details[0][1]
+
+    @property
+    def last_lines(self) -> tuple[str, ...]:
+        """The last raw lines (progress-bar lines folded to the latest one)."""
+        return tuple(self._lines)
+
+    def feed(self, lines: list[str]) -> None:
+        """Take a batch of complete lines from the new log."""
+        for text in lines:
+            rec = self._parser.parse(text, self._lineno)
+            self._keep(text, rec)
+            if rec is not None:
+                self.session.ingest(rec)
+                self._note(rec)
+            self._lineno += 1
+        self.session.lines += len(lines)
+
+    def _keep(self, text: str, rec: object) -> None:
+        if not text.strip():
+            return
+        progress = isinstance(rec, Lifecycle) and rec.event in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS)
+        if progress and self._last_was_progress and self._lines:
+            # A tqdm bar prints one line per shard: only the latest says anything.
+            self._lines[-1] = text
+        else:
+            self._lines.append(text)
+        self._last_was_progress = progress
+
+    def _note(self, rec: object) -> None:
+        run = self.session.current
+        if isinstance(rec, Lifecycle):
+            ev = rec.event
+            if ev in (Event.LOAD_BEGIN, Event.LOAD_PROGRESS, Event.LOAD_END, Event.KV_CACHE):
+                self._reach(Phase.LOADING)
+                if ev is Event.LOAD_PROGRESS and rec.progress is not None:
+                    self.load_progress = rec.progress
+            elif ev in (Event.GRAPH_BEGIN, Event.GRAPH_PROGRESS, Event.GRAPH_END):
+                self._reach(Phase.CAPTURING)
+                if ev is Event.GRAPH_PROGRESS and rec.progress is not None:
+                    self.graph_progress = rec.progress
+            elif ev is Event.READY:
+                self._reach(Phase.READY)
+            elif ev in (Event.CRASH, Event.OOM) and run is not None and run.state is ServerState.CRASHED:
+                # A traceback during a requested stop is not a crash (the session knows).
+                self._crash_details.append((ev, rec.detail or ev.value))
+        elif run is not None and run.config is not None:
+            self.config = run.config
+
+    def _reach(self, phase: Phase) -> None:
+        order = (None, Phase.LOADING, Phase.CAPTURING, Phase.READY)
+        if order.index(phase) > order.index(self.reached):
+            self.reached = phase
+
+
+# --------------------------------------------------------------------------- following the log in the app
+
+
+class SwitchingSource:
+    """A line source that follows one log, and another one when a restart says so.
+
+    The dashboard reads one source; a restart may move the server's output to a
+    new file (``sim_{steps}step.log``) or truncate the old one. :meth:`switch`
+    closes the current tail and opens the next through the injected factory.
+    Lines the old tail had already read are still delivered first; then
+    ``on_begin(name)`` is called — the dashboard starts a new input in its
+    session there — and the new log's lines follow.
+
+    Args:
+        first: The source followed at first.
+        factory: Builds the next one: ``(path, from_start) -> LineSource``.
+        on_begin: Called with the new source's name before its first line.
+    """
+
+    def __init__(self, first: LineSource, factory: SourceFactory,
+                 on_begin: Callable[[str], None] | None = None) -> None:
+        self._inner = first
+        self._factory = factory
+        self.on_begin = on_begin
+        self._changed = asyncio.Event()
+        self._closed = False
+        self.switches = 0
+
+    @property
+    def name(self) -> str:
+        """The current log's name (the header shows it)."""
+        return self._inner.name
+
+    @property
+    def status(self) -> SourceStatus:
+        """The current tail's status."""
+        return self._inner.status
+
+    @property
+    def inner(self) -> LineSource:
+        """The source followed now."""
+        return self._inner
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Lines of the current log; after a switch, of the next (until :meth:`close`)."""
+        while not self._closed:
+            inner = self._inner
+            gen = inner.batches()
+            try:
+                async for batch in gen:
+                    yield batch
+            finally:
+                aclose = getattr(gen, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            if self._closed:
+                return
+            if inner is self._inner:
+                # The tail ended by itself (a failed source): wait for a switch or the end.
+                self._changed.clear()
+                await self._changed.wait()
+                if self._closed:
+                    return
+            if self.on_begin is not None:
+                self.on_begin(self._inner.name)
+
+    async def switch(self, path: str, from_start: bool) -> None:
+        """Follow ``path`` from now on (from its start, or from its current end)."""
+        if self._closed:
+            return
+        old = self._inner
+        self._inner = self._factory(path, from_start)
+        self.switches += 1
+        self._changed.set()
+        await old.close()
+
+    async def close(self) -> None:
+        """Stop following."""
+        self._closed = True
+        self._changed.set()
+        await self._inner.close()
+
+
+# --------------------------------------------------------------------------- the controller
+
+
+class _Crashed(Exception):
+    """Raised inside the readiness wait when the log shows a crash."""
+
+
+ProgressCallback = Callable[[RestartProgress], None]
+
+
+@dataclass
+class _Attempt:
+    plan: CommandPlan
+    started: float
+    phase: Phase = Phase.STOPPING
+    phase_started: float = 0.0
+    done: list[tuple[Phase, float]] = field(default_factory=list)
+    message: str = ""
+    finished_at: float | None = None
+    previous_steps: int | None = None
+
+
+class RestartController:
+    """Builds, shows and runs restarts of one server; follows each to ready.
+
+    Args:
+        profile: A validated launch profile (or one made for an adopted server).
+        runner: Where commands run (``LocalRunner``, ``SSHRunner``).
+        host: The host label shown with every plan and used for the ETA history.
+        eta_store: Earlier restarts' durations (None: an in-memory-only store is
+            not kept; pass one).
+        make_source: ``(path, from_start) -> LineSource`` for following the new log.
+        on_log_switch: Told to follow the new log (the dashboard's source);
+            may be a coroutine function.
+        adopted: A running server found by :mod:`specmon.control.adopt`: the
+            first restart stops it by PID and start time, later ones by the pidfile.
+        current_steps: The step count the server runs now, when known.
+        clock: Monotonic seconds (injected in tests).
+        sleep: Awaitable sleep (injected in tests).
+        ready_poll_s: Seconds between readiness checks (None: the plan's own).
+    """
+
+    def __init__(
+        self,
+        profile: LaunchProfile,
+        runner: CommandRunner,
+        *,
+        host: str = "localhost",
+        eta_store: EtaStore | None = None,
+        make_source: SourceFactory | None = None,
+        on_log_switch: LogSwitch | None = None,
+        adopted: ProcessIdentity | None = None,
+        current_steps: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        ready_poll_s: float | None = None,
+    ) -> None:
+        if not isinstance(profile, LaunchProfile):
+            raise TypeError("RestartController needs a validated LaunchProfile")
+        self.profile = profile
+        self.runner = runner
+        self.host = host
+        self.eta_store = eta_store
+        self.make_source = make_source
+        self.on_log_switch = on_log_switch
+        self.adopted = adopted
+        self.current_steps = current_steps
+        self.previous_steps: int | None = None
+        self.listeners: list[ProgressCallback] = []
+        self._clock = clock
+        self._sleep = sleep
+        self._poll = ready_poll_s
+        self._offered: CommandPlan | None = None
+        self._shown = False
+        self._attempt: _Attempt | None = None
+        self._tracker: StartupTracker | None = None
+        self._tail: LineSource | None = None
+        self._tail_task: asyncio.Task[None] | None = None
+        self._busy = False
+        #: The last plan run (or being run): its stop command stops the server at exit.
+        self.last_plan: CommandPlan | None = None
+        #: Whether the last run was cancelled half-way (its start may still land).
+        self.interrupted = False
+
+    # -- state for the UI ----------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a restart is running now (``r`` is greyed out)."""
+        return self._busy
+
+    @property
+    def steps_range(self) -> tuple[int, int]:
+        """The step counts the profile allows, inclusive."""
+        return self.profile.steps_min, self.profile.steps_max
+
+    def draft_rule(self) -> str:
+        """How draft tokens follow from steps, for the dialog."""
+        return f"draft tokens = {self.profile.draft_tokens}"
+
+    def note_running_steps(self, steps: int | None) -> None:
+        """Tell the controller what the server runs now (read from its log), when it does not know."""
+        if self.current_steps is None and not self._busy and isinstance(steps, int):
+            self.current_steps = steps
+
+    @property
+    def progress(self) -> RestartProgress | None:
+        """The latest restart, as of now (None before the first)."""
+        a = self._attempt
+        if a is None:
+            return None
+        return self._view(a)
+
+    # -- plans ----------------------------------------------------------------------------
+
+    def plan_for(self, steps: int) -> CommandPlan:
+        """Build the plan that restarts with ``steps`` (the next one :meth:`run` accepts).
+
+        Raises:
+            LaunchError: ``steps`` is not allowed; the message is for the user.
+            RestartError: a restart is running.
+        """
+        if self._busy:
+            raise RestartError("a restart is already in progress")
+        plan = build_plan(self.profile, steps, host=self.host, adopted=self.adopted)
+        self._offered = plan
+        self._shown = False
+        return plan
+
+    def go_back_plan(self) -> CommandPlan:
+        """The plan back to the configuration before the last restart (shown and confirmed like any).
+
+        Raises:
+            RestartError: nothing to go back to, or a restart is running.
+            LaunchError: the profile cannot start that step count.
+        """
+        if self.previous_steps is None:
+            raise RestartError("no earlier configuration to go back to")
+        return self.plan_for(self.previous_steps)
+
+    def describe(self, plan: CommandPlan, *, exact: bool = False) -> str:
+        """The text to show before ``plan`` runs; marks it as shown.
+
+        Raises:
+            RestartError: ``plan`` is not the last plan built here.
+        """
+        if plan is not self._offered:
+            raise RestartError("this plan was not built by this controller (or a newer one was)")
+        self._shown = True
+        return plan.describe(exact=exact)
+
+    def withdraw(self, plan: CommandPlan | None = None) -> None:
+        """Forget the offered plan (the user cancelled): it can no longer run."""
+        if plan is None or plan is self._offered:
+            self._offered = None
+            self._shown = False
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self, plan: CommandPlan, on_progress: ProgressCallback | None = None) -> RestartProgress:
+        """Run ``plan`` — the last one built here, after it was shown — and follow it to ready.
+
+        Expected failures (a command failing, a crash, a timeout, the connection
+        lost) end in a progress view saying so; they are not raised.
+
+        Args:
+            plan: The plan returned by :meth:`plan_for` / :meth:`go_back_plan`.
+            on_progress: Called with every new view (phase changes, progress).
+
+        Returns:
+            The final view: ``READY``, ``CRASHED``, ``TIMEOUT`` or ``FAILED``.
+
+        Raises:
+            RestartError: busy, or ``plan`` was not built here, not shown, or already run.
+        """
+        if self._busy:
+            raise RestartError("a restart is already in progress")
+        if not isinstance(plan, CommandPlan) or plan is not self._offered:
+            raise RestartError("refusing to run a plan this controller did not build")
+        if not self._shown:
+            raise RestartError("refusing to run a plan that was not shown first")
+        self._offered = None
+        self._shown = False
+        self._busy = True
+        before, self.last_plan = self.last_plan, plan
+        self.interrupted = False
+        await self._stop_tail()
+        now = self._clock()
+        a = self._attempt = _Attempt(plan=plan, started=now, phase_started=now,
+                                     previous_steps=self.current_steps)
+        self._tracker = None
+        callbacks = [*self.listeners, *([on_progress] if on_progress else [])]
+
+        def emit() -> None:
+            view = self._view(a)
+            for cb in callbacks:
+                cb(view)
+
+        try:
+            await self._run(a, emit, before)
+        except asyncio.CancelledError:
+            self.interrupted = True
+            self._finish(a, Phase.FAILED, "cancelled (specmon is closing)")
+            raise
+        except (OSError, asyncssh.Error) as exc:
+            self._finish(a, Phase.FAILED, f"connection to {self.host} failed: {exc}")
+        finally:
+            self._busy = False
+            if a.phase is Phase.READY:
+                await self._stop_tail()
+        emit()
+        return self._view(a)
+
+    async def _run(self, a: _Attempt, emit: Callable[[], None], before: CommandPlan | None) -> None:
+        plan = a.plan
+        emit()
+        # A custom start may append to the same log: follow it from its end, before the stop.
+        # A managed start truncates it (and a new path is a new file): follow from the start, after.
+        new_file = before is not None and before.log != plan.log
+        early = plan.mode == "custom" and plan.log is not None and not new_file
+
+        if early and plan.log:
+            await self._follow(plan.log, from_start=False)
+
+        async def on_step(ev: StepEvent) -> None:
+            if ev.phase == "started":
+                self._set_phase(a, Phase.STOPPING if ev.step.name == "stop" else Phase.STARTING)
+            elif ev.outcome is not None:
+                a.message = ev.outcome.summary()
+                if ev.step.name == "stop" and ev.outcome.ok:
+                    # The adopted process is gone: from now on the pidfile names the server.
+                    self.adopted = None
+            emit()
+
+        report = await execute(plan, self.runner, on_step)
+        if not report.ok:
+            failed = report.outcomes[-1]
+            what = "stop" if failed.step.name == "stop" else "start"
+            self._finish(a, Phase.FAILED, f"{what} failed: {failed.summary()}")
+            if what == "start":
+                # The old server is stopped; what runs now is nothing, go back may help.
+                self._settle_steps(a)
+            return
+        self._settle_steps(a)
+        if plan.log and not early:
+            await self._follow(plan.log, from_start=True)
+
+        poll = self._poll
+        crash_ticks = 0
+
+        async def watch(seconds: float) -> None:
+            # wait_ready's pause between checks: look at the log meanwhile.
+            nonlocal crash_ticks
+            left = seconds if poll is None else min(seconds, poll)
+            while left > 0:
+                step = min(WATCH_TICK_S, left)
+                await self._sleep(step)
+                left -= step
+                self._track(a)
+                emit()
+                if self._tracker is not None and self._tracker.crash is not None:
+                    # A traceback's last line (the error itself) comes after its header: one more look.
+                    crash_ticks += 1
+                    if crash_ticks > CRASH_GRACE_TICKS:
+                        raise _Crashed(self._tracker.crash)
+                    continue
+                if self._tracker is not None and self._tracker.reached is Phase.READY:
+                    return  # the log says ready: check now, not at the next poll
+
+        try:
+            ready = await wait_ready(plan, self.runner, sleep=watch, clock=self._clock)
+        except _Crashed as exc:
+            self._finish(a, Phase.CRASHED, f"the server crashed during start-up: {exc}")
+            return
+        self._track(a)
+        if ready.state == "ready" and self._tracker is not None and self._tracker.reached is None:
+            # Ready before the tail delivered the start-up lines: let it catch up, for the phase times.
+            await self._sleep(2 * WATCH_TICK_S)
+            self._track(a)
+        if ready.state == "ready":
+            self._finish(a, Phase.READY, self._ready_message(a))
+            self._record_eta(a)
+        elif ready.state == "exited":
+            # Its last words may still be on their way through the tail.
+            await self._sleep(2 * WATCH_TICK_S)
+            detail = self._tracker.crash if self._tracker is not None else None
+            text = "the server process exited during start-up"
+            self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else text)
+        elif ready.state == "timeout":
+            self._finish(a, Phase.TIMEOUT, f"not ready after {plan.ready.timeout_s:g} s "
+                                           f"({_last_result(ready.last)})")
+        else:
+            self._finish(a, Phase.FAILED, f"the readiness check cannot run: {_last_result(ready.last)}")
+
+    def _settle_steps(self, a: _Attempt) -> None:
+        steps = a.plan.steps
+        if a.previous_steps is not None and a.previous_steps != steps:
+            self.previous_steps = a.previous_steps
+        self.current_steps = steps
+
+    async def _follow(self, path: str, *, from_start: bool) -> None:
+        await self._stop_tail()
+        self._tracker = StartupTracker(engine=_engine(self.profile))
+        if self.make_source is not None:
+            tail = self._tail = self.make_source(path, from_start)
+            tracker = self._tracker
+
+            async def pump() -> None:
+                async for batch in tail.batches():
+                    tracker.feed(batch)
+
+            self._tail_task = asyncio.ensure_future(pump())
+        if self.on_log_switch is not None:
+            maybe = self.on_log_switch(path, from_start)
+            if inspect.isawaitable(maybe):
+                await maybe
+
+    async def _stop_tail(self) -> None:
+        tail, task = self._tail, self._tail_task
+        self._tail = self._tail_task = None
+        if tail is not None:
+            await tail.close()
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, 5.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+            except Exception:  # noqa: BLE001 - a failed tail must not turn a restart into a traceback
+                pass
+
+    async def close(self) -> None:
+        """Stop following the log (the app is closing)."""
+        await self._stop_tail()
+
+    def _track(self, a: _Attempt) -> None:
+        t = self._tracker
+        if t is None or a.phase not in RUNNING_PHASES:
+            return
+        target = {Phase.LOADING: Phase.LOADING, Phase.CAPTURING: Phase.CAPTURING,
+                  Phase.READY: Phase.CAPTURING}.get(t.reached)  # type: ignore[arg-type]
+        if target is None:
+            return
+        order = RUNNING_PHASES
+        # Phases the log skipped (no graph capture) took no time.
+        while order.index(a.phase) < order.index(target):
+            self._set_phase(a, order[order.index(a.phase) + 1])
+
+    def _set_phase(self, a: _Attempt, phase: Phase) -> None:
+        if phase is a.phase:
+            return
+        now = self._clock()
+        if a.phase in RUNNING_PHASES:
+            a.done.append((a.phase, max(0.0, now - a.phase_started)))
+        a.phase = phase
+        a.phase_started = now
+
+    def _finish(self, a: _Attempt, phase: Phase, message: str) -> None:
+        self._set_phase(a, phase)
+        a.message = message
+        a.finished_at = self._clock()
+
+    def _ready_message(self, a: _Attempt) -> str:
+        cfg = self._tracker.config if self._tracker is not None else None
+        text = f"ready: {plan_label(a.plan.steps, a.plan.draft_tokens)} on {self.host}"
+        if cfg is not None and cfg.steps is not None and cfg.steps != a.plan.steps and not cfg.is_nospec:
+            text += f" — but the log announces {cfg.steps} steps: check the profile's argv"
+        return text
+
+    def _record_eta(self, a: _Attempt) -> None:
+        if self.eta_store is None:
+            return
+        durations: dict[str, float] = {}
+        for phase, seconds in a.done:
+            if phase.value in TIMED_PHASES:
+                durations[phase.value] = durations.get(phase.value, 0.0) + seconds
+        if all(p in durations for p in TIMED_PHASES):
+            self.eta_store.record(self.host, durations)
+
+    def _view(self, a: _Attempt) -> RestartProgress:
+        now = a.finished_at if a.finished_at is not None else self._clock()
+        t = self._tracker
+        eta = None
+        phase_elapsed = 0.0 if a.finished_at is not None else max(0.0, now - a.phase_started)
+        if a.phase in RUNNING_PHASES and self.eta_store is not None:
+            eta = estimate(self.eta_store.medians(self.host), a.phase.value, phase_elapsed,
+                           load_progress=t.load_progress if t else None,
+                           runs=self.eta_store.count(self.host), host=self.host)
+        elif a.phase in RUNNING_PHASES and t is not None and t.load_progress is not None:
+            eta = estimate({}, a.phase.value, phase_elapsed, load_progress=t.load_progress, host=self.host)
+        return RestartProgress(
+            phase=a.phase,
+            steps=a.plan.steps,
+            label=plan_label(a.plan.steps, a.plan.draft_tokens),
+            host=self.host,
+            log=a.plan.log,
+            elapsed_s=max(0.0, now - a.started),
+            phase_elapsed_s=phase_elapsed,
+            done=tuple(a.done),
+            load_progress=t.load_progress if t else None,
+            graph_progress=t.graph_progress if t else None,
+            eta=eta,
+            message=a.message,
+            last_lines=t.last_lines if t else (),
+            previous_steps=self.previous_steps,
+            config=t.config.label if t and t.config else None,
+        )
+
+    # -- stopping at exit --------------------------------------------------------------
+
+    def stop_step(self) -> PlanStep | None:
+        """The stop command for the server the last plan started (by its pidfile), for stopping at exit."""
+        plan = self.last_plan
+        if plan is None:
+            return None
+        # The server started by the last plan is the one in the pidfile (an adopted plan's stop
+        # names the adopted PID, long gone by then): the pidfile-based stop of the same profile.
+        return build_plan(self.profile, plan.steps, host=self.host).stop
+
+    async def stop_server(self, show: Callable[[str], None]) -> str | None:
+        """Stop the server the last plan started: show the stop command, then run it.
+
+        Args:
+            show: Receives the line shown before the command runs.
+
+        Returns:
+            The stop script's result line, or None when nothing was started.
+        """
+        step = self.stop_step()
+        if step is None:
+            return None
+        await self._stop_tail()
+        show(f"stop:  {step.display}")
+        result = await self.runner.run(step.command, step.timeout_s)
+        lines = (result.stdout.strip() or result.stderr.strip()).splitlines()
+        return lines[-1] if lines else f"exit {result.exit_status}"
+
+
+def _engine(profile: LaunchProfile) -> Engine:
+    try:
+        return Engine(profile.engine)
+    except ValueError:
+        return Engine.UNKNOWN
+
+
+def _last_result(result: object) -> str:
+    stdout = getattr(result, "stdout", "") or ""
+    lines = stdout.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
