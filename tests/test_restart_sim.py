@@ -1,0 +1,216 @@
+"""Restarts for real: the simulated SGLang server as a real process, run by the real plans.
+
+Locally with :class:`LocalRunner` (restart changes the run; a crash during
+start-up, then going back; a timeout), and once over SSH against the
+in-process asyncssh server of ``tests/sshd.py``, whose commands run on this
+machine. Every server started here is stopped by its pidfile in a finally,
+and, should that fail, killed by the recorded PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from specmon.control.launch import LaunchProfile
+from specmon.control.restart import Phase, RestartController, RestartProgress
+from specmon.control.runner import SSHRunner
+from specmon.demo import DemoSetup, demo_profile, make_demo, stop_demo_server
+from specmon.ingest import ingest_lines
+from specmon.parsing import LineParser
+from specmon.session import ServerState, Session
+from tests.sshd import AsyncSSHServer, ClientHome, asyncssh_server, client_home  # noqa: F401 - fixtures
+
+FAST = {"time_scale": 50.0, "startup_s": 1.0, "seed": 5}
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def pid_in(pidfile: str | None) -> int | None:
+    try:
+        return int(Path(pidfile or "").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Dashboard:
+    """What the app does with a demo's source: read it into a session, a new input at each switch."""
+
+    def __init__(self, setup: DemoSetup) -> None:
+        self.session = Session()
+        self.setup = setup
+        setup.source.on_begin = self.session.begin_source
+        self._task = asyncio.ensure_future(self._pump())
+
+    async def _pump(self) -> None:
+        parser, n = LineParser(), 1
+        self.session.begin_source(self.setup.source.name)
+        async for batch in self.setup.source.batches():
+            n = ingest_lines(self.session, parser, batch, n)
+
+    async def until(self, condition: Callable[[], bool], what: str, rounds: int = 300) -> None:
+        """Let the log flow until ``condition()`` holds (bounded: a hang fails clearly)."""
+        for _ in range(rounds):
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"never happened: {what}; runs: "
+                             f"{[(r.id, r.label, r.state.value) for r in self.session.runs]}")
+
+    async def close(self) -> None:
+        await self.setup.source.close()
+        await asyncio.wait_for(self._task, 5)
+
+
+@pytest.fixture
+async def demos(tmp_path: Path) -> AsyncIterator[Callable[..., DemoSetup]]:
+    """Build demo set-ups; afterwards stop every server they started (pidfile, then PID)."""
+    made: list[DemoSetup] = []
+
+    def make(**kw: object) -> DemoSetup:
+        folder = tmp_path / f"demo{len(made)}"
+        folder.mkdir()
+        prof = kw.pop("profile_factory", None)
+        if prof is not None:
+            kw["profile"] = prof(folder)  # type: ignore[operator]
+        setup = make_demo(folder, poll_interval=0.05, **{**FAST, **kw})  # type: ignore[arg-type]
+        made.append(setup)
+        return setup
+
+    try:
+        yield make
+    finally:
+        for setup in made:
+            pid = pid_in(setup.profile.pidfile)
+            try:
+                await stop_demo_server(setup.controller, lambda _: None)
+            except (OSError, asyncssh.Error):
+                pass  # the test closed its connection: the PID below is the fallback
+            finally:
+                await setup.controller.close()
+                if pid is not None and alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+async def start(c: RestartController, steps: int) -> RestartProgress:
+    plan = c.plan_for(steps)
+    assert "--steps" in c.describe(plan)
+    return await c.run(plan)
+
+
+async def test_restart_from_one_to_two_steps_begins_a_new_run(demos: Callable[..., DemoSetup]) -> None:
+    setup = demos(steps=1)
+    dash = Dashboard(setup)
+    c = setup.controller
+    try:
+        first = await start(c, 1)
+        assert first.phase is Phase.READY, (first.message, first.last_lines)
+        old_pid = pid_in(setup.profile.pidfile)
+        assert old_pid is not None and alive(old_pid)
+        await dash.until(lambda: dash.session.current is not None and dash.session.current.accept_len,
+                         "counted samples at 1 step")
+        second = await start(c, 2)
+        assert second.phase is Phase.READY, (second.message, second.last_lines)
+        assert [p for p, _ in second.done] == [Phase.STOPPING, Phase.STARTING, Phase.LOADING, Phase.CAPTURING]
+        assert second.config == "EAGLE3 2 steps" and second.log is not None and second.log.endswith("sim_2step.log")
+        new_pid = pid_in(setup.profile.pidfile)
+        assert new_pid != old_pid and new_pid is not None and alive(new_pid) and not alive(old_pid)
+        await dash.until(lambda: (cur := dash.session.current) is not None and cur.config is not None
+                         and cur.config.steps == 2 and cur.state is ServerState.SERVING and len(cur.accept_len) > 0,
+                         "a serving run at 2 steps with counted samples")
+        runs = dash.session.runs
+        assert [r.config.steps for r in runs if r.config] == [1, 2]
+        assert runs[0].state is ServerState.STOPPED  # the old log showed the shutdown
+        assert runs[-1].excluded_warmup >= 5  # warm-up excluded in the new run too
+        assert c.previous_steps == 1 and c.current_steps == 2
+    finally:
+        await dash.close()
+
+
+WRAPPER = """\
+import os, sys
+args = sys.argv[1:]
+if args[args.index("--steps") + 1] == "2":
+    args.append("--crash-on-start")  # this step count runs out of GPU memory
+os.execv(sys.executable, [sys.executable, "-m", "specmon.sim.server", *args])
+"""
+
+
+def crashing_at_two(folder: Path) -> LaunchProfile:
+    """The demo profile, through a wrapper that crashes the start-up at 2 steps only."""
+    wrapper = folder / "server_wrapper.py"
+    wrapper.write_text(WRAPPER)
+    base = demo_profile(folder, **FAST)
+    assert base.argv is not None
+    argv = [sys.executable, str(wrapper), *base.argv[3:]]  # drop "python -m specmon.sim.server"
+    return base.model_copy(update={"argv": argv})
+
+
+async def test_crash_during_start_shows_it_then_go_back(demos: Callable[..., DemoSetup]) -> None:
+    setup = demos(steps=1, profile_factory=crashing_at_two)
+    dash = Dashboard(setup)
+    c = setup.controller
+    try:
+        assert (await start(c, 1)).phase is Phase.READY
+        crashed = await start(c, 2)
+        assert crashed.phase is Phase.CRASHED, crashed.message
+        assert "CUDA out of memory" in crashed.message
+        assert any("torch.OutOfMemoryError" in line for line in crashed.last_lines)
+        assert pid_in(setup.profile.pidfile) is None or not alive(pid_in(setup.profile.pidfile) or 0)
+        assert crashed.previous_steps == 1 and not c.busy
+        back = c.go_back_plan()
+        assert back.steps == 1
+        c.describe(back)
+        again = await c.run(back)
+        assert again.phase is Phase.READY, again.message
+        await dash.until(lambda: (cur := dash.session.current) is not None and cur.config is not None
+                         and cur.config.steps == 1 and cur.state is ServerState.SERVING, "serving at 1 step again")
+        crashed_runs = [r for r in dash.session.runs if r.state is ServerState.CRASHED]
+        assert len(crashed_runs) == 1 and crashed_runs[0].config is not None and crashed_runs[0].config.steps == 2
+    finally:
+        await dash.close()
+
+
+async def test_timeout_when_ready_never_comes(demos: Callable[..., DemoSetup]) -> None:
+    setup = demos(steps=1, profile_factory=lambda folder: demo_profile(
+        folder, **FAST, ready_marker="this line is never printed", start_timeout_s=1.5))
+    c = setup.controller
+    final = await start(c, 1)
+    assert final.phase is Phase.TIMEOUT and "not ready after 1.5 s" in final.message
+    pid = pid_in(setup.profile.pidfile)
+    assert pid is not None and alive(pid)  # still running: the user decides (go back, or wait)
+    # Stopping at exit still finds it by the pidfile (the fixture checks nothing is left).
+    outcome = await stop_demo_server(c, lambda _: None)
+    assert outcome is not None and "result=stopped" in outcome and not alive(pid)
+
+
+async def test_restart_over_ssh(demos: Callable[..., DemoSetup], asyncssh_server: AsyncSSHServer,  # noqa: F811
+                                client_home: ClientHome) -> None:  # noqa: F811
+    conn = await asyncssh.connect("127.0.0.1", asyncssh_server.port, username="specmon",
+                                  known_hosts=str(client_home.known_hosts),
+                                  client_keys=[client_home.key], agent_path=None)
+    try:
+        setup = demos(steps=1, runner=SSHRunner(conn))
+        c = setup.controller
+        final = await start(c, 2)
+        assert final.phase is Phase.READY, (final.message, final.last_lines)
+        assert any("specmon-start" in cmd for cmd in asyncssh_server.commands)  # it went through SSH
+        pid = pid_in(setup.profile.pidfile)
+        assert pid is not None and alive(pid)
+        outcome = await stop_demo_server(c, lambda _: None)
+        assert outcome is not None and "result=stopped" in outcome and not alive(pid)
+    finally:
+        conn.close()
