@@ -193,7 +193,6 @@ def expand(template: str, values: dict[str, str]) -> str:
 
 # --------------------------------------------------------------------------- profile
 
-PosInt = Annotated[StrictInt, Field(ge=1)]
 Seconds = Annotated[StrictInt | StrictFloat, Field(gt=0, le=86400)]
 
 
