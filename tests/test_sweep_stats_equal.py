@@ -30,13 +30,6 @@ def test_equal_settings_are_not_separated_in_at_least_95_of_100_seeds() -> None:
     print(f"equal settings: not separated in {not_separated}/100 seeds; outcomes {dict(outcomes)}")
     assert not_separated >= 95
     assert false_calls <= 5
-
-
-def test_equal_settings_split_the_lead_between_them() -> None:
-    # With no real difference, which one leads is a coin toss: both must lead sometimes.
-    leaders = Counter()
-    for seed in range(20):
-        v = run_sweep(seed, alias={3: 2}).verdict
-        assert v is not None and v.best is not None
-        leaders[v.best.steps] += 1
-    assert leaders[2] >= 3 and leaders[3] >= 3
+    # With no real difference, which one leads is a coin toss: both must lead often.
+    leads = Counter(best for best, _ in outcomes.elements())
+    assert leads[2] >= 25 and leads[3] >= 25
