@@ -37,11 +37,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
-from specmon.analysis import Analysis
 from specmon.feeder import FeedInput, Feeder
 from specmon.formats import to_csv, to_json, to_markdown
 from specmon.session import SessionEvent
-from specmon.snapshot import DEFAULT_WINDOW, SnapshotBuilder, freeze_runs
+from specmon.snapshot import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
 from specmon.theming import DEFAULT_THEME, load_themes, theme_folders, user_theme_dir
@@ -59,7 +58,7 @@ FAST_TICK_S = 0.25
 #: Seconds between two plot refreshes / analysis checks.
 SLOW_TICK_S = 1.0
 #: An analysis waits at least this factor times its own last duration before the next.
-ANALYSIS_DUTY = 3.0
+ANALYSIS_DUTY = 4.0
 #: Use the user's theme folder (the default) unless told otherwise.
 USER_THEMES = object()
 
@@ -129,7 +128,8 @@ class SpecmonApp(App[int]):
         controller: Restart/sweep provider; None disables ``r`` and ``s``.
     """
 
-    CSS_PATH = "specmon.tcss"
+    # Absolute: a relative path would be resolved next to a subclass's module.
+    CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
     TITLE = "specmon"
 
     BINDINGS = [
@@ -223,7 +223,8 @@ class SpecmonApp(App[int]):
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
-        self.run_worker(self._ingest, name="ingest", group="source", exit_on_error=False)
+        self.run_worker(self._ingest, name="ingest", group="source", description="read the log source",
+                        exit_on_error=False)
         self._tick()
 
     def on_resize(self) -> None:
@@ -343,11 +344,14 @@ class SpecmonApp(App[int]):
             self._push_slow()
         self._maybe_analyze()
 
-    def _push_slow(self) -> None:
-        session = self.feeder.session
+    def _push_slow(self, *, force: bool = False) -> None:
         with self.batch_update():
-            self._plot.show(self.builder.plot(session))
-            table = self.builder.table(session)
+            self._plot.show(self.builder.plot(self.feeder.session), force=force)
+            self._push_table()
+
+    def _push_table(self) -> None:
+        table = self.builder.table(self.feeder.session)
+        with self.batch_update():
             self._table.show(table)
             self._verdict.update(table.verdict)
 
@@ -357,9 +361,9 @@ class SpecmonApp(App[int]):
         self._seq += 1
         self._applied_seq = self._seq
         self._analysis_sig = self._signature()
-        self.builder.apply(self.builder.analyze(session.runs))
+        self.builder.apply(self.builder.analyze(session.runs), session.runs)
         self._tick(sparklines=True)
-        self._push_slow()
+        self._push_slow(force=True)
 
     def _signature(self) -> tuple[object, ...]:
         s = self.feeder.session
@@ -379,25 +383,30 @@ class SpecmonApp(App[int]):
         self._analysis_sig = sig
         self._seq += 1
         self._analysis_running = True
-        frozen = freeze_runs(self.feeder.session.runs)
-        # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing behind.
-        self.run_worker(partial(self._analyze, frozen, self._seq, self.builder.baseline_key), name="analysis",
-                        group="analysis", exit_on_error=False)
+        # Rows whose runs did not change are reused; only the others' runs are copied.
+        job = self.builder.prepare(self.feeder.session.runs)
+        # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing
+        # behind; an explicit description, as the default is repr(work) (every sample).
+        self.run_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
+                        group="analysis", description="run table statistics", exit_on_error=False)
 
-    async def _analyze(self, runs: list, seq: int, key: object) -> None:
+    async def _analyze(self, job: AnalysisJob, seq: int, generation: int) -> None:
         started = time.perf_counter()
         try:
-            # The statistics sort every sample: off the event loop, on frozen copies.
-            result: Analysis = await asyncio.to_thread(self.builder.analyze, runs)
+            if job.todo:
+                # The statistics sort every sample: off the event loop, on frozen copies.
+                await asyncio.to_thread(job.compute)
         finally:
             self._analysis_running = False
         elapsed = time.perf_counter() - started
         self._analysis_next = time.perf_counter() + max(SLOW_TICK_S, ANALYSIS_DUTY * elapsed)
-        if seq > self._applied_seq and key == self.builder.baseline_key:
+        # Only the newest result, for the baseline still chosen, of the session still shown.
+        if (seq > self._applied_seq and job.baseline_key == self.builder.baseline_key
+                and generation == self.feeder.generation):
             self._applied_seq = seq
-            self.builder.apply(result)
+            self.builder.apply(self.builder.finish(job), self.feeder.session.runs)
             if not self.display_paused:
-                self._push_slow()
+                self._push_table()
             self._refresh_availability()
         if self._analysis_again:
             self._analysis_again = False

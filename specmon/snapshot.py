@@ -17,9 +17,9 @@ import copy
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from specmon.analysis import Analysis, Baseline, ConfigRow, _verdict, analyze
+from specmon.analysis import Analysis, Baseline, ConfigRow, _order, _row_key, _verdict, build_rows
 from specmon.formats import row_cells
 from specmon.records import Engine
 from specmon.session import Run, RunConfig, ServerState, Session, SessionEvent
@@ -277,32 +277,72 @@ def freeze_runs(runs: Iterable[Run]) -> list[Run]:
     return out
 
 
-def analyze_live(runs: Sequence[Run], *, baseline_tps: float | None = None,
-                 baseline_key: RunConfig | str | None = None) -> Analysis:
-    """:func:`specmon.analysis.analyze`, with an optional baseline row chosen by the user.
+def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
+             baseline_key: RunConfig | str | None = None) -> Analysis:
+    """Baseline, comparisons and verdict over rows, as :func:`specmon.analysis.analyze` does.
 
     Args:
-        runs: The runs (frozen copies when called off the event loop).
+        rows: Fresh rows (their flags are set here), ordered as the table shows them.
         baseline_tps: A given baseline throughput (``--baseline-tps``).
         baseline_key: The key of the row marked as the baseline with ``b``; it wins
             over everything else while that row has throughput samples.
     """
-    if baseline_key is None:
-        return analyze(runs, baseline_tps=baseline_tps)
-    result = analyze(runs)
-    chosen = next((r for r in result.rows if r.key == baseline_key and r.throughput is not None), None)
-    if chosen is None:
-        return analyze(runs, baseline_tps=baseline_tps)
-    for row in result.rows:
-        row.is_baseline = row is chosen
-        row.vs_baseline = None
-        row.best = False
-    baseline = Baseline("run", f"{chosen.label} (marked)", throughput=chosen.throughput)
-    for row in result.rows:
-        if row is not chosen and row.throughput is not None:
-            row.vs_baseline = ratio(row.throughput, chosen.throughput)  # type: ignore[arg-type]
-    # The verdict's wording depends on the baseline; its ranking does not.
-    return Analysis(result.rows, baseline, _verdict(result.rows, baseline))
+    chosen = None
+    if baseline_key is not None:
+        chosen = next((r for r in rows if r.key == baseline_key and r.throughput is not None), None)
+    baseline: Baseline | None = None
+    if chosen is not None:
+        chosen.is_baseline = True
+        baseline = Baseline("run", f"{chosen.label} (marked)", throughput=chosen.throughput)
+    elif baseline_tps is not None:
+        baseline = Baseline("tps", f"{baseline_tps:g} tok/s (given)", tps=baseline_tps)
+    else:
+        # The same choice as analyze(): a --baseline file, else the run without speculation.
+        file_row = next((r for r in rows if r.key == "baseline file"), None)
+        nospec_row = next((r for r in rows if r.config is not None and r.config.is_nospec), None)
+        ref = file_row or nospec_row
+        if ref is not None and ref.throughput is not None:
+            ref.is_baseline = True
+            baseline = Baseline("file" if ref is file_row else "run", ref.label, throughput=ref.throughput)
+    if baseline is not None and baseline.against() is not None:
+        for row in rows:
+            if row.throughput is not None and not row.is_baseline:
+                row.vs_baseline = ratio(row.throughput, baseline.against())  # type: ignore[arg-type]
+    return Analysis(rows, baseline, _verdict(rows, baseline))
+
+
+def _signature(runs: Sequence[Run]) -> tuple[tuple[int, ...], ...]:
+    """What a row's statistics depend on: which runs, and how many samples each holds."""
+    return tuple((r.id, len(r.throughput), len(r.concurrency), len(r.accept_len), len(r.accept_rate),
+                  r.per_position_n) for r in runs)
+
+
+@dataclass
+class AnalysisJob:
+    """One refresh of the run table: rows to recompute (on frozen runs) and rows reused.
+
+    Built on the event loop by :meth:`SnapshotBuilder.prepare`; :meth:`compute` may run
+    in a thread (it touches only the frozen copies); :meth:`SnapshotBuilder.finish`
+    assembles the result back on the event loop.
+    """
+
+    keys: list[RunConfig | str]
+    reused: dict[RunConfig | str, ConfigRow]
+    todo: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], list[Run], list[Run]]]
+    baseline_tps: float | None
+    baseline_key: RunConfig | str | None
+    computed: dict[RunConfig | str, ConfigRow] | None = None
+
+    def compute(self) -> None:
+        """Statistics of the rows whose runs changed (sorts their samples: the expensive part)."""
+        self.computed = {key: build_rows(frozen)[0] for key, (_, frozen, _) in self.todo.items()}
+
+
+def analyze_live(runs: Sequence[Run], *, baseline_tps: float | None = None,
+                 baseline_key: RunConfig | str | None = None) -> Analysis:
+    """:func:`specmon.analysis.analyze`, with an optional baseline row chosen by the user."""
+    rows = build_rows(runs)
+    return assemble(rows, baseline_tps=baseline_tps, baseline_key=baseline_key)
 
 
 def _crash_cause(session: Session, run: Run) -> str | None:
@@ -347,15 +387,63 @@ class SnapshotBuilder:
         self._y_max = 0.0
         self._events_key: tuple[object, ...] | None = None
         self._events: tuple[EventView, ...] = ()
+        self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
 
     # -- analysis ---------------------------------------------------------------------------
 
-    def analyze(self, runs: Sequence[Run]) -> Analysis:
-        """Analyse runs with the current baseline choice (pure; may run in a thread)."""
-        return analyze_live(runs, baseline_tps=self.baseline_tps, baseline_key=self.baseline_key)
+    def prepare(self, runs: Sequence[Run], *, freeze: bool = True) -> AnalysisJob:
+        """Split a refresh into rows that must be recomputed and rows that can be reused.
 
-    def apply(self, analysis: Analysis) -> None:
-        """Make an analysis the one views are built from."""
+        A finished run never changes: in a sweep only the current configuration's row is
+        recomputed, and only its runs are copied (``freeze``) for a thread to read.
+        """
+        groups: dict[RunConfig | str, list[Run]] = {}
+        for run in runs:
+            if run.used:
+                groups.setdefault(_row_key(run), []).append(run)
+        reused, todo = {}, {}
+        for key, group in groups.items():
+            sig = _signature(group)
+            hit = self._rows.get(key)
+            if hit is not None and hit[0] == sig:
+                reused[key] = hit[1]
+            else:
+                todo[key] = (sig, freeze_runs(group) if freeze else list(group), group)
+        return AnalysisJob(list(groups), reused, todo, self.baseline_tps, self.baseline_key)
+
+    def finish(self, job: AnalysisJob) -> Analysis:
+        """Assemble a computed job: cache its new rows, set baseline and verdict."""
+        if job.computed is None:
+            job.compute()
+        assert job.computed is not None
+        for key, row in job.computed.items():
+            sig, _, live = job.todo[key]
+            # Point the row at the live runs: the frozen copies (every sample) can go now.
+            row.runs = live
+            self._rows[key] = (sig, row)
+        rows = []
+        for key in job.keys:
+            row = job.computed.get(key) or job.reused[key]
+            # A fresh copy: assemble() sets flags that belong to this result only.
+            rows.append(replace(row, vs_baseline=None, is_baseline=False, best=False, runs=list(row.runs)))
+        rows.sort(key=_order)
+        return assemble(rows, baseline_tps=job.baseline_tps, baseline_key=job.baseline_key)
+
+    def analyze(self, runs: Sequence[Run]) -> Analysis:
+        """Analyse runs now, on this thread, reusing unchanged rows."""
+        return self.finish(self.prepare(runs, freeze=False))
+
+    def apply(self, analysis: Analysis, live_runs: Sequence[Run] = ()) -> None:
+        """Make an analysis the one views are built from.
+
+        Args:
+            analysis: The result (perhaps computed on frozen copies of the runs).
+            live_runs: The session's runs: rows are pointed back at them, so the frozen
+                copies (every sample, copied) are freed instead of living as long as the view.
+        """
+        live = {run.id: run for run in live_runs}
+        for row in analysis.rows:
+            row.runs = [live.get(run.id, run) for run in row.runs]
         self.analysis = analysis
         self._row_of_run = {run.id: row for row in analysis.rows for run in row.runs}
 
@@ -363,6 +451,7 @@ class SnapshotBuilder:
         """Forget everything derived from a session (a looped replay starts a new one)."""
         self.analysis = None
         self._row_of_run = {}
+        self._rows = {}
         self._y_max = 0.0
         self._events_key = None
         self._events = ()

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from specmon.feeder import FeedInput, Feeder
+from specmon.analysis import analyze
+from specmon.feeder import _SUB_BATCH, FeedInput, Feeder, ingest_batch
+from specmon.formats import to_json
+from specmon.ingest import ingest_lines
+from specmon.parsing import LineParser
+from specmon.session import Session
 from specmon.session import ServerState
 from specmon.sources.base import ConnectionState
 from specmon.sources.replay import SPEED_STEPS, ReplayClock, ReplaySource, line_time, speed_text
@@ -227,8 +232,8 @@ async def test_feeder_yields_to_the_loop_while_parsing_a_burst() -> None:
     t = asyncio.ensure_future(ticker())
     await feeder.run()
     t.cancel()
-    # One turn for others per sub-batch of 256 lines: a burst never monopolises the loop.
-    assert ticks >= len(lines) // 256
+    # One turn for others per sub-batch: a burst never monopolises the loop.
+    assert ticks >= len(lines) // _SUB_BATCH
     assert feeder.lines == len(lines)
 
 
@@ -255,3 +260,72 @@ async def test_live_log_time_moves_with_the_wall_clock() -> None:
     assert feeder.log_now() == pytest.approx(ts + 30.0)
     await feeder.close()
     await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.parametrize("size", [64, 512, 5000])
+def test_bulk_batches_give_exactly_the_line_by_line_session(size: int) -> None:
+    """The fast path must not change a single number (crash lines and tracebacks included)."""
+    files = [*SWEEP[:3], CRASH]
+
+    def build(bulk: bool) -> dict:  # type: ignore[type-arg]
+        session = Session()
+        for path in files:
+            session.begin_source(str(path))
+            parser = LineParser(year=2026)
+            lines = path.read_text(encoding="utf-8").splitlines()
+            n = 1
+            for i in range(0, len(lines), size):
+                part = lines[i:i + size]
+                n = ingest_batch(session, parser, part, n) if bulk else ingest_lines(session, parser, part, n)
+        doc = to_json(session, analyze(session.runs))
+        doc["events"] = [(e.line, e.level, e.text) for e in session.events]
+        doc["states"] = [(r.state, r.crash_detail, r.excluded_warmup, r.excluded_idle) for r in session.runs]
+        return doc
+
+    assert build(True) == build(False)
+
+
+# -- the incremental analysis behind the run table ---------------------------------------------------
+
+def _doc(session: Session, analysis) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    return to_json(session, analysis)
+
+
+@pytest.mark.parametrize("baseline_tps", [None, 90.0])
+def test_incremental_analysis_equals_a_full_one_at_every_step(baseline_tps: float | None) -> None:
+    from specmon.snapshot import SnapshotBuilder
+
+    builder = SnapshotBuilder(baseline_tps=baseline_tps)
+    session = Session()
+    for path in [SWEEP[0], *SWEEP[2:5]]:
+        session.begin_source(str(path), baseline=path == SWEEP[0] and baseline_tps is None)
+        parser = LineParser(year=2026)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        n = 1
+        for i in range(0, len(lines), 97):  # analyse again and again while data arrives
+            n = ingest_lines(session, parser, lines[i:i + 97], n)
+            job = builder.prepare(session.runs)
+            job.compute()
+            incremental = builder.finish(job)
+            assert _doc(session, incremental) == _doc(session, analyze(session.runs, baseline_tps=baseline_tps))
+    # Finished runs were not recomputed at the end: only the last configuration's row was.
+    job = builder.prepare(session.runs)
+    assert list(job.todo) == []
+    assert len(job.reused) == 4
+
+
+def test_marked_baseline_is_compared_against() -> None:
+    from specmon.snapshot import SnapshotBuilder
+
+    session = Session()
+    for path in SWEEP[:4]:
+        session.begin_source(str(path))
+        ingest_lines(session, LineParser(year=2026), path.read_text(encoding="utf-8").splitlines())
+    builder = SnapshotBuilder()
+    builder.baseline_key = builder.analyze(session.runs).rows[3].key  # 3 steps
+    result = builder.analyze(session.runs)
+    rows = {r.steps: r for r in result.rows}
+    assert rows[3].is_baseline and not rows[0].is_baseline
+    assert result.baseline is not None and result.baseline.label == "EAGLE3 3 steps (marked)"
+    assert rows[2].vs_baseline is not None and rows[2].vs_baseline.pct > 0
+    assert [r.steps for r in result.rows if r.best] == [2]

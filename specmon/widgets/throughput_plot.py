@@ -8,13 +8,18 @@ a second, and it redraws only when the view changed or the widget was resized.
 
 from __future__ import annotations
 
+import time
+
 from textual.app import RenderResult
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
 from specmon.snapshot import PlotView
 
-__all__ = ["ThroughputPlot", "downsample"]
+__all__ = ["MIN_INTERVAL_S", "ThroughputPlot", "downsample"]
+
+#: Least time between two redraws (a little under the app's 1 s cadence, for timer jitter).
+MIN_INTERVAL_S = 0.95
 
 
 def downsample(values: tuple[float, ...], points: int) -> list[float]:
@@ -39,12 +44,23 @@ class ThroughputPlot(PlotextPlot):
         super().__init__(id=id)
         self._view: PlotView | None = None
         self.draws = 0  # how many times the figure was rebuilt (the bench reports it)
+        self._cache: tuple[object, RenderResult] | None = None
+        self._shown_at = -MIN_INTERVAL_S
 
-    def show(self, view: PlotView) -> None:
-        """Take a new view; redraws only if it differs from the one shown."""
-        if view != self._view:
-            self._view = view
-            self.refresh()
+    def show(self, view: PlotView, *, force: bool = False) -> None:
+        """Take a new view; redraws only if it differs, and at most about once a second.
+
+        A view arriving sooner is dropped: the next one (the app offers one every
+        second) supersedes it. ``force`` draws at once (a final refresh, tests).
+        """
+        if view == self._view:
+            return
+        now = time.monotonic()
+        if not force and now - self._shown_at < MIN_INTERVAL_S:
+            return
+        self._shown_at = now
+        self._view = view
+        self.refresh()
 
     def _rgb(self, variable: str) -> tuple[int, int, int]:
         # Plot colours come from the theme, like everything else.
@@ -52,10 +68,19 @@ class ThroughputPlot(PlotextPlot):
         return Color.parse(value).rgb
 
     def render(self) -> RenderResult:
-        """Rebuild the figure at the current size, then let plotext render it."""
+        """Rebuild the figure when the view, the size or the theme changed; else reuse the last one.
+
+        Textual may ask for a render for reasons of its own (a screen on top closing, a
+        style update); the expensive plotext build happens only when the picture changes.
+        """
+        key = (id(self._view), self.size, self.app.theme)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
         self._draw()
         self.draws += 1
-        return super().render()
+        result = super().render()
+        self._cache = (key, result)
+        return result
 
     def _draw(self) -> None:
         plt = self.plt
