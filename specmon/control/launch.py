@@ -454,7 +454,7 @@ class CommandPlan:
         Returns:
             Several lines: host, stop, start, readiness.
         """
-        spec = "no speculation" if self.steps == 0 else f"{self.steps} steps"
+        spec = "no speculation" if self.steps == 0 else f"{self.steps} step{'' if self.steps == 1 else 's'}"
         if self.draft_tokens is not None and self.steps:
             spec += f", {self.draft_tokens} draft tokens"
         lines = [f"host:  {self.host}   ({spec})", f"stop:  {self.stop.display}", f"start: {self.start.display}"]

@@ -650,7 +650,7 @@ class RestartController:
         try:
             ready = await wait_ready(plan, self.runner, sleep=watch, clock=self._clock)
         except _Crashed as exc:
-            self._finish(a, Phase.CRASHED, f"the server crashed during start-up: {exc}")
+            self._finish(a, Phase.CRASHED, str(exc))
             return
         self._track(a)
         if ready.state == "ready" and self._tracker is not None and self._tracker.reached is None:
@@ -664,8 +664,8 @@ class RestartController:
             # Its last words may still be on their way through the tail.
             await self._sleep(2 * WATCH_TICK_S)
             detail = self._tracker.crash if self._tracker is not None else None
-            text = "the server process exited during start-up"
-            self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else text)
+            text = "the server process exited"
+            self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
         elif ready.state == "timeout":
             self._finish(a, Phase.TIMEOUT, f"not ready after {plan.ready.timeout_s:g} s "
                                            f"({_last_result(ready.last)})")

@@ -1,0 +1,139 @@
+"""The confirmation screen: the exact stop and start commands and the host, before anything runs.
+
+The text comes from :meth:`RestartController.describe`, which also marks the
+plan as shown: the controller runs no plan that did not pass through here (or,
+for the demo's first start, through the event log). Confirming needs a
+deliberate ``y`` or a click on *Run*; the focus starts on *Cancel*, so an
+``enter`` carried over from the step-count dialog cannot start anything.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from specmon.control.launch import CommandPlan
+from specmon.control.restart import RestartController, plan_label
+
+__all__ = ["ConfirmCommandsScreen"]
+
+
+class ConfirmCommandsScreen(ModalScreen[bool]):
+    """Show what will run, where; ``y`` runs it, escape cancels, ``x`` shows the exact strings.
+
+    Args:
+        controller: The controller that built ``plan`` (it marks the plan shown).
+        plan: The plan to confirm.
+        now_steps: What runs now, when known (for the title).
+        eta_text: How long a restart usually takes on this host, when known.
+        title: ``Restart`` or ``Go back``.
+    """
+
+    BINDINGS = [
+        Binding("y", "confirm", "Run these commands"),
+        Binding("escape,n", "cancel", "Cancel"),
+        Binding("x", "toggle_exact", "Exact strings"),
+    ]
+
+    DEFAULT_CSS = """
+    ConfirmCommandsScreen {
+        align: center middle;
+    }
+    ConfirmCommandsScreen > #confirm-box {
+        width: 96%;
+        max-width: 140;
+        height: auto;
+        max-height: 90%;
+        border: round $warning;
+        background: $surface;
+        padding: 0 1;
+    }
+    ConfirmCommandsScreen #confirm-title {
+        text-style: bold;
+        color: $warning;
+    }
+    ConfirmCommandsScreen #confirm-scroll {
+        height: auto;
+        max-height: 24;
+        margin: 1 0;
+        background: $background;
+    }
+    ConfirmCommandsScreen #confirm-commands {
+        padding: 0 1;
+    }
+    ConfirmCommandsScreen .hint {
+        color: $text-muted;
+    }
+    ConfirmCommandsScreen #confirm-buttons {
+        height: auto;
+        align-horizontal: right;
+    }
+    ConfirmCommandsScreen Button {
+        margin-left: 2;
+    }
+    """
+
+    def __init__(
+        self,
+        controller: RestartController,
+        plan: CommandPlan,
+        *,
+        now_steps: int | None = None,
+        eta_text: str | None = None,
+        title: str = "Restart",
+    ) -> None:
+        super().__init__()
+        self.controller = controller
+        self.plan = plan
+        self.now_steps = now_steps
+        self.eta_text = eta_text
+        self.title_text = title
+        self.exact = False
+        # Built (and the plan marked shown) now: what is on screen is what will run.
+        self.text = controller.describe(plan)
+
+    def compose(self) -> ComposeResult:
+        plan = self.plan
+        target = plan_label(plan.steps, plan.draft_tokens)
+        change = f"{plan_label(self.now_steps)} → {target}" if self.now_steps is not None else target
+        down = "The server is down from the stop until it is ready again"
+        down += f" ({self.eta_text})." if self.eta_text else "."
+        with Vertical(id="confirm-box"):
+            yield Static(f"{self.title_text} on {plan.host}: {change}", id="confirm-title", markup=False)
+            yield Static(f"These commands run on {plan.host}, in this order. {down}", classes="hint",
+                         markup=False)
+            with VerticalScroll(id="confirm-scroll"):
+                yield Static(self.text, id="confirm-commands", markup=False)
+            yield Static("y: run · escape: cancel, nothing runs · x: the exact strings sent to the host",
+                         classes="hint", markup=False)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Run (y)", id="confirm-run", variant="warning")
+                yield Button("Cancel (esc)", id="confirm-cancel", variant="default")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm-run":
+            self.action_confirm()
+        else:
+            self.action_cancel()
+
+    def action_confirm(self) -> None:
+        """Run the commands shown."""
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """Close; nothing runs."""
+        self.controller.withdraw(self.plan)
+        self.dismiss(False)
+
+    def action_toggle_exact(self) -> None:
+        """Switch between the readable commands and the exact strings sent to the host."""
+        self.exact = not self.exact
+        self.text = self.controller.describe(self.plan, exact=self.exact)
+        self.query_one("#confirm-commands", Static).update(self.text)
