@@ -238,7 +238,12 @@ class RestartFlow:
     # -- the app's side of the interface --------------------------------------------------
 
     def attach(self, app: App[Any]) -> None:
-        """Connect to the running app: follow log switches, mount the panel, start the first server."""
+        """Connect to the running app: follow log switches, mount the panel, start the first server.
+
+        Called once, when the app is mounted; later calls do nothing.
+        """
+        if self.app is not None:
+            return
         self.app = app
         feeder = getattr(app, "feeder", None)
         source = getattr(feeder, "source", None)

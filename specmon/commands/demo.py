@@ -1,0 +1,170 @@
+"""``specmon demo``: the whole product with no GPU and no SSH.
+
+Starts the simulated SGLang EAGLE-3 server (a real process writing a real
+log) through a managed launch profile, opens the dashboard on its log, and
+lets ``r`` restart it for real with another step count. The server is stopped
+by the PID in its pidfile when specmon exits — on ``q``, on Ctrl+C, on
+SIGTERM/SIGHUP, or when specmon itself fails.
+
+Only ``argparse`` is imported at module level: ``specmon summarize`` builds the
+whole parser and must not pay for Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+__all__ = ["cmd_demo", "register", "run_demo"]
+
+EXIT_OK, EXIT_INPUT = 0, 2
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1000: {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 600 seconds: {text!r}")
+    return value
+
+
+def _steps(text: str) -> int:
+    if not text.isdigit() or int(text) > 16:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 16: {text!r}")
+    return int(text)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``demo`` to the ``specmon`` command line."""
+    p = subparsers.add_parser(
+        "demo", help="the whole product with no GPU and no SSH: a simulated server that restarts for real",
+        description="Start a simulated SGLang EAGLE-3 server (a real process reproducing a real Kimi-K2.5 "
+                    "campaign) and open the dashboard on its log. Press r to restart it with another step count: "
+                    "the exact commands are shown first, then weight loading and CUDA-graph capture with an ETA, "
+                    "then a new row in the table. The server is stopped when specmon exits.")
+    p.add_argument("--steps", type=_steps, default=1, metavar="N",
+                   help="step count of the first start (default 1; 0 = no speculation)")
+    p.add_argument("--time-scale", type=_scale, default=None, metavar="X",
+                   help="simulated seconds per real second (default 10: the table fills in about a minute)")
+    p.add_argument("--startup-seconds", type=_seconds, default=None, metavar="S",
+                   help="how long each start-up takes, in real seconds (default 8)")
+    p.add_argument("--dir", metavar="D", default=None,
+                   help="folder for the logs and the pidfile (default: a temporary folder, removed at exit)")
+    p.add_argument("--seed", type=int, default=None, help="random seed of the simulated server")
+    p.add_argument("--theme", metavar="NAME", help="colour theme (default specmon-dark)")
+    p.set_defaults(func=cmd_demo)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -> tuple[Any, Any]:
+    """The dashboard on a new demo in ``workdir``: ``(app, setup)``. Starts nothing yet.
+
+    The first start happens when the dashboard is up (its commands go to the event log first).
+    """
+    from specmon.app import DashboardOptions, make_app
+    from specmon.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
+    from specmon.widgets.restart_progress import RestartFlow
+
+    setup = make_demo(
+        workdir, steps=args.steps,
+        time_scale=args.time_scale if args.time_scale is not None else DEFAULT_TIME_SCALE,
+        startup_s=args.startup_seconds if args.startup_seconds is not None else DEFAULT_STARTUP_S,
+        seed=args.seed)
+    flow = RestartFlow(setup.controller, initial_steps=args.steps)
+    options = app_kwargs.pop("options", None) or DashboardOptions(theme=args.theme)
+    app = make_app(setup.source, options=options, controller=flow, **app_kwargs)
+    return app, setup
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``specmon demo``."""
+    return run_demo(args, lambda app: app.run())
+
+
+def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwargs: Any) -> int:
+    """Build the demo, run the dashboard with ``run_app``, and always stop the server afterwards.
+
+    Args:
+        args: The parsed command line.
+        run_app: Runs the app to its end (``app.run()``; tests drive it headless).
+        **app_kwargs: Passed to ``make_app`` (tests: clock, themes).
+
+    Returns:
+        The exit code.
+    """
+    import asyncio
+    import shutil
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    from specmon.demo import stop_demo_server
+
+    created = args.dir is None
+    if created:
+        workdir = Path(tempfile.mkdtemp(prefix="specmon-demo-"))
+    else:
+        workdir = Path(args.dir).expanduser().resolve()
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"specmon: cannot use --dir {workdir}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INPUT
+    if args.theme is not None:
+        from specmon.commands.dashboard import _check_theme
+
+        problem = _check_theme(args.theme)
+        if problem:
+            print(f"specmon: {problem}", file=sys.stderr)
+            return EXIT_INPUT
+
+    def leave(signum: int, frame: object) -> None:
+        # Unwinds app.run(): the finally below stops the server.
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    setup = None
+    code: Any = EXIT_OK
+    try:
+        app, setup = build_demo_app(args, workdir, **app_kwargs)
+        code = run_app(app)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stopped = True
+        if setup is not None:
+            try:
+                outcome = asyncio.run(stop_demo_server(setup.controller, _err))
+            except Exception as exc:  # noqa: BLE001 - report, and keep the folder for a manual look
+                outcome = f"could not stop the demo server: {exc}"
+                stopped = False
+            if outcome is not None:
+                _err(f"  {outcome}")
+                stopped = stopped and ("result=stopped" in outcome or "result=killed" in outcome
+                                       or "result=not-running" in outcome)
+        if created and stopped:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif created:
+            _err(f"the demo folder is kept: {workdir}")
+    return int(code or 0)
