@@ -20,7 +20,12 @@ import asyncssh
 import pytest
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import Phase, RestartController, RestartProgress
+from specmon.control.restart import (
+    Phase,
+    RestartController,
+    RestartProgress,
+    controller_for_running_server,
+)
 from specmon.control.runner import SSHRunner
 from specmon.demo import DemoSetup, demo_profile, make_demo, stop_demo_server
 from specmon.ingest import ingest_lines
@@ -214,3 +219,63 @@ async def test_restart_over_ssh(demos: Callable[..., DemoSetup], asyncssh_server
         assert outcome is not None and "result=stopped" in outcome and not alive(pid)
     finally:
         conn.close()
+
+
+async def test_adopt_the_running_server_then_restart_it(tmp_path: Path) -> None:
+    """No profile: the server found on the host is restarted with its step flag rewritten, by PID first."""
+    import subprocess
+
+    from specmon.control.runner import LocalRunner
+    from tests.test_adopt import FAKE_SERVER
+
+    pkg = tmp_path / "pkg" / "sglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text(FAKE_SERVER)
+    log = tmp_path / "server.log"
+    argv = [sys.executable, "-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4", "--port", "30177"]
+    with log.open("w") as out:
+        old = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                               env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "pkg")})
+    new_pid: int | None = None
+    try:
+        for _ in range(200):
+            if "ready to roll" in log.read_text():
+                break
+            await asyncio.sleep(0.025)
+        c, server = await controller_for_running_server(LocalRunner(), log=str(log),
+                                                        pidfile=str(tmp_path / "adopted.pid"))
+        assert server.pid == old.pid and c.current_steps == 3 and c.adopted == server.identity
+        # The fake server answers no HTTP: readiness is its log line only.
+        c.profile = c.profile.model_copy(update={"health_url": None})
+        plan = c.plan_for(5)
+        shown = c.describe(plan)
+        assert f"PID {old.pid} (if it is still the process found" in shown
+        assert "--speculative-num-steps 5 --speculative-num-draft-tokens 6" in shown
+        final = await c.run(plan)
+        assert final.phase is Phase.READY, (final.message, final.last_lines)
+        assert old.wait(timeout=30) == 0
+        new_pid = pid_in(str(tmp_path / "adopted.pid"))
+        assert new_pid is not None and alive(new_pid)
+        assert c.adopted is None  # from now on the pidfile names the server
+        back = c.go_back_plan()
+        assert back.steps == 3 and "recorded in" in back.stop.display
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait()
+        if new_pid is not None and alive(new_pid):
+            os.kill(new_pid, signal.SIGKILL)
+
+
+async def test_adopt_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
+    from specmon.control.adopt import AdoptError
+    from specmon.control.runner import Result
+
+    class NoServers:
+        async def run(self, command: str, timeout: float) -> Result:
+            return Result(0, "specmon-done\0", "")
+
+    with pytest.raises(AdoptError, match="no SGLang or vLLM server is running on gpu-box"):
+        await controller_for_running_server(NoServers(), host="gpu-box")

@@ -42,6 +42,7 @@ from enum import Enum
 
 import asyncssh
 
+from specmon.control.adopt import AdoptError, ServerProcess, probe_servers, profile_from_server
 from specmon.control.eta import TIMED_PHASES, EtaEstimate, EtaStore, estimate
 from specmon.control.launch import (
     CommandPlan,
@@ -67,6 +68,7 @@ __all__ = [
     "SourceFactory",
     "StartupTracker",
     "SwitchingSource",
+    "controller_for_running_server",
     "plan_label",
 ]
 
@@ -827,3 +829,55 @@ def _last_result(result: object) -> str:
     lines = stdout.strip().splitlines()
     return lines[-1] if lines else "no output"
 
+
+async def controller_for_running_server(
+    runner: CommandRunner,
+    *,
+    host: str = "localhost",
+    log: str | None = None,
+    pidfile: str | None = None,
+    **controller_kwargs: object,
+) -> tuple[RestartController, ServerProcess]:
+    """Adopt the SGLang/vLLM server running on the host: a controller that restarts it.
+
+    Lists the servers with the fixed probe (:data:`specmon.control.adopt.PROBE_COMMAND`,
+    read-only), picks the one whose output goes to ``log`` (or the only one),
+    and builds a managed profile from its own command line with the step flag
+    rewritten. The first restart stops it by PID and start time; the plans are
+    shown and confirmed like any other.
+
+    Args:
+        runner: Where the server runs.
+        host: The host label.
+        log: The log the dashboard follows: picks the server writing it.
+        pidfile: Where later restarts record the PID (default ``/tmp/specmon-{port}.pid``).
+        **controller_kwargs: Passed to :class:`RestartController` (eta_store, make_source, ...).
+
+    Returns:
+        The controller and the adopted server.
+
+    Raises:
+        AdoptError: No server, several and no way to choose, or one that cannot be
+            restarted as is; the message says which and what to do.
+    """
+    servers = await probe_servers(runner)
+    if not servers:
+        raise AdoptError(f"no SGLang or vLLM server is running on {host}")
+    chosen = servers
+    if log is not None:
+        chosen = [s for s in servers if s.log_path == log]
+        if not chosen and len(servers) > 1:
+            found = ", ".join(f"PID {s.pid} ({s.log_path or s.stdout or 'output not in a file'})" for s in servers)
+            raise AdoptError(f"no server on {host} writes {log}; found {found}: write a launch profile")
+        if not chosen:
+            chosen = servers
+    if len(chosen) > 1:
+        found = ", ".join(f"PID {s.pid}" for s in chosen)
+        raise AdoptError(f"{len(chosen)} servers run on {host} ({found}): say which log to follow")
+    server = chosen[0]
+    extra: dict[str, object] = {"pidfile": pidfile} if pidfile is not None else {}
+    profile = profile_from_server(server, log=log if log and server.log_path != log else None,
+                                  **extra)  # type: ignore[arg-type]
+    controller = RestartController(profile, runner, host=host, adopted=server.identity,
+                                   current_steps=server.spec.steps, **controller_kwargs)  # type: ignore[arg-type]
+    return controller, server

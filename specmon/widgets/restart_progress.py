@@ -224,11 +224,15 @@ class RestartFlow:
         controller: Builds, shows and runs the plans.
         initial_steps: Start the server with this step count as soon as the
             dashboard is up (``specmon demo``); the commands go to the event log first.
+        note: Said in the event log and a notification once the dashboard is up
+            (an adopted server: which process ``r`` would restart).
     """
 
-    def __init__(self, controller: RestartController, *, initial_steps: int | None = None) -> None:
+    def __init__(self, controller: RestartController, *, initial_steps: int | None = None,
+                 note: str | None = None) -> None:
         self.controller = controller
         self.initial_steps = initial_steps
+        self.note = note
         self.app: App[Any] | None = None
         self.panel = RestartProgressPanel(on_go_back=self.go_back, on_dismiss=self.dismiss, id="restart-progress")
         self._visible = False
@@ -257,6 +261,9 @@ class RestartFlow:
         else:
             base.mount(self.panel)
         app.set_interval(PANEL_TICK_S, self._refresh, name="restart progress")
+        if self.note:
+            self._event("info", self.note)
+            self._notify(self.note, "information")
         if self.initial_steps is not None:
             steps, self.initial_steps = self.initial_steps, None
             self.start_now(steps)
