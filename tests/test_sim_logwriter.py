@@ -245,3 +245,17 @@ def test_engine_batches_concurrent_requests() -> None:
 
 def test_default_model_interval_is_sglang_default() -> None:
     assert DEFAULT_MODEL.decode_log_interval == 40
+
+
+@pytest.mark.parametrize("duration", [0.5, 6.0, 700.0])
+def test_each_rank_keeps_its_own_order(duration: float) -> None:
+    script = startup_script(SpecConfig.make(2), random.Random(4), duration)
+    phases = ("Init torch distributed begin", "Init torch distributed ends", "Load weight begin", "Load weight end",
+              "KV Cache is allocated", "Memory pool end", "Capture cuda graph begin", "Capture cuda graph end",
+              "Load weight begin", "Load weight end", "KV Cache is allocated", "Capture draft cuda graph begin",
+              "Capture draft cuda graph end", "Capture draft extend cuda graph begin",
+              "Capture draft extend cuda graph end")  # fmt: skip
+    for rank in range(8):
+        mine = [s.message for s in script if s.ranks == f"TP{rank}"]
+        order = [next(p for p in phases if m.startswith(p)) for m in mine if m.startswith(phases)]
+        assert order == list(phases), rank

@@ -276,7 +276,8 @@ def startup_script(
     lead = 0.001 * d  # small gaps inside a phase (tqdm's 0/N line after the begin lines, ...)
 
     def ranks(at: float, make: Callable[[int], str]) -> None:
-        _all_ranks(out, at, rng, make, spread=3 * lead)
+        # Less than the gap between two phases, so each rank keeps its own order.
+        _all_ranks(out, at, rng, make, spread=0.8 * lead)
 
     out.append(ScriptLine(0.0, server_args_message(spec, port=port, seed=seed), HTTP))
     template = "Using default HuggingFace chat template with detected content format: string"
