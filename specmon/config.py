@@ -11,8 +11,10 @@ unless ``--config`` names another one::
     engine = "sglang"
     baseline_tps = 88.8
 
-    [profiles.kimi.launch]           # kept opaque here; specmon.control reads it
-    command = ["python", "-m", "sglang.launch_server", "..."]
+    [profiles.kimi.launch]           # how `r` restarts it: specmon.control.launch.LaunchProfile
+    argv = ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "{steps}", "..."]
+    log = "/data/logs/sglang_{steps}step.log"
+    ready_marker = "The server is fired up and ready to roll!"
 
 Unknown keys are errors: a typo must not silently fall back to a default.
 ``tomllib`` reports line numbers for syntax errors only, so for validation
@@ -33,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from specmon.control.launch import LaunchProfile
 from specmon.records import Engine
 
 __all__ = [
@@ -97,7 +100,7 @@ class Profile(BaseModel):
     identity: str | None = None  # like ssh -i
     jump: str | None = None  # like ssh -J: [USER@]HOST[:PORT][,...]
     lines: int | None = Field(default=None, ge=0)  # history lines shown on connect
-    launch: dict[str, Any] | None = None  # opaque here: specmon.control validates it
+    launch: LaunchProfile | None = None  # how to restart the server; validated at load like the rest
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
     @classmethod
@@ -240,7 +243,8 @@ def _validation_error(exc: ValidationError, text: str, file: Path | None) -> Con
         if error["type"] == "extra_forbidden":
             what = f"unknown key {keys[-1]!r}"
         else:
-            what = error["msg"]
+            # The launch profile's own checks are sentences already: drop pydantic's prefix.
+            what = error["msg"].removeprefix("Value error, ")
         prefix = f"line {line}: " if line is not None and len(exc.errors()) > 1 else ""
         messages.append(f"{prefix}{dotted}: {what}")
     return ConfigError("; ".join(messages), file, first_line)

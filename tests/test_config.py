@@ -20,8 +20,9 @@ baseline_tps = 88.8
 jump = "bastion"
 
 [profiles.kimi.launch]
-command = ["python", "-m", "sglang.launch_server"]
-stop = "pkill"
+argv = ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "{steps}"]
+log = "/data/logs/sglang_{steps}step.log"
+ready_marker = "The server is fired up and ready to roll!"
 
 [profiles."local-vllm"]
 log_glob = "~/logs/*.log"
@@ -41,7 +42,8 @@ def test_loads_profiles(tmp_path: Path) -> None:
     assert kimi.host == "alice@gpu-box:2222"
     assert kimi.engine is Engine.SGLANG
     assert kimi.baseline_tps == 88.8
-    assert kimi.launch == {"command": ["python", "-m", "sglang.launch_server"], "stop": "pkill"}
+    assert kimi.launch is not None and kimi.launch.log == "/data/logs/sglang_{steps}step.log"
+    assert kimi.launch.argv == ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "{steps}"]
     assert config.profile() is kimi  # default_profile
     assert config.profile("local-vllm").log_glob == "~/logs/*.log"
 
@@ -131,8 +133,8 @@ def test_unknown_profile_lists_known(tmp_path: Path) -> None:
     [
         (["profiles", "kimi", "log"], 5),
         (["profiles", "kimi", "missing"], 3),  # falls back to the table header
-        (["profiles", "kimi", "launch", "stop"], 12),
-        (["profiles", "local-vllm", "engine"], 16),
+        (["profiles", "kimi", "launch", "log"], 12),
+        (["profiles", "local-vllm", "engine"], 17),
         (["default_profile"], 1),
         (["nothing"], None),
     ],

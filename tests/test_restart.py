@@ -447,3 +447,43 @@ async def test_exit_stop_uses_the_pidfile_and_spares_a_reused_pid(tmp_path: Path
         bystander.kill()
         bystander.wait()
     assert os.path.exists(tmp_path)
+
+
+# --------------------------------------------------------------------------- the launch table of a profile
+
+
+LAUNCH_CONFIG = """\
+[profiles.kimi]
+host = "gpu-box"
+
+[profiles.kimi.launch]
+argv = ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "{steps}"]
+log = "/data/logs/sglang_{steps}step.log"
+ready_marker = "The server is fired up and ready to roll!"
+"""
+
+
+def test_launch_table_is_a_validated_launch_profile(tmp_path: Path) -> None:
+    from specmon.config import parse_config
+
+    prof = parse_config(LAUNCH_CONFIG).profile("kimi").launch
+    assert isinstance(prof, LaunchProfile) and prof.mode == "managed"
+    plan = RestartController(prof, LocalRunner(), host="gpu-box").plan_for(2)
+    assert plan.log == "/data/logs/sglang_2step.log"
+
+
+@pytest.mark.parametrize(("change", "line", "words"), [
+    (('ready_marker = "The server is fired up and ready to roll!"', 'ready_markr = "x"'), 7, "unknown key"),
+    # Whole-profile checks are reported at the table's header, naming the field.
+    (('"{steps}"]', '"{step}"]'), 4, "unknown placeholder {step} in argv[4]"),
+    (("log = ", "# log = "), 4, "needs `log`"),
+])
+def test_launch_table_mistakes_name_the_line(tmp_path: Path, change: tuple[str, str], line: int,
+                                              words: str) -> None:
+    from specmon.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as info:
+        parse_config(LAUNCH_CONFIG.replace(*change), tmp_path / "c.toml")
+    assert info.value.line == line, str(info.value)
+    assert words in str(info.value) and "profiles.kimi.launch" in str(info.value)
+    assert "Value error" not in str(info.value)
