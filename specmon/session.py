@@ -290,9 +290,56 @@ class Session:
             run.state = self.state = ServerState.SERVING
         warmup = self._warmup_for()
         add = self._add_sample
-        for i in range(n):
+        i = 0
+        rank = ranks[0]
+        rs = run._ranks.get(rank)
+        # Per sample while the rank is warming up (or has no history yet) ...
+        while i < n and (rs is None or rs.seen < max(warmup, 1) or rs.last_ts is None):
             add(run, ranks[i], ts[i], tput[i], running[i], acc_len[i] if acc_len else None,
                 acc_rate[i] if acc_rate else None, True, False, warmup)
+            rs = run._ranks.get(rank)
+            i += 1
+        if i < n and not self._bulk_steady(run, rank, ranks, ts, running, tput, acc_len, acc_rate, i):
+            for j in range(i, n):
+                add(run, ranks[j], ts[j], tput[j], running[j], acc_len[j] if acc_len else None,
+                    acc_rate[j] if acc_rate else None, True, False, warmup)
+
+    def _bulk_steady(self, run: Run, rank: str | None, ranks: list[str | None], ts: list[float | None],
+                     running: list[int], tput: list[float], acc_len: list[float | None] | None,
+                     acc_rate: list[float | None] | None, i: int) -> bool:
+        """The common case in bulk: one warmed-up rank, no gap long enough to be idle.
+
+        Every gap is then at most IDLE_GAP_MIN_S, below the idle limit whatever the
+        typical gap is, so no sample is excluded and the rules of :meth:`_add_sample`
+        reduce to appends and the gap average. Returns False (nothing done) otherwise.
+        """
+        rs = run._ranks[rank]
+        if any(r != rank for r in ranks[i:]) or any(t is None for t in ts[i:]):
+            return False
+        prev = rs.last_ts
+        gaps = [t - p for t, p in zip(ts[i:], [prev, *ts[i:-1]])]  # type: ignore[operator]
+        if max(gaps) > IDLE_GAP_MIN_S:
+            return False
+        ema = rs.gap_ema
+        for g in gaps:  # the same average _update_gap keeps, in the same order
+            if g >= 0:
+                ema = g if ema is None else 0.9 * ema + 0.1 * g
+        rs.gap_ema = ema
+        rs.seen += len(gaps)
+        rs.last_ts = ts[-1]
+        if rank:
+            run.ranks.add(rank)
+        tail = slice(max(i, len(tput) - LIVE_POINTS), None)
+        run.live_throughput.extend(tput[tail])
+        run.throughput.extend(tput[i:])
+        run.concurrency.extend(running[i:])
+        for column, counted, live in ((acc_len, run.accept_len, run.live_accept_len),
+                                      (acc_rate, run.accept_rate, run.live_accept_rate)):
+            if column:
+                values = [v for v in column[i:] if v is not None]
+                counted.extend(values)
+                live.extend(values[-LIVE_POINTS:])
+        return True
 
     def _add_sample(self, run: Run, rank: str | None, ts: float | None, tput: float | None,
                     conc: int | None, acc_len: float | None, acc_rate: float | None,
