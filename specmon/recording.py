@@ -161,6 +161,16 @@ class Recorder:
             entry["t"] = round(t, 6)
         self.write(entry)
 
+    def batch(self, source: str, first_lineno: int, lines: Sequence[str], t: float | None = None) -> None:
+        """A batch of raw lines received together (numbered from ``first_lineno``).
+
+        The cheapest way for an ingest loop that parses on its own (the dashboard's
+        feeder) to record: raw lines are all replay needs.
+        """
+        when = round(self._clock() if t is None else t, 6)
+        for i, text in enumerate(lines):
+            self.write({"type": "line", "src": source, "n": first_lineno + i, "text": text, "t": when})
+
     def record(self, source: str, rec: ParsedRecord, run_id: int | None, t: float | None = None) -> None:
         """The parsed record of a line, and the run it went to."""
         entry: dict[str, Any] = {"type": "record", "src": source, "run": run_id, "rec": rec.to_json()}

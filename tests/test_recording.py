@@ -140,6 +140,18 @@ def test_not_a_recording(tmp_path: Path, content: str | None, message: str) -> N
     assert is_recording(path) == (message == "newer")
 
 
+def test_batches_recorded_by_an_outside_ingest_loop_replay(tmp_path: Path) -> None:
+    # The dashboard's feeder parses on its own and records raw batches: that is enough for replay.
+    path = tmp_path / "rec.jsonl"
+    lines = SAMPLES[2].read_text().splitlines()
+    with Recorder(path) as rec:
+        rec.source(str(SAMPLES[2]))
+        for i in range(0, len(lines), 200):
+            rec.batch(str(SAMPLES[2]), i + 1, lines[i:i + 200], t=float(i))
+    assert table(replay_recording(path))["runs"] == table(ingest_files([str(SAMPLES[2])]))["runs"]
+    assert [e["n"] for e in read_recording(path) if e["type"] == "line"] == list(range(1, len(lines) + 1))
+
+
 def test_is_recording_and_lines_for_paced_replay(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     write_lines_recording(path, [("a.log", ["first", "second"]), ("b.log", ["third"])])
