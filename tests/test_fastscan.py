@@ -91,3 +91,32 @@ def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -
     assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
     assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
     assert all(data[e - 1:e] == b"\n" for _, e in pieces[:-1])
+
+
+def test_bulk_steady_path_equals_line_path(tmp_path: Path, monkeypatch) -> None:
+    """A clean single-rank log: most pieces take the steady bulk path (appends only)."""
+    monkeypatch.setattr(fastscan, "PIECE", 32 << 10)
+    calls = {"steady": 0, "not": 0}
+    original = Session._bulk_steady
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        done = original(self, *args)
+        calls["steady" if done else "not"] += 1
+        return done
+
+    monkeypatch.setattr(Session, "_bulk_steady", counting)
+    rng = random.Random(3)
+    lines = [L.server_args(3), L.ready(1)]
+    t = 2.0
+    for i in range(8000):
+        t += rng.choice((0.0, 1.0)) + (45.0 if i % 2500 == 2499 else 0.0)  # a few idle gaps
+        if rng.random() < 0.7:
+            lines.append(L.decode(t, rng.uniform(58, 120), rng.uniform(1.5, 2.9), rng.uniform(.4, .9)))
+        else:
+            lines.append(f"{L.stamp(t, None)} INFO:     127.0.0.1:3766 - \"POST /v1/completions HTTP/1.1\" 200 OK")
+    log = tmp_path / "clean.log"
+    log.write_text("\n".join(lines) + "\n")
+    slow, fast = _both(log, jobs=1)
+    assert calls["steady"] > 10 and calls["not"] >= 2  # both branches ran
+    assert fast == slow
+    assert slow["runs"][0]["excluded_idle"] >= 3
