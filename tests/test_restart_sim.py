@@ -244,8 +244,10 @@ async def test_adopt_the_running_server_then_restart_it(tmp_path: Path) -> None:
             if "ready to roll" in log.read_text():
                 break
             await asyncio.sleep(0.025)
-        c, server = await controller_for_running_server(LocalRunner(), log=str(log),
+        shown: list[str] = []
+        c, server = await controller_for_running_server(LocalRunner(), log=str(log), show=shown.append,
                                                         pidfile=str(tmp_path / "adopted.pid"))
+        assert shown and shown[0].startswith("probe: list the SGLang/vLLM server processes on localhost")
         assert server.pid == old.pid and c.current_steps == 3 and c.adopted == server.identity
         # The fake server answers no HTTP: readiness is its log line only.
         c.profile = c.profile.model_copy(update={"health_url": None})

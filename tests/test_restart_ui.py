@@ -364,3 +364,27 @@ def test_snapshot_confirmation(snap_compare: Any) -> None:
     screen = ConfirmCommandsScreen(c, c.plan_for(2), now_steps=1,
                                    eta_text="usually 11m 39s on gpu-box, from 2 earlier restarts")
     assert snap_compare(Host(screen=screen), terminal_size=(130, 30))
+
+
+async def test_header_text_follows_the_running_restart(isolated_home: Path) -> None:
+    import asyncio
+
+    gate = asyncio.Event()
+
+    class Held:
+        async def run(self, command: str, timeout: float) -> Result:
+            await gate.wait()
+            return Result(2, "specmon-stop result=refused reason=test\n", "")
+
+    c = RestartController(fixed_profile(), Held(), host="gpu-box", current_steps=1)
+    flow = RestartFlow(c)
+    assert flow.header_text() == ""
+    app = source_app(live_source(), controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        flow.attach(app)
+        flow.start_now(2)
+        await wait_for(pilot, lambda: c.busy, "the restart to start")
+        assert flow.header_text() == "restart → 2 steps: stopping"
+        gate.set()
+        await wait_for(pilot, lambda: not c.busy, "the restart to end")
+        assert flow.header_text() == ""

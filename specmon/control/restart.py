@@ -836,6 +836,7 @@ async def controller_for_running_server(
     host: str = "localhost",
     log: str | None = None,
     pidfile: str | None = None,
+    show: Callable[[str], None] | None = None,
     **controller_kwargs: object,
 ) -> tuple[RestartController, ServerProcess]:
     """Adopt the SGLang/vLLM server running on the host: a controller that restarts it.
@@ -851,6 +852,8 @@ async def controller_for_running_server(
         host: The host label.
         log: The log the dashboard follows: picks the server writing it.
         pidfile: Where later restarts record the PID (default ``/tmp/specmon-{port}.pid``).
+        show: Told what is about to run on the host before the probe runs (it is read-only,
+            but nothing runs unannounced).
         **controller_kwargs: Passed to :class:`RestartController` (eta_store, make_source, ...).
 
     Returns:
@@ -860,6 +863,8 @@ async def controller_for_running_server(
         AdoptError: No server, several and no way to choose, or one that cannot be
             restarted as is; the message says which and what to do.
     """
+    if show is not None:
+        show(f"probe: list the SGLang/vLLM server processes on {host} (read-only: /proc, filtered environment)")
     servers = await probe_servers(runner)
     if not servers:
         raise AdoptError(f"no SGLang or vLLM server is running on {host}")

@@ -276,6 +276,16 @@ class RestartFlow:
             return "a restart is in progress"
         return None
 
+    def header_text(self) -> str:
+        """What the header's mode slot says while a restart runs: ``restart: loading weights 29/64``."""
+        view = self.controller.progress if self.controller.busy else None
+        if view is None:
+            return ""
+        text = f"restart → {plan_label(view.steps)}: {view.phase.text}{_counter(view, view.phase)}"
+        if view.eta is not None and view.eta.remaining_s is not None:
+            text += f" · ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
+        return text
+
     def restart_screen(self) -> Screen[Any]:
         """The step-count dialog; choosing leads to the confirmation screen."""
         from specmon.screens.restart_dialog import MeasuredStep, RestartDialog
