@@ -7,7 +7,6 @@ Every server is started and stopped through the control layer's own commands
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
