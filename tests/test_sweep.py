@@ -320,3 +320,18 @@ def test_snapshot_for_the_dashboard() -> None:
     asyncio.run(sweep.run())
     snap = sweep.snapshot()
     assert snap["finished"] and all(c["samples"] > 0 and c["mean"] for c in snap["cells"])
+
+
+def test_a_restart_that_raises_fails_the_setting_instead_of_the_sweep() -> None:
+    w = SimWorld(2)
+
+    async def flaky(steps: int) -> RestartOutcome:
+        if steps == 5:
+            raise ConnectionResetError("SSH connection lost")
+        return await w.restart(steps)
+
+    result = asyncio.run(Sweep(plan_of((0, 5, 2)), session=w.session, restart=flaky, clock=w.clock,
+                               sleep=w.sleep).run())
+    by = {c.steps: c for c in result.cells}
+    assert by[5].status == "failed" and "ConnectionResetError: SSH connection lost" in by[5].text
+    assert by[2].status == "done" and result.finished

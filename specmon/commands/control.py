@@ -7,6 +7,18 @@ whole parser and must not pay for asyncssh, pydantic or the control layer.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
+    from collections.abc import Coroutine
+
+    from specmon.config import Profile
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.load import LoadConfig, LoadControl
+    from specmon.control.runner import Result
+    from specmon.control.sweep import SweepEvent, SweepPlan, SweepResult
+    from specmon.recording import RecordedIngest, Recorder
+    from specmon.session import Session
 
 
 def _int_list(text: str) -> list[int]:
@@ -171,7 +183,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 130
 
 
-def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _plan(args: argparse.Namespace) -> SweepPlan:
     from specmon.control.sweep import SweepPlan
     from specmon.sequential import StoppingRule
 
@@ -195,7 +207,7 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _on_event(ev) -> None:  # type: ignore[no-untyped-def]
+def _on_event(ev: SweepEvent) -> None:
     if ev.kind in ("look",):
         _err(f"  {ev.text}")
     else:
@@ -210,7 +222,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict):  # type: ignore[no-untyped-def,type-arg]
+def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
     from specmon.recording import Recorder, new_recording_path
 
     if args.no_record:
@@ -225,7 +237,7 @@ def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dic
     return rec
 
 
-def _print_result(args: argparse.Namespace, result, extra: dict) -> int:  # type: ignore[no-untyped-def,type-arg]
+def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str, Any]) -> int:
     import json
     import sys
 
@@ -273,7 +285,8 @@ def _print_result(args: argparse.Namespace, result, extra: dict) -> int:  # type
     return EXIT_OK
 
 
-async def _with_prometheus(args: argparse.Namespace, session, coro):  # type: ignore[no-untyped-def]
+async def _with_prometheus(args: argparse.Namespace, session: Session,
+                           coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
     if args.prometheus_port is None:
         return await coro
     from specmon.prometheus import PrometheusExporter
@@ -292,13 +305,14 @@ async def _with_prometheus(args: argparse.Namespace, session, coro):  # type: ig
         await exporter.close()
 
 
-async def _sweep_main(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+async def _sweep_main(args: argparse.Namespace, plan: SweepPlan) -> int:
     if args.demo:
         return await _demo(args, plan)
     return await _real(args, plan)
 
 
-def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0, max_tokens: int = 512):  # type: ignore[no-untyped-def]
+def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0,
+                  max_tokens: int = 512) -> LoadConfig:
     from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
 
     prompts = load_prompts(args.prompts) if args.prompts else BUNDLED_PROMPTS
@@ -306,7 +320,7 @@ def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1
                       request_timeout_s=args.request_timeout, time_scale=time_scale)
 
 
-async def _demo(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     import sys
     import tempfile
 
@@ -365,7 +379,7 @@ async def _demo(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
         return _print_result(args, result, extra)
 
 
-async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyped-def]
+async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     import hashlib
     import json
     import re
@@ -458,7 +472,8 @@ async def _real(args: argparse.Namespace, plan) -> int:  # type: ignore[no-untyp
             rec.close()
 
 
-async def _real_remote(args, plan, launch, profile, session, ingest, rec, state) -> int:  # type: ignore[no-untyped-def]
+async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
+                       session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
     from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
     from specmon.control.runner import SSHRunner
@@ -479,7 +494,7 @@ async def _real_remote(args, plan, launch, profile, session, ingest, rec, state)
                                                                            lines=0 if from_end else None))
         restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err)
 
-        async def run(load) -> int:  # type: ignore[no-untyped-def]
+        async def run(load: LoadControl | None) -> int:
             try:
                 sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
                               recorder=rec, on_event=_on_event)
@@ -496,12 +511,20 @@ async def _real_remote(args, plan, launch, profile, session, ingest, rec, state)
         if args.no_load:
             return await run(None)
         # The server's port stays on the host: the load goes through an SSH local forward.
-        async with forwarded_base_url(link.conn, int(launch.port)) as url:
+        assert launch.port is not None  # checked before connecting
+        try:
+            forward = forwarded_base_url(link.conn, launch.port)
+            url = await forward.__aenter__()
+        except Exception as exc:  # noqa: BLE001 - asyncssh and OS errors alike: say what failed
+            return _fail(f"cannot forward a local port to port {launch.port} on {target.label}: {exc}")
+        try:
             try:
                 load = BackgroundLoad(LoadDriver(_load_options(args, url)))
             except LoadError as exc:
                 return _fail(str(exc), EXIT_INPUT)
             return await run(load)
+        finally:
+            await forward.__aexit__(None, None, None)
     finally:
         link.close()
 
@@ -509,5 +532,5 @@ async def _real_remote(args, plan, launch, profile, session, ingest, rec, state)
 class _NoRunner:
     """A runner for building plans up front only (never runs anything)."""
 
-    async def run(self, command: str, timeout: float):  # type: ignore[no-untyped-def]
+    async def run(self, command: str, timeout: float) -> Result:
         raise RuntimeError("not for running")

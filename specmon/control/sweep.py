@@ -619,8 +619,11 @@ class Sweep:
             self.recorder.restart(steps=steps, phase="started")
         try:
             outcome = await self._restart_fn(steps)
-        except (LaunchError, OSError) as exc:
-            outcome = RestartOutcome(False, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a lost SSH link, a refused command: a failed setting, not a crash
+            outcome = RestartOutcome(False, f"{type(exc).__name__}: {exc}" if not isinstance(exc, LaunchError)
+                                     else str(exc))
         if self.recorder is not None:
             self.recorder.restart(steps=steps, phase="finished", ok=outcome.ok, detail=outcome.detail)
         if not outcome.ok:
