@@ -152,3 +152,30 @@ async def test_a_server_that_will_not_start_fails_that_setting_only(tmp_path: Pa
     assert cell.status == "failed" and cell.reason == "restart"
     assert "not ready (exited" in cell.text
     assert result.verdict is None
+
+
+async def test_sweep_through_the_dashboards_restart_controller(tmp_path: Path) -> None:
+    """The ``s`` key's wiring: the sweep restarts through RestartController, which re-points the log."""
+    from specmon.control.restart import RestartController
+    from specmon.control.sweep import controller_restarter
+
+    port = free_port()
+    bench = Bench(tmp_path, port, tmp_path / "rec.jsonl")
+    controller = RestartController(
+        sim_profile(tmp_path, port), LocalRunner(), host="localhost",
+        make_source=lambda p, from_start: LocalTailSource(p, lines=None if from_start else 0, poll_interval=0.05),
+        on_log_switch=lambda p, from_start: bench.follower.follow(p, from_end=not from_start), ready_poll_s=0.1)
+    shown: list[str] = []
+    plan = SweepPlan((0, 2), rule=StoppingRule(min_samples=40, max_samples=120, looks=2), max_minutes=2.0,
+                     stall_s=30.0, attach_s=30.0, poll_s=0.1)
+    try:
+        result = await Sweep(plan, session=bench.session, restart=controller_restarter(controller, shown.append),
+                             load=bench.load).run()
+    finally:
+        await bench.close()
+        if controller.last_plan is not None:
+            await LocalRunner().run(controller.last_plan.stop.command, controller.last_plan.stop.timeout_s)
+        stop_leftover(tmp_path / "sim.pid")
+    assert [c.status for c in result.cells] == ["done", "done"]
+    assert len(shown) == 2 and "no speculation" in shown[0] and "2 steps" in shown[1]
+    assert result.verdict is not None and result.verdict.best is not None and result.verdict.best.steps == 2

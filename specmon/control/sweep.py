@@ -858,6 +858,32 @@ class LogFollower:
                 task.cancel()
 
 
+def controller_restarter(controller: Any, show: Callable[[str], None] | None = None) -> Restarter:
+    """The sweep's ``restart`` made from the dashboard's :class:`~specmon.control.restart.RestartController`.
+
+    Each restart builds the plan, shows it (``show`` gets the text the
+    controller marks as shown: the event log, or stderr), runs it and follows
+    it to ready; the controller's ``on_log_switch`` points the dashboard's
+    source at the new log, so the session the sweep reads gains the new run.
+    The user confirms the sweep once, for all its step counts, beforehand.
+
+    Args:
+        controller: A ``RestartController`` (typed loosely: the sweep does not depend on it).
+        show: Receives each plan's description before it runs.
+    """
+
+    async def restart(steps: int) -> RestartOutcome:
+        plan = controller.plan_for(steps)  # LaunchError / RestartError: the sweep fails this setting
+        text = controller.describe(plan)
+        if show is not None:
+            show(text)
+        view = await controller.run(plan)
+        phase = getattr(view.phase, "value", str(view.phase))
+        return RestartOutcome(phase == "ready", view.message or phase, view.log)
+
+    return restart
+
+
 class PlanRestarter:
     """The sweep's ``restart`` for a launch profile: build the plan, show it, run it, wait for ready.
 
