@@ -1,0 +1,340 @@
+"""``specmon connect``: the dashboard on a log that lives on another machine, over SSH.
+
+Only ``argparse`` is imported at module level: ``specmon summarize`` builds the
+whole parser and must not pay for Textual, asyncssh or pydantic. Everything
+else is imported inside the functions.
+
+The flow:
+
+1. :func:`plan_connect` reads the config file and the options and builds the
+   :class:`~specmon.sources.ssh.SSHTailSource` — no connection yet. Problems
+   found here (bad config, unknown profile, no host, no log) are a
+   :class:`ConnectError` whose text is printed on stderr; exit code 2.
+2. :func:`connect_app` builds the dashboard on that source (through
+   :func:`specmon.app.make_app`, the one factory).
+3. :func:`run_connect` runs the app; the SSH connection is opened by the
+   app's ingest worker, on the app's own event loop (asyncssh must not run on
+   another loop). Beside it, :func:`watch_startup` watches the source: when it
+   fails *before it was ever live* (unknown or changed host key, refused
+   authentication, no log matching the glob, ``UserKnownHostsFile none``),
+   the app exits by itself and the command prints the source's explanation on
+   stderr and exits 2 — the user gets one clear message instead of a dashboard
+   with nothing in it. A failure after data has flowed (say the host key
+   changed across a reconnect) stays on screen, in the header and the event
+   log, and is printed again on stderr when the dashboard closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specmon.app import SpecmonApp
+    from specmon.sources.base import LineSource
+    from specmon.sources.ssh import SSHTailSource
+
+__all__ = [
+    "ConnectError",
+    "ConnectOutcome",
+    "ConnectPlan",
+    "cmd_connect",
+    "connect_app",
+    "plan_connect",
+    "register",
+    "run_connect",
+    "watch_startup",
+]
+
+EXIT_OK, EXIT_INPUT = 0, 2
+#: Seconds between two looks at the source while the app starts (cheap: reads a dataclass).
+STARTUP_POLL_S = 0.05
+
+
+class ConnectError(Exception):
+    """A problem found before anything connects; ``str()`` is the message for the user."""
+
+
+@dataclass
+class ConnectPlan:
+    """What ``specmon connect`` will show, resolved from the options and the profile.
+
+    Attributes:
+        source: The SSH tail (not connected yet).
+        baseline_files: Local logs of the server without speculation (from the profile).
+        baseline_tps: A known baseline throughput (option, else profile).
+        theme: Theme name, or None for the default.
+        warmup: Samples excluded at the start of each run (None: engine default).
+        window: Batches in the rolling means.
+    """
+
+    source: SSHTailSource
+    baseline_files: list[str]
+    baseline_tps: float | None
+    theme: str | None
+    warmup: int | None
+    window: int
+
+
+@dataclass
+class ConnectOutcome:
+    """How the dashboard ended.
+
+    Attributes:
+        code: The process exit code.
+        message: What to print on stderr (None: nothing).
+    """
+
+    code: int
+    message: str | None = None
+
+
+# -- argument types ------------------------------------------------------------------------------
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (1-65535): {text!r}")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+# -- planning (no Textual, no connection) ----------------------------------------------------------
+
+def plan_connect(args: argparse.Namespace) -> ConnectPlan:
+    """Resolve the config file, the profile and the options into a :class:`ConnectPlan`.
+
+    Precedence, as with ssh: options on the command line, then the
+    destination string, then the profile, then ``~/.ssh/config`` (read when
+    connecting).
+
+    Args:
+        args: The parsed ``connect`` options.
+
+    Raises:
+        ConnectError: bad or missing config file, unknown profile, no host, no
+            log, an invalid value, or a missing baseline file; the message says
+            what to do.
+    """
+    from specmon.config import ConfigError, load_config, split_destination
+    from specmon.logfiles import LogFileError, check_readable
+    from specmon.sources.ssh import build_ssh_source
+
+    try:
+        config = load_config(args.config)
+        destination, profile = split_destination(args.destination, config, args.profile)
+    except ConfigError as exc:
+        raise ConnectError(str(exc)) from None
+    if destination is None and (profile is None or not profile.host):
+        where = f"profile {args.profile or args.destination or config.default_profile!r} has no 'host'; " \
+            if profile is not None else ""
+        raise ConnectError(
+            f"{where}which host? pass it: specmon connect [USER@]HOST[:PORT] --log /path/to/server.log, "
+            "or name a profile: specmon connect PROFILE (profiles live in ~/.config/specmon/config.toml)"
+        )
+    try:
+        source = build_ssh_source(
+            destination, log=args.log, profile=profile, port=args.port, identity=args.identity,
+            jump=args.jump, ssh_config=args.ssh_config, lines=args.lines,
+        )
+    except ValueError as exc:
+        raise ConnectError(str(exc)) from None
+    baseline_files: list[str] = []
+    if profile is not None and profile.baseline_file:
+        try:
+            baseline_files.append(str(check_readable(profile.baseline_file)))
+        except LogFileError as exc:
+            raise ConnectError(f"the profile's baseline_file: {exc}") from None
+    problem = _check_theme(args.theme)
+    if problem:
+        raise ConnectError(problem)
+    baseline_tps = args.baseline_tps if args.baseline_tps is not None else (
+        profile.baseline_tps if profile is not None else None)
+    return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
+                       theme=args.theme, warmup=args.warmup, window=max(1, args.window))
+
+
+def _check_theme(name: str | None) -> str | None:
+    """An error message when the theme does not exist, before anything connects."""
+    if name is None:
+        return None
+    from specmon.theming import load_themes, theme_folders, user_theme_dir
+
+    themes, _ = load_themes(theme_folders(user_theme_dir()))
+    if name in themes:
+        return None
+    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
+
+
+# -- the dashboard -------------------------------------------------------------------------------
+
+def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
+    """The dashboard for a :class:`ConnectPlan`: the baseline files first (read at once), then the SSH tail.
+
+    Args:
+        plan: From :func:`plan_connect`.
+        **kwargs: Passed to :func:`specmon.app.make_app` (``options``, ``clock``,
+            ``user_themes``, ``controller``, ...). Without ``options``, the
+            plan's settings are used.
+    """
+    import time
+
+    from specmon.app import DashboardOptions, make_app
+    from specmon.feeder import FeedInput
+    from specmon.sources.replay import ReplayClock, ReplaySource
+
+    if "options" not in kwargs:
+        kwargs["options"] = DashboardOptions(theme=plan.theme, baseline_tps=plan.baseline_tps,
+                                             warmup=plan.warmup, window=plan.window)
+    wall = kwargs.get("clock", time.time)
+    inputs = []
+    for path in plan.baseline_files:
+        # Reference data, not part of the live show: read at max speed before the tail starts.
+        replay = ReplaySource(path, ReplayClock(None), wall_clock=wall)
+        inputs.append(FeedInput(replay, baseline=True, year=replay.year))
+    if not inputs:
+        return make_app(plan.source, **kwargs)
+    inputs.append(FeedInput(plan.source))
+    return make_app(inputs, **kwargs)
+
+
+async def watch_startup(app: SpecmonApp, source: LineSource, *, poll: float = STARTUP_POLL_S) -> str | None:
+    """Exit the app when the source fails before it was ever live; return the reason.
+
+    A source that fails on its first connection (host key, authentication, no
+    log) has nothing to show: the command should print why and exit, not
+    leave an empty dashboard. Once the source has been live (or delivered a
+    line), a later failure is shown in the dashboard instead, and this
+    returns None.
+
+    Args:
+        app: The running dashboard.
+        source: The SSH source it reads.
+        poll: Seconds between two looks at ``source.status``.
+
+    Returns:
+        The failure's explanation when the app was told to exit, else None.
+    """
+    import asyncio
+
+    from specmon.sources.base import ConnectionState
+
+    while True:
+        status = source.status
+        if status.state is ConnectionState.LIVE or status.lines:
+            return None
+        if status.state is ConnectionState.FAILED:
+            app.exit(EXIT_INPUT)
+            return status.detail or "the connection failed"
+        if status.state is ConnectionState.ENDED:
+            return None
+        await asyncio.sleep(poll)
+
+
+async def run_connect(app: SpecmonApp, source: LineSource, *, headless: bool = False) -> ConnectOutcome:
+    """Run the dashboard (on the current event loop) and decide the exit code and message.
+
+    Args:
+        app: From :func:`connect_app`.
+        source: The SSH source the app reads (watched for a start-up failure).
+        headless: Run without a terminal (tests).
+    """
+    import asyncio
+    import contextlib
+
+    from specmon.sources.base import ConnectionState
+
+    watcher = asyncio.ensure_future(watch_startup(app, source))
+    try:
+        result = await app.run_async(headless=headless)
+    finally:
+        if not watcher.done():
+            watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    startup_failure = None if watcher.cancelled() else watcher.result()
+    if startup_failure is not None:
+        return ConnectOutcome(EXIT_INPUT, startup_failure)
+    if source.status.state is ConnectionState.FAILED:
+        # Seen in the dashboard already; repeated so it survives the screen being cleared.
+        return ConnectOutcome(EXIT_INPUT, f"connection failed: {source.status.detail}")
+    code = app.return_code if app.return_code is not None else (result if isinstance(result, int) else 0)
+    return ConnectOutcome(int(code or 0))
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    """``specmon connect [USER@]HOST[:PORT] --log PATH`` / ``specmon connect PROFILE``."""
+    import asyncio
+
+    try:
+        plan = plan_connect(args)
+    except ConnectError as exc:
+        print(f"specmon: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    app = connect_app(plan)
+    outcome = asyncio.run(run_connect(app, plan.source, headless=args.headless))
+    if outcome.message:
+        print(f"specmon: {outcome.message}", file=sys.stderr)
+    return outcome.code
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``connect`` to the ``specmon`` command line."""
+    c = subparsers.add_parser(
+        "connect", help="tail a log on another machine over SSH and show the dashboard",
+        description="Follow a server log over SSH and show the dashboard. Reads ~/.ssh/config "
+                    "(Host aliases, HostName, User, Port, IdentityFile, ProxyJump, "
+                    "ServerAliveInterval), uses the SSH agent and the default keys, and always "
+                    "verifies the host key against known_hosts. Survives network drops: it "
+                    "reconnects with backoff and resumes without losing or repeating a line.",
+        epilog="Examples: specmon connect root@gpu-box --log /data/logs/sglang.log; "
+               "specmon connect gpu-box:2222 -J bastion --log ~/server.log; "
+               "specmon connect kimi   (a profile in ~/.config/specmon/config.toml)")
+    c.add_argument("destination", nargs="?", metavar="[USER@]HOST[:PORT] | PROFILE",
+                   help="where the server runs (an ssh alias works), or the name of a profile "
+                        "(default: the config's default_profile)")
+    c.add_argument("--log", metavar="PATH",
+                   help="the server log on the host (default: the profile's 'log', else the newest "
+                        "file matching its 'log_glob')")
+    c.add_argument("--profile", metavar="NAME", help="use this profile of the config file")
+    c.add_argument("--config", metavar="PATH",
+                   help="the config file (default: ~/.config/specmon/config.toml)")
+    c.add_argument("-p", "--port", type=_port, default=None, metavar="PORT",
+                   help="SSH port (overrides HOST:PORT, the profile and ~/.ssh/config)")
+    c.add_argument("-i", "--identity", metavar="FILE", help="private key file, like ssh -i")
+    c.add_argument("-J", "--jump", metavar="[USER@]HOST[:PORT][,...]",
+                   help="connect through jump host(s), like ssh -J ('none' = direct)")
+    c.add_argument("-F", "--ssh-config", metavar="FILE",
+                   help="an OpenSSH client config file instead of ~/.ssh/config")
+    c.add_argument("--lines", type=_count, default=None, metavar="N",
+                   help="start with the last N lines of the log (default: the profile's, else 1000)")
+    c.add_argument("--baseline-tps", type=_positive_float, default=None, metavar="X",
+                   help="a known baseline throughput in tokens/s (default: the profile's)")
+    c.add_argument("--theme", metavar="NAME",
+                   help="colour theme: specmon-dark (default), specmon-light, specmon-contrast, "
+                        "or one from your themes folder")
+    c.add_argument("--warmup", type=_count, default=None, metavar="N",
+                   help="samples excluded at the start of each run, per rank (default: engine's)")
+    c.add_argument("--window", type=_count, default=20, metavar="N",
+                   help="batches in the rolling means (default 20)")
+    # For tests and CI: run the app without a terminal. Hidden: not a user feature.
+    c.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)
+    c.set_defaults(func=cmd_connect)
