@@ -348,3 +348,107 @@ async def test_openssh_drop_mid_stream_every_line_once_in_the_dashboard(
             writer.stop_now.set()
             if writer.is_alive():
                 writer.join(10)
+
+
+# -- the real command on a real terminal -----------------------------------------------------------
+
+
+class Terminal:
+    """``specmon`` on a pseudo-terminal of a fixed size: what a user runs, keys and screen included."""
+
+    def __init__(self, argv: list[str], home: ClientHome, size: tuple[int, int] = (120, 36)) -> None:
+        import pty
+
+        env = dict(os.environ, HOME=str(home.path), TERM="xterm-256color")
+        env.pop("SSH_AUTH_SOCK", None)
+        env.pop("XDG_CONFIG_HOME", None)
+        cols, rows = size
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: size the terminal before the app reads it, then become specmon
+            try:
+                import fcntl
+                import struct
+                import termios
+
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+                os.chdir(ROOT)
+                os.execve(sys.executable, [sys.executable, "-m", "specmon", *argv], env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        self.output = b""
+        self.code: int | None = None
+
+    def read(self, seconds: float) -> None:
+        """Collect what the app draws for a while."""
+        import select
+
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:  # the app exited and the terminal closed
+                    return
+                if not data:
+                    return
+                self.output += data
+
+    def screen_text(self) -> str:
+        """The output without escape sequences (each cell's text stays contiguous within a run)."""
+        import re
+
+        return re.sub(rb"\x1b\[[0-9;?<>=]*[A-Za-z~]", b"", self.output).decode("utf-8", errors="replace")
+
+    def wait_for(self, text: str, rounds: int = 300) -> None:
+        for _ in range(rounds):
+            if text in self.screen_text():
+                return
+            self.read(0.1)
+        raise AssertionError(f"never on screen: {text!r}; last output: {self.screen_text()[-2000:]!r}")
+
+    def press(self, key: bytes) -> None:
+        os.write(self.fd, key)
+
+    def wait_exit(self, seconds: float = 60) -> int:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.read(0.1)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.code = os.waitstatus_to_exitcode(status)
+                return self.code
+        raise AssertionError("specmon did not exit")
+
+    def close(self) -> None:
+        if self.code is None:
+            try:
+                os.kill(self.pid, 9)  # the PID this test started, nothing else
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        os.close(self.fd)
+
+
+@pytest.mark.sshd
+def test_specmon_connect_on_a_terminal_fills_live_and_quits_with_q(
+    openssh_server: OpenSSHServer, client_home: ClientHome, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(log_head(20))  # 22 lines
+    term = Terminal(["connect", f"{openssh_server.user}@127.0.0.1", "-p", str(openssh_server.port),
+                     "--log", str(log)], client_home)
+    try:
+        term.wait_for("22 lines")
+        screen = term.screen_text()
+        # (The header cuts the long temp path with an ellipsis: check the host part only.)
+        assert "EAGLE3" in screen and f"{openssh_server.user}@127.0.0.1:{openssh_server.port}:/" in screen
+        with open(log, "a", encoding="utf-8") as f:
+            f.write("".join(numbered_decode(i) + "\n" for i in range(20, 50)))
+        term.wait_for("52 lines")  # the new lines arrive while the dashboard runs
+        term.wait_for("source: live")
+        term.press(b"q")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
