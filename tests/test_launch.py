@@ -185,6 +185,14 @@ def test_draft_tokens_default_to_steps_plus_one() -> None:
     assert plan.draft_tokens == 4
 
 
+def test_vllm_draft_tokens_are_its_speculative_tokens() -> None:
+    profile = managed(engine="vllm", argv=["vllm", "serve", "m", "--speculative-config",
+                                            '{"method": "ngram", "num_speculative_tokens": {steps}}'])
+    plan = build_plan(profile, 3)
+    assert plan.draft_tokens == 3
+    assert "3 steps, 3 draft tokens" in plan.describe()
+
+
 def test_draft_token_constraint_at_topk_one() -> None:
     with pytest.raises(LaunchError, match=r"exceeds steps\*topk\+1 = 4"):
         build_plan(managed(), 3, draft_tokens=5)

@@ -332,6 +332,10 @@ class LaunchProfile(BaseModel):
 
     def draft_tokens_for(self, steps: int) -> int:
         """The draft-token count this profile uses at ``steps`` (>= 1)."""
+        if self.engine == "vllm" and self.draft_tokens == "steps+1":
+            # vLLM's num_speculative_tokens *is* the number of draft tokens (its bonus
+            # token is not drafted); SGLang's steps+1 counts the verified root too.
+            return steps
         if self.draft_tokens == "steps+1":
             return steps + 1
         if self.draft_tokens == "steps*topk+1":
