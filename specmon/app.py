@@ -396,6 +396,9 @@ class SpecmonApp(App[int]):
             if job.todo:
                 # The statistics sort every sample: off the event loop, on frozen copies.
                 await asyncio.to_thread(job.compute)
+        except BaseException:
+            job.release()
+            raise
         finally:
             self._analysis_running = False
         elapsed = time.perf_counter() - started
@@ -408,6 +411,7 @@ class SpecmonApp(App[int]):
             if not self.display_paused:
                 self._push_table()
             self._refresh_availability()
+        job.release()
         if self._analysis_again:
             self._analysis_again = False
             self._maybe_analyze(force=True)

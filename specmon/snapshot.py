@@ -333,6 +333,17 @@ class AnalysisJob:
     baseline_key: RunConfig | str | None
     computed: dict[RunConfig | str, ConfigRow] | None = None
 
+    def release(self) -> None:
+        """Drop the frozen copies now.
+
+        A finished worker and its task reference each other: only the cycle collector
+        would free them, and with them every sample copied for this job. Releasing the
+        job keeps memory flat during a long replay.
+        """
+        self.todo = {}
+        self.computed = None
+        self.reused = {}
+
     def compute(self) -> None:
         """Statistics of the rows whose runs changed (sorts their samples: the expensive part)."""
         self.computed = {key: build_rows(frozen)[0] for key, (_, frozen, _) in self.todo.items()}
