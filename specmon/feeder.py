@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
+from specmon.fastscan import Piece, _bulk
 from specmon.ingest import ingest_lines
 from specmon.parsing import LineParser
 from specmon.records import Engine
@@ -26,7 +27,7 @@ from specmon.session import Session, SessionEvent
 from specmon.sources.base import ConnectionState, LineSource
 from specmon.sources.replay import ReplayClock
 
-__all__ = ["FeedInput", "Feeder"]
+__all__ = ["FeedInput", "Feeder", "ingest_batch"]
 
 #: Lines parsed between two checks of the time slice.
 _SUB_BATCH = 512
@@ -56,10 +57,8 @@ def ingest_batch(session: Session, parser: LineParser, lines: list[str], lineno:
     return ingest_lines(session, parser, lines, lineno)
 
 
-def _bulk_piece(lines: list[str], parser: LineParser):  # type: ignore[no-untyped-def]
+def _bulk_piece(lines: list[str], parser: LineParser) -> Piece | None:
     # fastscan works on bytes (it reads files); one join/encode/split is C speed.
-    from specmon.fastscan import _bulk
-
     raw = "\n".join(lines).encode("utf-8", errors="surrogateescape").split(b"\n")
     if len(raw) != len(lines):
         return None  # a line held a newline of its own: count lines the slow, exact way
