@@ -15,6 +15,19 @@ Three timers read the model:
 Everything non-deterministic is injected through the constructor (the sources,
 the clocks, theme folders, the export directory, the restart/sweep controller),
 and :func:`make_app` is the one factory the command line and the tests use.
+
+Extension points for the commands built on this app:
+
+* any :class:`~specmon.sources.base.LineSource` runs the dashboard:
+  ``make_app(SSHTailSource(...))``, or a list of :class:`~specmon.feeder.FeedInput`
+  (baseline files first); the header shows ``source.status`` on every tick
+  (``reconnecting in 4 s (attempt 2)``, latency, failures);
+* ``controller``: an object with ``restart_screen()`` and ``sweep_screen()``;
+  ``r`` and ``s`` push those screens, and are greyed out without a controller or
+  with ``DashboardOptions(read_only=True)``;
+* subclasses: Textual calls ``on_mount`` of every class in the MRO by itself, so a
+  subclass's ``on_mount`` must not call ``super().on_mount()`` (it would start a
+  second ingest worker and a second set of timers).
 """
 
 from __future__ import annotations
