@@ -102,7 +102,7 @@ def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
 
 
 def config_text(cfg: RunConfig | None) -> str:
-    """``EAGLE3 · 2 steps · top-k 1 · 3 draft tokens``, ``no speculation`` or ``configuration unknown``."""
+    """``EAGLE3 · 2 steps · top-k 1 · draft 3``, ``no speculation`` or ``configuration unknown``."""
     if cfg is None:
         return "configuration unknown"
     if cfg.is_nospec:
@@ -114,7 +114,7 @@ def config_text(cfg: RunConfig | None) -> str:
     if cfg.topk is not None:
         parts.append(f"top-k {cfg.topk}")
     if cfg.draft_tokens is not None:
-        parts.append(f"{cfg.draft_tokens} draft tokens")
+        parts.append(f"draft {cfg.draft_tokens}")
     return " · ".join(parts)
 
 
@@ -134,6 +134,7 @@ class HeaderView:
     source: str
     engine: str
     config: str
+    config_short: str  # "EAGLE3 2 steps", for narrow terminals
     run_id: int | None
     runs: int
     state: str  # a ServerState value
@@ -543,6 +544,7 @@ class SnapshotBuilder:
         conn, conn_level = connection_text(status, now)
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),
+            config_short=run.label if run is not None and run.config is not None else "configuration unknown",
             run_id=run.id if run else None, runs=sum(1 for r in session.runs if r.used),
             state=state.value, state_text=text, state_level=level, since=since,
             connection=conn, connection_level=conn_level, mode=mode, paused=paused, lines=lines,

@@ -75,7 +75,8 @@ async def test_watch_follows_a_growing_file_and_reports_truncation(isolated_home
         await wait_for(pilot, lambda: app.feeder.lines == len(first) + 1, "the appended line")
         app.refresh_now()
         assert app._panels[0]._view.current == 55.5
-        assert str(log) in header_text(app) and "live" in header_text(app)
+        assert app._header.view.source == str(log)
+        assert "server.log" in header_text(app) and "source: live" in header_text(app)
         log.write_text(decode(200, 60.0, 2.0, 0.5) + "\n")  # truncated and rewritten
         await wait_for(pilot, lambda: any("truncated" in e.text for e in app.feeder.session.events),
                        "the truncation in the event log")

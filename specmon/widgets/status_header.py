@@ -12,6 +12,11 @@ from specmon.widgets.levels import LEVEL_STYLE
 __all__ = ["StatusHeader"]
 
 
+def _left_cut(text: str, width: int) -> str:
+    """Keep the end of a path or ``host:path``: the file name says more than the root."""
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
 class StatusHeader(Widget):
     """Source, engine, configuration; server state with time in it, connection, mode.
 
@@ -31,10 +36,16 @@ class StatusHeader(Widget):
         if v is None:
             return Content.from_markup("[b]specmon[/b]  [$text-muted]starting…[/]")
         run = f"run {v.run_id}" + (f" of {v.runs}" if v.runs > 1 else "") if v.run_id else "no run"
+        # The configuration first: on a narrow terminal a long path must not push it off screen.
+        width = self.content_size.width
+        fixed = len(run) + len(v.engine) + 17  # the name, the run, the engine and the gaps
+        # The full configuration when the source still gets a readable share of the line.
+        config = v.config if width - fixed - len(v.config) >= min(len(v.source), 24) else v.config_short
+        room = max(12, width - fixed - len(config))
         first = Content.assemble(
-            ("specmon", "bold $primary"), "  ", (v.source, "bold"), "  ",
+            ("specmon", "bold $primary"), "  ", (config, "bold $accent"), "  ", (run, "$text-muted"), "  ",
             (v.engine if v.engine != "unknown" else "engine ?", "$text-muted"), "  ",
-            (v.config, "bold $accent"), "  ", (run, "$text-muted"),
+            (_left_cut(v.source, room), "bold"),
         )
         state = v.state_text + (f" · {v.since}" if v.since else "")
         mode_style = "reverse $warning" if v.paused else "$text-muted"
