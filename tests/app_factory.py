@@ -23,6 +23,8 @@ DATA = Path("tests") / "data" / "dashboard"
 SWEEP_ORDER = ("nospec", "1step", "2step", "3step", "5step", "10step")
 SWEEP = [DATA / "sweep" / f"sim_eagle3_{name}.log" for name in SWEEP_ORDER]
 CRASH = DATA / "crash_3step.log"
+#: Real vLLM runs (the project's CPU kit, n-gram speculation): per-position acceptance is logged.
+VLLM_KIT = [Path("tests") / "data" / "real_logs" / "vllm_cpu_kit" / name for name in ("nospec.log", "ngram_k3.log")]
 #: The wall clock every test app sees (2026-02-12 12:00:00 UTC).
 FIXED_NOW = 1_770_897_600.0
 

@@ -12,7 +12,7 @@ from specmon.widgets.event_log import EventLog
 from specmon.widgets.run_table import RunTable
 from specmon.widgets.status_header import StatusHeader
 from tests.app_factory import (
-    CRASH, FIXED_NOW, SWEEP, StaticSource, build_app, header_text, isolated_home,  # noqa: F401
+    CRASH, FIXED_NOW, SWEEP, VLLM_KIT, StaticSource, build_app, header_text, isolated_home,  # noqa: F401
     settle, settle_source, source_app, sweep_app, wait_for,
 )
 from tests.logtext import campaign, decode, ready, server_args
@@ -140,3 +140,45 @@ async def test_looped_replay_starts_over_with_a_fresh_view(isolated_home: Path) 
         table = app.builder.table(app.feeder.session)
         assert len(table.rows) <= 1  # one log, never pooled with itself
         assert "loop" in app._mode()
+
+
+async def test_per_position_bars_for_an_engine_that_logs_them(isolated_home: Path) -> None:  # noqa: F811
+    app = build_app(VLLM_KIT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        view = app._bars.view
+        assert view is not None and view.values is not None and len(view.values) == 3
+        assert view.values[0] > view.values[1] > view.values[2]  # acceptance decays with depth
+        assert not app._bars.has_class("-empty")
+        assert app._panels[1]._view.ceiling == 4.0  # 3 speculative tokens + the bonus token
+        assert "vllm" in header_text(app)
+
+
+async def test_sglang_says_it_does_not_log_per_position(isolated_home: Path) -> None:  # noqa: F811
+    app = build_app(SWEEP[:2])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app._bars.view.values is None
+        assert "does not log" in app._bars.view.note
+
+
+async def test_run_table_sorts_by_a_column(isolated_home: Path) -> None:  # noqa: F811
+    app = sweep_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app._table
+
+        def steps_column() -> list[str]:
+            return [table.get_row_at(i)[1].plain for i in range(table.row_count)]
+
+        assert steps_column() == ["0", "1", "2", "3", "5", "10"]  # step order, as summarize prints
+        table.sort_by("tps", reverse=True)
+        assert steps_column()[0] == "2" and steps_column()[-1] == "10"  # fastest first
+        # Clicking a header sorts by it; clicking it again reverses.
+        column = list(table.columns).index("n")
+        x = sum(c.get_render_width(table) for c in list(table.columns.values())[:column]) + 2
+        await pilot.click(RunTable, offset=(x, 0))
+        assert table.sort_column == "n"
+        first = steps_column()
+        await pilot.click(RunTable, offset=(x, 0))
+        assert steps_column() == list(reversed(first))  # every row has a different n

@@ -14,7 +14,7 @@ from typing import Any
 
 from specmon.sources.base import ConnectionState, SourceStatus
 from tests.app_factory import (
-    CRASH, FIXED_NOW, SWEEP, StaticSource, build_app, head_lines, isolated_home,  # noqa: F401
+    CRASH, FIXED_NOW, SWEEP, VLLM_KIT, StaticSource, build_app, head_lines, isolated_home,  # noqa: F401
     settle, settle_source, source_app, sweep_app,
 )
 
@@ -82,6 +82,11 @@ def test_crash_state(snap_compare: Any, isolated_home: Path) -> None:  # noqa: F
     """A launch dying of CUDA OOM while loading: the state in red, the OOM in the event log."""
     app = build_app([SWEEP[0], SWEEP[1], CRASH])
     assert snap_compare(app, terminal_size=(100, 30), run_before=after_replay())
+
+
+def test_vllm_per_position_acceptance(snap_compare: Any, isolated_home: Path) -> None:  # noqa: F811
+    """Real vLLM logs (n-gram, 3 tokens): per-position acceptance bars, no-spec baseline."""
+    assert snap_compare(build_app(VLLM_KIT), terminal_size=(100, 30), run_before=after_replay())
 
 
 def test_theme_light(snap_compare: Any, isolated_home: Path) -> None:  # noqa: F811

@@ -8,6 +8,7 @@ a second, and it redraws only when the view changed or the widget was resized.
 
 from __future__ import annotations
 
+import math
 import time
 
 from textual.app import RenderResult
@@ -16,7 +17,7 @@ from textual_plotext import PlotextPlot
 
 from specmon.snapshot import PlotView
 
-__all__ = ["MIN_INTERVAL_S", "ThroughputPlot", "downsample"]
+__all__ = ["MIN_INTERVAL_S", "ThroughputPlot", "downsample", "y_ticks"]
 
 #: Least time between two redraws (a little under the app's 1 s cadence, for timer jitter).
 MIN_INTERVAL_S = 0.95
@@ -125,8 +126,23 @@ class ThroughputPlot(PlotextPlot):
             if text:
                 plt.text(text, x, view.y_max * 0.97, alignment="center", color=marks)
         plt.ylim(0, view.y_max)
+        ticks = y_ticks(view.y_max, max(2, (self.size.height - 3) // 2))
+        plt.yticks(ticks, [f"{t:g}" for t in ticks])
         plt.xlim(0, max(1, x0))
         plt.xticks([], [])
+
+
+def y_ticks(top: float, most: int) -> list[float]:
+    """Round tick values from 0 to ``top`` (itself round): at most ``most`` intervals, at least 2."""
+    if top <= 0:
+        return [0.0]
+    for intervals in range(min(most, 6), 1, -1):
+        step = top / intervals
+        exp = 10 ** math.floor(math.log10(step))
+        # A step of 1, 2, 2.5 or 5 times a power of ten reads well ("0 50 100 150").
+        if any(abs(step - m * exp) < 1e-9 * top for m in (1, 2, 2.5, 5, 10)):
+            return [step * i for i in range(intervals + 1)]
+    return [0.0, top / 2, top]
 
 
 def _short(label: str) -> str:
