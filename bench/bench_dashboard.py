@@ -180,6 +180,7 @@ async def measure(path: Path, size: tuple[int, int], total: int) -> dict[str, fl
         cpu0 = time.process_time()
         ticks0 = len(app.live_ticks)
         rss_02 = None
+        samples: list[tuple[int, float, bool]] = []
         while not app.feeder.done:
             seen = len(app.pings)
             key = events.Key("f12", None)
@@ -190,6 +191,7 @@ async def measure(path: Path, size: tuple[int, int], total: int) -> dict[str, fl
                 await asyncio.sleep(0.001)
             if len(app.pings) > seen:
                 latencies.append(app.pings[-1] - sent)
+            samples.append((app.feeder.lines, rss_mb(), app._analysis_running))
             if rss_02 is None and app.feeder.lines >= total // 10:
                 rss_02 = rss_mb()
                 out["lines_at_rss_02"] = app.feeder.lines
@@ -201,6 +203,10 @@ async def measure(path: Path, size: tuple[int, int], total: int) -> dict[str, fl
         draws = len(draw_times)
         gaps = [b - a for a, b in zip(draw_times, draw_times[1:])]
         out["rss_end"] = rss_mb()  # the final analysis is usually in flight now: its copies count
+        out["rss_end_analysing"] = float(app._analysis_running)
+        after = [(r, busy) for n, r, busy in samples if n >= total // 10]
+        out["rss_peak"] = max((r for r, _ in after), default=float("nan"))
+        out["rss_peak_idle"] = max((r for r, busy in after if not busy), default=float("nan"))
         while app._analysis_running:
             await asyncio.sleep(0.05)
         await pilot.pause()
@@ -274,7 +280,11 @@ def main() -> int:
     growth = r["rss_end"] - r["rss_02"]
     print(f"RSS                   start {r['rss_start']:.0f} MB, at {r.get('lines_at_rss_02', 0):,.0f} lines "
           f"{r['rss_02']:.0f} MB, end of ingest {r['rss_end']:.0f} MB: growth {growth:.1f} MB "
-          f"(target ≤ 30: {ok(growth <= 30)}); settled after the last analysis {r['rss_settled']:.0f} MB")
+          f"(target ≤ 30: {ok(growth <= 30)}); settled after the last analysis {r['rss_settled']:.0f} MB "
+          f"(growth {r['rss_settled'] - r['rss_02']:.1f} MB)")
+    print(f"                      during ingest: peak {r['rss_peak']:.0f} MB, peak while no analysis ran "
+          f"{r['rss_peak_idle']:.0f} MB; an analysis was {'' if r['rss_end_analysing'] else 'not '}running "
+          f"at the end of ingest")
     print(f"                      (the session keeps 16 bytes per counted decode sample: "
           f"{r['decode_samples']:,} samples = {r['decode_samples'] * 16 / 1e6:.1f} MB of that growth is the data)")
     print(f"final table           best configuration: {r['best_steps']:.0f} steps")

@@ -76,6 +76,28 @@ ANALYSIS_DUTY = 4.0
 USER_THEMES = object()
 
 
+def _give_back_freed_memory() -> None:
+    """Return freed heap pages to the system (glibc only; elsewhere nothing to do).
+
+    An analysis allocates tens of megabytes of temporary arrays and frees them;
+    glibc keeps those pages in the process, so over a long replay RSS would
+    ratchet up to the largest analysis ever made instead of tracking the data.
+    """
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            import ctypes
+
+            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM: Any = None
+
+
 class DashboardController(Protocol):
     """Restart and sweep, provided by the control subsystem (a later issue).
 
@@ -425,6 +447,7 @@ class SpecmonApp(App[int]):
                 self._push_table()
             self._refresh_availability()
         job.release()
+        _give_back_freed_memory()
         if self._analysis_again:
             self._analysis_again = False
             self._maybe_analyze(force=True)

@@ -114,7 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "replay", help="drive the dashboard from saved logs, paced by their timestamps",
         description="Replay logs into the live dashboard, paced by their own timestamps "
                     "(speed 1 = real time). Keys: p pause, +/- speed, b baseline, e export, "
-                    "t theme, ? help, q quit.")
+                    "t theme, ? help, q quit.",
+        epilog="example: specmon replay sample_logs/sim_eagle3_{nospec,1step,2step,3step,5step,10step}.log "
+               "--speed 60   (a 12-minute start-up passes in 12 seconds)")
     r.add_argument("files", nargs="+", metavar="FILE")
     r.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                    help="log seconds per second (default 1 = real time), or 'max'")
