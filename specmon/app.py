@@ -99,9 +99,12 @@ _MALLOC_TRIM: Any = None
 
 
 class DashboardController(Protocol):
-    """Restart and sweep, provided by the control subsystem (a later issue).
+    """Restart and sweep, provided by the control subsystem.
 
     The app only knows that these keys open screens the controller builds.
+    Optional, looked up with ``getattr``: ``attach(app)`` (called once on mount),
+    ``unavailable_reason(action) -> str | None`` (greys ``r``/``s`` out, e.g.
+    while a restart runs) and ``header_text() -> str`` (the header's mode slot).
     """
 
     def restart_screen(self) -> Screen[Any]:
@@ -260,6 +263,9 @@ class SpecmonApp(App[int]):
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
         self.run_worker(self._ingest, name="ingest", group="source", description="read the log source",
                         exit_on_error=False)
+        attach = getattr(self.controller, "attach", None)
+        if attach is not None:
+            attach(self)
         self._tick()
 
     def on_resize(self) -> None:
@@ -334,7 +340,9 @@ class SpecmonApp(App[int]):
         rc = self.feeder.replay_clock
         if rc is None:
             # A live source says "live" in its connection state already.
-            return "paused: view frozen" if self.display_paused else ""
+            restart = getattr(self.controller, "header_text", None)
+            text = restart() if restart is not None else ""
+            return "paused: view frozen" if self.display_paused else text
         if self.feeder.done:
             return "replay finished"
         if rc.paused:
@@ -484,6 +492,9 @@ class SpecmonApp(App[int]):
                 return "read-only mode"
             if self.controller is None:
                 return "no launch profile configured for this server"
+            reason = getattr(self.controller, "unavailable_reason", None)
+            if reason is not None:
+                return reason(action)
         return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

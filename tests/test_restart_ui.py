@@ -25,7 +25,7 @@ from specmon.sim.logwriter import format_line, startup_script
 from specmon.sim.model import SpecConfig
 from specmon.theming import load_themes, theme_folders
 from specmon.widgets.restart_progress import RestartFlow, RestartProgressPanel, progress_bar
-from tests.app_factory import StaticSource, isolated_home, source_app, wait_for  # noqa: F401
+from tests.app_factory import StaticSource, header_text, isolated_home, source_app, wait_for  # noqa: F401
 from tests.logtext import ready, server_args
 
 SIZE = (110, 34)
@@ -217,7 +217,6 @@ async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path) -
     source = live_source()
     app = source_app(source, controller=flow)
     async with app.run_test(size=SIZE) as pilot:
-        flow.attach(app)
         await source.delivered.wait()
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
@@ -242,7 +241,6 @@ async def test_crash_panel_offers_go_back_with_the_commands_first(isolated_home:
     flow = RestartFlow(c)
     app = source_app(live_source(), controller=flow)
     async with app.run_test(size=SIZE) as pilot:
-        flow.attach(app)
         flow.start_now(2)
         await wait_for(pilot, lambda: flow.panel.view is not None and flow.panel.view.failed, "the crash")
         await pilot.pause()
@@ -276,14 +274,16 @@ async def test_r_is_greyed_while_a_restart_runs(isolated_home: Path) -> None:
     flow = RestartFlow(c)
     app = source_app(live_source(), controller=flow)
     async with app.run_test(size=SIZE) as pilot:
-        flow.attach(app)
         flow.start_now(2)
         await wait_for(pilot, lambda: c.busy, "the restart to start")
         assert flow.unavailable_reason("restart") == "a restart is in progress"
+        app._tick()
+        assert app.check_action("restart", ()) is None  # greyed out while it runs
+        assert "restart → 2 steps: stopping" in header_text(app)
         assert flow.panel.view is not None and flow.panel.view.phase is Phase.STOPPING
         gate.set()
         await wait_for(pilot, lambda: not c.busy, "the restart to end")
-        assert flow.unavailable_reason("restart") is None
+        assert flow.unavailable_reason("restart") is None and app.check_action("restart", ()) is True
 
 
 # --------------------------------------------------------------------------- the panel
@@ -381,7 +381,6 @@ async def test_header_text_follows_the_running_restart(isolated_home: Path) -> N
     assert flow.header_text() == ""
     app = source_app(live_source(), controller=flow)
     async with app.run_test(size=SIZE) as pilot:
-        flow.attach(app)
         flow.start_now(2)
         await wait_for(pilot, lambda: c.busy, "the restart to start")
         assert flow.header_text() == "restart → 2 steps: stopping"
