@@ -365,6 +365,7 @@ class SpecmonApp(App[int]):
         if feeder.generation != self._generation:
             self._generation = feeder.generation
             self.builder.reset()
+        feeder.drain_events()
         snap = self.builder.live(
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,

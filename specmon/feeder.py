@@ -227,15 +227,23 @@ class Feeder:
             if self._closing:
                 break
 
-    def _after_batch(self, inp: FeedInput) -> None:
-        status = inp.source.status
+    def drain_events(self) -> None:
+        """Move the current source's messages (rotation, truncation, connection lost, stderr)
+        into the event log.
+
+        Called after every batch, and by the UI on its timer: a source that is
+        reconnecting delivers no batch, but what it says must still be seen.
+        """
+        status = self.current.source.status
         if status.events:
-            # Source messages (rotation, truncation, stderr) belong in the event log, in order.
             messages = list(status.events)
             status.events.clear()
             level = "error" if status.state is ConnectionState.FAILED else "warning"
             for text in messages:
                 self.session.events.append(SessionEvent(0, self._last_ts, level, text))
+
+    def _after_batch(self, inp: FeedInput) -> None:
+        self.drain_events()
         run = self.session.current
         ts = run.last_at if run is not None else None
         if ts is not None and ts != self._last_ts:

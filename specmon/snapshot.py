@@ -66,6 +66,20 @@ def clock_text(ts: float | None) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
+def size_text(count: int) -> str:
+    """``512 B``, ``61.2 kB``, ``1.2 MB``."""
+    value = float(count)
+    for unit in ("B", "kB", "MB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+#: A live source with no new line for this long is called quiet (the server stopped logging).
+QUIET_AFTER_S = 30.0
+
+
 def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
     """A source's state as the header shows it, with its level.
 
@@ -74,16 +88,23 @@ def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
         now: Wall time (``time.time()`` scale, like ``retry_at``).
 
     Returns:
-        (text, level) such as ``("reconnecting in 4 s (attempt 2)", "busy")``.
+        (text, level) such as ``("live · 12 ms · 1.2 MB · last line 4s ago", "ok")`` or
+        ``("reconnecting in 4 s (attempt 2): connection lost", "busy")``.
     """
     state = status.state
+    # A source may put its own countdown in the detail; the header says it once, and it moves.
+    detail = status.detail.split("; retrying in", 1)[0]
     if state is ConnectionState.LIVE:
-        text = "live"
+        parts = ["live"]
         if status.latency_ms is not None:
-            text += f" · {status.latency_ms:.0f} ms"
-        if status.last_line_at is not None and now - status.last_line_at > 30:
-            text += f" · quiet {duration_text(now - status.last_line_at)}"
-        return text, OK
+            parts.append(f"{status.latency_ms:.0f} ms")
+        if status.bytes:
+            parts.append(size_text(status.bytes))
+        if status.last_line_at is not None:
+            age = now - status.last_line_at
+            parts.append(f"quiet {duration_text(age)}" if age > QUIET_AFTER_S
+                         else f"last line {duration_text(age)} ago")
+        return " · ".join(parts), OK
     if state is ConnectionState.RECONNECTING:
         if status.retry_at is not None:
             text = f"reconnecting in {max(0, math.ceil(status.retry_at - now))} s"
@@ -91,13 +112,13 @@ def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
             text = "reconnecting"
         if status.attempts:
             text += f" (attempt {status.attempts})"
-        if status.detail:
-            text += f": {status.detail}"
+        if detail:
+            text += f": {detail}"
         return text, BUSY
     if state is ConnectionState.CONNECTING:
-        return ("connecting" + (f": {status.detail}" if status.detail else "")), BUSY
+        return ("connecting" + (f": {detail}" if detail else "")), BUSY
     if state is ConnectionState.FAILED:
-        return f"failed: {status.detail or 'unknown error'}", ERROR
+        return f"failed: {detail or 'unknown error'}", ERROR
     return "ended", IDLE
 
 

@@ -109,7 +109,12 @@ async def test_connection_state_renders_from_the_source_status(isolated_home: Pa
 def test_connection_text_for_every_state() -> None:
     now = 1000.0
     assert connection_text(SourceStatus(ConnectionState.LIVE, latency_ms=23.4), now) == ("live · 23 ms", "ok")
+    live = SourceStatus(ConnectionState.LIVE, latency_ms=12.4, bytes=1_234_567, last_line_at=now - 4)
+    assert connection_text(live, now)[0] == "live · 12 ms · 1.2 MB · last line 4s ago"
     assert connection_text(SourceStatus(ConnectionState.LIVE, last_line_at=now - 95), now)[0] == "live · quiet 1m 35s"
+    retrying = SourceStatus(ConnectionState.RECONNECTING, retry_at=now + 3.5, attempts=2,
+                            detail="connection lost: reset; retrying in 4.0s (attempt 2)")
+    assert connection_text(retrying, now)[0] == "reconnecting in 4 s (attempt 2): connection lost: reset"
     assert connection_text(SourceStatus(ConnectionState.RECONNECTING, retry_at=now + 4), now) == (
         "reconnecting in 4 s", "busy")
     assert connection_text(SourceStatus(ConnectionState.CONNECTING, detail="file not found: /x"), now) == (
