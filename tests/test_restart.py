@@ -487,3 +487,21 @@ def test_launch_table_mistakes_name_the_line(tmp_path: Path, change: tuple[str, 
     assert info.value.line == line, str(info.value)
     assert words in str(info.value) and "profiles.kimi.launch" in str(info.value)
     assert "Value error" not in str(info.value)
+
+
+async def test_connecting_runner_turns_a_refused_connection_into_a_failed_restart(tmp_path: Path) -> None:
+    from specmon.control.restart import ConnectingRunner
+
+    attempts: list[int] = []
+
+    async def connect() -> object:
+        attempts.append(1)
+        raise RuntimeError("unknown host gpu-box: not in ~/.ssh/known_hosts")
+
+    c = RestartController(profile(tmp_path), ConnectingRunner(connect), host="gpu-box")
+    plan = c.plan_for(2)
+    c.describe(plan)
+    final = await c.run(plan)
+    assert final.phase is Phase.FAILED
+    assert final.message == "connection to gpu-box failed: unknown host gpu-box: not in ~/.ssh/known_hosts"
+    assert attempts == [1]  # one attempt per command: nothing is retried behind the user's back

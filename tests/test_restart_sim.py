@@ -281,3 +281,80 @@ async def test_adopt_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
 
     with pytest.raises(AdoptError, match="no SGLang or vLLM server is running on gpu-box"):
         await controller_for_running_server(NoServers(), host="gpu-box")
+
+
+async def test_connect_without_profile_adopts_the_server_over_ssh(
+        tmp_path: Path, asyncssh_server: AsyncSSHServer, client_home: ClientHome) -> None:  # noqa: F811
+    """The dashboard on a live log with no profile: the server is found over SSH, and r restarts it."""
+    import subprocess
+
+    from specmon.app import make_app
+    from specmon.control.eta import EtaStore
+    from specmon.control.restart import ConnectingRunner
+    from specmon.demo import local_tail_factory
+    from specmon.screens.confirm_commands import ConfirmCommandsScreen
+    from specmon.screens.restart_dialog import RestartDialog
+    from specmon.sources.local import LocalTailSource
+    from specmon.widgets.restart_progress import live_restart
+    from tests.app_factory import FIXED_NOW, options, wait_for
+    from tests.test_adopt import FAKE_SERVER
+
+    pkg = tmp_path / "pkg" / "sglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text(FAKE_SERVER)
+    log = tmp_path / "server.log"
+    argv = [sys.executable, "-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "3", "--port", "30178"]
+    with log.open("w") as out:
+        old = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                               env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "pkg")})
+    pidfile = str(tmp_path / "adopted.pid")
+    new_pid: int | None = None
+
+    async def connect() -> asyncssh.SSHClientConnection:
+        return await asyncssh.connect("127.0.0.1", asyncssh_server.port, username="specmon",
+                                      known_hosts=str(client_home.known_hosts), client_keys=[client_home.key],
+                                      agent_path=None)
+
+    runner = ConnectingRunner(connect)
+    try:
+        source, flow = live_restart(LocalTailSource(log, poll_interval=0.05), local_tail_factory(0.05), runner,
+                                    host="127.0.0.1", launch=None, log=str(log),
+                                    eta_store=EtaStore(tmp_path / "eta.json"), pidfile=pidfile)
+        app = make_app(source, controller=flow, options=options(), clock=lambda: FIXED_NOW, user_themes=None)
+        async with app.run_test(size=(110, 34)) as pilot:
+            await wait_for(pilot, lambda: flow.controller is not None or flow.adopt_problem, "the adoption",
+                           rounds=1500)
+            assert flow.controller is not None, flow.adopt_problem
+            texts = [e.text for e in app.feeder.session.events]
+            assert any(t.startswith("probe: list the SGLang/vLLM server processes on 127.0.0.1") for t in texts)
+            assert any(f"PID {old.pid} (3 steps)" in t for t in texts)
+            assert any("bash -c" in cmd and "specmon-proc" in cmd for cmd in asyncssh_server.commands)
+            # The fake server answers no HTTP: readiness is its log line only.
+            flow.controller.profile = flow.controller.profile.model_copy(update={"health_url": None})
+            app._refresh_availability()
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
+            assert app.screen.current_steps == 3
+            await pilot.press("5", "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands")
+            assert f"PID {old.pid} (if it is still the process found" in app.screen.text
+            assert "--speculative-num-steps 5" in app.screen.text
+            await pilot.press("y")
+            await wait_for(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
+                           and not flow.controller.busy, "the restart", rounds=1500)
+            final = flow.controller.progress
+            assert final is not None and final.phase is Phase.READY, (final.message, final.last_lines)
+            assert old.wait(timeout=30) == 0
+            new_pid = pid_in(pidfile)
+            assert new_pid is not None and alive(new_pid)
+            assert any("specmon-start" in cmd for cmd in asyncssh_server.commands)
+    finally:
+        runner.close()
+        if old.poll() is None:
+            old.kill()
+            old.wait()
+        if new_pid is not None and alive(new_pid):
+            os.kill(new_pid, signal.SIGKILL)
+        Path(pidfile).unlink(missing_ok=True)

@@ -51,7 +51,7 @@ from specmon.control.launch import (
     ProcessIdentity,
     build_plan,
 )
-from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
+from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
 from specmon.ingest import ingest_lines
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
@@ -59,6 +59,7 @@ from specmon.session import RunConfig, ServerState, Session
 from specmon.sources.base import LineSource, SourceStatus
 
 __all__ = [
+    "ConnectingRunner",
     "FAILED_PHASES",
     "RUNNING_PHASES",
     "Phase",
@@ -886,3 +887,50 @@ async def controller_for_running_server(
     controller = RestartController(profile, runner, host=host, adopted=server.identity,
                                    current_steps=server.spec.steps, **controller_kwargs)  # type: ignore[arg-type]
     return controller, server
+
+
+class ConnectingRunner:
+    """Runs commands over SSH on a connection it opens on first use (inside the running app).
+
+    ``specmon connect`` builds everything before the event loop runs, and
+    asyncssh connections belong to the loop: this runner connects when the
+    first command runs, and again after the connection was lost. A command
+    interrupted by a drop is not run again (a restart is not idempotent); the
+    error is raised and the restart shows it.
+
+    Args:
+        connect: Opens a verified connection: an ``SSHLink`` (``specmon.sshconfig.connect``)
+            or an ``asyncssh`` connection.
+    """
+
+    def __init__(self, connect: Callable[[], Awaitable[object]]) -> None:
+        self._connect = connect
+        self._link: object | None = None
+
+    async def run(self, command: str, timeout: float) -> Result:
+        """Run ``command`` on the host (connecting first if needed).
+
+        Raises:
+            ConnectionError: The connection could not be opened (the message says why).
+            asyncssh.Error, OSError: The connection broke during the command.
+        """
+        if self._link is None:
+            try:
+                self._link = await self._connect()
+            except (OSError, asyncssh.Error) as exc:
+                raise ConnectionError(f"cannot connect: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - specmon.sshconfig.SSHError and the like: keep the message
+                raise ConnectionError(str(exc)) from exc
+        conn = getattr(self._link, "conn", self._link)
+        try:
+            return await SSHRunner(conn).run(command, timeout)  # type: ignore[arg-type]
+        except (OSError, asyncssh.Error):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection (the next command opens a new one)."""
+        link, self._link = self._link, None
+        close = getattr(link, "close", None)
+        if close is not None:
+            close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import calendar
 import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
@@ -26,23 +27,29 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widget import Widget
 
-from specmon.control.launch import CommandPlan, LaunchError
+from specmon.control.adopt import AdoptError
+from specmon.control.eta import EtaStore
+from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile
 from specmon.control.restart import (
     RUNNING_PHASES,
     Phase,
     RestartController,
     RestartError,
     RestartProgress,
+    SourceFactory,
     SwitchingSource,
+    controller_for_running_server,
     plan_label,
 )
+from specmon.control.runner import CommandRunner
+from specmon.sources.base import LineSource
 from specmon.session import SessionEvent
 from specmon.snapshot import duration_text
 
 if TYPE_CHECKING:
     from textual.app import App
 
-__all__ = ["RestartFlow", "RestartProgressPanel", "eta_text", "progress_bar"]
+__all__ = ["RestartFlow", "RestartProgressPanel", "eta_text", "live_restart", "progress_bar"]
 
 #: Seconds the panel stays up after "ready" (the table has the new row by then).
 READY_LINGER_S = 12.0
@@ -221,16 +228,25 @@ class RestartFlow:
     app runs (the app calls it on mount).
 
     Args:
-        controller: Builds, shows and runs the plans.
+        controller: Builds, shows and runs the plans; None while ``adopt`` looks
+            for the server.
         initial_steps: Start the server with this step count as soon as the
             dashboard is up (``specmon demo``); the commands go to the event log first.
-        note: Said in the event log and a notification once the dashboard is up
-            (an adopted server: which process ``r`` would restart).
+        note: Said in the event log and a notification once the dashboard is up.
+        adopt: No profile: once the dashboard is up, find the running server —
+            ``adopt(show)`` returns the controller and a note saying which
+            process ``r`` restarts (:func:`live_restart` builds it).
     """
 
-    def __init__(self, controller: RestartController, *, initial_steps: int | None = None,
-                 note: str | None = None) -> None:
+    def __init__(self, controller: RestartController | None, *, initial_steps: int | None = None,
+                 note: str | None = None,
+                 adopt: Callable[[Callable[[str], None]], Awaitable[tuple[RestartController, str]]] | None = None,
+                 ) -> None:
+        if controller is None and adopt is None:
+            raise ValueError("RestartFlow needs a controller or a way to adopt the running server")
         self.controller = controller
+        self.adopt = adopt
+        self.adopt_problem: str | None = None
         self.initial_steps = initial_steps
         self.note = note
         self.app: App[Any] | None = None
@@ -264,21 +280,43 @@ class RestartFlow:
         if self.note:
             self._event("info", self.note)
             self._notify(self.note, "information")
+        if self.controller is None and self.adopt is not None:
+            app.run_worker(self._adopt(), name="adopt", group="control",
+                           description="find the running server", exit_on_error=False)
         if self.initial_steps is not None:
             steps, self.initial_steps = self.initial_steps, None
             self.start_now(steps)
+
+    async def _adopt(self) -> None:
+        assert self.adopt is not None
+        try:
+            controller, note = await self.adopt(lambda text: self._event("info", text))
+        except (AdoptError, LaunchError, OSError) as exc:
+            self.adopt_problem = f"no launch profile, and the running server cannot be adopted: {exc}"
+            self._event("warning", f"restart unavailable: {self.adopt_problem}")
+        except Exception as exc:  # noqa: BLE001 - a failed probe (asyncssh errors too) only disables r
+            self.adopt_problem = f"no launch profile, and finding the running server failed: {exc}"
+            self._event("warning", f"restart unavailable: {self.adopt_problem}")
+        else:
+            self.controller = controller
+            self._event("info", note)
+            self._notify(note, "information")
+        self._changed()
 
     def unavailable_reason(self, action: str) -> str | None:
         """Why ``r`` (or ``s``) cannot run now, or None."""
         if action == "sweep":
             return "sweeps run headless for now: `specmon sweep PROFILE` or `specmon sweep --demo`"
+        if self.controller is None:
+            return self.adopt_problem or "looking for the server process on the host…"
         if self.controller.busy:
             return "a restart is in progress"
         return None
 
     def header_text(self) -> str:
         """What the header's mode slot says while a restart runs: ``restart: loading weights 29/64``."""
-        view = self.controller.progress if self.controller.busy else None
+        c = self.controller
+        view = c.progress if c is not None and c.busy else None
         if view is None:
             return ""
         text = f"restart → {plan_label(view.steps)}: {view.phase.text}{_counter(view, view.phase)}"
@@ -291,6 +329,8 @@ class RestartFlow:
         from specmon.screens.restart_dialog import MeasuredStep, RestartDialog
 
         c = self.controller
+        if c is None:
+            raise RuntimeError(self.unavailable_reason("restart"))
         self._note_current()
         lo, hi = c.steps_range
         rows = self._measured_rows()
@@ -305,6 +345,8 @@ class RestartFlow:
 
     def choose(self, steps: int) -> None:
         """The dialog chose ``steps``: build the plan and show it for confirmation."""
+        if self.controller is None:
+            return
         try:
             plan = self.controller.plan_for(steps)
         except (LaunchError, RestartError) as exc:
@@ -314,6 +356,8 @@ class RestartFlow:
 
     def go_back(self) -> None:
         """Back to the configuration before the last restart (confirmed like any restart)."""
+        if self.controller is None:
+            return
         try:
             plan = self.controller.go_back_plan()
         except (LaunchError, RestartError) as exc:
@@ -324,7 +368,7 @@ class RestartFlow:
     def _confirm(self, plan: CommandPlan, title: str) -> None:
         from specmon.screens.confirm_commands import ConfirmCommandsScreen
 
-        assert self.app is not None
+        assert self.app is not None and self.controller is not None
         screen = ConfirmCommandsScreen(self.controller, plan, now_steps=self.controller.current_steps,
                                        eta_text=self._usual_time(), title=title)
 
@@ -338,6 +382,8 @@ class RestartFlow:
 
     def start_now(self, steps: int) -> None:
         """Start ``steps`` without a dialog (the demo's first start): the commands go to the event log first."""
+        if self.controller is None:
+            return
         try:
             plan = self.controller.plan_for(steps)
         except (LaunchError, RestartError) as exc:
@@ -359,6 +405,7 @@ class RestartFlow:
         self._changed()
 
     async def _run(self, plan: CommandPlan) -> None:
+        assert self.controller is not None
         try:
             final = await self.controller.run(plan, on_progress=self._progress)
         except RestartError as exc:
@@ -388,7 +435,8 @@ class RestartFlow:
 
     def _auto_hide(self) -> None:
         view = self.panel.view
-        if view is not None and view.phase is Phase.READY and not self.controller.busy:
+        c = self.controller
+        if view is not None and view.phase is Phase.READY and c is not None and not c.busy:
             self.dismiss()
 
     def _show(self) -> None:
@@ -402,8 +450,9 @@ class RestartFlow:
             self.panel.view = view
 
     def _refresh(self) -> None:
-        if self._visible and self.controller.busy:
-            self.panel.view = self.controller.progress
+        c = self.controller
+        if self._visible and c is not None and c.busy:
+            self.panel.view = c.progress
 
     def _changed(self) -> None:
         refresh = getattr(self.app, "refresh_bindings", None)
@@ -413,7 +462,7 @@ class RestartFlow:
     def _note_current(self) -> None:
         feeder = getattr(self.app, "feeder", None)
         run = feeder.session.current if feeder is not None else None
-        if run is not None and run.config is not None:
+        if run is not None and run.config is not None and self.controller is not None:
             self.controller.note_running_steps(run.config.steps)
 
     def _measured_rows(self) -> list[Any]:
@@ -428,6 +477,8 @@ class RestartFlow:
             return []
 
     def _usual_time(self) -> str | None:
+        if self.controller is None:
+            return None
         store = self.controller.eta_store
         host = self.controller.host
         if store is None or not store.count(host):
@@ -454,3 +505,54 @@ class RestartFlow:
     def _notify(self, text: str, severity: str) -> None:
         if self.app is not None:
             self.app.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
+
+
+def live_restart(
+    source: LineSource,
+    make_source: SourceFactory,
+    runner: CommandRunner,
+    *,
+    host: str,
+    launch: LaunchProfile | None,
+    log: str | None = None,
+    eta_store: EtaStore | None = None,
+    pidfile: str | None = None,
+) -> tuple[SwitchingSource, RestartFlow]:
+    """Restart for a dashboard on a live server (``specmon connect``, ``specmon watch``).
+
+    With a launch profile, ``r`` restarts through it. Without one, the running
+    server is adopted once the dashboard is up: the fixed read-only probe finds
+    the process writing ``log``, and ``r`` restarts it with its own command line,
+    the step flag rewritten (stopped by PID and start time the first time).
+
+    Args:
+        source: The tail the dashboard reads now.
+        make_source: ``(path, from_start) -> LineSource``: tails of the new log after a restart.
+        runner: Where commands run (``ConnectingRunner`` for SSH, ``LocalRunner`` here).
+        host: The host label.
+        launch: The profile's launch table, if any.
+        log: The log followed (picks the server to adopt).
+        eta_store: Restart times (default: the user data dir's).
+        pidfile: Where an adopted server's successors record their PID
+            (default ``/tmp/specmon-{port}.pid`` on the host).
+
+    Returns:
+        The source to give the app (it follows the new log after each restart)
+        and the controller to give it.
+    """
+    switching = SwitchingSource(source, make_source)
+    common: dict[str, Any] = {"host": host, "eta_store": eta_store if eta_store is not None else EtaStore(),
+                              "make_source": make_source, "on_log_switch": switching.switch}
+    if launch is not None:
+        return switching, RestartFlow(RestartController(launch, runner, **common))
+
+    async def adopt(show: Callable[[str], None]) -> tuple[RestartController, str]:
+        controller, server = await controller_for_running_server(runner, log=log, show=show, pidfile=pidfile,
+                                                                 **common)
+        steps = server.spec.steps
+        now = "steps chosen by the engine" if steps is None else plan_label(steps)
+        note = (f"found the {server.engine} server on {host}: PID {server.pid} ({now}); r restarts it with another "
+                "step count, from its own command line (the commands are shown first)")
+        return controller, note
+
+    return switching, RestartFlow(None, adopt=adopt)
