@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Modules that add subcommands with a ``register(subparsers)`` function (imported lazily:
 #: ``summarize`` must not pay for Textual's import).
-COMMAND_MODULES = ("specmon.commands.dashboard", "specmon.commands.remote", "specmon.commands.control")
+COMMAND_MODULES = ("specmon.commands.dashboard", "specmon.commands.remote", "specmon.commands.control",
+                   "specmon.commands.demo")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
