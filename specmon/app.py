@@ -218,7 +218,7 @@ class SpecmonApp(App[int]):
         self._seq = 0
         self._applied_seq = 0
         self._availability: tuple[object, ...] = ()
-        self._closed = False
+        self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
         if not self.options.animations:
             self.animation_level = "none"
 
@@ -322,8 +322,8 @@ class SpecmonApp(App[int]):
             self.notify(f"statistics failed: {type(error).__name__}: {error}", severity="error", timeout=10)
 
     async def _close_sources(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if not self._sources_closed:
+            self._sources_closed = True
             await self.feeder.close()
 
     async def action_quit(self) -> None:
@@ -414,7 +414,7 @@ class SpecmonApp(App[int]):
         return (self.feeder.generation, id(s), s.lines, len(s.runs), self.builder.baseline_key)
 
     def _maybe_analyze(self, *, force: bool = False) -> None:
-        if self._closed:
+        if self._sources_closed:
             return
         if self._analysis_running:
             self._analysis_again = self._analysis_again or force
