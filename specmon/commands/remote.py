@@ -240,7 +240,7 @@ async def watch_startup(app: SpecmonApp, source: LineSource, *, poll: float = ST
         if status.state is ConnectionState.LIVE or status.lines:
             return None
         if status.state is ConnectionState.FAILED:
-            app.exit(EXIT_INPUT)
+            app.exit(EXIT_INPUT, return_code=EXIT_INPUT)
             return status.detail or "the connection failed"
         if status.state is ConnectionState.ENDED:
             return None
@@ -274,8 +274,7 @@ async def run_connect(app: SpecmonApp, source: LineSource, *, headless: bool = F
     if source.status.state is ConnectionState.FAILED:
         # Seen in the dashboard already; repeated so it survives the screen being cleared.
         return ConnectOutcome(EXIT_INPUT, f"connection failed: {source.status.detail}")
-    code = app.return_code if app.return_code is not None else (result if isinstance(result, int) else 0)
-    return ConnectOutcome(int(code or 0))
+    return ConnectOutcome(result if isinstance(result, int) else int(app.return_code or 0))
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
