@@ -120,7 +120,7 @@ class Analysis:
     verdict: Verdict
 
 
-def _row_key(run: Run) -> RunConfig | str:
+def row_key(run: Run) -> RunConfig | str:
     if run.baseline_source:
         return "baseline file"
     if run.config is not None:
@@ -157,7 +157,7 @@ def _per_position(runs: Sequence[Run]) -> tuple[float, ...] | None:
     return tuple(s / n for s in sums)
 
 
-def _order(row: ConfigRow) -> tuple:
+def row_order(row: ConfigRow) -> tuple:
     # Baseline file first, then by step count (no speculation = 0), unknown configurations last.
     cfg = row.config
     if row.key == "baseline file":
@@ -173,7 +173,7 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
     for run in runs:
         if not run.used:
             continue
-        groups.setdefault(_row_key(run), []).append(run)
+        groups.setdefault(row_key(run), []).append(run)
     rows = []
     for key, rs in groups.items():
         label = key.label if isinstance(key, RunConfig) else str(key)
@@ -185,7 +185,7 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
             per_position=_per_position(rs),
             concurrency=_concurrency_breakdown(rs),
         ))
-    return sorted(rows, key=_order)
+    return sorted(rows, key=row_order)
 
 
 def _fmt_pct(r: Ratio) -> str:
@@ -210,9 +210,27 @@ def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None) -> Analys
         baseline_tps: an exact baseline throughput given by the user; wins over
             a baseline file, which wins over a no-speculation run in the data.
     """
-    rows = build_rows(runs)
+    return assemble(build_rows(runs), baseline_tps=baseline_tps)
+
+
+def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
+             baseline_key: RunConfig | str | None = None) -> Analysis:
+    """Baseline, comparisons and verdict over built rows.
+
+    Args:
+        rows: fresh rows (their flags are set here), in table order.
+        baseline_tps: a given baseline throughput (``--baseline-tps``).
+        baseline_key: the key of a row the user marked as the baseline (the
+            dashboard's ``b``); it wins over everything while it has samples.
+    """
+    chosen = None
+    if baseline_key is not None:
+        chosen = next((r for r in rows if r.key == baseline_key and r.throughput is not None), None)
     baseline: Baseline | None = None
-    if baseline_tps is not None:
+    if chosen is not None:
+        chosen.is_baseline = True
+        baseline = Baseline("run", f"{chosen.label} (marked)", throughput=chosen.throughput)
+    elif baseline_tps is not None:
         baseline = Baseline("tps", f"{baseline_tps:g} tok/s (given)", tps=baseline_tps)
     else:
         file_row = next((r for r in rows if r.key == "baseline file"), None)
@@ -225,11 +243,10 @@ def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None) -> Analys
         for row in rows:
             if row.throughput is not None and not row.is_baseline:
                 row.vs_baseline = ratio(row.throughput, baseline.against())  # type: ignore[arg-type]
-    verdict = _verdict(rows, baseline)
-    return Analysis(rows, baseline, verdict)
+    return Analysis(rows, baseline, verdict_for(rows, baseline))
 
 
-def _verdict(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
+def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
     candidates = [r for r in rows if r.throughput is not None and r.throughput.n >= MIN_SAMPLES_FOR_VERDICT
                   and r.key != "baseline file"]
     if not candidates:

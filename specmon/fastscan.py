@@ -73,7 +73,7 @@ class Piece:
     in_traceback: bool = False
 
 
-def _bulk(lines: list[bytes], engine: Engine, year: int) -> Piece | None:
+def bulk_piece(lines: list[bytes], engine: Engine, year: int) -> Piece | None:
     """Columns for a piece made only of standard decode/prefill/access lines; else None."""
     dec: list[bytes] = []
     pre: list[bytes] = []
@@ -139,7 +139,7 @@ def parse_piece(args: tuple[str, int, int, str, int], in_traceback: bool = False
     if raw and raw[-1] == b"":
         raw.pop()  # the piece ends with a newline: no empty last line
     lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in raw]
-    piece = None if in_traceback else _bulk(lines, engine, year)
+    piece = None if in_traceback else bulk_piece(lines, engine, year)
     if piece is not None:
         return piece
     parser = LineParser(year=year, engine=engine)

@@ -15,19 +15,22 @@ into a fresh session: pooling the same log twice would double the evidence.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from specmon.fastscan import Piece, _bulk
+from specmon.fastscan import Piece, bulk_piece
 from specmon.ingest import ingest_lines
 from specmon.parsing import LineParser
 from specmon.records import Engine
 from specmon.session import Session, SessionEvent
-from specmon.sources.base import ConnectionState, LineSource
-from specmon.sources.replay import ReplayClock
+from specmon.sources.base import ConnectionState, LineSource, SourceStatus
+from specmon.sources.replay import ReplayClock, line_time
 
-__all__ = ["FeedInput", "Feeder", "ingest_batch"]
+__all__ = ["FeedInput", "Feeder", "RecordingSource", "ingest_batch", "recording_inputs"]
 
 #: Lines parsed between two checks of the time slice.
 _SUB_BATCH = 512
@@ -62,7 +65,7 @@ def _bulk_piece(lines: list[str], parser: LineParser) -> Piece | None:
     raw = "\n".join(lines).encode("utf-8", errors="surrogateescape").split(b"\n")
     if len(raw) != len(lines):
         return None  # a line held a newline of its own: count lines the slow, exact way
-    return _bulk(raw, parser.engine, parser.year)
+    return bulk_piece(raw, parser.engine, parser.year)
 
 
 @dataclass
@@ -91,6 +94,8 @@ class Feeder:
         clock: Wall clock (injected in tests).
         slice_s: Longest stretch of parsing before the event loop gets a turn.
         perf: High-resolution timer for the slices.
+        recorder: A :class:`~specmon.recording.Recorder`: every line read, and where each
+            input begins, is recorded (``specmon replay RECORDING`` rebuilds the same table).
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class Feeder:
         clock: Callable[[], float] = time.time,
         slice_s: float = 0.002,
         perf: Callable[[], float] = time.perf_counter,
+        recorder: Any = None,
     ) -> None:
         if not inputs:
             raise ValueError("a feeder needs at least one source")
@@ -125,6 +131,9 @@ class Feeder:
         self._last_ts: float | None = None
         self._last_ts_wall: float | None = None
         self._closing = False
+        self.recorder = recorder
+        self._rec_source = ""
+        self._rec_year: int | None = None
 
     # -- state for the UI ---------------------------------------------------------------------
 
@@ -196,6 +205,9 @@ class Feeder:
     async def _consume(self, inp: FeedInput) -> None:
         self.current = inp
         session = self.session
+        if self.recorder is not None:
+            self._rec_year = inp.year
+            self._record_beginnings(session)
         session.begin_source(inp.source.name, baseline=inp.baseline)
         parser = LineParser(year=inp.year)
         batches = inp.source.batches()
@@ -216,6 +228,8 @@ class Feeder:
         async for batch in batches:
             for i in range(0, len(batch), _SUB_BATCH):
                 part = batch[i:i + _SUB_BATCH]
+                if self.recorder is not None:
+                    self.recorder.batch(self._rec_source, lineno, part)
                 lineno = ingest_batch(session, parser, part, lineno)
                 self.lines += len(part)
                 if perf() - started > budget:
@@ -226,6 +240,25 @@ class Feeder:
             self._after_batch(inp)
             if self._closing:
                 break
+
+    def _record_beginnings(self, session: Session) -> None:
+        """Record every ``begin_source`` of ``session``, wherever it is called from.
+
+        A restart's log switch begins a new input from outside the feeder (the
+        switching source's ``on_begin``); replay must begin it at the same line.
+        """
+        if getattr(session, "_specmon_recorded", False):
+            return
+        begin = session.begin_source
+
+        def recorded_begin(name: str, *, baseline: bool = False) -> None:
+            begin(name, baseline=baseline)
+            self._rec_source = name
+            if self.recorder is not None:
+                self.recorder.source(name, baseline=baseline, year=self._rec_year)
+
+        session.begin_source = recorded_begin  # type: ignore[method-assign]
+        session._specmon_recorded = True  # type: ignore[attr-defined]
 
     def drain_events(self) -> None:
         """Move the current source's messages (rotation, truncation, connection lost, stderr)
@@ -249,3 +282,130 @@ class Feeder:
         if ts is not None and ts != self._last_ts:
             self._last_ts = ts
             self._last_ts_wall = self._clock()
+
+
+# -- replaying a recording --------------------------------------------------------------------------
+
+#: Bytes that only a ``meta``/``source`` entry holds (quotes inside a recorded line are escaped).
+_SOURCE_MARK = b'"event":"source"'
+
+
+class RecordingSource:
+    """The recorded lines of one input of a recording, paced by their log timestamps.
+
+    Args:
+        path: The recording.
+        offset: Where the input's lines start in the file (after its ``source`` entry).
+        name: The recorded source name.
+        clock: The replay clock shared by the whole replay.
+        year: Year for year-less timestamps (as recorded).
+        wall_clock: Wall clock for ``status.last_line_at``.
+        max_batch: Most lines in one batch.
+    """
+
+    def __init__(self, path: str | Path, offset: int, name: str, clock: ReplayClock, *, year: int | None = None,
+                 wall_clock: Callable[[], float] = time.time, max_batch: int = 4096) -> None:
+        self.path = Path(path)
+        self.offset = offset
+        self.name = name
+        self.clock = clock
+        self.year = year if year is not None else time.gmtime().tm_year
+        self.status = SourceStatus()
+        self._wall = wall_clock
+        self._max = max_batch
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop (the current batch is the last)."""
+        self._closed = True
+        self.status.state = ConnectionState.ENDED
+
+    def _deliver(self, lines: list[str]) -> list[str]:
+        self.status.lines += len(lines)
+        self.status.last_line_at = self._wall()
+        for text in reversed(lines[-64:]):
+            ts = line_time(text, self.year)
+            if ts is not None:
+                self.clock.note(ts)
+                break
+        return lines
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Yield the input's lines until the next input of the recording begins."""
+        self._closed = False
+        self.status.state = ConnectionState.LIVE
+        self.status.detail = f"replaying {self.path}"
+        clock, jumped, out = self.clock, False, []
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, across yields
+        except OSError as exc:
+            self.status.state = ConnectionState.FAILED
+            self.status.detail = f"{self.path}: {exc.strerror or exc}"
+            return
+        try:
+            f.seek(self.offset)
+            for raw in f:
+                if self._closed:
+                    return
+                if _SOURCE_MARK in raw:
+                    break
+                if b'"type":"line"' not in raw:
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue  # a truncated last line (the recorder was killed)
+                text = str(entry.get("text", ""))
+                if clock.speed is not None:
+                    ts = line_time(text, self.year)
+                    if ts is not None:
+                        if not jumped or clock.log_now() is None:
+                            clock.jump(ts)
+                            jumped = True
+                        elif ts > (clock.log_now() or ts):
+                            if out:
+                                yield self._deliver(out)
+                                out = []
+                            await clock.wait_until(ts)
+                out.append(text)
+                if len(out) >= self._max:
+                    await clock.wait_running()
+                    yield self._deliver(out)
+                    out = []
+            if out:
+                yield self._deliver(out)
+        finally:
+            f.close()
+        self.status.state = ConnectionState.ENDED
+        self.status.detail = f"replay of {self.path} finished"
+
+
+def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callable[[], float] = time.time,
+                     baseline: bool = False) -> list[FeedInput]:
+    """One :class:`FeedInput` per input the recording began, in order (the live session's boundaries).
+
+    Args:
+        path: A recording (:func:`specmon.recording.is_recording`).
+        clock: The replay clock.
+        wall_clock: Wall clock.
+        baseline: Make every input a baseline input (``--baseline RECORDING``).
+    """
+    inputs: list[FeedInput] = []
+    offset = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            offset += len(raw)
+            if _SOURCE_MARK not in raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if entry.get("type") != "meta" or entry.get("event") != "source":
+                continue
+            year = entry.get("year") if isinstance(entry.get("year"), int) else None
+            src = RecordingSource(path, offset, str(entry.get("source", "")), clock, year=year, wall_clock=wall_clock)
+            inputs.append(FeedInput(src, baseline=baseline or bool(entry.get("baseline")), year=year))
+    if not inputs:  # lines but no source entry (a hand-made file): one input
+        inputs.append(FeedInput(RecordingSource(path, 0, str(path), clock, wall_clock=wall_clock), baseline=baseline))
+    return inputs

@@ -19,12 +19,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from specmon.analysis import Analysis, Baseline, ConfigRow, _order, _row_key, _verdict, build_rows
+from specmon.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.formats import row_cells
 from specmon.records import Engine
 from specmon.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.stats import Summary, difference, ratio
+from specmon.stats import Summary, difference
 
 __all__ = [
     "DEFAULT_WINDOW", "DashboardSnapshot", "EventView", "HeaderView", "MetricView", "PlotSegment",
@@ -299,40 +299,6 @@ def freeze_runs(runs: Iterable[Run]) -> list[Run]:
     return out
 
 
-def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
-             baseline_key: RunConfig | str | None = None) -> Analysis:
-    """Baseline, comparisons and verdict over rows, as :func:`specmon.analysis.analyze` does.
-
-    Args:
-        rows: Fresh rows (their flags are set here), ordered as the table shows them.
-        baseline_tps: A given baseline throughput (``--baseline-tps``).
-        baseline_key: The key of the row marked as the baseline with ``b``; it wins
-            over everything else while that row has throughput samples.
-    """
-    chosen = None
-    if baseline_key is not None:
-        chosen = next((r for r in rows if r.key == baseline_key and r.throughput is not None), None)
-    baseline: Baseline | None = None
-    if chosen is not None:
-        chosen.is_baseline = True
-        baseline = Baseline("run", f"{chosen.label} (marked)", throughput=chosen.throughput)
-    elif baseline_tps is not None:
-        baseline = Baseline("tps", f"{baseline_tps:g} tok/s (given)", tps=baseline_tps)
-    else:
-        # The same choice as analyze(): a --baseline file, else the run without speculation.
-        file_row = next((r for r in rows if r.key == "baseline file"), None)
-        nospec_row = next((r for r in rows if r.config is not None and r.config.is_nospec), None)
-        ref = file_row or nospec_row
-        if ref is not None and ref.throughput is not None:
-            ref.is_baseline = True
-            baseline = Baseline("file" if ref is file_row else "run", ref.label, throughput=ref.throughput)
-    if baseline is not None and baseline.against() is not None:
-        for row in rows:
-            if row.throughput is not None and not row.is_baseline:
-                row.vs_baseline = ratio(row.throughput, baseline.against())  # type: ignore[arg-type]
-    return Analysis(rows, baseline, _verdict(rows, baseline))
-
-
 def _signature(runs: Sequence[Run]) -> tuple[tuple[int, ...], ...]:
     """What a row's statistics depend on: which runs, and how many samples each holds."""
     return tuple((r.id, len(r.throughput), len(r.concurrency), len(r.accept_len), len(r.accept_rate),
@@ -433,7 +399,7 @@ class SnapshotBuilder:
         groups: dict[RunConfig | str, list[Run]] = {}
         for run in runs:
             if run.used:
-                groups.setdefault(_row_key(run), []).append(run)
+                groups.setdefault(row_key(run), []).append(run)
         reused, todo = {}, {}
         for key, group in groups.items():
             sig = _signature(group)
@@ -459,7 +425,7 @@ class SnapshotBuilder:
             row = job.computed.get(key) or job.reused[key]
             # A fresh copy: assemble() sets flags that belong to this result only.
             rows.append(replace(row, vs_baseline=None, is_baseline=False, best=False, runs=list(row.runs)))
-        rows.sort(key=_order)
+        rows.sort(key=row_order)
         return assemble(rows, baseline_tps=job.baseline_tps, baseline_key=job.baseline_key)
 
     def analyze(self, runs: Sequence[Run]) -> Analysis:

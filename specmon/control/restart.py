@@ -52,7 +52,6 @@ from specmon.control.launch import (
     build_plan,
 )
 from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
-from specmon.ingest import ingest_lines
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
 from specmon.session import RunConfig, ServerState, Session
