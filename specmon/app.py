@@ -24,7 +24,12 @@ Extension points for the commands built on this app:
   (``reconnecting in 4 s (attempt 2)``, latency, failures);
 * ``controller``: an object with ``restart_screen()`` and ``sweep_screen()``;
   ``r`` and ``s`` push those screens, and are greyed out without a controller or
-  with ``DashboardOptions(read_only=True)``;
+  with ``DashboardOptions(read_only=True)``; a controller that holds a
+  ``RestartController`` (the restart flow) gets a ``sweeper``
+  (:class:`~specmon.screens.sweep_screen.SweepFlow`) that ``s`` drives instead;
+* ``recorder``: a :class:`~specmon.recording.Recorder` the feeder records every
+  line into (closed when the app ends); ``DashboardOptions.prometheus_port``
+  serves ``/metrics`` from the app's own loop while it runs;
 * subclasses: Textual calls ``on_mount`` of every class in the MRO by itself, so a
   subclass's ``on_mount`` must not call ``super().on_mount()`` (it would start a
   second ingest worker and a second set of timers).
@@ -50,7 +55,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
-from specmon.feeder import FeedInput, Feeder
+from specmon.control.restart import RestartController
+from specmon.feeder import FeedInput, Feeder, recording_inputs
 from specmon.formats import to_csv, to_json, to_markdown
 from specmon.session import SessionEvent
 from specmon.snapshot import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
@@ -128,6 +134,7 @@ class DashboardOptions:
         loop: Replay the inputs again and again.
         read_only: Never offer restart or sweep, even with a controller.
         animations: Textual animations (tests and snapshots turn them off).
+        prometheus_port: Serve Prometheus metrics on 127.0.0.1:PORT while the app runs (0: any free port).
     """
 
     theme: str | None = None
@@ -137,6 +144,7 @@ class DashboardOptions:
     loop: bool = False
     read_only: bool = False
     animations: bool = True
+    prometheus_port: int | None = None
 
 
 #: (action, palette title, palette help) for the command palette.
@@ -164,6 +172,8 @@ class SpecmonApp(App[int]):
         theme_dirs: Folders of theme files, later ones overriding earlier names.
         export_dir: Where ``e`` writes (default: the current directory).
         controller: Restart/sweep provider; None disables ``r`` and ``s``.
+        recorder: Records every line read (None: no recording).
+        sweeper: Runs sweeps for ``s`` (default: one built on the controller's restart flow).
     """
 
     # Absolute: a relative path would be resolved next to a subclass's module.
@@ -195,6 +205,8 @@ class SpecmonApp(App[int]):
         theme_dirs: Sequence[Traversable | Path] = (),
         export_dir: Path | None = None,
         controller: DashboardController | None = None,
+        recorder: Any = None,
+        sweeper: Any = None,
     ) -> None:
         super().__init__()
         self.options = options or DashboardOptions()
@@ -202,7 +214,14 @@ class SpecmonApp(App[int]):
         self.controller = controller
         self.export_dir = export_dir
         self.feeder = Feeder(inputs, warmup=self.options.warmup, loop=self.options.loop,
-                             replay_clock=replay_clock, clock=clock)
+                             replay_clock=replay_clock, clock=clock, recorder=recorder)
+        self.recorder = recorder
+        if sweeper is None and isinstance(getattr(controller, "controller", None), RestartController):
+            from specmon.screens.sweep_screen import SweepFlow
+
+            sweeper = SweepFlow(controller)
+        self.sweeper = sweeper
+        self.exporter: Any = None
         self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
         self.display_paused = False
         self.last_export: list[Path] = []
@@ -266,7 +285,30 @@ class SpecmonApp(App[int]):
         attach = getattr(self.controller, "attach", None)
         if attach is not None:
             attach(self)
+        if self.sweeper is not None:
+            self.sweeper.attach(self)
+        if self.recorder is not None:
+            self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
+        if self.options.prometheus_port is not None:
+            self.run_worker(self._serve_metrics, name="prometheus", group="export",
+                            description="serve Prometheus metrics", exit_on_error=False)
         self._tick()
+
+    async def _serve_metrics(self) -> None:
+        from specmon.prometheus import PrometheusExporter, render_metrics
+
+        assert self.options.prometheus_port is not None
+        # The feeder's session, looked up at each scrape: a looped replay replaces it.
+        exporter = PrometheusExporter(lambda: render_metrics(self.feeder.session), self.options.prometheus_port)
+        try:
+            await exporter.start()
+        except OSError as exc:
+            self.feeder.session.events.append(SessionEvent(0, None, "error", str(exc)))
+            self.notify(str(exc), title="prometheus", severity="error", timeout=10)
+            return
+        self.exporter = exporter
+        text = f"Prometheus metrics at http://{exporter.host}:{exporter.port}/metrics"
+        self.feeder.session.events.append(SessionEvent(0, None, "info", text))
 
     def on_resize(self) -> None:
         self._size_classes()
@@ -325,6 +367,11 @@ class SpecmonApp(App[int]):
         if not self._sources_closed:
             self._sources_closed = True
             await self.feeder.close()
+            if self.exporter is not None:
+                exporter, self.exporter = self.exporter, None
+                await exporter.close()
+            if self.recorder is not None:
+                self.recorder.close()
 
     async def action_quit(self) -> None:
         """Close the source (an SSH channel, a file) and leave."""
@@ -493,6 +540,11 @@ class SpecmonApp(App[int]):
                 return "read-only mode"
             if self.controller is None:
                 return "no launch profile configured for this server"
+            if self.sweeper is not None:
+                if action == "sweep":
+                    return self.sweeper.unavailable_reason()  # type: ignore[no-any-return]
+                if self.sweeper.running:
+                    return "a sweep is running (s offers to stop it)"
             reason = getattr(self.controller, "unavailable_reason", None)
             if reason is not None:
                 return reason(action)
@@ -600,8 +652,12 @@ class SpecmonApp(App[int]):
             self.push_screen(self.controller.restart_screen())
 
     def action_sweep(self) -> None:
-        """Open the controller's sweep screen."""
-        if self.controller is not None and not self._unavailable_reason("sweep"):
+        """Open the sweep screen (or, during a sweep, offer to stop it)."""
+        if self.controller is None or self._unavailable_reason("sweep"):
+            return
+        if self.sweeper is not None:
+            self.sweeper.open()
+        else:
             self.push_screen(self.controller.sweep_screen())
 
 
@@ -617,6 +673,8 @@ def make_app(
     extra_theme_dirs: Sequence[Traversable | Path] = (),
     export_dir: Path | None = None,
     controller: DashboardController | None = None,
+    recorder: Any = None,
+    sweeper: Any = None,
 ) -> SpecmonApp:
     """Build the dashboard for a source (or several inputs): the one factory.
 
@@ -630,13 +688,15 @@ def make_app(
         extra_theme_dirs: More theme folders, read after the shipped ones.
         export_dir: Where exports go (default: the current directory).
         controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
+        recorder: Records the session (a :class:`~specmon.recording.Recorder`; None: not recorded).
+        sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
     """
     inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
     user_dir = user_theme_dir() if user_themes is USER_THEMES else user_themes
     return SpecmonApp(
         inputs, replay_clock=replay_clock, options=options, clock=clock,
         theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),
-        export_dir=export_dir, controller=controller,
+        export_dir=export_dir, controller=controller, recorder=recorder, sweeper=sweeper,
     )
 
 
@@ -650,6 +710,9 @@ def replay_app(
 ) -> SpecmonApp:
     """The dashboard replaying log files (baseline files first, read at max speed).
 
+    A specmon recording (:func:`specmon.recording.is_recording`) replays its
+    recorded lines, input by input, so the table is the one the live session showed.
+
     Args:
         files: Logs to replay, in order.
         speed: Log seconds per wall second (None: max).
@@ -660,11 +723,19 @@ def replay_app(
     clock = ReplayClock(speed, monotonic=monotonic)
     wall = kwargs.get("clock", time.time)
     inputs = []
+    from specmon.recording import is_recording
+
     for path in baseline_files:
         # The baseline is reference data, not part of the show: read it at once.
+        if is_recording(path):
+            inputs.extend(recording_inputs(path, ReplayClock(None), wall_clock=wall, baseline=True))
+            continue
         src = ReplaySource(path, ReplayClock(None), wall_clock=wall)
         inputs.append(FeedInput(src, baseline=True, year=src.year))
     for path in files:
+        if is_recording(path):
+            inputs.extend(recording_inputs(path, clock, wall_clock=wall))
+            continue
         src = ReplaySource(path, clock, wall_clock=wall)
         inputs.append(FeedInput(src, year=src.year))
     return make_app(inputs, replay_clock=clock, **kwargs)

@@ -61,7 +61,54 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace, **extra: object):  # type: ignore[no-untyped-def]
     from specmon.app import DashboardOptions
 
-    return DashboardOptions(theme=args.theme, warmup=args.warmup, window=max(1, args.window), **extra)
+    return DashboardOptions(theme=args.theme, warmup=args.warmup, window=max(1, args.window),
+                            prometheus_port=getattr(args, "prometheus_port", None), **extra)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0-65535; 0 = any free port): {text!r}")
+    return int(text)
+
+
+def add_session_options(p: argparse.ArgumentParser, *, record: bool = True) -> None:
+    """``--prometheus-port``, and for live sessions ``--record PATH`` / ``--no-record``."""
+    p.add_argument("--prometheus-port", type=_port, default=None, metavar="PORT",
+                   help="serve the live figures as Prometheus metrics on 127.0.0.1:PORT/metrics")
+    if record:
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--record", metavar="PATH", default=None,
+                       help="record the session to this file (default: a new file in the recordings folder)")
+        g.add_argument("--no-record", action="store_true",
+                       help="do not record the session (by default every line is recorded, for replay and reports)")
+
+
+def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    """The session's :class:`~specmon.recording.Recorder`, or None (``--no-record``, or it cannot be written)."""
+    if getattr(args, "no_record", True):
+        return None
+    from specmon.recording import Recorder, new_recording_path
+
+    path = args.record or new_recording_path(kind)
+    try:
+        return Recorder(path, meta={"command": kind, **(meta or {})}, warmup=getattr(args, "warmup", None))
+    except OSError as exc:
+        print(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+
+
+def _recorded_warmup(path: str) -> int | None:
+    """The warm-up a recording was made with (replay uses it unless --warmup is given)."""
+    from specmon.recording import RecordingError, is_recording, read_recording
+
+    if not is_recording(path):
+        return None
+    try:
+        first = next(read_recording(path))
+    except (RecordingError, StopIteration):
+        return None
+    value = first.get("warmup")
+    return value if isinstance(value, int) else None
 
 
 def _check_theme(name: str | None) -> str | None:
@@ -92,6 +139,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _fail(problem)
     from specmon.app import replay_app
 
+    if args.warmup is None and args.files:
+        args.warmup = _recorded_warmup(args.files[0])
     app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
                      options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop))
     return int(app.run() or 0)
@@ -104,8 +153,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return _fail(problem)
     from specmon.app import watch_app
 
-    app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps))
-    return int(app.run() or 0)
+    recorder = open_recorder(args, "watch", {"path": str(args.path)})
+    if recorder is not None:
+        print(f"specmon: recording to {recorder.path}", file=sys.stderr)
+    app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps),
+                    recorder=recorder)
+    try:
+        return int(app.run() or 0)
+    finally:
+        if recorder is not None:
+            recorder.close()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -117,7 +174,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "t theme, ? help, q quit.",
         epilog="example: specmon replay sample_logs/sim_eagle3_{nospec,1step,2step,3step,5step,10step}.log "
                "--speed 60   (a 12-minute start-up passes in 12 seconds)")
-    r.add_argument("files", nargs="+", metavar="FILE")
+    r.add_argument("files", nargs="+", metavar="FILE",
+                   help="server logs, or a specmon recording (replayed input by input: the same table)")
     r.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                    help="log seconds per second (default 1 = real time), or 'max'")
     r.add_argument("--loop", action="store_true", help="start again at the end (demos)")
@@ -127,6 +185,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument("--baseline-tps", type=_positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s (e.g. 88.8)")
     _add_common(r)
+    add_session_options(r, record=False)
     r.set_defaults(func=cmd_replay)
 
     w = subparsers.add_parser(
@@ -138,4 +197,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     w.add_argument("--baseline-tps", type=_positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s")
     _add_common(w)
+    add_session_options(w)
     w.set_defaults(func=cmd_watch)

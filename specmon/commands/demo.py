@@ -70,6 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="folder for the logs and the pidfile (default: a temporary folder, removed at exit)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the simulated server")
     p.add_argument("--theme", metavar="NAME", help="colour theme (default specmon-dark)")
+    from specmon.commands.dashboard import add_session_options
+
+    add_session_options(p)
     p.set_defaults(func=cmd_demo)
 
 
@@ -84,6 +87,7 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     """
     from specmon.app import DashboardOptions, make_app
     from specmon.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
+    from specmon.screens.sweep_screen import SweepFlow
     from specmon.widgets.restart_progress import RestartFlow
 
     setup = make_demo(
@@ -92,8 +96,14 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
         startup_s=args.startup_seconds if args.startup_seconds is not None else DEFAULT_STARTUP_S,
         seed=args.seed)
     flow = RestartFlow(setup.controller, initial_steps=args.steps)
-    options = app_kwargs.pop("options", None) or DashboardOptions(theme=args.theme)
-    app = make_app(setup.source, options=options, controller=flow, **app_kwargs)
+    startup = args.startup_seconds if args.startup_seconds is not None else DEFAULT_STARTUP_S
+    # The simulated server drives its own traffic (no --port): the sweep measures that, within a
+    # demo-sized budget; `s` works as it would on a real server.
+    sweeper = app_kwargs.pop("sweeper", None) or SweepFlow(flow, plan_options={
+        "max_minutes": 1.0, "poll_s": 0.25, "stall_s": 60.0, "attach_s": max(60.0, 4 * startup)})
+    options = app_kwargs.pop("options", None) or DashboardOptions(
+        theme=args.theme, prometheus_port=getattr(args, "prometheus_port", None))
+    app = make_app(setup.source, options=options, controller=flow, sweeper=sweeper, **app_kwargs)
     return app, setup
 
 
@@ -146,10 +156,20 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
     previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
     setup = None
     code: Any = EXIT_OK
+    recorder = None
     try:
+        if "recorder" not in app_kwargs:
+            from specmon.commands.dashboard import open_recorder
+
+            recorder = open_recorder(args, "demo", {"steps": args.steps})
+            if recorder is not None:
+                _err(f"specmon: recording to {recorder.path}")
+            app_kwargs["recorder"] = recorder
         app, setup = build_demo_app(args, workdir, **app_kwargs)
         code = run_app(app)
     finally:
+        if recorder is not None:
+            recorder.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         stopped = True

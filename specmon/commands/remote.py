@@ -286,8 +286,16 @@ def cmd_connect(args: argparse.Namespace) -> int:
     except ConnectError as exc:
         print(f"specmon: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    app = connect_app(plan)
-    outcome = asyncio.run(run_connect(app, plan.source, headless=args.headless))
+    from specmon.commands.dashboard import open_recorder
+
+    recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
+    app = connect_app(plan, recorder=recorder)
+    app.options.prometheus_port = getattr(args, "prometheus_port", None)
+    try:
+        outcome = asyncio.run(run_connect(app, plan.source, headless=args.headless))
+    finally:
+        if recorder is not None:
+            recorder.close()
     if outcome.message:
         print(f"specmon: {outcome.message}", file=sys.stderr)
     return outcome.code
@@ -336,4 +344,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="batches in the rolling means (default 20)")
     # For tests and CI: run the app without a terminal. Hidden: not a user feature.
     c.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)
+    from specmon.commands.dashboard import add_session_options
+
+    add_session_options(c)  # --prometheus-port, --record PATH, --no-record
     c.set_defaults(func=cmd_connect)
