@@ -187,3 +187,70 @@ async def test_prometheus_endpoint_answers_while_the_dashboard_runs(isolated_hom
         exporter = app.exporter
     # Closed with the app: the port no longer answers.
     assert app.exporter is None and exporter._server is None
+
+
+async def test_second_s_stops_the_sweep(isolated_home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
+                                user_themes=None, export_dir=tmp_path)
+    app.sweeper.plan_options.update(rule=StoppingRule(looks=1, min_samples=10, max_samples=5000), max_minutes=5.0,
+                                    poll_s=0.05, settle=1, stall_s=20.0, attach_s=20.0)
+    c = setup.controller
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: c.progress is not None and not c.busy, "the first start", rounds=1500)
+            await pilot.press("s")
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepScreen), "the step list")
+            app.screen.query_one("#sweep-steps").value = "0,3"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepConfirmScreen), "the commands")
+            await pilot.press("y")
+            sweep = None
+
+            def measuring() -> bool:
+                nonlocal sweep
+                sweep = app.sweeper.sweep
+                return sweep is not None and sweep.current is not None and sweep.current.n > 0
+
+            await wait_for(pilot, measuring, "the first setting to be measured", rounds=1500)
+            await pilot.press("s")
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepStopScreen), "the stop offer")
+            await pilot.press("y")
+            await wait_for(pilot, lambda: app.sweeper.report_path is not None, "the stopped sweep's report",
+                           rounds=1500)
+            result = app.sweeper.result
+            assert result is not None and not result.finished
+            assert any(cell.status == "pending" for cell in result.cells)  # 3 steps never ran
+            assert any(e.text.startswith("sweep stopped: ") for e in app.feeder.session.events)
+            assert not app.sweeper.running and app.check_action("restart", ()) is True
+            await pilot.press("q")
+    finally:
+        await stop_demo_server(c, lambda _: None)
+
+
+def test_session_options_on_the_commands() -> None:
+    from specmon.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["watch", "x.log"], ["connect", "host", "--log", "/x.log"], ["demo"]):
+        args = parser.parse_args([*argv, "--prometheus-port", "9400", "--no-record"])
+        assert (args.prometheus_port, args.no_record) == (9400, True)
+        args = parser.parse_args([*argv, "--record", "/tmp/r.jsonl"])
+        assert (args.record, args.no_record, args.prometheus_port) == ("/tmp/r.jsonl", False, None)
+    args = parser.parse_args(["replay", "a.jsonl", "--prometheus-port", "0"])
+    assert args.prometheus_port == 0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["watch", "x.log", "--record", "r.jsonl", "--no-record"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["watch", "x.log", "--prometheus-port", "70000"])
+
+
+def test_replay_takes_the_recorded_warmup(tmp_path: Path) -> None:
+    from specmon.commands.dashboard import _recorded_warmup
+
+    path = tmp_path / "rec.jsonl"
+    with Recorder(path, warmup=3):
+        pass
+    assert _recorded_warmup(str(path)) == 3
+    assert _recorded_warmup(str(LOG)) is None  # a plain log: the engine's default
