@@ -247,18 +247,14 @@ class Feeder:
         A restart's log switch begins a new input from outside the feeder (the
         switching source's ``on_begin``); replay must begin it at the same line.
         """
-        if getattr(session, "_specmon_recorded", False):
+        if self._on_begin_source in session.source_listeners:
             return
-        begin = session.begin_source
+        session.source_listeners.append(self._on_begin_source)
 
-        def recorded_begin(name: str, *, baseline: bool = False) -> None:
-            begin(name, baseline=baseline)
-            self._rec_source = name
-            if self.recorder is not None:
-                self.recorder.source(name, baseline=baseline, year=self._rec_year)
-
-        session.begin_source = recorded_begin  # type: ignore[method-assign]
-        session._specmon_recorded = True  # type: ignore[attr-defined]
+    def _on_begin_source(self, name: str, baseline: bool) -> None:
+        self._rec_source = name
+        if self.recorder is not None:
+            self.recorder.source(name, baseline=baseline, year=self._rec_year)
 
     def drain_events(self) -> None:
         """Move the current source's messages (rotation, truncation, connection lost, stderr)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -185,6 +186,8 @@ class Session:
         self._current: Run | None = None
         self._source = ""
         self._baseline_source = False
+        #: Called with (name, baseline) after every begin_source — the recorder listens here.
+        self.source_listeners: list[Callable[[str, bool], None]] = []
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -198,6 +201,8 @@ class Session:
         self._current = None
         self._source = name
         self._baseline_source = baseline
+        for listener in self.source_listeners:
+            listener(name, baseline)
 
     @property
     def current(self) -> Run | None:
