@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specmon.app import SpecmonApp
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.restart import ConnectingRunner
     from specmon.sources.base import LineSource
+    from specmon.widgets.restart_progress import RestartFlow
     from specmon.sources.ssh import SSHTailSource
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "register",
     "run_connect",
     "watch_startup",
+    "with_restart",
 ]
 
 EXIT_OK, EXIT_INPUT = 0, 2
@@ -68,6 +72,7 @@ class ConnectPlan:
         theme: Theme name, or None for the default.
         warmup: Samples excluded at the start of each run (None: engine default).
         window: Batches in the rolling means.
+        launch: The profile's ``[launch]`` table (how ``r`` restarts the server), if any.
     """
 
     source: SSHTailSource
@@ -76,6 +81,7 @@ class ConnectPlan:
     theme: str | None
     warmup: int | None
     window: int
+    launch: LaunchProfile | None = None
 
 
 @dataclass
@@ -167,7 +173,8 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     baseline_tps = args.baseline_tps if args.baseline_tps is not None else (
         profile.baseline_tps if profile is not None else None)
     return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
-                       theme=args.theme, warmup=args.warmup, window=max(1, args.window))
+                       theme=args.theme, warmup=args.warmup, window=max(1, args.window),
+                       launch=profile.launch if profile is not None else None)
 
 
 def _check_theme(name: str | None) -> str | None:
@@ -212,6 +219,42 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
         return make_app(plan.source, **kwargs)
     inputs.append(FeedInput(plan.source))
     return make_app(inputs, **kwargs)
+
+
+def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, RestartFlow, ConnectingRunner]:
+    """Give the dashboard ``r``: restart the remote server over SSH, the commands confirmed first.
+
+    With a profile's ``[launch]`` table, ``r`` restarts through it; without
+    one, the server writing the followed log is adopted once the dashboard is
+    up (a read-only probe over SSH; if none is found, ``r`` stays greyed out
+    and the event log says why). Nothing connects here: the runner opens its
+    own verified SSH connection on first use, inside the running app.
+
+    Args:
+        plan: From :func:`plan_connect`.
+        **kwargs: Passed to :func:`specmon.widgets.restart_progress.live_restart`
+            (``eta_store``, ``pidfile``).
+
+    Returns:
+        The plan with its source wrapped (it follows the new log after a
+        restart: give it to :func:`connect_app` and :func:`run_connect`), the
+        controller for the app, and the runner (close it when the app ends).
+    """
+    import dataclasses
+
+    from specmon import sshconfig
+    from specmon.control.restart import ConnectingRunner
+    from specmon.sources.ssh import SSHTailSource
+    from specmon.widgets.restart_progress import live_restart
+
+    target = plan.source.target
+    runner = ConnectingRunner(lambda: sshconfig.connect(target))
+    source, flow = live_restart(
+        plan.source,
+        # A new or truncated log is read whole; an old one from its end.
+        lambda path, from_start: SSHTailSource(target, path, lines=None if from_start else 0),
+        runner, host=target.label, launch=plan.launch, log=plan.source.path, **kwargs)
+    return dataclasses.replace(plan, source=source), flow, runner  # type: ignore[arg-type]
 
 
 async def watch_startup(app: SpecmonApp, source: LineSource, *, poll: float = STARTUP_POLL_S) -> str | None:
@@ -289,11 +332,13 @@ def cmd_connect(args: argparse.Namespace) -> int:
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
-    app = connect_app(plan, recorder=recorder)
+    plan, flow, runner = with_restart(plan)
+    app = connect_app(plan, recorder=recorder, controller=flow)
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
     try:
         outcome = asyncio.run(run_connect(app, plan.source, headless=args.headless))
     finally:
+        runner.close()
         if recorder is not None:
             recorder.close()
     if outcome.message:

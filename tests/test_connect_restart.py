@@ -1,0 +1,201 @@
+"""``specmon connect`` with a launch profile: ``r`` restarts the remote server over SSH.
+
+The whole connect path: a config file with a managed ``[launch]`` table,
+:func:`plan_connect`, :func:`with_restart` and :func:`connect_app`, on the
+in-process asyncssh server of ``tests/sshd.py`` (its commands run as real
+``/bin/sh`` processes here, so the simulated server is a real process). The
+server is first started through the same controller and plan (never by hand),
+then the test drives the dashboard with Pilot: ``r``, a step count, the
+confirmation screen, and waits for the new run. Servers are stopped by their
+pidfile in a finally.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from specmon.cli import build_parser
+from specmon.commands.remote import plan_connect, with_restart
+from specmon.control.eta import EtaStore
+from specmon.control.launch import LaunchProfile
+from specmon.control.restart import ConnectingRunner, Phase, RestartController
+from specmon.demo import demo_profile
+from specmon.session import Run
+from tests.sshd import AsyncSSHServer, ClientHome, asyncssh_server, client_home  # noqa: F401 - fixtures
+
+SIZE = (110, 34)
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value (strings and lists as JSON, which TOML reads the same way)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def write_config(path: Path, name: str, profile: dict[str, Any], launch: LaunchProfile) -> Path:
+    """A specmon config file with one profile and its ``[launch]`` table."""
+    lines = [f"[profiles.{name}]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in profile.items()]
+    lines += ["", f"[profiles.{name}.launch]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in launch.model_dump(exclude_none=True, mode="json").items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def connect_args(config: Path, profile: str, *extra: str) -> Any:
+    """``specmon connect PROFILE --config FILE ...`` parsed by the real command line."""
+    return build_parser().parse_args(["connect", profile, "--config", str(config), "--no-record", *extra])
+
+
+def pid_in(pidfile: str | None) -> int | None:
+    try:
+        return int(Path(pidfile or "").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stop_by_pidfile(pidfile: str | None) -> None:
+    """Stop what the pidfile names (TERM, then KILL): nothing outlives the test."""
+    pid = pid_in(pidfile)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+async def start_through_controller(plan: Any, steps: int, eta: EtaStore) -> RestartController:
+    """Start the server at ``steps`` with the profile's own plan, over SSH (shown, then run)."""
+    from specmon import sshconfig
+
+    target = plan.source.target
+    runner = ConnectingRunner(lambda: sshconfig.connect(target))
+    controller = RestartController(plan.launch, runner, host=target.label, eta_store=eta)
+    try:
+        first = controller.plan_for(steps)
+        assert "specmon-start" in controller.describe(first) or first.start.display
+        final = await controller.run(first)
+        assert final.phase is Phase.READY, (final.message, final.last_lines)
+    finally:
+        runner.close()
+    return controller
+
+
+def runs_with_samples(app: Any) -> list[Run]:
+    return [r for r in app.feeder.session.runs if r.config is not None and r.live_accept_len]
+
+
+async def test_r_restarts_the_remote_server_and_a_new_run_begins(
+        tmp_path: Path, asyncssh_server: AsyncSSHServer, client_home: ClientHome) -> None:  # noqa: F811
+    from specmon.commands.remote import connect_app
+    from specmon.screens.confirm_commands import ConfirmCommandsScreen
+    from specmon.screens.restart_dialog import RestartDialog
+    from tests.app_factory import FIXED_NOW, options, wait_for
+
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    launch = demo_profile(srv, time_scale=20, startup_s=1, seed=5)
+    config = write_config(tmp_path / "config.toml", "sim", {
+        "host": f"specmon@127.0.0.1:{asyncssh_server.port}",
+        "identity": str(client_home.ssh_dir / "id_ed25519"),
+        "log": str(srv / "sim_2step.log"),
+    }, launch)
+    plan = plan_connect(connect_args(config, "sim"))
+    assert plan.launch is not None and plan.launch.argv == launch.argv
+    eta = EtaStore(tmp_path / "eta.json")
+    runner = None
+    try:
+        await start_through_controller(plan, 2, eta)
+        plan, flow, runner = with_restart(plan, eta_store=eta)
+        app = connect_app(plan, controller=flow, options=options(), clock=lambda: FIXED_NOW, user_themes=None)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: any(r.config.steps == 2 for r in runs_with_samples(app)),
+                           "samples of the 2-step run", rounds=1500)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
+            await pilot.press("4", "enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands")
+            shown = app.screen.text
+            assert "--steps 4" in shown and "sim_4step.log" in shown
+            await pilot.press("y")
+            await wait_for(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
+                           and not flow.controller.busy, "the restart", rounds=1500)
+            final = flow.controller.progress
+            assert final is not None and final.phase is Phase.READY, (final.message, final.last_lines)
+            await wait_for(pilot, lambda: any(r.config.steps == 4 for r in runs_with_samples(app)),
+                           "samples of the 4-step run", rounds=1500)
+            steps = [r.config.steps for r in runs_with_samples(app)]
+            assert steps[0] == 2 and steps[-1] == 4
+            # Every command that ran on the host was a field of a plan the user saw.
+            assert any("sim_4step.log" in cmd for cmd in asyncssh_server.commands)
+            texts = [e.text for e in app.feeder.session.events]
+            assert any("restart to 4 steps" in t for t in texts)
+    finally:
+        if runner is not None:
+            runner.close()
+        stop_by_pidfile(launch.pidfile)
+
+
+async def test_without_a_launch_table_the_server_writing_the_log_is_adopted(
+        tmp_path: Path, asyncssh_server: AsyncSSHServer, client_home: ClientHome) -> None:  # noqa: F811
+    """No ``[launch]``: once the dashboard is up, the probe over SSH finds the process writing the log."""
+    import subprocess
+    import sys
+
+    from specmon.commands.remote import connect_app
+    from tests.app_factory import FIXED_NOW, options, wait_for
+    from tests.test_adopt import FAKE_SERVER
+
+    pkg = tmp_path / "pkg" / "sglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch_server.py").write_text(FAKE_SERVER)
+    log = tmp_path / "server.log"
+    argv = [sys.executable, "-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", "3", "--port", "30179"]
+    with log.open("w") as out:
+        server = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                  env={"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "pkg")})
+    (tmp_path / "empty.toml").write_text("")
+    args = build_parser().parse_args(["connect", f"specmon@127.0.0.1:{asyncssh_server.port}", "--log", str(log),
+                                      "-i", str(client_home.ssh_dir / "id_ed25519"),
+                                      "--config", str(tmp_path / "empty.toml"), "--no-record"])
+    plan = plan_connect(args)
+    assert plan.launch is None
+    plan, flow, runner = with_restart(plan, eta_store=EtaStore(tmp_path / "eta.json"),
+                                      pidfile=str(tmp_path / "adopted.pid"))
+    try:
+        app = connect_app(plan, controller=flow, options=options(), clock=lambda: FIXED_NOW, user_themes=None)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: flow.adopt_problem is not None or flow.controller is not None,
+                           "the adoption's answer", rounds=1500)
+            assert flow.controller is not None, flow.adopt_problem
+            assert flow.controller.adopted is not None and flow.controller.adopted.pid == server.pid
+            assert flow.unavailable_reason("restart") is None
+            assert any("specmon-proc" in cmd for cmd in asyncssh_server.commands)  # the read-only probe ran
+            texts = [e.text for e in app.feeder.session.events]
+            assert any(f"PID {server.pid} (3 steps)" in t for t in texts)
+    finally:
+        runner.close()
+        server.kill()
+        server.wait()
