@@ -335,10 +335,15 @@ def cmd_connect(args: argparse.Namespace) -> int:
     plan, flow, runner = with_restart(plan)
     app = connect_app(plan, recorder=recorder, controller=flow)
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
+    async def run_and_close() -> ConnectOutcome:
+        try:
+            return await run_connect(app, plan.source, headless=args.headless)
+        finally:
+            runner.close()  # on the loop the connection lives on: it is gone after asyncio.run
+
     try:
-        outcome = asyncio.run(run_connect(app, plan.source, headless=args.headless))
+        outcome = asyncio.run(run_and_close())
     finally:
-        runner.close()
         if recorder is not None:
             recorder.close()
     if outcome.message:
