@@ -130,7 +130,9 @@ async def test_newcomer_restarts_to_two_steps_and_sees_a_new_row(isolated_home: 
             assert app.feeder.source.name == str(folder.resolve() / "sim_2step.log")
             second_pid = pid_in(folder)
             assert second_pid is not None and second_pid != first_pid and not alive(first_pid or 0)
-            assert any("ready: 2 steps, 3 draft tokens" in e.text for e in session.events)
+            # The controller's messages reach the event log on the app's next tick: wait for it.
+            await wait_for(pilot, lambda: any("ready: 2 steps, 3 draft tokens" in e.text for e in session.events),
+                           "the ready message in the event log", rounds=1500)
             await pilot.press("q")
         outcome = await stop_demo_server(c, lambda _: None)
         assert outcome is not None and "result=stopped" in outcome
