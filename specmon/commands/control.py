@@ -280,6 +280,10 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
+    if not getattr(args, "demo", False) and result.cells:
+        # A sweep never stops the server for good: say so, it is still using the GPUs.
+        _err("sweep: the server is left running with the last configuration measured; "
+             "restart it with the winner from the dashboard (r) or your own command")
     if verdict is None or verdict.best is None:
         return EXIT_NOTHING
     return EXIT_OK
