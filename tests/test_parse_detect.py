@@ -12,28 +12,18 @@ For each file in ``tests/data/real_logs`` (and ``vllm_cpu_kit/``):
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specmon.parsing import detect_engine, parse_lines
 from specmon.records import Decode, Engine, EngineStats, Spec, Unparsed
+from tests.realdata import DATA, read_lines
 
-DATA = Path(__file__).parent / "data" / "real_logs"
 ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.log"))
 
 STATS_MARKERS = ("Decode batch", "SpecDecoding metrics", "Speculative metrics", "Avg prompt throughput",
                  "draft acceptance")
-
-
-def read_lines(name: str) -> list[str]:
-    """The lines of a data file exactly as a tail would deliver them (split on LF only)."""
-    with (DATA / name).open(encoding="utf-8", newline="") as fh:
-        lines = fh.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def test_corpus_is_complete() -> None:

@@ -13,25 +13,15 @@ from __future__ import annotations
 
 from calendar import timegm
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specmon.parsing import LineParser, parse_lines
 from specmon.records import Decode, Spec, Unparsed
+from tests.realdata import read_lines
 
-DATA = Path(__file__).parent / "data" / "real_logs"
 MTP = "llamacpp_mtp_print_timing_multiline_1.log"
-
-
-def read_lines(name: str) -> list[str]:
-    """The lines of a data file exactly as a tail would deliver them (split on LF only)."""
-    with (DATA / name).open(encoding="utf-8", newline="") as fh:
-        lines = fh.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def ts(text: str) -> float:
