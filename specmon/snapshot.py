@@ -532,7 +532,7 @@ class SnapshotBuilder:
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),
             config_short=run.label if run is not None and run.config is not None else "configuration unknown",
-            run_id=run.id if run else None, runs=sum(1 for r in session.runs if r.used),
+            run_id=run.id if run else None, runs=max(sum(1 for r in session.runs if r.used), run.id if run else 0),
             state=state.value, state_text=text, state_level=level, since=since,
             connection=conn, connection_level=conn_level, mode=mode, paused=paused, lines=lines,
             unparsed=session.counts.get("unparsed", 0),
