@@ -14,24 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from specmon import __version__
+from specmon.commands.argtypes import positive_float, whole_number
 
 EXIT_OK, EXIT_NOTHING, EXIT_INPUT = 0, 1, 2
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
-    return int(text)
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> int:
@@ -134,13 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--baseline", metavar="FILE", action="append", default=[],
                    help="a log of the server without speculation, used as the baseline")
-    g.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+    g.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s (e.g. 88.8)")
     s.add_argument("--format", choices=FORMATS, default="table")
-    s.add_argument("--warmup", type=_nonneg_int, default=None, metavar="N",
+    s.add_argument("--warmup", type=whole_number, default=None, metavar="N",
                    help="samples excluded at the start of each run, per rank "
                         "(default: 5 SGLang decode lines, 1 vLLM interval)")
-    s.add_argument("--jobs", type=_nonneg_int, default=0, metavar="N",
+    s.add_argument("--jobs", type=whole_number, default=0, metavar="N",
                    help="parallel parsing processes for large files (default: one per core; 1 = none)")
     s.set_defaults(func=cmd_summarize)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
+from specmon.commands.argtypes import positive_float, positive_int
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from collections.abc import Coroutine
@@ -33,22 +34,6 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _pos_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
-    return int(text)
-
-
-def _pos_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``sweep`` and ``report`` to the ``specmon`` parser."""
     s = subparsers.add_parser(
@@ -64,18 +49,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
     s.add_argument("--concurrency", type=_int_list, default=[1], metavar="LIST",
                    help="requests in flight, e.g. 1 or 1,4 (default 1: what a single user feels)")
-    s.add_argument("--min-samples", type=_pos_int, default=None, metavar="N",
+    s.add_argument("--min-samples", type=positive_int, default=None, metavar="N",
                    help="counted samples before the first look (default 40)")
-    s.add_argument("--max-samples", type=_pos_int, default=None, metavar="N",
+    s.add_argument("--max-samples", type=positive_int, default=None, metavar="N",
                    help="sample budget per setting: the last look (default 1600)")
-    s.add_argument("--max-minutes", type=_pos_float, default=None, metavar="M",
+    s.add_argument("--max-minutes", type=positive_float, default=None, metavar="M",
                    help="collection time budget per setting, minutes (default 10; demo 0.4)")
-    s.add_argument("--looks", type=_pos_int, default=5, metavar="K", help="planned looks per setting (default 5)")
-    s.add_argument("--alpha", type=_pos_float, default=0.05, metavar="A",
+    s.add_argument("--looks", type=positive_int, default=5, metavar="K", help="planned looks per setting (default 5)")
+    s.add_argument("--alpha", type=positive_float, default=0.05, metavar="A",
                    help="chance of calling two equal settings different, over all looks (default 0.05)")
-    s.add_argument("--margin-pct", type=_pos_float, default=1.0, metavar="P",
+    s.add_argument("--margin-pct", type=positive_float, default=1.0, metavar="P",
                    help="differences within ±P%% are 'equivalent' (default 1)")
-    s.add_argument("--precision-pct", type=_pos_float, default=0.5, metavar="P",
+    s.add_argument("--precision-pct", type=positive_float, default=0.5, metavar="P",
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
     s.add_argument("--order", choices=("given", "random", "interleave"), default="given",
                    help="measuring order (random and interleave keep drift from favouring one setting)")
@@ -88,11 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="do not drive load (the server's own traffic is measured)")
     s.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
                    help="OpenAI-compatible endpoint for the load (default completions)")
-    s.add_argument("--max-tokens", type=_pos_int, default=None, metavar="N",
+    s.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
                    help="tokens generated per load request (default 512; demo 1024)")
     s.add_argument("--prompts", metavar="FILE", default=None,
                    help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
-    s.add_argument("--request-timeout", type=_pos_float, default=300.0, metavar="S",
+    s.add_argument("--request-timeout", type=positive_float, default=300.0, metavar="S",
                    help="upper bound on one load request, seconds (default 300)")
     s.add_argument("--record", metavar="PATH", default=None,
                    help="recording file (default: a new file in the user data directory)")
@@ -100,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--prometheus-port", type=int, default=None, metavar="PORT",
                    help="serve the live figures as Prometheus metrics on 127.0.0.1:PORT")
     s.add_argument("--config", metavar="PATH", default=None, help="config file (default ~/.config/specmon/config.toml)")
-    s.add_argument("--time-scale", type=_pos_float, default=100.0, metavar="S",
+    s.add_argument("--time-scale", type=positive_float, default=100.0, metavar="S",
                    help="demo only: simulated seconds per real second (default 100)")
     s.add_argument("-y", "--yes", action="store_true", help="restart the server without asking first")
     s.set_defaults(func=cmd_sweep)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from specmon.commands.argtypes import check_theme, positive_float, whole_number
 
 __all__ = ["register"]
 
@@ -27,22 +28,6 @@ def _speed(text: str) -> float | None:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
-    return int(text)
-
-
 def _fail(message: str) -> int:
     print(f"specmon: {message}", file=sys.stderr)
     return EXIT_INPUT
@@ -52,9 +37,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme", metavar="NAME",
                    help="colour theme: specmon-dark (default), specmon-light, specmon-contrast, "
                         "or one from your themes folder")
-    p.add_argument("--warmup", type=_count, default=None, metavar="N",
+    p.add_argument("--warmup", type=whole_number, default=None, metavar="N",
                    help="samples excluded at the start of each run, per rank (default: engine's)")
-    p.add_argument("--window", type=_count, default=20, metavar="N",
+    p.add_argument("--window", type=whole_number, default=20, metavar="N",
                    help="batches in the rolling means (default 20)")
 
 
@@ -111,18 +96,6 @@ def _recorded_warmup(path: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _check_theme(name: str | None) -> str | None:
-    """An error message when the theme does not exist, before the screen opens."""
-    if name is None:
-        return None
-    from specmon.theming import load_themes, theme_folders, user_theme_dir
-
-    themes, _ = load_themes(theme_folders(user_theme_dir()))
-    if name in themes:
-        return None
-    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     """``specmon replay FILE...``: the dashboard driven by saved logs."""
     from specmon.logfiles import LogFileError, check_readable
@@ -134,7 +107,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             check_readable(path)
     except LogFileError as exc:
         return _fail(str(exc))
-    problem = _check_theme(args.theme)
+    problem = check_theme(args.theme)
     if problem:
         return _fail(problem)
     from specmon.app import replay_app
@@ -148,7 +121,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``specmon watch PATH``: the dashboard following a local log."""
-    problem = _check_theme(args.theme)
+    problem = check_theme(args.theme)
     if problem:
         return _fail(problem)
     from specmon.app import watch_app
@@ -182,7 +155,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g = r.add_mutually_exclusive_group()
     g.add_argument("--baseline", metavar="FILE", action="append", default=[],
                    help="a log of the server without speculation, used as the baseline")
-    g.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+    g.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s (e.g. 88.8)")
     _add_common(r)
     add_session_options(r, record=False)
@@ -192,9 +165,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "watch", help="follow a log on this machine (like tail -F) in the dashboard",
         description="Follow a local log file through rotation and truncation and show the dashboard.")
     w.add_argument("path", metavar="PATH")
-    w.add_argument("--lines", type=_count, default=None, metavar="N",
+    w.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines (default: the whole file)")
-    w.add_argument("--baseline-tps", type=_positive_float, metavar="X",
+    w.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s")
     _add_common(w)
     add_session_options(w)

@@ -142,9 +142,9 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             print(f"specmon: cannot use --dir {workdir}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INPUT
     if args.theme is not None:
-        from specmon.commands.dashboard import _check_theme
+        from specmon.commands.argtypes import check_theme
 
-        problem = _check_theme(args.theme)
+        problem = check_theme(args.theme)
         if problem:
             print(f"specmon: {problem}", file=sys.stderr)
             return EXIT_INPUT

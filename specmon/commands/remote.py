@@ -30,6 +30,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from specmon.commands.argtypes import check_theme, positive_float, whole_number
 
 if TYPE_CHECKING:
     from specmon.app import SpecmonApp
@@ -105,22 +106,6 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
-    return int(text)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return value
-
-
 # -- planning (no Textual, no connection) ----------------------------------------------------------
 
 def plan_connect(args: argparse.Namespace) -> ConnectPlan:
@@ -167,7 +152,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
             baseline_files.append(str(check_readable(profile.baseline_file)))
         except LogFileError as exc:
             raise ConnectError(f"the profile's baseline_file: {exc}") from None
-    problem = _check_theme(args.theme)
+    problem = check_theme(args.theme)
     if problem:
         raise ConnectError(problem)
     baseline_tps = args.baseline_tps if args.baseline_tps is not None else (
@@ -175,18 +160,6 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
                        theme=args.theme, warmup=args.warmup, window=max(1, args.window),
                        launch=profile.launch if profile is not None else None)
-
-
-def _check_theme(name: str | None) -> str | None:
-    """An error message when the theme does not exist, before anything connects."""
-    if name is None:
-        return None
-    from specmon.theming import load_themes, theme_folders, user_theme_dir
-
-    themes, _ = load_themes(theme_folders(user_theme_dir()))
-    if name in themes:
-        return None
-    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
 
 
 # -- the dashboard -------------------------------------------------------------------------------
@@ -381,16 +354,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="connect through jump host(s), like ssh -J ('none' = direct)")
     c.add_argument("-F", "--ssh-config", metavar="FILE",
                    help="an OpenSSH client config file instead of ~/.ssh/config")
-    c.add_argument("--lines", type=_count, default=None, metavar="N",
+    c.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines of the log (default: the profile's, else 1000)")
-    c.add_argument("--baseline-tps", type=_positive_float, default=None, metavar="X",
+    c.add_argument("--baseline-tps", type=positive_float, default=None, metavar="X",
                    help="a known baseline throughput in tokens/s (default: the profile's)")
     c.add_argument("--theme", metavar="NAME",
                    help="colour theme: specmon-dark (default), specmon-light, specmon-contrast, "
                         "or one from your themes folder")
-    c.add_argument("--warmup", type=_count, default=None, metavar="N",
+    c.add_argument("--warmup", type=whole_number, default=None, metavar="N",
                    help="samples excluded at the start of each run, per rank (default: engine's)")
-    c.add_argument("--window", type=_count, default=20, metavar="N",
+    c.add_argument("--window", type=whole_number, default=20, metavar="N",
                    help="batches in the rolling means (default 20)")
     # For tests and CI: run the app without a terminal. Hidden: not a user feature.
     c.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)

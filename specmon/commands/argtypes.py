@@ -1,0 +1,42 @@
+"""Argument types and checks shared by every subcommand (argparse only: imported at start-up)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (``--baseline-tps 88.8``, ``--speed 60``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    """An integer ≥ 0 (``--warmup 0``)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
+    return int(text)
+
+
+def positive_int(text: str) -> int:
+    """An integer ≥ 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
+    return int(text)
+
+
+def check_theme(name: str | None) -> str | None:
+    """An error message when the theme does not exist, before any screen opens or host is reached."""
+    if name is None:
+        return None
+    from specmon.theming import load_themes, theme_folders, user_theme_dir
+
+    themes, _ = load_themes(theme_folders(user_theme_dir()))
+    if name in themes:
+        return None
+    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
