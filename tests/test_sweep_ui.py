@@ -134,8 +134,9 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
             body = report.read_text(encoding="utf-8")
             assert "## Verdict" in body and "## Configurations" in body
             assert result.verdict is not None and result.verdict.sentence in body
-            live = [(r.label, r.samples) for r in analyze(app.feeder.session.runs).rows]
             await pilot.press("q")
+        # Taken after quitting: the server logs on until then, and every line read is recorded.
+        live = [(r.label, r.samples) for r in analyze(app.feeder.session.runs).rows]
     finally:
         await stop_demo_server(c, lambda _: None)
         recorder.close()
