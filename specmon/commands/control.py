@@ -380,7 +380,7 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.config import ConfigError, load_config
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError, finished_state
+    from specmon.control.sweep import LogFollower, PlanRestarter, finished_state
     from specmon.recording import RecordedIngest, default_recording_dir
     from specmon.session import Session
 
@@ -443,22 +443,31 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
                 load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
             except LoadError as exc:
                 return _fail(str(exc), EXIT_INPUT)
-        try:
-            sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
-                          recorder=rec, on_event=_on_event)
-        except SweepError as exc:
-            return _fail(str(exc), EXIT_INPUT)
-        try:
-            result = await _with_prometheus(args, session, sweep.run())
-        finally:
-            await follower.stop()
-        if result is None:
-            return EXIT_INPUT
-        return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+        return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)
     finally:
         ingest.close()
         if rec is not None:
             rec.close()
+
+
+async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+                             load: LoadControl | None, state: str, rec: Recorder | None, follower: Any) -> int:
+    """Run a profile's sweep (local or remote alike) and print its result."""
+    from specmon.cli import EXIT_INPUT, _fail
+    from specmon.control.sweep import Sweep, SweepError
+
+    try:
+        sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
+                      recorder=rec, on_event=_on_event)
+    except SweepError as exc:
+        return _fail(str(exc), EXIT_INPUT)
+    try:
+        result = await _with_prometheus(args, session, sweep.run())
+    finally:
+        await follower.stop()
+    if result is None:
+        return EXIT_INPUT
+    return _print_result(args, result, {"recording": str(rec.path) if rec else None})
 
 
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
@@ -466,7 +475,7 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
     from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
     from specmon.control.runner import SSHRunner
-    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.control.sweep import LogFollower, PlanRestarter
     from specmon.sources.ssh import SSHTailSource
     from specmon.sshconfig import SSHError, connect, target_from_options
 
@@ -484,18 +493,7 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
         restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err)
 
         async def run(load: LoadControl | None) -> int:
-            try:
-                sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
-                              recorder=rec, on_event=_on_event)
-            except SweepError as exc:
-                return _fail(str(exc), EXIT_INPUT)
-            try:
-                result = await _with_prometheus(args, session, sweep.run())
-            finally:
-                await follower.stop()
-            if result is None:
-                return EXIT_INPUT
-            return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+            return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)
 
         if args.no_load:
             return await run(None)

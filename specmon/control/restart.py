@@ -55,7 +55,7 @@ from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, 
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
 from specmon.session import RunConfig, ServerState, Session
-from specmon.sources.base import LineSource, SourceStatus
+from specmon.sources.base import LineSource, SourceStatus, stop_reading
 
 __all__ = [
     "ConnectingRunner",
@@ -700,15 +700,7 @@ class RestartController:
     async def _stop_tail(self) -> None:
         tail, task = self._tail, self._tail_task
         self._tail = self._tail_task = None
-        if tail is not None:
-            await tail.close()
-        if task is not None:
-            try:
-                await asyncio.wait_for(task, 5.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                task.cancel()
-            except Exception:  # noqa: BLE001 - a failed tail must not turn a restart into a traceback
-                pass
+        await stop_reading(tail, task)
 
     async def close(self) -> None:
         """Stop following the log (the app is closing)."""

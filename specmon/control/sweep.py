@@ -50,6 +50,7 @@ from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.records import Config, Decode, Engine, Spec
 from specmon.sequential import StoppingRule, SweepVerdict, sweep_verdict
 from specmon.session import Run, RunConfig, ServerState, Session
+from specmon.sources.base import stop_reading
 from specmon.stats import Summary, summarize
 
 ORDERS = ("given", "random", "interleave")
@@ -849,13 +850,7 @@ class LogFollower:
         """Stop following."""
         source, task = self._source, self._task
         self._source = self._task = None
-        if source is not None:
-            await source.close()
-        if task is not None:
-            try:
-                await asyncio.wait_for(task, 5.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                task.cancel()
+        await stop_reading(source, task)
 
 
 def controller_restarter(controller: Any, show: Callable[[str], None] | None = None) -> Restarter:

@@ -8,6 +8,7 @@ a few lists, not 50,000 awaits.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -54,3 +55,21 @@ class LineSource(Protocol):
     async def close(self) -> None:
         """Stop reading and release the connection or file."""
         ...
+
+
+async def stop_reading(source: LineSource | None, task: asyncio.Task | None, timeout: float = 5.0) -> None:
+    """Close a source, then give the task that reads it ``timeout`` seconds to end.
+
+    A task that does not end in time is cancelled; one that failed is not re-raised:
+    stopping a tail must never turn a restart or a sweep into a traceback.
+    """
+    if source is not None:
+        await source.close()
+    if task is None:
+        return
+    try:
+        await asyncio.wait_for(task, timeout)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        task.cancel()
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
