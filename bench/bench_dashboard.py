@@ -36,10 +36,10 @@ sys.path.insert(0, str(ROOT))
 from textual import events  # noqa: E402
 from textual.binding import Binding  # noqa: E402
 
-from specmon.app import DashboardOptions, SpecmonApp  # noqa: E402
-from specmon.feeder import FeedInput  # noqa: E402
+from specmon.ui.app import DashboardOptions, SpecmonApp  # noqa: E402
+from specmon.ingest.live import FeedInput  # noqa: E402
 from specmon.sources.replay import ReplayClock, ReplaySource  # noqa: E402
-from specmon.theming import theme_folders  # noqa: E402
+from specmon.ui.theming import theme_folders  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 KEY_EVERY_S = 0.05

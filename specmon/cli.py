@@ -30,10 +30,10 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from rich.console import Console
 
-    from specmon.analysis import analyze
-    from specmon.formats import render, to_rich
-    from specmon.ingest import ingest_files
-    from specmon.logfiles import LogFileError
+    from specmon.model.analysis import analyze
+    from specmon.output.tables import render, to_rich
+    from specmon.ingest.files import ingest_files
+    from specmon.ingest.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
         return _fail("give either --baseline FILE or --baseline-tps X, not both")
@@ -70,7 +70,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """``specmon parse FILE...``: every record as one JSON object per line."""
-    from specmon.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
+    from specmon.ingest.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
     from specmon.parsing import LineParser, detect_engine
 
     try:
@@ -103,7 +103,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    from specmon.formats import FORMATS
+    from specmon.output.tables import FORMATS
 
     p = argparse.ArgumentParser(
         prog="specmon",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from specmon.app import DashboardOptions, SpecmonApp, make_app, replay_app
+from specmon.ui.app import DashboardOptions, SpecmonApp, make_app, replay_app
 from specmon.sources.base import ConnectionState, SourceStatus
 
 #: The repository; tests run from it so log paths in headers are the same on every machine.
@@ -174,6 +174,6 @@ async def wait_for(pilot: Any, condition: Any, what: str, rounds: int = 400) -> 
 
 def header_text(app: SpecmonApp) -> str:
     """The two header lines as plain text."""
-    from specmon.widgets.status_header import StatusHeader
+    from specmon.ui.widgets.status_header import StatusHeader
 
     return app.query_one(StatusHeader).render().plain

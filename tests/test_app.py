@@ -6,11 +6,11 @@ from pathlib import Path
 
 from textual.color import Color
 
-from specmon.snapshot import connection_text
+from specmon.ui.views import connection_text
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.widgets.event_log import EventLog
-from specmon.widgets.run_table import RunTable
-from specmon.widgets.status_header import StatusHeader
+from specmon.ui.widgets.event_log import EventLog
+from specmon.ui.widgets.run_table import RunTable
+from specmon.ui.widgets.status_header import StatusHeader
 from tests.app_factory import (
     CRASH, FIXED_NOW, SWEEP, VLLM_KIT, StaticSource, build_app, header_text, isolated_home,  # noqa: F401
     settle, settle_source, source_app, sweep_app, wait_for,

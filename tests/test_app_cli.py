@@ -53,7 +53,7 @@ def test_missing_file_and_unknown_theme_are_clear_errors(capsys: pytest.CaptureF
 def test_the_command_line_does_not_import_textual_until_a_dashboard_opens() -> None:
     """``specmon summarize`` builds the same parser: it must not pay for Textual."""
     code = ("import sys, specmon.cli as c; c.build_parser(); "
-            "import specmon.feeder, specmon.snapshot, specmon.sources.replay; "
+            "import specmon.ingest.live, specmon.ui.views, specmon.sources.replay; "
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
@@ -61,7 +61,7 @@ def test_the_command_line_does_not_import_textual_until_a_dashboard_opens() -> N
 
 async def test_watch_follows_a_growing_file_and_reports_truncation(isolated_home: Path,  # noqa: F811
                                                                     tmp_path: Path) -> None:
-    from specmon.app import watch_app
+    from specmon.ui.app import watch_app
 
     log = tmp_path / "server.log"
     first = campaign(2, 94.0, 12)

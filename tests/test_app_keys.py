@@ -10,10 +10,10 @@ from pathlib import Path
 from textual.screen import Screen
 from textual.widgets import Static
 
-from specmon.analysis import analyze
-from specmon.formats import to_csv, to_markdown
-from specmon.screens.help import HelpScreen
-from specmon.widgets.status_header import StatusHeader
+from specmon.model.analysis import analyze
+from specmon.output.tables import to_csv, to_markdown
+from specmon.ui.screens.help import HelpScreen
+from specmon.ui.widgets.status_header import StatusHeader
 from tests.app_factory import (
     FIXED_NOW, SWEEP, FakeMonotonic, StaticSource, build_app, header_text, isolated_home,  # noqa: F401
     settle, settle_source, source_app, sweep_app, wait_for,
@@ -149,7 +149,7 @@ async def test_t_cycles_through_the_specmon_themes(isolated_home: Path) -> None:
 
 
 async def test_theme_option_and_user_theme_folder(isolated_home: Path, tmp_path: Path) -> None:
-    from specmon.app import make_app
+    from specmon.ui.app import make_app
     from tests.app_factory import options
 
     folder = tmp_path / "my-themes"

@@ -140,8 +140,8 @@ def test_console_script_runs_as_a_process(sweep_files: list[str]) -> None:
 
 
 def test_core_never_imports_textual() -> None:
-    code = ("import sys; import specmon.cli, specmon.parsing, specmon.session, specmon.stats, specmon.analysis, "
-            "specmon.formats, specmon.ingest, specmon.records, specmon.logfiles; "
+    code = ("import sys; import specmon.cli, specmon.parsing, specmon.model.session, specmon.model.stats, specmon.model.analysis, "
+            "specmon.output.tables, specmon.ingest.files, specmon.records, specmon.ingest.logfiles; "
             "import importlib, pkgutil, specmon\n"
             "for m in ('specmon.sources', 'specmon.control', 'specmon.sim'):\n"
             "    pkg = importlib.import_module(m)\n"

@@ -24,8 +24,8 @@ from specmon.commands.remote import plan_connect, with_restart
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import ConnectingRunner, Phase, RestartController
-from specmon.demo import demo_profile
-from specmon.session import Run
+from specmon.control.demo import demo_profile
+from specmon.model.session import Run
 from tests.sshd import AsyncSSHServer, ClientHome, asyncssh_server, client_home  # noqa: F401 - fixtures
 
 SIZE = (110, 34)
@@ -86,7 +86,7 @@ def stop_by_pidfile(pidfile: str | None, sig: int = signal.SIGTERM) -> None:
 
 async def start_through_controller(plan: Any, steps: int, eta: EtaStore) -> RestartController:
     """Start the server at ``steps`` with the profile's own plan, over SSH (shown, then run)."""
-    from specmon import sshconfig
+    from specmon.ssh import connect as sshconfig
 
     target = plan.source.target
     runner = ConnectingRunner(lambda: sshconfig.connect(target))
@@ -108,8 +108,8 @@ def runs_with_samples(app: Any) -> list[Run]:
 async def test_r_restarts_the_remote_server_and_a_new_run_begins(
         tmp_path: Path, asyncssh_server: AsyncSSHServer, client_home: ClientHome) -> None:  # noqa: F811
     from specmon.commands.remote import connect_app
-    from specmon.screens.confirm_commands import ConfirmCommandsScreen
-    from specmon.screens.restart_dialog import RestartDialog
+    from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+    from specmon.ui.screens.restart_dialog import RestartDialog
     from tests.app_factory import FIXED_NOW, options, wait_for
 
     srv = tmp_path / "srv"

@@ -19,7 +19,7 @@ import pytest
 from specmon.commands.remote import ConnectOutcome, ConnectPlan, connect_app, run_connect, watch_startup
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.ssh import Backoff, SSHTailSource
-from specmon.sshconfig import SSHTarget
+from specmon.ssh.connect import SSHTarget
 from tests.app_factory import FIXED_NOW, ROOT, StaticSource, header_text, options, settle_source, wait_for
 from tests.logtext import campaign
 from tests.sshd import ClientHome, client_home  # noqa: F401  (fixture)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon.analysis import analyze
-from specmon.costmodel import build_cost_model
-from specmon.ingest import ingest_files
+from specmon.model.analysis import analyze
+from specmon.model.costmodel import build_cost_model
+from specmon.ingest.files import ingest_files
 from specmon.records import Config, Decode, Engine, EngineStats, Spec
-from specmon.session import Session
+from specmon.model.session import Session
 from specmon.sim.model import DEFAULT_MODEL, SpecConfig
 
 ROOT = Path(__file__).resolve().parent.parent

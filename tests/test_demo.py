@@ -21,10 +21,10 @@ import pytest
 from specmon.commands.demo import build_demo_app, register, run_demo
 from specmon.control.launch import build_plan
 from specmon.control.restart import Phase
-from specmon.demo import DEMO_HOST, demo_profile, stop_demo_server
-from specmon.screens.confirm_commands import ConfirmCommandsScreen
-from specmon.screens.restart_dialog import RestartDialog
-from specmon.session import ServerState
+from specmon.control.demo import DEMO_HOST, demo_profile, stop_demo_server
+from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+from specmon.ui.screens.restart_dialog import RestartDialog
+from specmon.model.session import ServerState
 from tests.app_factory import FIXED_NOW, isolated_home, options, wait_for  # noqa: F401
 
 SIZE = (110, 34)
@@ -174,7 +174,7 @@ def test_demo_core_and_command_module_do_not_import_textual() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, specmon.demo, specmon.commands.demo, specmon.control.restart, specmon.control.eta; "
+    code = ("import sys, specmon.control.demo, specmon.commands.demo, specmon.control.restart, specmon.control.eta; "
             "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon import fastscan
-from specmon.analysis import analyze
-from specmon.formats import to_json
-from specmon.ingest import ingest_file
-from specmon.session import Session
+from specmon.ingest import bulk as fastscan
+from specmon.model.analysis import analyze
+from specmon.output.tables import to_json
+from specmon.ingest.files import ingest_file
+from specmon.model.session import Session
 from tests import logtext as L
 
 REAL = Path(__file__).parent / "data" / "real_logs"

@@ -24,7 +24,7 @@ from specmon.control.load import (
     BUNDLED_PROMPTS, BackgroundLoad, LoadConfig, LoadDriver, LoadError, forwarded_base_url, load_prompts,
 )
 from specmon.sim.logwriter import MODEL_PATH
-from specmon.sshconfig import SSHTarget, connect
+from specmon.ssh.connect import SSHTarget, connect
 from tests.sshd import AsyncSSHServer, asyncssh_server, client_home  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent

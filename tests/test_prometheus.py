@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest import ingest_files
-from specmon.prometheus import CONTENT_TYPE, PrometheusExporter, escape_label, render_metrics
+from specmon.ingest.files import ingest_files
+from specmon.output.prometheus import CONTENT_TYPE, PrometheusExporter, escape_label, render_metrics
 from specmon.records import Config, Decode, Engine
-from specmon.session import Session
+from specmon.model.session import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = str(ROOT / "sample_logs" / "sim_eagle3_2step.log")
@@ -123,7 +123,7 @@ async def test_port_in_use_is_a_clear_error() -> None:
 
 def test_my_modules_never_import_textual() -> None:
     code = ("import sys\n"
-            "import specmon.recording, specmon.report, specmon.prometheus, specmon.costmodel, specmon.sequential\n"
+            "import specmon.output.recording, specmon.output.report, specmon.output.prometheus, specmon.model.costmodel, specmon.model.stopping\n"
             "import specmon.control.load, specmon.control.sweep, specmon.commands.control\n"
             "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
             "assert not bad, bad\n")

@@ -33,7 +33,7 @@ from specmon.commands.remote import connect_app, plan_connect, with_restart
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import Phase
-from specmon.session import Run
+from specmon.model.session import Run
 from tests.sshd import ClientHome, OpenSSHServer, client_home, local_user, openssh_server  # noqa: F401
 from tests.test_connect_restart import connect_args, start_through_controller, stop_by_pidfile, write_config
 
@@ -107,8 +107,8 @@ def summary_line(run: Run) -> str:
 
 async def test_connect_restarts_a_real_vllm_server_from_3_to_1_tokens(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:  # noqa: F811
-    from specmon.screens.confirm_commands import ConfirmCommandsScreen
-    from specmon.screens.restart_dialog import RestartDialog
+    from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+    from specmon.ui.screens.restart_dialog import RestartDialog
 
     missing = _missing()
     if missing:

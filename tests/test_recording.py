@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from specmon.analysis import analyze
-from specmon.formats import to_json
-from specmon.ingest import ingest_files
+from specmon.model.analysis import analyze
+from specmon.output.tables import to_json
+from specmon.ingest.files import ingest_files
 from specmon.parsing import parse_lines
-from specmon.recording import (
+from specmon.output.recording import (
     Recorder, RecordedIngest, RecordingError, ReadStats, default_recording_dir, is_recording, new_recording_path,
     read_recording, record_from_json, recording_lines, replay_recording, write_lines_recording,
 )
-from specmon.session import Session
+from specmon.model.session import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "sample_logs").glob("sim_eagle3_*.log"))
@@ -194,7 +194,7 @@ def test_close_is_idempotent_and_later_writes_are_ignored(tmp_path: Path) -> Non
 
 CHILD = r"""
 import sys, time
-from specmon.recording import Recorder
+from specmon.output.recording import Recorder
 rec = Recorder(sys.argv[1], flush_interval=0.2, meta={"command": "crash-test"})
 n = int(sys.argv[2])
 for i in range(n):

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from specmon.analysis import analyze
-from specmon.feeder import _SUB_BATCH, FeedInput, Feeder, ingest_batch
-from specmon.formats import to_json
-from specmon.ingest import ingest_lines
+from specmon.model.analysis import analyze
+from specmon.ingest.live import _SUB_BATCH, FeedInput, Feeder, ingest_batch
+from specmon.output.tables import to_json
+from specmon.ingest.files import ingest_lines
 from specmon.parsing import LineParser
-from specmon.session import Session
-from specmon.session import ServerState
+from specmon.model.session import Session
+from specmon.model.session import ServerState
 from specmon.sources.base import ConnectionState
 from specmon.sources.replay import SPEED_STEPS, ReplayClock, ReplaySource, line_time, speed_text
 from tests.app_factory import CRASH as _CRASH
@@ -293,7 +293,7 @@ def _doc(session: Session, analysis) -> dict:  # type: ignore[no-untyped-def, ty
 
 @pytest.mark.parametrize("baseline_tps", [None, 90.0])
 def test_incremental_analysis_equals_a_full_one_at_every_step(baseline_tps: float | None) -> None:
-    from specmon.snapshot import SnapshotBuilder
+    from specmon.ui.views import SnapshotBuilder
 
     builder = SnapshotBuilder(baseline_tps=baseline_tps)
     session = Session()
@@ -315,7 +315,7 @@ def test_incremental_analysis_equals_a_full_one_at_every_step(baseline_tps: floa
 
 
 def test_marked_baseline_is_compared_against() -> None:
-    from specmon.snapshot import SnapshotBuilder
+    from specmon.ui.views import SnapshotBuilder
 
     session = Session()
     for path in SWEEP[:4]:

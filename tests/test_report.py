@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specmon.cli import main
-from specmon.recording import Recorder, RecordedIngest, write_lines_recording
-from specmon.report import load_report, render_report, text_chart
-from specmon.session import Session
+from specmon.output.recording import Recorder, RecordedIngest, write_lines_recording
+from specmon.output.report import load_report, render_report, text_chart
+from specmon.model.session import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 CAMPAIGN = [ROOT / "sample_logs" / f"sim_eagle3_{n}.log" for n in ("nospec", "1step", "2step", "3step")]

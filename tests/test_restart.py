@@ -29,7 +29,7 @@ from specmon.control.restart import (
     plan_label,
 )
 from specmon.control.runner import LocalRunner, Result
-from specmon.demo import demo_profile
+from specmon.control.demo import demo_profile
 from specmon.sim.logwriter import format_line, shutdown_script, startup_script
 from specmon.sim.model import SpecConfig
 from specmon.sources.base import ConnectionState, SourceStatus

@@ -27,10 +27,10 @@ from specmon.control.restart import (
     controller_for_running_server,
 )
 from specmon.control.runner import SSHRunner
-from specmon.demo import DemoSetup, demo_profile, make_demo, stop_demo_server
-from specmon.ingest import ingest_lines
+from specmon.control.demo import DemoSetup, demo_profile, make_demo, stop_demo_server
+from specmon.ingest.files import ingest_lines
 from specmon.parsing import LineParser
-from specmon.session import ServerState, Session
+from specmon.model.session import ServerState, Session
 from tests.sshd import AsyncSSHServer, ClientHome, asyncssh_server, client_home  # noqa: F401 - fixtures
 
 FAST = {"time_scale": 50.0, "startup_s": 1.0, "seed": 5}
@@ -288,14 +288,14 @@ async def test_connect_without_profile_adopts_the_server_over_ssh(
     """The dashboard on a live log with no profile: the server is found over SSH, and r restarts it."""
     import subprocess
 
-    from specmon.app import make_app
+    from specmon.ui.app import make_app
     from specmon.control.eta import EtaStore
     from specmon.control.restart import ConnectingRunner
-    from specmon.demo import local_tail_factory
-    from specmon.screens.confirm_commands import ConfirmCommandsScreen
-    from specmon.screens.restart_dialog import RestartDialog
+    from specmon.control.demo import local_tail_factory
+    from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+    from specmon.ui.screens.restart_dialog import RestartDialog
     from specmon.sources.local import LocalTailSource
-    from specmon.widgets.restart_progress import live_restart
+    from specmon.ui.widgets.restart_progress import live_restart
     from tests.app_factory import FIXED_NOW, options, wait_for
     from tests.test_adopt import FAKE_SERVER
 

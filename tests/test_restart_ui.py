@@ -19,12 +19,12 @@ from specmon.control.eta import estimate
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import Phase, RestartController, RestartProgress, StartupTracker
 from specmon.control.runner import LocalRunner, Result
-from specmon.screens.confirm_commands import ConfirmCommandsScreen
-from specmon.screens.restart_dialog import MeasuredStep, RestartDialog, parse_steps
+from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog, parse_steps
 from specmon.sim.logwriter import format_line, startup_script
 from specmon.sim.model import SpecConfig
-from specmon.theming import load_themes, theme_folders
-from specmon.widgets.restart_progress import RestartFlow, RestartProgressPanel, progress_bar
+from specmon.ui.theming import load_themes, theme_folders
+from specmon.ui.widgets.restart_progress import RestartFlow, RestartProgressPanel, progress_bar
 from tests.app_factory import StaticSource, header_text, isolated_home, source_app, wait_for  # noqa: F401
 from tests.logtext import ready, server_args
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.analysis import analyze
+from specmon.model.analysis import analyze
 from specmon.parsing import LineParser
-from specmon.session import ServerState, Session
+from specmon.model.session import ServerState, Session
 from tests import logtext as L
 
 

@@ -21,7 +21,7 @@ from specmon.config import Profile
 from specmon.sources.base import ConnectionState, LineSource
 from specmon.sources.base import SourceStatus
 from specmon.sources.ssh import Backoff, SSHTailSource, build_ssh_source, status_line, tail_command
-from specmon.sshconfig import ErrorKind, SSHError, SSHTarget, connect, parse_destination, target_from_options
+from specmon.ssh.connect import ErrorKind, SSHError, SSHTarget, connect, parse_destination, target_from_options
 from tests.sshd import (
     AsyncSSHServer,
     ClientHome,

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from specmon.stats import batch_means, difference, quantile, ratio, summarize, t975
+from specmon.model.stats import batch_means, difference, quantile, ratio, summarize, t975
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.706), (3, 3.182), (10, 2.228), (30, 2.042),

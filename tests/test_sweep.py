@@ -12,8 +12,8 @@ from specmon.control.sweep import (
     CellState, RestartOutcome, Sweep, SweepError, SweepEvent, SweepPlan, analyses_from_cells,
 )
 from specmon.records import Decode, Lifecycle, Event
-from specmon.sequential import BUDGET, EQUIVALENT, PRECISE, SLOWER, StoppingRule, adjusted_difference
-from specmon.stats import summarize
+from specmon.model.stopping import BUDGET, EQUIVALENT, PRECISE, SLOWER, StoppingRule, adjusted_difference
+from specmon.model.stats import summarize
 from tests.test_sweep_stats import SimWorld
 
 

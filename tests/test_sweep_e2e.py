@@ -18,10 +18,10 @@ from specmon.control.launch import LaunchProfile
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver
 from specmon.control.runner import LocalRunner
 from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepEvent, SweepPlan
-from specmon.recording import Recorder, RecordedIngest, read_recording, replay_recording
-from specmon.report import load_report, render_report
-from specmon.sequential import StoppingRule
-from specmon.session import Session
+from specmon.output.recording import Recorder, RecordedIngest, read_recording, replay_recording
+from specmon.output.report import load_report, render_report
+from specmon.model.stopping import StoppingRule
+from specmon.model.session import Session
 from specmon.sources.local import LocalTailSource
 from tests.test_load import free_port
 

@@ -28,10 +28,10 @@ import pytest
 
 from specmon.control.sweep import RestartOutcome, Sweep, SweepPlan, SweepResult
 from specmon.records import Config, Decode, Engine
-from specmon.sequential import StoppingRule, t_quantile
-from specmon.session import Session
+from specmon.model.stopping import StoppingRule, t_quantile
+from specmon.model.session import Session
 from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
-from specmon.stats import t975
+from specmon.model.stats import t975
 
 SEEDS = range(100)
 CAMPAIGN = (0, 1, 2, 3, 5)

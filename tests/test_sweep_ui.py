@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon.analysis import analyze
+from specmon.model.analysis import analyze
 from specmon.commands.demo import build_demo_app, register
-from specmon.demo import stop_demo_server
-from specmon.recording import Recorder, is_recording
-from specmon.screens.sweep_screen import (
+from specmon.control.demo import stop_demo_server
+from specmon.output.recording import Recorder, is_recording
+from specmon.ui.screens.sweep_screen import (
     SweepConfirmScreen,
     SweepFlow,
     SweepScreen,
@@ -27,7 +27,7 @@ from specmon.screens.sweep_screen import (
     parse_step_list,
     sweep_progress_text,
 )
-from specmon.sequential import StoppingRule
+from specmon.model.stopping import StoppingRule
 from tests.app_factory import (  # noqa: F401
     DATA,
     FIXED_NOW,
@@ -150,7 +150,7 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
 
 
 async def test_watch_records_and_replay_reproduces_the_table(isolated_home: Path, tmp_path: Path) -> None:
-    from specmon.app import watch_app
+    from specmon.ui.app import watch_app
 
     log = tmp_path / "server.log"
     shutil.copy(LOG, log)

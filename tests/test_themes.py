@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.theming import (
+from specmon.ui.theming import (
     DEFAULT_THEME, ThemeError, builtin_theme_dirs, load_theme, load_themes, theme_folders, user_theme_dir,
 )
 from tests.app_factory import isolated_home  # noqa: F401  (fixture)
@@ -82,8 +82,7 @@ def test_user_theme_dir_follows_the_config_home(isolated_home: Path) -> None:  #
 
 
 #: The terminal UI's code (an exported HTML report has its own palette: themes do not apply there).
-UI_CODE = ["specmon/app.py", "specmon/snapshot.py", "specmon/theming.py", "specmon/feeder.py",
-           "specmon/widgets", "specmon/screens"]
+UI_CODE = ["specmon/ui", "specmon/ingest/live.py"]
 
 
 def test_no_hex_colours_in_code_or_stylesheet() -> None:

@@ -34,7 +34,7 @@ def check_theme(name: str | None) -> str | None:
     """An error message when the theme does not exist, before any screen opens or host is reached."""
     if name is None:
         return None
-    from specmon.theming import load_themes, theme_folders, user_theme_dir
+    from specmon.ui.theming import load_themes, theme_folders, user_theme_dir
 
     themes, _ = load_themes(theme_folders(user_theme_dir()))
     if name in themes:

@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
     from specmon.control.load import LoadConfig, LoadControl
     from specmon.control.runner import Result
     from specmon.control.sweep import SweepEvent, SweepPlan, SweepResult
-    from specmon.recording import RecordedIngest, Recorder
-    from specmon.session import Session
+    from specmon.output.recording import RecordedIngest, Recorder
+    from specmon.model.session import Session
 
 
 def _int_list(text: str) -> list[int]:
@@ -110,8 +110,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     import sys
 
     from specmon.cli import EXIT_INPUT, EXIT_OK, _fail
-    from specmon.recording import RecordingError
-    from specmon.report import load_report, render_report
+    from specmon.output.recording import RecordingError
+    from specmon.output.report import load_report, render_report
 
     if args.warmup is not None and args.warmup < 0:
         return _fail("--warmup must be >= 0")
@@ -170,7 +170,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
     from specmon.control.sweep import SweepPlan
-    from specmon.sequential import StoppingRule
+    from specmon.model.stopping import StoppingRule
 
     min_samples = args.min_samples or 40
     max_samples = args.max_samples or max(1600, min_samples)
@@ -208,7 +208,7 @@ def _free_port() -> int:
 
 
 def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
-    from specmon.recording import Recorder, new_recording_path
+    from specmon.output.recording import Recorder, new_recording_path
 
     if args.no_record:
         return None
@@ -228,7 +228,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
 
     from specmon.cli import EXIT_NOTHING, EXIT_OK
     from specmon.control.sweep import analyses_from_cells
-    from specmon.costmodel import build_cost_model
+    from specmon.model.costmodel import build_cost_model
 
     doc = result.to_json()
     verdict = result.verdict
@@ -241,7 +241,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if args.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        from specmon.formats import to_markdown, to_rich
+        from specmon.output.tables import to_markdown, to_rich
 
         console = None
         if args.format != "markdown":
@@ -278,7 +278,7 @@ async def _with_prometheus(args: argparse.Namespace, session: Session,
                            coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
     if args.prometheus_port is None:
         return await coro
-    from specmon.prometheus import PrometheusExporter
+    from specmon.output.prometheus import PrometheusExporter
 
     exporter = PrometheusExporter.for_session(session, args.prometheus_port)
     try:
@@ -318,8 +318,8 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.runner import LocalRunner
     from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
-    from specmon.recording import RecordedIngest
-    from specmon.session import Session
+    from specmon.output.recording import RecordedIngest
+    from specmon.model.session import Session
     from specmon.sources.local import LocalTailSource
 
     scale = min(args.time_scale, 1000.0)
@@ -381,8 +381,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.sweep import LogFollower, PlanRestarter, finished_state
-    from specmon.recording import RecordedIngest, default_recording_dir
-    from specmon.session import Session
+    from specmon.output.recording import RecordedIngest, default_recording_dir
+    from specmon.model.session import Session
 
     try:
         config = load_config(args.config)
@@ -477,7 +477,7 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
     from specmon.control.runner import SSHRunner
     from specmon.control.sweep import LogFollower, PlanRestarter
     from specmon.sources.ssh import SSHTailSource
-    from specmon.sshconfig import SSHError, connect, target_from_options
+    from specmon.ssh.connect import SSHError, connect, target_from_options
 
     try:
         target = target_from_options(None, profile=profile)

@@ -44,7 +44,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace, **extra: object):  # type: ignore[no-untyped-def]
-    from specmon.app import DashboardOptions
+    from specmon.ui.app import DashboardOptions
 
     return DashboardOptions(theme=args.theme, warmup=args.warmup, window=max(1, args.window),
                             prometheus_port=getattr(args, "prometheus_port", None), **extra)
@@ -69,10 +69,10 @@ def add_session_options(p: argparse.ArgumentParser, *, record: bool = True) -> N
 
 
 def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
-    """The session's :class:`~specmon.recording.Recorder`, or None (``--no-record``, or it cannot be written)."""
+    """The session's :class:`~specmon.output.recording.Recorder`, or None (``--no-record``, or it cannot be written)."""
     if getattr(args, "no_record", True):
         return None
-    from specmon.recording import Recorder, new_recording_path
+    from specmon.output.recording import Recorder, new_recording_path
 
     path = args.record or new_recording_path(kind)
     try:
@@ -84,7 +84,7 @@ def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] |
 
 def _recorded_warmup(path: str) -> int | None:
     """The warm-up a recording was made with (replay uses it unless --warmup is given)."""
-    from specmon.recording import RecordingError, is_recording, read_recording
+    from specmon.output.recording import RecordingError, is_recording, read_recording
 
     if not is_recording(path):
         return None
@@ -98,7 +98,7 @@ def _recorded_warmup(path: str) -> int | None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``specmon replay FILE...``: the dashboard driven by saved logs."""
-    from specmon.logfiles import LogFileError, check_readable
+    from specmon.ingest.logfiles import LogFileError, check_readable
 
     if args.baseline and args.baseline_tps is not None:
         return _fail("give either --baseline FILE or --baseline-tps X, not both")
@@ -110,7 +110,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     problem = check_theme(args.theme)
     if problem:
         return _fail(problem)
-    from specmon.app import replay_app
+    from specmon.ui.app import replay_app
 
     if args.warmup is None and args.files:
         args.warmup = _recorded_warmup(args.files[0])
@@ -124,7 +124,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     problem = check_theme(args.theme)
     if problem:
         return _fail(problem)
-    from specmon.app import watch_app
+    from specmon.ui.app import watch_app
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:

@@ -85,10 +85,10 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
 
     The first start happens when the dashboard is up (its commands go to the event log first).
     """
-    from specmon.app import DashboardOptions, make_app
-    from specmon.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
-    from specmon.screens.sweep_screen import SweepFlow
-    from specmon.widgets.restart_progress import RestartFlow
+    from specmon.ui.app import DashboardOptions, make_app
+    from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
+    from specmon.ui.screens.sweep_screen import SweepFlow
+    from specmon.ui.widgets.restart_progress import RestartFlow
 
     setup = make_demo(
         workdir, steps=args.steps,
@@ -129,7 +129,7 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
     import tempfile
     from pathlib import Path
 
-    from specmon.demo import stop_demo_server
+    from specmon.control.demo import stop_demo_server
 
     created = args.dir is None
     if created:

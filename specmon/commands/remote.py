@@ -11,7 +11,7 @@ The flow:
    found here (bad config, unknown profile, no host, no log) are a
    :class:`ConnectError` whose text is printed on stderr; exit code 2.
 2. :func:`connect_app` builds the dashboard on that source (through
-   :func:`specmon.app.make_app`, the one factory).
+   :func:`specmon.ui.app.make_app`, the one factory).
 3. :func:`run_connect` runs the app; the SSH connection is opened by the
    app's ingest worker, on the app's own event loop (asyncssh must not run on
    another loop). Beside it, :func:`watch_startup` watches the source: when it
@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
 
 if TYPE_CHECKING:
-    from specmon.app import SpecmonApp
+    from specmon.ui.app import SpecmonApp
     from specmon.control.launch import LaunchProfile
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.base import LineSource
-    from specmon.widgets.restart_progress import RestartFlow
+    from specmon.ui.widgets.restart_progress import RestartFlow
     from specmon.sources.ssh import SSHTailSource
 
 __all__ = [
@@ -124,7 +124,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
             what to do.
     """
     from specmon.config import ConfigError, load_config, split_destination
-    from specmon.logfiles import LogFileError, check_readable
+    from specmon.ingest.logfiles import LogFileError, check_readable
     from specmon.sources.ssh import build_ssh_source
 
     try:
@@ -169,14 +169,14 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
 
     Args:
         plan: From :func:`plan_connect`.
-        **kwargs: Passed to :func:`specmon.app.make_app` (``options``, ``clock``,
+        **kwargs: Passed to :func:`specmon.ui.app.make_app` (``options``, ``clock``,
             ``user_themes``, ``controller``, ...). Without ``options``, the
             plan's settings are used.
     """
     import time
 
-    from specmon.app import DashboardOptions, make_app
-    from specmon.feeder import FeedInput
+    from specmon.ui.app import DashboardOptions, make_app
+    from specmon.ingest.live import FeedInput
     from specmon.sources.replay import ReplayClock, ReplaySource
 
     if "options" not in kwargs:
@@ -205,7 +205,7 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
 
     Args:
         plan: From :func:`plan_connect`.
-        **kwargs: Passed to :func:`specmon.widgets.restart_progress.live_restart`
+        **kwargs: Passed to :func:`specmon.ui.widgets.restart_progress.live_restart`
             (``eta_store``, ``pidfile``).
 
     Returns:
@@ -215,10 +215,10 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     """
     import dataclasses
 
-    from specmon import sshconfig
+    from specmon.ssh import connect as sshconfig
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.ssh import SSHTailSource
-    from specmon.widgets.restart_progress import live_restart
+    from specmon.ui.widgets.restart_progress import live_restart
 
     target = plan.source.target
     runner = ConnectingRunner(lambda: sshconfig.connect(target))

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from specmon.stats import Summary, summarize
+from specmon.model.stats import Summary, summarize
 
 #: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
 BUNDLED_PROMPTS: tuple[str, ...] = (

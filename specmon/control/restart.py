@@ -54,7 +54,7 @@ from specmon.control.launch import (
 from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
-from specmon.session import RunConfig, ServerState, Session
+from specmon.model.session import RunConfig, ServerState, Session
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
 
 __all__ = [
@@ -890,7 +890,7 @@ class ConnectingRunner:
     error is raised and the restart shows it.
 
     Args:
-        connect: Opens a verified connection: an ``SSHLink`` (``specmon.sshconfig.connect``)
+        connect: Opens a verified connection: an ``SSHLink`` (``specmon.ssh.connect.connect``)
             or an ``asyncssh`` connection.
     """
 
@@ -910,7 +910,7 @@ class ConnectingRunner:
                 self._link = await self._connect()
             except (OSError, asyncssh.Error) as exc:
                 raise ConnectionError(f"cannot connect: {exc}") from exc
-            except Exception as exc:  # noqa: BLE001 - specmon.sshconfig.SSHError and the like: keep the message
+            except Exception as exc:  # noqa: BLE001 - specmon.ssh.connect.SSHError and the like: keep the message
                 raise ConnectionError(str(exc)) from exc
         conn = getattr(self._link, "conn", self._link)
         try:

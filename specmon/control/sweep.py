@@ -10,7 +10,7 @@ load concurrency — the sweep:
    :class:`~specmon.control.load.BackgroundLoad`), skips ``settle`` samples
    after it starts (on top of the session's own warm-up exclusion);
 3. collects the run's counted throughput samples, judging them at the
-   planned looks of :class:`~specmon.sequential.StoppingRule` until the rule
+   planned looks of :class:`~specmon.model.stopping.StoppingRule` until the rule
    says stop or the time budget runs out;
 4. moves on.
 
@@ -43,15 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specmon.analysis import Analysis, analyze, summarize_runs
+from specmon.model.analysis import Analysis, analyze, summarize_runs
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.records import Config, Decode, Engine, Spec
-from specmon.sequential import StoppingRule, SweepVerdict, sweep_verdict
-from specmon.session import Run, RunConfig, ServerState, Session
+from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
+from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.sources.base import stop_reading
-from specmon.stats import Summary, summarize
+from specmon.model.stats import Summary, summarize
 
 ORDERS = ("given", "random", "interleave")
 STATE_VERSION = 1
@@ -397,7 +397,7 @@ class SweepResult:
 
 
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
-    """Analyse one concurrency's settings with :func:`specmon.analysis.analyze`.
+    """Analyse one concurrency's settings with :func:`specmon.model.analysis.analyze`.
 
     The stored samples are replayed into a fresh session (one run per segment,
     warm-up already excluded), so a resumed sweep and a live one reach their
@@ -449,7 +449,7 @@ class Sweep:
         sleep: Awaitable sleep (a simulated world advances on it in tests).
         state_path: JSON file for progress and resume (None: not persisted).
         resume: Continue from ``state_path`` when it holds this plan's unfinished sweep.
-        recorder: A :class:`~specmon.recording.Recorder` for restarts, looks and the verdict.
+        recorder: A :class:`~specmon.output.recording.Recorder` for restarts, looks and the verdict.
         on_event: Called with every :class:`SweepEvent`.
     """
 
@@ -825,7 +825,7 @@ class LogFollower:
     """Follows the server's log into a session, switching files at every restart.
 
     Args:
-        ingest: A :class:`~specmon.recording.RecordedIngest` (feeds and records).
+        ingest: A :class:`~specmon.output.recording.RecordedIngest` (feeds and records).
         make_source: ``(path, from_end) -> LineSource`` (a local or SSH tail).
     """
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-from specmon.logfiles import LogFileError, check_readable, file_year, iter_line_batches
+from specmon.ingest.logfiles import LogFileError, check_readable, file_year, iter_line_batches
 from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.prefix import read_prefix
 from specmon.sources.base import ConnectionState, SourceStatus

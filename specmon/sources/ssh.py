@@ -68,7 +68,7 @@ import asyncssh
 
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.lines import LineSplitter
-from specmon.sshconfig import SSHError, SSHLink, SSHTarget, connect, target_from_options
+from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect, target_from_options
 
 if TYPE_CHECKING:
     from specmon.config import Profile
@@ -186,7 +186,7 @@ class SSHTailSource:
     so the source can be built before the app's event loop runs.
 
     Args:
-        target: Where to connect (see :func:`specmon.sshconfig.target_from_options`).
+        target: Where to connect (see :func:`specmon.ssh.connect.target_from_options`).
         path: The remote log file; ``None`` to use the newest match of ``log_glob``.
         log_glob: Remote glob (``~/`` allowed) used when ``path`` is None.
         lines: History lines shown on the first connection; None = whole file.

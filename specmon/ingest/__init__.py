@@ -1,0 +1,1 @@
+"""Feeding lines into a session: live sources, whole files, and the bulk path."""

@@ -1,0 +1,407 @@
+"""Drive line sources into the parser and the session: the dashboard's ingest loop.
+
+The feeder takes whole batches from a source and parses them in bulk, but
+gives the event loop a turn every few milliseconds (``slice_s``): a replay at
+max speed or a reconnect that delivers a million lines of backlog must not
+stop keys or the screen. It never renders anything; the UI reads the session
+on its own timer.
+
+Sources are consumed in order (``--baseline`` files first); each starts a new
+input in the session, with its own parser (a parser remembers the engine and
+traceback context of one log). With ``loop`` the inputs are replayed again,
+into a fresh session: pooling the same log twice would double the evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specmon.ingest.bulk import Piece, bulk_piece
+from specmon.ingest.files import ingest_lines
+from specmon.parsing import LineParser
+from specmon.records import Engine
+from specmon.model.session import Session, SessionEvent
+from specmon.sources.base import ConnectionState, LineSource, SourceStatus
+from specmon.sources.replay import ReplayClock, line_time
+
+__all__ = ["FeedInput", "Feeder", "RecordingSource", "ingest_batch", "recording_inputs"]
+
+#: Lines parsed between two checks of the time slice.
+_SUB_BATCH = 512
+#: Below this many lines a batch is parsed line by line (a live tail delivers a few at a time).
+_BULK_MIN = 64
+
+
+def ingest_batch(session: Session, parser: LineParser, lines: list[str], lineno: int) -> int:
+    """Parse lines into the session, in bulk when they are only standard SGLang stats lines.
+
+    A replay at max speed or a reconnect backlog is mostly decode, prefill and
+    access lines: :mod:`specmon.ingest.bulk` reads those as columns with one regular
+    expression (the path ``summarize`` uses) and falls back to the line parser
+    for anything else, so the session ends up exactly as with
+    :func:`specmon.ingest.files.ingest_lines`. Returns the next line number.
+    """
+    if len(lines) >= _BULK_MIN and not parser.in_traceback:
+        piece = _bulk_piece(lines, parser)
+        if piece is not None:
+            session.counts["prefill"] += piece.prefill
+            if piece.tput:
+                parser.engine = Engine.SGLANG  # only SGLang decode lines take the bulk path
+                session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
+                                              piece.acc_len, piece.acc_rate, lineno, lineno + len(lines) - 1)
+            session.lines += len(lines)
+            return lineno + len(lines)
+    return ingest_lines(session, parser, lines, lineno)
+
+
+def _bulk_piece(lines: list[str], parser: LineParser) -> Piece | None:
+    # fastscan works on bytes (it reads files); one join/encode/split is C speed.
+    raw = "\n".join(lines).encode("utf-8", errors="surrogateescape").split(b"\n")
+    if len(raw) != len(lines):
+        return None  # a line held a newline of its own: count lines the slow, exact way
+    return bulk_piece(raw, parser.engine, parser.year)
+
+
+@dataclass
+class FeedInput:
+    """One source to consume, and how.
+
+    Attributes:
+        source: The lines.
+        baseline: Whether its runs are the baseline (``--baseline FILE``).
+        year: Year for vLLM's year-less timestamps (a file's modification year); None = this year.
+    """
+
+    source: LineSource
+    baseline: bool = False
+    year: int | None = None
+
+
+class Feeder:
+    """Consumes sources into a :class:`~specmon.model.session.Session`.
+
+    Args:
+        inputs: The sources, in order.
+        warmup: Session warm-up (None = engine default).
+        loop: Start again from the first input, in a new session, after the last ends.
+        replay_clock: The clock pacing a replay (None for live sources).
+        clock: Wall clock (injected in tests).
+        slice_s: Longest stretch of parsing before the event loop gets a turn.
+        perf: High-resolution timer for the slices.
+        recorder: A :class:`~specmon.output.recording.Recorder`: every line read, and where each
+            input begins, is recorded (``specmon replay RECORDING`` rebuilds the same table).
+    """
+
+    def __init__(
+        self,
+        inputs: Sequence[FeedInput],
+        *,
+        warmup: int | None = None,
+        loop: bool = False,
+        replay_clock: ReplayClock | None = None,
+        clock: Callable[[], float] = time.time,
+        slice_s: float = 0.002,
+        perf: Callable[[], float] = time.perf_counter,
+        recorder: Any = None,
+    ) -> None:
+        if not inputs:
+            raise ValueError("a feeder needs at least one source")
+        self.inputs = list(inputs)
+        self.warmup = warmup
+        self.loop = loop
+        self.replay_clock = replay_clock
+        self.session = Session(warmup=warmup)
+        #: Bumped each time the session is replaced (loop): views keyed on it start over.
+        self.generation = 0
+        self.current: FeedInput = self.inputs[0]
+        self.lines = 0  # lines ingested, over every loop
+        self.loops = 0
+        self.error: str | None = None
+        self._clock = clock
+        self._slice = slice_s
+        self._perf = perf
+        self._finished: asyncio.Event | None = None
+        self._done = False
+        self._last_ts: float | None = None
+        self._last_ts_wall: float | None = None
+        self._closing = False
+        self.recorder = recorder
+        self._rec_source = ""
+        self._rec_year: int | None = None
+
+    # -- state for the UI ---------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """Whether every input has ended (never, with ``loop``, unless it failed)."""
+        return self._done
+
+    async def wait_finished(self) -> None:
+        """Return when :attr:`done` (tests wait on this before a snapshot)."""
+        if self._done:
+            return
+        if self._finished is None:
+            self._finished = asyncio.Event()
+        await self._finished.wait()
+
+    @property
+    def source(self) -> LineSource:
+        """The source being read now (the last one, once done)."""
+        return self.current.source
+
+    def log_now(self) -> float | None:
+        """How far the log has got, in log time.
+
+        A paced replay says where its clock is; a live source adds the wall
+        time since its last stamped line (a server loading weights for ten
+        minutes prints little, but the elapsed time must move); a replay at
+        max speed, or a finished one, is where its data ended.
+        """
+        rc = self.replay_clock
+        if rc is not None:
+            if rc.speed is not None and not self._done:
+                now = rc.log_now()
+                if now is not None:
+                    return now
+            return self._last_ts
+        if self._last_ts is None or self._last_ts_wall is None:
+            return None
+        if self.source.status.state is not ConnectionState.LIVE:
+            return self._last_ts
+        return self._last_ts + max(0.0, self._clock() - self._last_ts_wall)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Consume every input (again and again with ``loop``); returns when done or closed."""
+        try:
+            while True:
+                for inp in self.inputs:
+                    if self._closing:
+                        return
+                    await self._consume(inp)
+                if not self.loop or self._closing:
+                    return
+                self.loops += 1
+                self.session = Session(warmup=self.warmup)
+                self.generation += 1
+                self._last_ts = self._last_ts_wall = None
+        finally:
+            self._done = True
+            if self._finished is not None:
+                self._finished.set()
+
+    async def close(self) -> None:
+        """Stop reading and close the current source."""
+        self._closing = True
+        await self.current.source.close()
+
+    async def _consume(self, inp: FeedInput) -> None:
+        self.current = inp
+        session = self.session
+        if self.recorder is not None:
+            self._rec_year = inp.year
+            self._record_beginnings(session)
+        session.begin_source(inp.source.name, baseline=inp.baseline)
+        parser = LineParser(year=inp.year)
+        batches = inp.source.batches()
+        try:
+            await self._ingest(inp, batches, session, parser)
+        finally:
+            # Leaving early (close) must still run the source's clean-up (its open file).
+            aclose = getattr(batches, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        self._after_batch(inp)
+
+    async def _ingest(self, inp: FeedInput, batches: AsyncIterator[list[str]], session: Session,
+                      parser: LineParser) -> None:
+        lineno = 1
+        perf, budget = self._perf, self._slice
+        started = perf()
+        async for batch in batches:
+            for i in range(0, len(batch), _SUB_BATCH):
+                part = batch[i:i + _SUB_BATCH]
+                if self.recorder is not None:
+                    self.recorder.batch(self._rec_source, lineno, part)
+                lineno = ingest_batch(session, parser, part, lineno)
+                self.lines += len(part)
+                if perf() - started > budget:
+                    # Give keys, timers and the screen a turn; then parse on.
+                    self._after_batch(inp)
+                    await asyncio.sleep(0)
+                    started = perf()
+            self._after_batch(inp)
+            if self._closing:
+                break
+
+    def _record_beginnings(self, session: Session) -> None:
+        """Record every ``begin_source`` of ``session``, wherever it is called from.
+
+        A restart's log switch begins a new input from outside the feeder (the
+        switching source's ``on_begin``); replay must begin it at the same line.
+        """
+        if self._on_begin_source in session.source_listeners:
+            return
+        session.source_listeners.append(self._on_begin_source)
+
+    def _on_begin_source(self, name: str, baseline: bool) -> None:
+        self._rec_source = name
+        if self.recorder is not None:
+            self.recorder.source(name, baseline=baseline, year=self._rec_year)
+
+    def drain_events(self) -> None:
+        """Move the current source's messages (rotation, truncation, connection lost, stderr)
+        into the event log.
+
+        Called after every batch, and by the UI on its timer: a source that is
+        reconnecting delivers no batch, but what it says must still be seen.
+        """
+        status = self.current.source.status
+        if status.events:
+            messages = list(status.events)
+            status.events.clear()
+            level = "error" if status.state is ConnectionState.FAILED else "warning"
+            for text in messages:
+                self.session.events.append(SessionEvent(0, self._last_ts, level, text))
+
+    def _after_batch(self, inp: FeedInput) -> None:
+        self.drain_events()
+        run = self.session.current
+        ts = run.last_at if run is not None else None
+        if ts is not None and ts != self._last_ts:
+            self._last_ts = ts
+            self._last_ts_wall = self._clock()
+
+
+# -- replaying a recording --------------------------------------------------------------------------
+
+#: Bytes that only a ``meta``/``source`` entry holds (quotes inside a recorded line are escaped).
+_SOURCE_MARK = b'"event":"source"'
+
+
+class RecordingSource:
+    """The recorded lines of one input of a recording, paced by their log timestamps.
+
+    Args:
+        path: The recording.
+        offset: Where the input's lines start in the file (after its ``source`` entry).
+        name: The recorded source name.
+        clock: The replay clock shared by the whole replay.
+        year: Year for year-less timestamps (as recorded).
+        wall_clock: Wall clock for ``status.last_line_at``.
+        max_batch: Most lines in one batch.
+    """
+
+    def __init__(self, path: str | Path, offset: int, name: str, clock: ReplayClock, *, year: int | None = None,
+                 wall_clock: Callable[[], float] = time.time, max_batch: int = 4096) -> None:
+        self.path = Path(path)
+        self.offset = offset
+        self.name = name
+        self.clock = clock
+        self.year = year if year is not None else time.gmtime().tm_year
+        self.status = SourceStatus()
+        self._wall = wall_clock
+        self._max = max_batch
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop (the current batch is the last)."""
+        self._closed = True
+        self.status.state = ConnectionState.ENDED
+
+    def _deliver(self, lines: list[str]) -> list[str]:
+        self.status.lines += len(lines)
+        self.status.last_line_at = self._wall()
+        for text in reversed(lines[-64:]):
+            ts = line_time(text, self.year)
+            if ts is not None:
+                self.clock.note(ts)
+                break
+        return lines
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Yield the input's lines until the next input of the recording begins."""
+        self._closed = False
+        self.status.state = ConnectionState.LIVE
+        self.status.detail = f"replaying {self.path}"
+        clock, jumped, out = self.clock, False, []
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, across yields
+        except OSError as exc:
+            self.status.state = ConnectionState.FAILED
+            self.status.detail = f"{self.path}: {exc.strerror or exc}"
+            return
+        try:
+            f.seek(self.offset)
+            for raw in f:
+                if self._closed:
+                    return
+                if _SOURCE_MARK in raw:
+                    break
+                if b'"type":"line"' not in raw:
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue  # a truncated last line (the recorder was killed)
+                text = str(entry.get("text", ""))
+                if clock.speed is not None:
+                    ts = line_time(text, self.year)
+                    if ts is not None:
+                        if not jumped or clock.log_now() is None:
+                            clock.jump(ts)
+                            jumped = True
+                        elif ts > (clock.log_now() or ts):
+                            if out:
+                                yield self._deliver(out)
+                                out = []
+                            await clock.wait_until(ts)
+                out.append(text)
+                if len(out) >= self._max:
+                    await clock.wait_running()
+                    yield self._deliver(out)
+                    out = []
+            if out:
+                yield self._deliver(out)
+        finally:
+            f.close()
+        self.status.state = ConnectionState.ENDED
+        self.status.detail = f"replay of {self.path} finished"
+
+
+def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callable[[], float] = time.time,
+                     baseline: bool = False) -> list[FeedInput]:
+    """One :class:`FeedInput` per input the recording began, in order (the live session's boundaries).
+
+    Args:
+        path: A recording (:func:`specmon.output.recording.is_recording`).
+        clock: The replay clock.
+        wall_clock: Wall clock.
+        baseline: Make every input a baseline input (``--baseline RECORDING``).
+    """
+    inputs: list[FeedInput] = []
+    offset = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            offset += len(raw)
+            if _SOURCE_MARK not in raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if entry.get("type") != "meta" or entry.get("event") != "source":
+                continue
+            year = entry.get("year") if isinstance(entry.get("year"), int) else None
+            src = RecordingSource(path, offset, str(entry.get("source", "")), clock, year=year, wall_clock=wall_clock)
+            inputs.append(FeedInput(src, baseline=baseline or bool(entry.get("baseline")), year=year))
+    if not inputs:  # lines but no source entry (a hand-made file): one input
+        inputs.append(FeedInput(RecordingSource(path, 0, str(path), clock, wall_clock=wall_clock), baseline=baseline))
+    return inputs

@@ -1,0 +1,1 @@
+"""The session model and its statistics: pure, no I/O, no Textual."""

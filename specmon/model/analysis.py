@@ -1,0 +1,288 @@
+"""From runs to the answer: one row per configuration, the baseline, and a verdict.
+
+Runs with equal configurations are pooled into one row (a restart with the
+same step count adds evidence, it is not a new contender). Batch means are
+formed per run and then pooled, so a row's interval never mixes batches across
+two launches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specmon.model.session import Run, RunConfig
+from specmon.model.stats import (
+    MIN_SAMPLES_FOR_BATCHING, Ratio, Summary, as_array, batch_means, difference, ratio, summarize, t975,
+)
+
+#: A configuration needs this many counted throughput samples to enter the verdict.
+MIN_SAMPLES_FOR_VERDICT = 10
+
+
+def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
+    """Pool one metric over runs, with an interval from the runs' batch means pooled."""
+    series = [as_array(getattr(r, attr)) for r in runs if len(getattr(r, attr))]
+    if not series:
+        return None
+    if len(series) == 1:
+        return summarize(series[0])
+    base = summarize(np.concatenate(series))
+    if base is None:
+        return None
+    # Interval from the batch means of each run, kept apart (no batch straddles a restart).
+    bms = [m for s in series if len(s) >= MIN_SAMPLES_FOR_BATCHING for m in batch_means(s)]
+    if len(bms) < 3:
+        return base
+    k = len(bms)
+    se = float(np.std(bms, ddof=1)) / math.sqrt(k)
+    half = t975(k - 1) * se
+    return Summary(base.n, base.mean, base.median, base.p10, base.p90, base.sd, se, float(k - 1),
+                   base.mean - half, base.mean + half, k)
+
+
+@dataclass
+class ConfigRow:
+    """One configuration seen, with its pooled statistics."""
+
+    key: RunConfig | str
+    label: str
+    runs: list[Run]
+    throughput: Summary | None
+    accept_len: Summary | None
+    accept_rate: Summary | None
+    per_position: tuple[float, ...] | None
+    concurrency: dict[int, Summary] = field(default_factory=dict)
+    vs_baseline: Ratio | None = None
+    is_baseline: bool = False
+    best: bool = False
+
+    @property
+    def config(self) -> RunConfig | None:
+        """The configuration, when the log announced it."""
+        return self.key if isinstance(self.key, RunConfig) else None
+
+    @property
+    def steps(self) -> int | None:
+        """Speculative steps (0 = no speculation), when known."""
+        return self.config.steps if self.config else None
+
+    @property
+    def samples(self) -> int:
+        """Counted throughput samples."""
+        return self.throughput.n if self.throughput else 0
+
+
+@dataclass
+class Baseline:
+    """What speed-ups are measured against."""
+
+    source: str  # "run" (a no-speculation run), "file" (--baseline FILE), "tps" (--baseline-tps)
+    label: str
+    throughput: Summary | None = None
+    tps: float | None = None
+
+    @property
+    def mean(self) -> float | None:
+        """The baseline throughput."""
+        if self.tps is not None:
+            return self.tps
+        return self.throughput.mean if self.throughput else None
+
+    def against(self) -> Summary | float | None:
+        """What :func:`specmon.model.stats.ratio` takes as the reference."""
+        return self.tps if self.tps is not None else self.throughput
+
+
+@dataclass
+class Verdict:
+    """The fastest configuration and how sure we are."""
+
+    best: ConfigRow | None
+    runner_up: ConfigRow | None
+    speedup: Ratio | None  # best vs baseline
+    separated: bool  # best vs runner-up difference excludes zero
+    diff: tuple[float, float | None, float | None] | None  # best - runner-up, tok/s, with interval
+    sentence: str
+    concurrency_note: str | None = None
+
+
+@dataclass
+class Analysis:
+    """Everything the table and the verdict show."""
+
+    rows: list[ConfigRow]
+    baseline: Baseline | None
+    verdict: Verdict
+
+
+def row_key(run: Run) -> RunConfig | str:
+    if run.baseline_source:
+        return "baseline file"
+    if run.config is not None:
+        # The model path is informative but must not split rows of one campaign.
+        c = run.config
+        return RunConfig(c.engine, c.algorithm, c.steps, c.topk, c.draft_tokens)
+    return f"unknown config ({run.source})"
+
+
+def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
+    used = [r for r in runs if len(r.throughput)]
+    if not used:
+        return {}
+    tp = np.concatenate([as_array(r.throughput) for r in used])
+    conc = np.concatenate([np.frombuffer(r.concurrency, dtype=np.uint32) for r in used])
+    out = {}
+    for c in np.unique(conc).tolist():
+        s = summarize(tp[conc == c])
+        if s is not None:
+            out[int(c)] = s
+    return out
+
+
+def _per_position(runs: Sequence[Run]) -> tuple[float, ...] | None:
+    n = sum(r.per_position_n for r in runs)
+    if not n:
+        return None
+    width = max(len(r.per_position_sum) for r in runs if r.per_position_n)
+    sums = [0.0] * width
+    for r in runs:
+        if r.per_position_n and len(r.per_position_sum) == width:
+            for i, v in enumerate(r.per_position_sum):
+                sums[i] += v
+    return tuple(s / n for s in sums)
+
+
+def row_order(row: ConfigRow) -> tuple:
+    # Baseline file first, then by step count (no speculation = 0), unknown configurations last.
+    cfg = row.config
+    if row.key == "baseline file":
+        return (0, 0, 0, "")
+    if cfg is None or cfg.steps is None:
+        return (2, 0, 0, row.label)
+    return (1, cfg.steps, cfg.draft_tokens or 0, row.label)
+
+
+def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
+    """Group runs by configuration; rows ordered by step count."""
+    groups: dict[RunConfig | str, list[Run]] = {}
+    for run in runs:
+        if not run.used:
+            continue
+        groups.setdefault(row_key(run), []).append(run)
+    rows = []
+    for key, rs in groups.items():
+        label = key.label if isinstance(key, RunConfig) else str(key)
+        rows.append(ConfigRow(
+            key=key, label=label, runs=rs,
+            throughput=summarize_runs(rs, "throughput"),
+            accept_len=summarize_runs(rs, "accept_len"),
+            accept_rate=summarize_runs(rs, "accept_rate"),
+            per_position=_per_position(rs),
+            concurrency=_concurrency_breakdown(rs),
+        ))
+    return sorted(rows, key=row_order)
+
+
+def _fmt_pct(r: Ratio) -> str:
+    if r.ci95_low is None or r.ci95_high is None:
+        return f"{r.pct:+.1f}%"
+    return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f}%)"
+
+
+def _dominant(row: ConfigRow) -> int | None:
+    counts = Counter({c: s.n for c, s in row.concurrency.items()})
+    if not counts:
+        return None
+    c, _ = counts.most_common(1)[0]
+    return c
+
+
+def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None) -> Analysis:
+    """Rows, baseline and verdict for a set of runs.
+
+    Args:
+        runs: the session's runs (unused runs are ignored).
+        baseline_tps: an exact baseline throughput given by the user; wins over
+            a baseline file, which wins over a no-speculation run in the data.
+    """
+    return assemble(build_rows(runs), baseline_tps=baseline_tps)
+
+
+def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
+             baseline_key: RunConfig | str | None = None) -> Analysis:
+    """Baseline, comparisons and verdict over built rows.
+
+    Args:
+        rows: fresh rows (their flags are set here), in table order.
+        baseline_tps: a given baseline throughput (``--baseline-tps``).
+        baseline_key: the key of a row the user marked as the baseline (the
+            dashboard's ``b``); it wins over everything while it has samples.
+    """
+    chosen = None
+    if baseline_key is not None:
+        chosen = next((r for r in rows if r.key == baseline_key and r.throughput is not None), None)
+    baseline: Baseline | None = None
+    if chosen is not None:
+        chosen.is_baseline = True
+        baseline = Baseline("run", f"{chosen.label} (marked)", throughput=chosen.throughput)
+    elif baseline_tps is not None:
+        baseline = Baseline("tps", f"{baseline_tps:g} tok/s (given)", tps=baseline_tps)
+    else:
+        file_row = next((r for r in rows if r.key == "baseline file"), None)
+        nospec_row = next((r for r in rows if r.config is not None and r.config.is_nospec), None)
+        ref = file_row or nospec_row
+        if ref is not None and ref.throughput is not None:
+            ref.is_baseline = True
+            baseline = Baseline("file" if ref is file_row else "run", ref.label, throughput=ref.throughput)
+    if baseline is not None and baseline.against() is not None:
+        for row in rows:
+            if row.throughput is not None and not row.is_baseline:
+                row.vs_baseline = ratio(row.throughput, baseline.against())  # type: ignore[arg-type]
+    return Analysis(rows, baseline, verdict_for(rows, baseline))
+
+
+def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
+    candidates = [r for r in rows if r.throughput is not None and r.throughput.n >= MIN_SAMPLES_FOR_VERDICT
+                  and r.key != "baseline file"]
+    if not candidates:
+        return Verdict(None, None, None, False, None,
+                       f"Not enough data: no configuration has {MIN_SAMPLES_FOR_VERDICT} counted throughput samples.")
+    ranked = sorted(candidates, key=lambda r: r.throughput.mean, reverse=True)  # type: ignore[union-attr]
+    best = ranked[0]
+    best.best = True
+    runner = ranked[1] if len(ranked) > 1 else None
+    speedup = None
+    if baseline is not None and not best.is_baseline and baseline.against() is not None:
+        speedup = ratio(best.throughput, baseline.against())  # type: ignore[arg-type]
+    separated = False
+    diff = None
+    if runner is not None:
+        diff = difference(best.throughput, runner.throughput)  # type: ignore[arg-type]
+        separated = diff[1] is not None and diff[1] > 0
+    # Sentence.
+    tp = best.throughput
+    assert tp is not None
+    parts = [f"{best.label}: {tp.mean:.1f} tok/s"]
+    if best.is_baseline:
+        parts.append("(the baseline itself)")
+    elif speedup is not None and baseline is not None:
+        parts.append(f"{_fmt_pct(speedup)} over {baseline.label}")
+    text = " ".join(parts)
+    if runner is None:
+        text += "; no other configuration to compare with."
+    elif separated:
+        text += f"; faster than the runner-up {runner.label} (by {diff[0]:.1f} tok/s, 95% interval {diff[1]:.1f}…{diff[2]:.1f})."  # type: ignore[index]
+    else:
+        text += f"; {runner.label} is not distinguishable (the data do not separate them): no winner declared."
+    note = None
+    doms = {r.label: _dominant(r) for r in candidates}
+    if len({d for d in doms.values() if d}) > 1:
+        note = ("Configurations ran at different concurrency (" +
+                ", ".join(f"{k}: {v}" for k, v in doms.items()) +
+                "); throughput is only comparable at equal concurrency.")
+    return Verdict(best, runner, speedup, separated, diff, text, note)

@@ -1,0 +1,397 @@
+"""The sweep's sequential stopping rule and its verdict, with an error rate that stays honest.
+
+A sweep measures one setting (a step count at a concurrency) at a time and
+looks at the data as it comes, so that clear cases finish early. Looking
+repeatedly at a 95% interval and stopping the first time it "separates" two
+settings would call equal settings different far more often than 5% of the
+time. The rule here avoids that:
+
+* **Planned looks.** A setting is only ever judged at ``looks`` planned sample
+  counts ``n_1 < … < n_K`` (geometric from ``min_samples`` to
+  ``max_samples``); in between, data is just collected.
+* **Bonferroni split.** Every test that can make a "separated" claim uses
+  the two-sided level ``alpha / (2K)``: a pair of settings is tested at most
+  when either one reaches one of its K looks (2K tests), so by the union bound
+  the chance that two truly equal settings are ever called different is at
+  most ``alpha`` — whatever the order, interleaving or early stops. The final
+  verdict applies the same adjusted test, so it agrees with the decisions
+  taken along the way.
+* **Three ways to stop early**, all judged against the *leader* (the other
+  setting with the highest mean): *slower* (the adjusted interval of
+  ``leader − this`` lies above 0 — a clear loser needs no precision),
+  *equivalent* (the adjusted interval lies within ``±margin_pct`` of the
+  leader: whatever difference remains is too small to matter), and *precise*
+  (this setting's own 95% half-width is below ``precision_pct`` of its mean).
+  Otherwise collection goes on until ``max_samples`` (or the caller's time
+  budget) — the budget stop, after which the verdict may honestly be
+  "not separated".
+
+The means and standard errors come from :mod:`specmon.model.analysis` /
+:mod:`specmon.model.stats` (batch means, Welch degrees of freedom); this module only
+adds the adjusted critical value and the decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from specmon.model.analysis import Analysis, ConfigRow
+from specmon.model.stats import Ratio, Summary, welch_df
+
+# --------------------------------------------------------------------------- quantiles
+
+
+@lru_cache(maxsize=256)
+def normal_quantile(p: float) -> float:
+    """The ``p`` quantile of the standard normal distribution (0 < p < 1).
+
+    Bisection on ``erfc``: slower than a rational approximation but exact to
+    double precision, and the rule needs only a handful of distinct levels.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be in (0, 1), got {p}")
+    lo, hi = -40.0, 40.0
+    for _ in range(120):
+        mid = (lo + hi) / 2
+        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
+                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def _t_two_sided_tail(t: float, df: float) -> float:
+    """P(|T| > t) for Student's t with ``df`` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2)."""
+    if t <= 0:
+        return 1.0
+    x = df / (df + t * t)
+    a, b = df / 2.0, 0.5
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    # The continued fraction converges fast for x < (a+1)/(a+b+2); use symmetry otherwise.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+
+
+@lru_cache(maxsize=4096)
+def _t_quantile_exact(p: float, df: float) -> float:
+    tail = 2.0 * (1.0 - p)
+    lo, hi = 0.0, 1.0
+    while _t_two_sided_tail(hi, df) > tail:
+        hi *= 2.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if _t_two_sided_tail(mid, df) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The upper ``p`` quantile of Student's t (``p`` > 0.5), for fractional ``df``.
+
+    For ``df >= 6`` the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5)
+    is accurate to better than 0.1% at the levels used here and costs
+    nothing; below that the exact tail (incomplete beta) is inverted.
+    """
+    if not 0.5 < p < 1.0:
+        raise ValueError(f"p must be in (0.5, 1), got {p}")
+    if df <= 0 or math.isnan(df):
+        return math.inf
+    if math.isinf(df):
+        return normal_quantile(p)
+    if df < 6:
+        return _t_quantile_exact(p, round(df, 2))
+    z = normal_quantile(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """``a.mean − b.mean`` with an interval at a chosen level (bounds None when not computable)."""
+
+    diff: float
+    low: float | None
+    high: float | None
+
+    @property
+    def known(self) -> bool:
+        """Whether the interval could be computed."""
+        return self.low is not None and self.high is not None
+
+
+def adjusted_difference(a: Summary, b: Summary, level: float) -> Difference:
+    """Welch interval of ``a.mean − b.mean`` at two-sided confidence ``level`` (e.g. 0.995).
+
+    Uses the batch-means standard errors and degrees of freedom of the
+    summaries (:func:`specmon.model.stats.summarize`), like
+    :func:`specmon.model.stats.difference` does at 95%.
+    """
+    d = a.mean - b.mean
+    if a.se is None or b.se is None:
+        return Difference(d, None, None)
+    df = welch_df(a.se, a.df, b.se, b.df)
+    if df is None:
+        return Difference(d, None, None)
+    half = t_quantile(1.0 - (1.0 - level) / 2.0, df) * math.sqrt(a.se**2 + b.se**2)
+    return Difference(d, d - half, d + half)
+
+
+#: Why a setting stopped (or not).
+CONTINUE, SLOWER, EQUIVALENT, PRECISE, BUDGET = "continue", "slower", "equivalent", "precise", "budget"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The rule's answer at one look.
+
+    Attributes:
+        stop: Whether to stop collecting for this setting.
+        reason: One of ``continue``, ``slower``, ``equivalent``, ``precise``, ``budget``.
+        versus: The leader it was compared with, if any.
+        text: One sentence for the progress log.
+    """
+
+    stop: bool
+    reason: str
+    versus: Hashable | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StoppingRule:
+    """When to stop measuring one setting (see the module docstring for the why).
+
+    Attributes:
+        alpha: Family-wise error for calling two equal settings different.
+        looks: Planned looks per setting (K).
+        min_samples: Counted samples at the first look.
+        max_samples: Counted samples at the last look (the sample budget).
+        margin_pct: Differences within ± this share of the leader's mean are "equivalent".
+        precision_pct: A setting whose 95% half-width is below this share of its mean is "precise".
+    """
+
+    alpha: float = 0.05
+    looks: int = 5
+    min_samples: int = 40
+    max_samples: int = 1600
+    margin_pct: float = 1.0
+    precision_pct: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must be in (0, 1)")
+        if self.looks < 1:
+            raise ValueError("looks must be at least 1")
+        if self.min_samples < 10:
+            raise ValueError("min_samples must be at least 10 (the analysis needs 10 for a verdict)")
+        if self.max_samples < self.min_samples:
+            raise ValueError("max_samples must be at least min_samples")
+        if self.margin_pct <= 0 or self.precision_pct <= 0:
+            raise ValueError("margin_pct and precision_pct must be positive")
+
+    @property
+    def look_points(self) -> tuple[int, ...]:
+        """The planned sample counts n_1 < … < n_K (geometric, ending at ``max_samples``)."""
+        if self.looks == 1 or self.max_samples == self.min_samples:
+            return (self.max_samples,)
+        ratio = (self.max_samples / self.min_samples) ** (1.0 / (self.looks - 1))
+        points: list[int] = []
+        for j in range(self.looks):
+            n = self.max_samples if j == self.looks - 1 else round(self.min_samples * ratio**j)
+            if not points or n > points[-1]:
+                points.append(n)
+        return tuple(points)
+
+    def next_look(self, n: int) -> int | None:
+        """The first planned look at or above ``n`` samples (None past the budget)."""
+        for point in self.look_points:
+            if point >= n:
+                return point
+        return None
+
+    @property
+    def test_level(self) -> float:
+        """Two-sided confidence of every separation/equivalence test: 1 − alpha/(2K)."""
+        return 1.0 - self.alpha / (2 * self.looks)
+
+    def decide(
+        self,
+        this: Summary,
+        others: Mapping[Hashable, Summary],
+        *,
+        budget_spent: bool = False,
+        label: str = "this setting",
+        names: Mapping[Hashable, str] | None = None,
+    ) -> Decision:
+        """Judge one setting at a look.
+
+        Args:
+            this: The setting's throughput summary now.
+            others: The other settings with data (their current summaries).
+            budget_spent: The caller's time budget ran out (or the last look is reached).
+            label: The setting's name, for the sentence.
+            names: Names of the other settings, for the sentence.
+
+        Returns:
+            Whether to stop, and why.
+        """
+        names = names or {}
+        if this.n >= self.max_samples:
+            budget_spent = True
+        rivals = {k: s for k, s in others.items() if s is not None and s.n >= self.min_samples}
+        if rivals and this.n >= self.min_samples:
+            key, leader = max(rivals.items(), key=lambda kv: kv[1].mean)
+            who = names.get(key, str(key))
+            diff = adjusted_difference(leader, this, self.test_level)
+            if diff.known and leader.mean > this.mean and diff.low > 0:  # type: ignore[operator]
+                return Decision(True, SLOWER, key, f"{label} is slower than {who} by {diff.diff:.2f} tok/s "
+                                                   f"(adjusted interval {diff.low:.2f}…{diff.high:.2f})")
+            margin = self.margin_pct / 100.0 * leader.mean
+            if diff.known and -margin < diff.low and diff.high < margin:  # type: ignore[operator]
+                return Decision(True, EQUIVALENT, key, f"{label} is within ±{self.margin_pct:g}% of {who} "
+                                                       f"(adjusted interval {diff.low:+.2f}…{diff.high:+.2f} tok/s)")
+        half = this.ci_half_width
+        if this.n >= self.min_samples and half is not None and this.mean > 0 \
+                and half <= self.precision_pct / 100.0 * this.mean:
+            return Decision(True, PRECISE, None, f"{label} is measured to ±{100 * half / this.mean:.2f}%")
+        if budget_spent:
+            return Decision(True, BUDGET, None, f"{label}: budget reached at {this.n} samples")
+        return Decision(False, CONTINUE, None, "")
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+@dataclass
+class SweepVerdict:
+    """The sweep's answer for one concurrency.
+
+    ``best``/``runner_up``/``speedup`` come from :func:`specmon.model.analysis.analyze`
+    (95% intervals); ``separated`` uses the rule's adjusted level, the same
+    test the sweep stopped on, so a winner is only declared when it holds up
+    after the repeated looks.
+    """
+
+    concurrency: int | None
+    analysis: Analysis
+    separated: bool
+    diff: Difference | None
+    level: float
+    sentence: str
+
+    @property
+    def best(self) -> ConfigRow | None:
+        """The fastest configuration by mean (a winner only when ``separated``)."""
+        return self.analysis.verdict.best
+
+    @property
+    def runner_up(self) -> ConfigRow | None:
+        """The second fastest configuration."""
+        return self.analysis.verdict.runner_up
+
+    @property
+    def speedup(self) -> Ratio | None:
+        """Best against the baseline, with its 95% interval."""
+        return self.analysis.verdict.speedup
+
+    def to_json(self) -> dict[str, object]:
+        """The verdict as the JSON ``specmon sweep --format json`` prints."""
+        best, runner, sp = self.best, self.runner_up, self.speedup
+
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 2)
+
+        return {
+            "concurrency": self.concurrency,
+            "best": best.label if best else None,
+            "best_steps": best.steps if best else None,
+            "runner_up": runner.label if runner else None,
+            "runner_up_steps": runner.steps if runner else None,
+            "speedup_pct": r(sp.pct) if sp else None,
+            "speedup_ci95": [r(sp.ci95_low), r(sp.ci95_high)] if sp else None,
+            "separated": self.separated,
+            "winner_steps": best.steps if best and self.separated else None,
+            "diff_tps": r(self.diff.diff) if self.diff else None,
+            "diff_interval": [r(self.diff.low), r(self.diff.high)] if self.diff else None,
+            "diff_level": round(self.level, 5),
+            "sentence": self.sentence,
+        }
+
+
+def _pct_text(r: Ratio) -> str:
+    if r.ci95_low is None or r.ci95_high is None:
+        return f"{r.pct:+.1f}%"
+    return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f}%)"
+
+
+def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None) -> SweepVerdict:
+    """Turn an :class:`~specmon.model.analysis.Analysis` of sweep data into the sweep's verdict.
+
+    Args:
+        analysis: ``analyze(...)`` of the sweep's runs (one concurrency).
+        rule: The rule the sweep ran with (its level decides ``separated``).
+        concurrency: Which concurrency these runs were measured at, for the sentence.
+
+    Returns:
+        The verdict, with a plain-language sentence such as
+        ``"EAGLE3 2 steps: +5.9% (+3.1…+8.6%) over no speculation; EAGLE3 3 steps is not distinguishable"``.
+    """
+    v = analysis.verdict
+    level = rule.test_level
+    at = f" at concurrency {concurrency}" if concurrency else ""
+    if v.best is None or v.best.throughput is None:
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
+    best, runner = v.best, v.runner_up
+    diff = None
+    separated = False
+    if runner is not None and runner.throughput is not None:
+        diff = adjusted_difference(best.throughput, runner.throughput, level)
+        separated = diff.known and diff.low > 0  # type: ignore[operator]
+    base = analysis.baseline
+    if best.is_baseline:
+        head = f"{best.label} is fastest{at} ({best.throughput.mean:.1f} tok/s)"
+    elif v.speedup is not None and base is not None:
+        head = f"{best.label}: {_pct_text(v.speedup)} over {base.label}{at}"
+    else:
+        head = f"{best.label}: {best.throughput.mean:.1f} tok/s{at} (no baseline measured)"
+    if runner is None:
+        tail = "; nothing else to compare with."
+    elif separated:
+        assert diff is not None
+        tail = (f"; faster than {runner.label} by {diff.diff:.1f} tok/s "
+                f"({100 * level:.2f}% interval {diff.low:.1f}…{diff.high:.1f}, adjusted for repeated looks).")
+    else:
+        tail = f"; {runner.label} is not distinguishable: no winner declared."
+    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail)

@@ -1,0 +1,1 @@
+"""What leaves specmon: tables, reports, recordings, Prometheus metrics."""

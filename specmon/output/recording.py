@@ -1,0 +1,527 @@
+"""Session recordings: everything a session saw, appended to a JSONL file as it happens.
+
+One JSON object per line, each with a ``type``:
+
+==========  ==================================================================
+``meta``    ``event: "start"`` first (format, version, command, warm-up), then
+            ``"source"`` whenever a new input begins (name, baseline, year),
+            ``"sweep"`` progress notes, and ``"end"`` at a clean close
+``line``    a raw log line: receive time ``t``, source ``src``, number ``n``, ``text``
+``record``  the parsed record of that line (``rec``: the ``specmon parse`` JSON), with ``run``
+``run``     a run began (``event: "begin"``) or the recording closed (``"end"``, with its numbers)
+``restart`` a restart the control layer ran (steps, commands shown, outcome)
+``verdict`` a verdict (the ``summarize``/``sweep`` JSON)
+==========  ==================================================================
+
+Crash safety: entries are buffered in memory and written by a background
+thread every ``flush_interval`` seconds (0.5 s by default) and at close, with
+one ``write`` of whole lines each time, to a file opened in append mode. A
+killed process therefore loses at most the last interval, and the file stays
+valid up to its last complete line; the reader ignores a truncated last line.
+
+Replay re-parses the recorded raw lines per source, in order, into a fresh
+:class:`~specmon.model.session.Session` with the recorded warm-up, so
+``specmon replay RECORDING`` reproduces the table the live session showed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from specmon import __version__
+from specmon.parsing import LineParser
+from specmon.records import (
+    Config, Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Prefill, Spec, Unparsed,
+)
+from specmon.model.session import Run, Session
+
+FORMAT = "specmon-recording"
+VERSION = 1
+#: Most seconds between two writes to disk (the issue allows losing at most one second).
+DEFAULT_FLUSH_INTERVAL = 0.5
+
+__all__ = [
+    "FORMAT", "Recorder", "RecordedIngest", "RecordingError", "default_recording_dir", "is_recording",
+    "new_recording_path", "read_recording", "record_from_json", "recording_lines", "replay_recording",
+]
+
+
+class RecordingError(Exception):
+    """A file that is not a readable recording; the message says why."""
+
+
+def default_recording_dir() -> Path:
+    """``<user data dir>/specmon/recordings`` (``~/.local/share/specmon/recordings`` on Linux).
+
+    Resolved at call time so tests can point ``XDG_DATA_HOME``/``HOME`` elsewhere.
+    """
+    from platformdirs import user_data_path
+
+    return user_data_path("specmon") / "recordings"
+
+
+def new_recording_path(kind: str, directory: Path | None = None) -> Path:
+    """A fresh file name such as ``sweep-20260212-091403.jsonl`` (never an existing file)."""
+    base = directory if directory is not None else default_recording_dir()
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = base / f"{kind}-{stamp}.jsonl"
+    i = 1
+    while path.exists():
+        i += 1
+        path = base / f"{kind}-{stamp}-{i}.jsonl"
+    return path
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class Recorder:
+    """Appends entries to a recording file, flushed on a timer and at close.
+
+    Args:
+        path: The JSONL file (created with mode 0600; parents with 0700: a
+            recording holds server log lines, which may be private).
+        flush_interval: Seconds between background writes (at most 1.0).
+        meta: Extra fields for the opening ``meta`` entry (command, profile, ...).
+        warmup: The session's warm-up setting, so replay uses the same one.
+        clock: Wall clock for ``t`` fields.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        meta: dict[str, Any] | None = None,
+        warmup: int | None = None,
+        clock: Any = time.time,
+    ) -> None:
+        if not 0 < flush_interval <= 1.0:
+            raise ValueError("flush_interval must be in (0, 1] seconds")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._clock = clock
+        self._buffer: list[str] = []
+        self._lock = threading.Lock()  # guards the buffer
+        self._write_lock = threading.Lock()  # one writer at a time keeps entries in order
+        self._stop = threading.Event()
+        self._interval = flush_interval
+        self.entries = 0
+        self.error: str | None = None
+        self.write({"type": "meta", "event": "start", "format": FORMAT, "version": VERSION,
+                    "specmon": __version__, "warmup": warmup, "pid": os.getpid(), **(meta or {})})
+        self._thread = threading.Thread(target=self._run, name="specmon-recorder", daemon=True)
+        self._thread.start()
+        # A clean interpreter exit flushes too; a weak reference keeps the recorder collectable.
+        ref = weakref.ref(self)
+        self._atexit = lambda: (r := ref()) is not None and r.close()
+        atexit.register(self._atexit)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._fd is None
+
+    # -- entries ---------------------------------------------------------------------------
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Queue one entry (a ``t`` receive time is added when missing)."""
+        if self._fd is None:
+            return
+        if "t" not in entry:
+            entry = {**entry, "t": round(self._clock(), 6)}
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=_jsonable) + "\n"
+        with self._lock:
+            self._buffer.append(text)
+            self.entries += 1
+
+    def meta(self, event: str, **fields_: Any) -> None:
+        """A ``meta`` entry (``source``, ``sweep``, ``end``, ...)."""
+        self.write({"type": "meta", "event": event, **fields_})
+
+    def source(self, name: str, *, baseline: bool = False, year: int | None = None) -> None:
+        """A new input begins: replay calls ``Session.begin_source`` here."""
+        self.meta("source", source=name, baseline=baseline, year=year)
+
+    def line(self, source: str, lineno: int, text: str, t: float | None = None) -> None:
+        """A raw log line as received."""
+        entry: dict[str, Any] = {"type": "line", "src": source, "n": lineno, "text": text}
+        if t is not None:
+            entry["t"] = round(t, 6)
+        self.write(entry)
+
+    def batch(self, source: str, first_lineno: int, lines: Sequence[str], t: float | None = None) -> None:
+        """A batch of raw lines received together (numbered from ``first_lineno``).
+
+        The cheapest way for an ingest loop that parses on its own (the dashboard's
+        feeder) to record: raw lines are all replay needs.
+        """
+        when = round(self._clock() if t is None else t, 6)
+        for i, text in enumerate(lines):
+            self.write({"type": "line", "src": source, "n": first_lineno + i, "text": text, "t": when})
+
+    def record(self, source: str, rec: ParsedRecord, run_id: int | None, t: float | None = None) -> None:
+        """The parsed record of a line, and the run it went to."""
+        entry: dict[str, Any] = {"type": "record", "src": source, "run": run_id, "rec": rec.to_json()}
+        if t is not None:
+            entry["t"] = round(t, 6)
+        self.write(entry)
+
+    def run(self, run: Run, event: str = "begin") -> None:
+        """A run began, or (``"end"``) its final numbers."""
+        entry: dict[str, Any] = {"type": "run", "event": event, "id": run.id, "label": run.label,
+                                 "steps": run.config.steps if run.config else None, "source": run.source,
+                                 "first_line": run.first_line}
+        if event != "begin":
+            entry |= {"state": run.state.value, "samples": len(run.throughput),
+                      "excluded_warmup": run.excluded_warmup, "excluded_idle": run.excluded_idle,
+                      "mean_tps": round(sum(run.throughput) / len(run.throughput), 4) if len(run.throughput) else None}
+        self.write(entry)
+
+    def restart(self, **fields_: Any) -> None:
+        """A restart by the control layer (what was shown, what happened)."""
+        self.write({"type": "restart", **fields_})
+
+    def verdict(self, payload: dict[str, Any]) -> None:
+        """A verdict, as JSON."""
+        self.write({"type": "verdict", "verdict": payload})
+
+    # -- flushing ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write every queued entry now (whole lines, one ``write``)."""
+        with self._write_lock:
+            with self._lock:
+                pending, self._buffer = self._buffer, []
+            if not pending or self._fd is None:
+                return
+            data = "".join(pending).encode("utf-8", errors="replace")
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+            except OSError as exc:
+                # A full disk must not kill the session being recorded: say so once, keep going.
+                if self.error is None:
+                    self.error = f"recording to {self.path} failed: {exc.strerror or exc}"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+    def close(self) -> None:
+        """Write an ``end`` entry, flush and close the file (idempotent)."""
+        if self._fd is None:
+            return
+        self.meta("end")
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5.0)
+        self.flush()
+        with self._write_lock:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+        atexit.unregister(self._atexit)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "value"):  # enums
+        return value.value
+    raise TypeError(f"cannot record a {type(value).__name__}")
+
+
+class RecordedIngest:
+    """Feeds lines into a session and records them, with their records and new runs.
+
+    This is how a live session is recorded: give every source's lines to
+    :meth:`feed` (after :meth:`begin_source`) instead of parsing them yourself.
+
+    Args:
+        session: The session to feed.
+        recorder: Where to record; None feeds without recording.
+        records: Also record each parsed record (the raw lines alone suffice for replay).
+        clock: Wall clock for receive times.
+    """
+
+    def __init__(self, session: Session, recorder: Recorder | None = None, *, records: bool = True,
+                 clock: Any = time.time) -> None:
+        self.session = session
+        self.recorder = recorder
+        self._records = records
+        self._clock = clock
+        self._parser = LineParser()
+        self._source = ""
+        self._lineno = 0
+        self._runs_seen = len(session.runs)
+
+    def begin_source(self, name: str, *, baseline: bool = False, year: int | None = None) -> None:
+        """A new input: the session starts a new run at its next record."""
+        self.session.begin_source(name, baseline=baseline)
+        self._parser = LineParser(year=year)
+        self._source = name
+        self._lineno = 0
+        if self.recorder is not None:
+            self.recorder.source(name, baseline=baseline, year=self._parser.year)
+
+    def feed(self, lines: Sequence[str], t: float | None = None) -> None:
+        """Parse and ingest a batch of complete lines received at ``t`` (now by default)."""
+        if not lines:
+            return
+        when = self._clock() if t is None else t
+        rec_ = self.recorder
+        session = self.session
+        parse = self._parser.parse
+        for text in lines:
+            self._lineno += 1
+            if rec_ is not None:
+                rec_.line(self._source, self._lineno, text, when)
+            record = parse(text, self._lineno)
+            if record is None:
+                continue
+            session.ingest(record)
+            if rec_ is not None:
+                self._note_runs()
+                if self._records:
+                    current = session.current
+                    rec_.record(self._source, record, current.id if current else None, when)
+        session.lines += len(lines)
+
+    def _note_runs(self) -> None:
+        runs = self.session.runs
+        if len(runs) == self._runs_seen:
+            return
+        assert self.recorder is not None
+        for run in runs[self._runs_seen:]:
+            self.recorder.run(run, "begin")
+        self._runs_seen = len(runs)
+
+    def close(self) -> None:
+        """Record every run's final numbers (the recorder stays open)."""
+        if self.recorder is None:
+            return
+        self._note_runs()
+        for run in self.session.runs:
+            self.recorder.run(run, "end")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class ReadStats:
+    """What reading a recording skipped."""
+
+    entries: int = 0
+    bad_lines: int = 0
+    truncated_tail: bool = False
+
+
+def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the entries of a recording in order.
+
+    A truncated last line (the process was killed mid-write) is skipped and
+    noted in ``stats.truncated_tail``; other undecodable lines are skipped and
+    counted in ``stats.bad_lines``.
+
+    Raises:
+        RecordingError: the file is missing, unreadable, or not a recording.
+    """
+    p = Path(path)
+    stats = stats if stats is not None else ReadStats()
+    try:
+        f = open(p, "rb")  # noqa: SIM115 - closed in finally (generator)
+    except FileNotFoundError:
+        raise RecordingError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+    try:
+        first = True
+        for raw in f:
+            complete = raw.endswith(b"\n")
+            try:
+                entry = json.loads(raw.decode("utf-8", errors="replace"))
+                if not isinstance(entry, dict) or "type" not in entry:
+                    raise ValueError("not an entry")
+            except ValueError:
+                if first:
+                    raise RecordingError(f"{p}: not a specmon recording (first line is not JSON)") from None
+                if not complete:
+                    stats.truncated_tail = True
+                else:
+                    stats.bad_lines += 1
+                continue
+            if first:
+                if entry.get("type") != "meta" or entry.get("format") != FORMAT:
+                    raise RecordingError(f"{p}: not a specmon recording (no '{FORMAT}' header)")
+                if int(entry.get("version", 0)) > VERSION:
+                    raise RecordingError(f"{p}: recording version {entry.get('version')} is newer than this "
+                                         f"specmon understands ({VERSION}); upgrade specmon")
+                first = False
+            stats.entries += 1
+            yield entry
+        if first:
+            raise RecordingError(f"{p}: empty file, not a specmon recording")
+    finally:
+        f.close()
+
+
+def is_recording(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts like a specmon recording (cheap: reads the first line only)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.readline(1 << 16)
+        entry = json.loads(head)
+    except (OSError, ValueError):
+        return False
+    return isinstance(entry, dict) and entry.get("type") == "meta" and entry.get("format") == FORMAT
+
+
+def recording_lines(path: str | os.PathLike[str]) -> Iterator[tuple[float | None, str, str]]:
+    """``(receive time, source, text)`` of every recorded raw line, for paced replay."""
+    for entry in read_recording(path):
+        if entry["type"] == "line":
+            yield entry.get("t"), str(entry.get("src", "")), str(entry.get("text", ""))
+
+
+_KINDS: dict[str, type] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
+
+
+def record_from_json(data: dict[str, Any]) -> ParsedRecord:
+    """Rebuild a record from its ``to_json()`` form (the inverse of :meth:`Record.to_json`).
+
+    Raises:
+        ValueError: an unknown kind or a malformed field.
+    """
+    cls = _KINDS.get(str(data.get("kind")))
+    if cls is None:
+        raise ValueError(f"unknown record kind {data.get('kind')!r}")
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.name == "timestamp" and value is not None:
+            # to_json writes the naive log time read as UTC; read it back the same way.
+            value = datetime.fromisoformat(value).replace(tzinfo=None)
+            value = (value - datetime(1970, 1, 1)).total_seconds()
+        elif f.name == "event":
+            value = Event(value)
+        elif f.name == "engine":
+            value = Engine(value)
+        elif f.name in ("per_position", "progress") and value is not None:
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
+                     stats: ReadStats | None = None,
+                     on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
+                     on_entry: Callable[[dict[str, Any]], None] | None = None) -> Session:
+    """Rebuild the session a recording captured.
+
+    Raw lines are parsed again per source, in order, with the recorded
+    warm-up (``warmup`` overrides it). A source that recorded parsed records
+    but no raw lines is rebuilt from those records.
+
+    Args:
+        path: The recording.
+        warmup: Override the recorded warm-up.
+        stats: Receives what reading skipped (truncated tail, bad lines).
+        on_record: Called after each record is ingested, with the line's receive time.
+        on_entry: Called with every entry (restarts, verdicts, meta), in order.
+
+    Raises:
+        RecordingError: as for :func:`read_recording`.
+    """
+    entries = read_recording(path, stats)
+    session: Session | None = None
+    parsers: dict[str, LineParser] = {}
+    has_lines: set[str] = set()
+    pending_records: list[tuple[str, dict[str, Any]]] = []
+    current = ""
+    for entry in entries:
+        kind = entry["type"]
+        if on_entry is not None:
+            on_entry(entry)
+        if session is None:
+            recorded = entry.get("warmup")
+            session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
+            continue
+        if kind == "meta" and entry.get("event") == "source":
+            _flush_records(session, pending_records, has_lines, on_record)
+            current = str(entry.get("source", ""))
+            session.begin_source(current, baseline=bool(entry.get("baseline")))
+            year = entry.get("year")
+            parsers[current] = LineParser(year=year if isinstance(year, int) else None)
+        elif kind == "line":
+            src = str(entry.get("src", ""))
+            parser = parsers.get(src)
+            if parser is None:
+                # Lines before any source entry (a hand-made file): one implicit source.
+                session.begin_source(src)
+                parser = parsers[src] = LineParser()
+                current = src
+            has_lines.add(src)
+            rec = parser.parse(str(entry.get("text", "")), int(entry.get("n", 0)))
+            session.lines += 1
+            if rec is not None:
+                session.ingest(rec)
+                if on_record is not None:
+                    on_record(entry.get("t"), rec, session)
+        elif kind == "record":
+            pending_records.append((str(entry.get("src", "")), entry))
+    if session is None:  # pragma: no cover - read_recording raises for empty files
+        raise RecordingError(f"{path}: empty recording")
+    _flush_records(session, pending_records, has_lines, on_record)
+    return session
+
+
+def _flush_records(session: Session, pending: list[tuple[str, dict[str, Any]]], has_lines: set[str],
+                   on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None) -> None:
+    # Records only count for sources whose raw lines were not recorded (lines are authoritative).
+    for src, entry in pending:
+        if src in has_lines:
+            continue
+        try:
+            rec = record_from_json(entry.get("rec") or {})
+        except (ValueError, TypeError):
+            continue
+        session.ingest(rec)
+        if on_record is not None:
+            on_record(entry.get("t"), rec, session)
+    pending.clear()
+
+
+def write_lines_recording(path: str | os.PathLike[str], sources: Iterable[tuple[str, Iterable[str]]]) -> None:
+    """Record whole log files as if they had been received now (tests, bug reports)."""
+    session = Session()
+    with Recorder(path, meta={"command": "import"}) as rec:
+        ingest = RecordedIngest(session, rec)
+        for name, lines in sources:
+            ingest.begin_source(name)
+            ingest.feed(list(lines))
+        ingest.close()

@@ -1,0 +1,371 @@
+"""Reports from a recording: the table, the verdict and throughput over time.
+
+``specmon report RECORDING --format markdown|html|json|csv`` replays the
+recording (:func:`specmon.output.recording.replay_recording`), analyses it the way
+``summarize`` does, and renders:
+
+* the per-configuration table (:mod:`specmon.output.tables`, so it is the table the
+  dashboard and ``summarize`` show);
+* the verdict — the sweep's own (adjusted for its repeated looks) when the
+  recording holds one, else the analysis verdict;
+* throughput over time, one series per run: a text chart in Markdown, an
+  inline SVG in HTML (one self-contained file, no scripts, no external
+  resources), the points themselves in JSON;
+* the cost model behind the numbers (:mod:`specmon.model.costmodel`) and the restarts.
+
+CSV carries the table only (one row per configuration, for spreadsheets);
+the series are in the JSON report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from specmon.model.analysis import Analysis, analyze
+from specmon.model.costmodel import CostModelView, build_cost_model
+from specmon.output.tables import HEADERS, row_cells, to_csv
+from specmon.output.tables import to_json as table_json
+from specmon.records import Decode, EngineStats, ParsedRecord
+from specmon.output.recording import ReadStats, replay_recording
+from specmon.model.session import Session
+
+REPORT_FORMATS = ("markdown", "html", "json", "csv")
+#: Most points a plot is given (more cannot be seen, and make the file heavy).
+MAX_POINTS = 1500
+CHART_WIDTH, CHART_HEIGHT = 72, 14
+#: HTML report palette (an exported file, not the terminal UI: themes do not apply here).
+_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
+
+
+@dataclass
+class SeriesPoint:
+    """One throughput sample in time order."""
+
+    t: float  # seconds since the first sample
+    tps: float
+    run: int
+
+
+@dataclass
+class ReportData:
+    """Everything a report shows, independent of the format."""
+
+    path: str
+    session: Session
+    analysis: Analysis
+    series: list[SeriesPoint]
+    time_basis: str  # "log time" or "receive time"
+    run_labels: dict[int, str]
+    sweep_verdicts: list[dict[str, Any]] = field(default_factory=list)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    cost: CostModelView | None = None
+    read: ReadStats = field(default_factory=ReadStats)
+
+    @property
+    def sweep_verdict(self) -> dict[str, Any] | None:
+        """The last verdict the recording holds (a sweep's), if any."""
+        return self.sweep_verdicts[-1] if self.sweep_verdicts else None
+
+    @property
+    def sentence(self) -> str:
+        """The verdict sentence the report leads with."""
+        sv = self.sweep_verdict
+        if sv is not None:
+            v = sv.get("verdict") if isinstance(sv.get("verdict"), dict) else sv
+            if isinstance(v, dict) and v.get("sentence"):
+                return str(v["sentence"])
+        return self.analysis.verdict.sentence
+
+
+def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> ReportData:
+    """Replay a recording and gather what a report needs.
+
+    Raises:
+        RecordingError: not a readable recording.
+    """
+    raw: list[tuple[float | None, float | None, float, int]] = []  # (log time, receive time, tps, run)
+    verdicts: list[dict[str, Any]] = []
+    restarts: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+
+    def on_record(t: float | None, rec: ParsedRecord, session: Session) -> None:
+        if isinstance(rec, (Decode, EngineStats)) and rec.gen_throughput is not None and session.current:
+            raw.append((rec.timestamp, t, float(rec.gen_throughput), session.current.id))
+
+    def on_entry(entry: dict[str, Any]) -> None:
+        kind = entry.get("type")
+        if kind == "verdict" and isinstance(entry.get("verdict"), dict):
+            verdicts.append(entry["verdict"])
+        elif kind == "restart":
+            restarts.append(entry)
+        elif kind == "meta" and entry.get("event") in ("start", "end"):
+            meta[str(entry["event"])] = entry
+
+    stats = ReadStats()
+    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry)
+    analysis = analyze(session.runs)
+    # Log timestamps give the real pace (a replayed import was "received" all at once); fall
+    # back to receive times when any sample lacks one.
+    use_log = bool(raw) and all(r[0] is not None for r in raw)
+    basis = "log time" if use_log else "receive time"
+    points = [(r[0] if use_log else r[1], r[2], r[3]) for r in raw]
+    points = [p for p in points if p[0] is not None]
+    t0 = min((p[0] for p in points), default=0.0)
+    series = [SeriesPoint(float(p[0]) - t0, p[1], p[2]) for p in points]  # type: ignore[arg-type]
+    series.sort(key=lambda p: p.t)
+    labels = {r.id: r.label for r in session.runs}
+    return ReportData(str(path), session, analysis, series, basis, labels, verdicts, restarts, meta,
+                      build_cost_model(analysis), stats)
+
+
+def _downsample(series: list[SeriesPoint], limit: int = MAX_POINTS) -> list[SeriesPoint]:
+    if len(series) <= limit:
+        return series
+    step = len(series) / limit
+    return [series[int(i * step)] for i in range(limit)]
+
+
+def _when(entry: dict[str, Any] | None) -> str:
+    if not entry or not isinstance(entry.get("t"), (int, float)):
+        return "—"
+    return datetime.fromtimestamp(entry["t"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+# --------------------------------------------------------------------------- text chart
+
+
+def text_chart(data: ReportData, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> list[str]:
+    """Throughput over time as lines of text: one column per time slice, runs lettered A, B, ...
+
+    Each column shows the mean of the samples in its slice; the letter of the
+    run the slice belongs to is drawn at its height, so runs read apart.
+    """
+    series = data.series
+    if not series:
+        return ["(no throughput samples)"]
+    t_end = max(p.t for p in series) or 1.0
+    cols: list[list[SeriesPoint]] = [[] for _ in range(width)]
+    for p in series:
+        cols[min(width - 1, int(p.t / t_end * (width - 1)))].append(p)
+    means = [(sum(p.tps for p in c) / len(c), c[-1].run) if c else None for c in cols]
+    values = [m[0] for m in means if m]
+    lo, hi = min(values), max(values)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 1, hi + 1
+    pad = (hi - lo) * 0.05
+    lo, hi = lo - pad, hi + pad
+    runs = sorted({p.run for p in series})
+    letters = {r: chr(ord("A") + i) if i < 26 else "*" for i, r in enumerate(runs)}
+    grid = [[" "] * width for _ in range(height)]
+    for x, m in enumerate(means):
+        if m is None:
+            continue
+        y = int(round((m[0] - lo) / (hi - lo) * (height - 1)))
+        grid[height - 1 - y][x] = letters[m[1]]
+    out = []
+    for i, row in enumerate(grid):
+        value = hi - (hi - lo) * i / (height - 1)
+        label = f"{value:7.1f} │" if i in (0, height // 2, height - 1) else "        │"
+        out.append(label + "".join(row).rstrip())
+    out.append("        └" + "─" * width)
+    out.append(f"         0{'':>{width - 12}}{_duration(t_end):>10}  ({data.time_basis})")
+    out.append("tok/s per decode line; " + ", ".join(f"{letters[r]} = run {r}: {data.run_labels.get(r, '?')}"
+                                                    for r in runs))
+    return out
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _verdict_lines(data: ReportData) -> list[str]:
+    out = [data.sentence]
+    sv = data.sweep_verdict
+    if sv is not None:
+        out.append("(the sweep's verdict: a winner is declared only when the difference holds up after "
+                   "its repeated looks)")
+    note = data.analysis.verdict.concurrency_note
+    if note:
+        out.append(note)
+    return out
+
+
+def to_markdown(data: ReportData) -> str:
+    """The report as GitHub-flavoured Markdown."""
+    s = data.session
+    start = data.meta.get("start")
+    lines = [f"# specmon report — {os.path.basename(data.path)}", "",
+             f"- recorded: {_when(start)}" + (f" by `specmon {start.get('command')}`" if start and start.get("command")
+                                              else ""),
+             f"- lines: {s.lines}, runs: {len(s.runs)}, engine: {s.engine.value}"]
+    if data.read.truncated_tail:
+        lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
+    if data.read.bad_lines:
+        lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
+    lines += ["", "## Verdict", "", *(f"**{t}**" if i == 0 else f"_{t}_" for i, t in enumerate(_verdict_lines(data))),
+              "", "## Configurations", "",
+              "| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
+    for row in data.analysis.rows:
+        cells = [c.replace("|", "\\|") for c in row_cells(row)]
+        if row.best:
+            cells[0] = f"**{cells[0]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Throughput over time", "", "```", *text_chart(data), "```"]
+    if data.cost is not None:
+        lines += ["", "## Cost model", "", "```", *data.cost.lines(), "```"]
+    if data.restarts:
+        lines += ["", "## Restarts", ""]
+        for r in data.restarts:
+            if r.get("phase") == "finished":
+                ok = "ready" if r.get("ok") else f"failed: {r.get('detail', '')}"
+                lines.append(f"- {_when(r)}: {r.get('steps')} steps — {ok}")
+    return "\n".join(lines) + "\n"
+
+
+def _svg_chart(data: ReportData, width: int = 860, height: int = 320) -> str:
+    series = _downsample(data.series)
+    if not series:
+        return "<p>(no throughput samples)</p>"
+    left, right, top, bottom = 56, 12, 12, 34
+    t_end = max(p.t for p in series) or 1.0
+    lo, hi = min(p.tps for p in series), max(p.tps for p in series)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 1, hi + 1
+    pad = (hi - lo) * 0.05
+    lo, hi = lo - pad, hi + pad
+
+    def x(t: float) -> float:
+        return left + (width - left - right) * t / t_end
+
+    def y(v: float) -> float:
+        return top + (height - top - bottom) * (1 - (v - lo) / (hi - lo))
+
+    runs = sorted({p.run for p in series})
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+             f'height="{height}" role="img" aria-label="throughput over time">',
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             'fill="none" stroke="#999"/>']
+    for frac in (0.0, 0.5, 1.0):
+        v = lo + (hi - lo) * frac
+        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.1f}</text>')
+    parts.append(f'<text x="{left}" y="{height - 10}" font-size="11">0</text>')
+    parts.append(f'<text x="{width - right}" y="{height - 10}" font-size="11" text-anchor="end">'
+                 f'{html.escape(_duration(t_end))} ({html.escape(data.time_basis)})</text>')
+    for i, run in enumerate(runs):
+        pts = " ".join(f"{x(p.t):.1f},{y(p.tps):.1f}" for p in series if p.run == run)
+        colour = _COLOURS[i % len(_COLOURS)]
+        name = html.escape(f"run {run}: " + data.run_labels.get(run, "?"))
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{pts}">'
+                     f'<title>{name}</title></polyline>')
+    parts.append("</svg>")
+    legend = " ".join(
+        f'<span style="color:{_COLOURS[i % len(_COLOURS)]}">■</span> run {r}: {html.escape(data.run_labels.get(r, "?"))}'
+        for i, r in enumerate(runs))
+    return "\n".join(parts) + f'\n<p class="legend">{legend}</p>'
+
+
+def to_html(data: ReportData) -> str:
+    """A self-contained HTML page (inline SVG chart, no scripts)."""
+    esc = html.escape
+    s = data.session
+    rows = []
+    for row in data.analysis.rows:
+        cells = row_cells(row)
+        tag = ' class="best"' if row.best else ""
+        rows.append(f"<tr{tag}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
+                      for i, t in enumerate(_verdict_lines(data)))
+    cost = ""
+    if data.cost is not None:
+        cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"
+    restarts = ""
+    finished = [r for r in data.restarts if r.get("phase") == "finished"]
+    if finished:
+        items = "".join(f"<li>{esc(_when(r))}: {esc(str(r.get('steps')))} steps — "
+                        f"{'ready' if r.get('ok') else esc('failed: ' + str(r.get('detail', '')))}</li>" for r in finished)
+        restarts = f"<h2>Restarts</h2>\n<ul>{items}</ul>"
+    title = esc(f"specmon report — {os.path.basename(data.path)}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }} tr.best {{ font-weight: bold; }}
+p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6; padding: 0.8em; }}
+</style></head>
+<body>
+<h1>{title}</h1>
+<p>Recorded {esc(_when(data.meta.get('start')))}; {s.lines} lines, {len(s.runs)} runs, engine {esc(s.engine.value)}.</p>
+<h2>Verdict</h2>
+{verdict}
+<h2>Configurations</h2>
+<table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in HEADERS)}</tr></thead>
+<tbody>{''.join(rows)}</tbody></table>
+<h2>Throughput over time</h2>
+{_svg_chart(data)}
+{cost}
+{restarts}
+</body></html>
+"""
+
+
+def to_json_doc(data: ReportData) -> dict[str, Any]:
+    """The report as one JSON document (the table as ``summarize --format json``, plus the rest)."""
+    doc = table_json(data.session, data.analysis)
+    series = _downsample(data.series)
+    doc["report"] = {
+        "recording": data.path,
+        "recorded_at": data.meta.get("start", {}).get("t"),
+        "command": data.meta.get("start", {}).get("command"),
+        "truncated_tail": data.read.truncated_tail,
+        "bad_lines": data.read.bad_lines,
+        "sentence": data.sentence,
+        "sweep_verdict": data.sweep_verdict,
+        "series": {"time_basis": data.time_basis, "t": [round(p.t, 3) for p in series],
+                   "tps": [round(p.tps, 3) for p in series], "run": [p.run for p in series],
+                   "runs": {str(k): v for k, v in data.run_labels.items()}},
+        "cost_model": data.cost.to_json() if data.cost else None,
+        "restarts": [r for r in data.restarts if r.get("phase") == "finished"],
+    }
+    return doc
+
+
+def render_report(data: ReportData, fmt: str) -> str:
+    """Render in one of :data:`REPORT_FORMATS`.
+
+    Raises:
+        ValueError: an unknown format.
+    """
+    if fmt == "markdown":
+        return to_markdown(data)
+    if fmt == "html":
+        return to_html(data)
+    if fmt == "json":
+        return json.dumps(_finite(to_json_doc(data)), indent=2) + "\n"
+    if fmt == "csv":
+        return to_csv(data.analysis)
+    raise ValueError(f"unknown report format {fmt!r} (choose from {', '.join(REPORT_FORMATS)})")
+
+
+def _finite(value: Any) -> Any:
+    """The value with NaN/inf replaced by None: strict JSON readers reject them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

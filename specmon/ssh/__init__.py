@@ -1,0 +1,1 @@
+"""SSH: connecting with verified host keys."""

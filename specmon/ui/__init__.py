@@ -1,0 +1,1 @@
+"""The dashboard: the only package that imports Textual."""

@@ -1,0 +1,755 @@
+"""The live dashboard: a Textual app that reads snapshots of the session model on timers.
+
+Data flow: an async *ingest* worker drives the sources through the parser
+into the session (:class:`~specmon.ingest.live.Feeder`); nothing renders per line.
+Three timers read the model:
+
+* every 0.25 s the cheap *live* snapshot (header, the three numbers, per-position
+  bars, events) is pushed to the widgets inside one ``batch_update()``;
+  sparklines move every other tick (2 Hz);
+* every second the plot gets a new view (plotext redraws cost tens of ms), and an
+  *analysis* worker recomputes the table's statistics on frozen copies of the
+  runs in a thread, no more often than three times its own duration, so a
+  multi-million-sample replay never starves keys or ingest.
+
+Everything non-deterministic is injected through the constructor (the sources,
+the clocks, theme folders, the export directory, the restart/sweep controller),
+and :func:`make_app` is the one factory the command line and the tests use.
+
+Extension points for the commands built on this app:
+
+* any :class:`~specmon.sources.base.LineSource` runs the dashboard:
+  ``make_app(SSHTailSource(...))``, or a list of :class:`~specmon.ingest.live.FeedInput`
+  (baseline files first); the header shows ``source.status`` on every tick
+  (``reconnecting in 4 s (attempt 2)``, latency, failures);
+* ``controller``: an object with ``restart_screen()`` and ``sweep_screen()``;
+  ``r`` and ``s`` push those screens, and are greyed out without a controller or
+  with ``DashboardOptions(read_only=True)``; a controller that holds a
+  ``RestartController`` (the restart flow) gets a ``sweeper``
+  (:class:`~specmon.ui.screens.sweep_screen.SweepFlow`) that ``s`` drives instead;
+* ``recorder``: a :class:`~specmon.output.recording.Recorder` the feeder records every
+  line into (closed when the app ends); ``DashboardOptions.prometheus_port``
+  serves ``/metrics`` from the app's own loop while it runs;
+* subclasses: Textual calls ``on_mount`` of every class in the MRO by itself, so a
+  subclass's ``on_mount`` must not call ``super().on_mount()`` (it would start a
+  second ingest worker and a second set of timers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import partial
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, Protocol
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
+
+from specmon.control.restart import RestartController
+from specmon.ingest.live import FeedInput, Feeder, recording_inputs
+from specmon.output.tables import to_csv, to_json, to_markdown
+from specmon.model.session import SessionEvent
+from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
+from specmon.sources.base import LineSource
+from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
+from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders, user_theme_dir
+from specmon.ui.widgets.event_log import EventLog
+from specmon.ui.widgets.metric_panel import MetricPanel
+from specmon.ui.widgets.position_bars import PositionBars
+from specmon.ui.widgets.run_table import RunTable
+from specmon.ui.widgets.status_header import StatusHeader
+from specmon.ui.widgets.throughput_plot import ThroughputPlot
+
+__all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
+
+#: Seconds between two live refreshes (numbers); sparklines move every second one.
+FAST_TICK_S = 0.25
+#: Seconds between two plot refreshes / analysis checks.
+SLOW_TICK_S = 1.0
+#: An analysis waits at least this factor times its own last duration before the next.
+ANALYSIS_DUTY = 4.0
+#: Use the user's theme folder (the default) unless told otherwise.
+USER_THEMES = object()
+
+
+def _give_back_freed_memory() -> None:
+    """Return freed heap pages to the system (glibc only; elsewhere nothing to do).
+
+    An analysis allocates tens of megabytes of temporary arrays and frees them;
+    glibc keeps those pages in the process, so over a long replay RSS would
+    ratchet up to the largest analysis ever made instead of tracking the data.
+    """
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            import ctypes
+
+            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM: Any = None
+
+
+class DashboardController(Protocol):
+    """Restart and sweep, provided by the control subsystem.
+
+    The app only knows that these keys open screens the controller builds.
+    Optional, looked up with ``getattr``: ``attach(app)`` (called once on mount),
+    ``unavailable_reason(action) -> str | None`` (greys ``r``/``s`` out, e.g.
+    while a restart runs) and ``header_text() -> str`` (the header's mode slot).
+    """
+
+    def restart_screen(self) -> Screen[Any]:
+        """The screen that restarts the server with another configuration."""
+        ...
+
+    def sweep_screen(self) -> Screen[Any]:
+        """The screen that sweeps step counts."""
+        ...
+
+
+@dataclass
+class DashboardOptions:
+    """Settings from the command line.
+
+    Attributes:
+        theme: Theme name (None: the default, specmon-dark).
+        baseline_tps: A given baseline throughput.
+        warmup: Samples excluded at the start of each run, per rank (None: engine default).
+        window: Batches in the rolling means.
+        loop: Replay the inputs again and again.
+        read_only: Never offer restart or sweep, even with a controller.
+        animations: Textual animations (tests and snapshots turn them off).
+        prometheus_port: Serve Prometheus metrics on 127.0.0.1:PORT while the app runs (0: any free port).
+    """
+
+    theme: str | None = None
+    baseline_tps: float | None = None
+    warmup: int | None = None
+    window: int = DEFAULT_WINDOW
+    loop: bool = False
+    read_only: bool = False
+    animations: bool = True
+    prometheus_port: int | None = None
+
+
+#: (action, palette title, palette help) for the command palette.
+_COMMANDS = (
+    ("toggle_pause", "Pause / resume", "Pause the replay, or freeze the live view"),
+    ("mark_baseline", "Mark baseline", "Use the current configuration as the baseline (again: automatic)"),
+    ("export", "Export run table", "Write the run table as CSV, JSON and Markdown"),
+    ("next_theme", "Next specmon theme", "Switch to the next colour theme"),
+    ("faster", "Replay faster", "Step the replay speed up"),
+    ("slower", "Replay slower", "Step the replay speed down"),
+    ("restart", "Restart server", "Restart the server with another configuration"),
+    ("sweep", "Sweep step counts", "Restart through a list of step counts and compare"),
+    ("help", "Help", "What every number means, and every key"),
+)
+
+
+class SpecmonApp(App[int]):
+    """The specmon dashboard.
+
+    Args:
+        inputs: The sources to read, in order (``--baseline`` files first).
+        replay_clock: The clock pacing a replay; None for live sources.
+        options: Command-line settings.
+        clock: Wall clock (``time.time`` scale): countdowns, export names.
+        theme_dirs: Folders of theme files, later ones overriding earlier names.
+        export_dir: Where ``e`` writes (default: the current directory).
+        controller: Restart/sweep provider; None disables ``r`` and ``s``.
+        recorder: Records every line read (None: no recording).
+        sweeper: Runs sweeps for ``s`` (default: one built on the controller's restart flow).
+    """
+
+    # Absolute: a relative path would be resolved next to a subclass's module.
+    CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
+    TITLE = "specmon"
+
+    BINDINGS = [
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("b", "mark_baseline", "Baseline"),
+        Binding("e", "export", "Export"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        # Not in the footer (80 columns are not enough); in the palette, the help and the header.
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
+        Binding("minus", "slower", "Slower", key_display="-", show=False),
+        # Reserved for the control issue: greyed out until a controller is injected.
+        Binding("r", "restart", "Restart"),
+        Binding("s", "sweep", "Sweep"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        inputs: Sequence[FeedInput],
+        *,
+        replay_clock: ReplayClock | None = None,
+        options: DashboardOptions | None = None,
+        clock: Callable[[], float] = time.time,
+        theme_dirs: Sequence[Traversable | Path] = (),
+        export_dir: Path | None = None,
+        controller: DashboardController | None = None,
+        recorder: Any = None,
+        sweeper: Any = None,
+    ) -> None:
+        super().__init__()
+        self.options = options or DashboardOptions()
+        self.clock = clock
+        self.controller = controller
+        self.export_dir = export_dir
+        self.feeder = Feeder(inputs, warmup=self.options.warmup, loop=self.options.loop,
+                             replay_clock=replay_clock, clock=clock, recorder=recorder)
+        self.recorder = recorder
+        if sweeper is None and isinstance(getattr(controller, "controller", None), RestartController):
+            from specmon.ui.screens.sweep_screen import SweepFlow
+
+            sweeper = SweepFlow(controller)
+        self.sweeper = sweeper
+        self.exporter: Any = None
+        self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
+        self.display_paused = False
+        self.last_export: list[Path] = []
+        self.theme_problems: list[str] = []
+        self.specmon_themes: list[str] = []
+        self._theme_dirs = list(theme_dirs)
+        self._ticks = 0
+        self._generation = 0
+        self._analysis_sig: tuple[object, ...] | None = None
+        self._analysis_running = False
+        self._analysis_again = False
+        self._analysis_next = 0.0
+        self._seq = 0
+        self._applied_seq = 0
+        self._availability: tuple[object, ...] = ()
+        self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
+        if not self.options.animations:
+            self.animation_level = "none"
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        with Horizontal(id="metrics"):
+            yield MetricPanel("throughput", "throughput", id="m-throughput")
+            yield MetricPanel("accept_len", "accept length", id="m-accept-len")
+            yield MetricPanel("accept_rate", "accept rate", id="m-accept-rate")
+        with Vertical(id="table-box") as box:
+            box.border_title = "runs"
+            yield RunTable(id="runs")
+            yield Static("", id="verdict", markup=False)
+        with Horizontal(id="bottom"):
+            plot = ThroughputPlot(id="plot")
+            plot.border_title = "throughput per batch (tok/s)"
+            yield plot
+            with Vertical(id="side"):
+                bars = PositionBars(id="positions")
+                bars.border_title = "per-position acceptance"
+                yield bars
+                events = EventLog(id="events")
+                events.border_title = "events"
+                yield events
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        # References, not queries: a modal screen (help) on top must not hide them from the timers.
+        self._header = self.query_one(StatusHeader)
+        self._panels = (self.query_one("#m-throughput", MetricPanel), self.query_one("#m-accept-len", MetricPanel),
+                        self.query_one("#m-accept-rate", MetricPanel))
+        self._bars = self.query_one(PositionBars)
+        self._events = self.query_one(EventLog)
+        self._plot = self.query_one(ThroughputPlot)
+        self._table = self.query_one(RunTable)
+        self._verdict = self.query_one("#verdict", Static)
+        self._load_themes()
+        self._size_classes()
+        self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
+        self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
+        self.run_worker(self._ingest, name="ingest", group="source", description="read the log source",
+                        exit_on_error=False)
+        attach = getattr(self.controller, "attach", None)
+        if attach is not None:
+            attach(self)
+        if self.sweeper is not None:
+            self.sweeper.attach(self)
+        if self.recorder is not None:
+            self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
+        if self.options.prometheus_port is not None:
+            self.run_worker(self._serve_metrics, name="prometheus", group="export",
+                            description="serve Prometheus metrics", exit_on_error=False)
+        self._tick()
+
+    async def _serve_metrics(self) -> None:
+        from specmon.output.prometheus import PrometheusExporter, render_metrics
+
+        assert self.options.prometheus_port is not None
+        # The feeder's session, looked up at each scrape: a looped replay replaces it.
+        exporter = PrometheusExporter(lambda: render_metrics(self.feeder.session), self.options.prometheus_port)
+        try:
+            await exporter.start()
+        except OSError as exc:
+            self.feeder.session.events.append(SessionEvent(0, None, "error", str(exc)))
+            self.notify(str(exc), title="prometheus", severity="error", timeout=10)
+            return
+        self.exporter = exporter
+        text = f"Prometheus metrics at http://{exporter.host}:{exporter.port}/metrics"
+        self.feeder.session.events.append(SessionEvent(0, None, "info", text))
+
+    def on_resize(self) -> None:
+        self._size_classes()
+
+    def _size_classes(self) -> None:
+        w, h = self.size
+        self.screen.set_class(w < 90 or h < 28, "-compact")
+        self.screen.set_class(w >= 160 and h >= 50, "-large")
+
+    # -- themes ------------------------------------------------------------------------------
+
+    def _load_themes(self) -> None:
+        themes, problems = load_themes(self._theme_dirs)
+        self.theme_problems = problems
+        for theme in themes.values():
+            self.register_theme(theme)
+        self.specmon_themes = list(themes)
+        wanted = self.options.theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
+            wanted = DEFAULT_THEME
+        if wanted in self.available_themes:
+            self.theme = wanted
+        for message in problems:
+            self.notify(message, title="theme", severity="warning", timeout=8)
+
+    def action_next_theme(self) -> None:
+        """Switch to the next specmon theme."""
+        names = self.specmon_themes or sorted(self.available_themes)
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    async def _ingest(self) -> None:
+        await self.feeder.run()
+        # The input ended (replay done, source gone): make the final numbers exact at once.
+        self._maybe_analyze(force=True)
+        self._tick()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state is not WorkerState.ERROR:
+            return
+        error = worker.error
+        if worker.name == "ingest":
+            text = f"reading stopped: {type(error).__name__}: {error}"
+            self.feeder.session.events.append(SessionEvent(0, None, "error", text))
+            self.notify(text, title="ingest", severity="error", timeout=10)
+        elif worker.name == "analysis":
+            self._analysis_running = False
+            self.notify(f"statistics failed: {type(error).__name__}: {error}", severity="error", timeout=10)
+
+    async def _close_sources(self) -> None:
+        if not self._sources_closed:
+            self._sources_closed = True
+            await self.feeder.close()
+            if self.exporter is not None:
+                exporter, self.exporter = self.exporter, None
+                await exporter.close()
+            if self.recorder is not None:
+                self.recorder.close()
+
+    async def action_quit(self) -> None:
+        """Close the source (an SSH channel, a file) and leave."""
+        await self._close_sources()
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        await self._close_sources()
+
+    # -- refresh -------------------------------------------------------------------------------
+
+    def _mode(self) -> str:
+        rc = self.feeder.replay_clock
+        if rc is None:
+            # A live source says "live" in its connection state already.
+            restart = getattr(self.controller, "header_text", None)
+            text = restart() if restart is not None else ""
+            return "paused: view frozen" if self.display_paused else text
+        if self.feeder.done:
+            return "replay finished"
+        if rc.paused:
+            return "paused"
+        text = f"replay {speed_text(rc.speed)}"
+        if self.feeder.loops:
+            text += f" · loop {self.feeder.loops + 1}"
+        return text
+
+    @property
+    def paused(self) -> bool:
+        """Whether the replay or the live view is paused."""
+        rc = self.feeder.replay_clock
+        return rc.paused if rc is not None else self.display_paused
+
+    def _tick(self, *, sparklines: bool | None = None) -> None:
+        """Push the live snapshot to the widgets (a few times a second)."""
+        self._ticks += 1
+        feeder = self.feeder
+        if feeder.generation != self._generation:
+            self._generation = feeder.generation
+            self.builder.reset()
+        feeder.drain_events()
+        snap = self.builder.live(
+            feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
+            log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
+        )
+        spark = self._ticks % 2 == 0 if sparklines is None else sparklines
+        with self.batch_update():
+            self._header.view = snap.header
+            if not self.display_paused:
+                tp, al, ar = self._panels
+                tp.show(snap.throughput, sparkline=spark)
+                al.show(snap.accept_len, sparkline=spark)
+                ar.show(snap.accept_rate, sparkline=spark)
+                self._bars.view = snap.positions
+                self._events.events = snap.events
+        self._refresh_availability()
+
+    def _tick_slow(self) -> None:
+        """Plot and table (once a second), and start an analysis when one is due."""
+        if not self.display_paused:
+            self._push_slow()
+        self._maybe_analyze()
+
+    def _push_slow(self, *, force: bool = False) -> None:
+        with self.batch_update():
+            self._plot.show(self.builder.plot(self.feeder.session), force=force)
+            self._push_table()
+
+    def _push_table(self) -> None:
+        table = self.builder.table(self.feeder.session)
+        with self.batch_update():
+            self._table.show(table)
+            self._verdict.update(table.verdict)
+
+    def refresh_now(self) -> None:
+        """Analyse synchronously and push every view at once (tests, before a snapshot)."""
+        session = self.feeder.session
+        self._seq += 1
+        self._applied_seq = self._seq
+        self._analysis_sig = self._signature()
+        self.builder.apply(self.builder.analyze(session.runs), session.runs)
+        self._tick(sparklines=True)
+        self._push_slow(force=True)
+
+    def _signature(self) -> tuple[object, ...]:
+        s = self.feeder.session
+        return (self.feeder.generation, id(s), s.lines, len(s.runs), self.builder.baseline_key)
+
+    def _maybe_analyze(self, *, force: bool = False) -> None:
+        if self._sources_closed:
+            return
+        if self._analysis_running:
+            self._analysis_again = self._analysis_again or force
+            return
+        sig = self._signature()
+        if sig == self._analysis_sig and not force:
+            return
+        if not force and time.perf_counter() < self._analysis_next:
+            return
+        self._analysis_sig = sig
+        self._seq += 1
+        self._analysis_running = True
+        # Rows whose runs did not change are reused; only the others' runs are copied.
+        job = self.builder.prepare(self.feeder.session.runs)
+        # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing
+        # behind; an explicit description, as the default is repr(work) (every sample).
+        self.run_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
+                        group="analysis", description="run table statistics", exit_on_error=False)
+
+    async def _analyze(self, job: AnalysisJob, seq: int, generation: int) -> None:
+        started = time.perf_counter()
+        try:
+            if job.todo:
+                # The statistics sort every sample: off the event loop, on frozen copies.
+                await asyncio.to_thread(job.compute)
+        except BaseException:
+            job.release()
+            raise
+        finally:
+            self._analysis_running = False
+        elapsed = time.perf_counter() - started
+        self._analysis_next = time.perf_counter() + max(SLOW_TICK_S, ANALYSIS_DUTY * elapsed)
+        # Only the newest result, for the baseline still chosen, of the session still shown.
+        if (seq > self._applied_seq and job.baseline_key == self.builder.baseline_key
+                and generation == self.feeder.generation):
+            self._applied_seq = seq
+            self.builder.apply(self.builder.finish(job), self.feeder.session.runs)
+            if not self.display_paused:
+                self._push_table()
+            self._refresh_availability()
+        job.release()
+        _give_back_freed_memory()
+        if self._analysis_again:
+            self._analysis_again = False
+            self._maybe_analyze(force=True)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def _refresh_availability(self) -> None:
+        state = tuple(self.check_action(a, ()) for a, _, _ in _COMMANDS)
+        if state != self._availability:
+            self._availability = state
+            self.refresh_bindings()
+
+    def _unavailable_reason(self, action: str) -> str | None:
+        """Why an action cannot run now, or None when it can."""
+        rc = self.feeder.replay_clock
+        if action == "mark_baseline":
+            row = self.builder.row_for(self.feeder.session.current)
+            if row is None or row.throughput is None:
+                return "the current run has no counted throughput samples yet"
+        elif action == "export":
+            if self.builder.analysis is None or not self.builder.analysis.rows:
+                return "the run table is empty"
+        elif action in ("faster", "slower"):
+            if rc is None:
+                return "only a replay has a speed"
+            if self.feeder.done:
+                return "the replay has finished"
+            if action == "faster" and rc.speed is None:
+                return "already at max speed"
+            if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
+                return "already at the slowest speed"
+        elif action in ("restart", "sweep"):
+            if self.options.read_only:
+                return "read-only mode"
+            if self.controller is None:
+                return "no launch profile configured for this server"
+            if self.sweeper is not None:
+                if action == "sweep":
+                    return self.sweeper.unavailable_reason()  # type: ignore[no-any-return]
+                if self.sweeper.running:
+                    return "a sweep is running (s offers to stop it)"
+            reason = getattr(self.controller, "unavailable_reason", None)
+            if reason is not None:
+                return reason(action)
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out (None) actions that cannot run now; hide speed keys when not replaying."""
+        if action in ("faster", "slower") and self.feeder.replay_clock is None:
+            return False
+        return None if self._unavailable_reason(action) else True
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette lists every dashboard action; unavailable ones say why."""
+        yield from super().get_system_commands(screen)
+        for action, title, help_text in _COMMANDS:
+            if self.check_action(action, ()) is False:
+                continue
+            reason = self._unavailable_reason(action)
+            if reason is None:
+                yield SystemCommand(title, help_text, partial(self.run_action, action))
+            else:
+                yield SystemCommand(f"{title} (unavailable)", f"{help_text} — {reason}",
+                                    partial(self.notify, f"{title}: {reason}", severity="warning"))
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
+        rc = self.feeder.replay_clock
+        if rc is not None:
+            rc.toggle()
+        else:
+            self.display_paused = not self.display_paused
+        self._tick()
+
+    def action_faster(self) -> None:
+        """Replay faster."""
+        rc = self.feeder.replay_clock
+        if rc is not None and not self._unavailable_reason("faster"):
+            self.notify(f"replay speed {speed_text(rc.faster())}", timeout=2)
+            self._tick()
+
+    def action_slower(self) -> None:
+        """Replay slower."""
+        rc = self.feeder.replay_clock
+        if rc is not None and not self._unavailable_reason("slower"):
+            self.notify(f"replay speed {speed_text(rc.slower())}", timeout=2)
+            self._tick()
+
+    def action_mark_baseline(self) -> None:
+        """Make the current configuration the baseline; pressed again, back to automatic."""
+        reason = self._unavailable_reason("mark_baseline")
+        if reason:
+            self.notify(f"cannot mark a baseline: {reason}", severity="warning")
+            return
+        row = self.builder.row_for(self.feeder.session.current)
+        assert row is not None
+        if self.builder.baseline_key == row.key:
+            self.builder.baseline_key = None
+            self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
+        else:
+            self.builder.baseline_key = row.key
+            self.notify(f"baseline: {row.label}", timeout=3)
+        self._maybe_analyze(force=True)
+
+    def action_export(self) -> None:
+        """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
+        session = self.feeder.session
+        analysis = self.builder.analyze(session.runs)  # exactly the data seen so far
+        if not analysis.rows:
+            self.notify("nothing to export yet: the run table is empty", severity="warning")
+            return
+        folder = self.export_dir if self.export_dir is not None else Path.cwd()
+        stamp = datetime.fromtimestamp(self.clock(), tz=timezone.utc).strftime("%Y%m%d-%H%M%S")
+        base = folder / f"specmon-runs-{stamp}"
+        n = 2
+        while any(base.with_name(base.name + ext).exists() for ext in (".csv", ".json", ".md")):
+            base = folder / f"specmon-runs-{stamp}-{n}"
+            n += 1
+        outputs = {
+            ".csv": to_csv(analysis),
+            ".json": json.dumps(to_json(session, analysis), indent=2) + "\n",
+            ".md": to_markdown(analysis),
+        }
+        written: list[Path] = []
+        try:
+            for ext, text in outputs.items():
+                path = base.with_name(base.name + ext)
+                path.write_text(text, encoding="utf-8")
+                written.append(path)
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error", timeout=10)
+            return
+        self.last_export = written
+        self.notify(f"run table written to {base}.csv, .json and .md", title="export", timeout=8)
+
+    def action_help(self) -> None:
+        """Open the help screen."""
+        from specmon.ui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_restart(self) -> None:
+        """Open the controller's restart screen."""
+        if self.controller is not None and not self._unavailable_reason("restart"):
+            self.push_screen(self.controller.restart_screen())
+
+    def action_sweep(self) -> None:
+        """Open the sweep screen (or, during a sweep, offer to stop it)."""
+        if self.controller is None or self._unavailable_reason("sweep"):
+            return
+        if self.sweeper is not None:
+            self.sweeper.open()
+        else:
+            self.push_screen(self.controller.sweep_screen())
+
+
+# -- factories -------------------------------------------------------------------------------------
+
+def make_app(
+    source: LineSource | Sequence[FeedInput],
+    *,
+    replay_clock: ReplayClock | None = None,
+    options: DashboardOptions | None = None,
+    clock: Callable[[], float] = time.time,
+    user_themes: Path | None | object = USER_THEMES,
+    extra_theme_dirs: Sequence[Traversable | Path] = (),
+    export_dir: Path | None = None,
+    controller: DashboardController | None = None,
+    recorder: Any = None,
+    sweeper: Any = None,
+) -> SpecmonApp:
+    """Build the dashboard for a source (or several inputs): the one factory.
+
+    Args:
+        source: An already-constructed :class:`LineSource` (a local tail, an SSH
+            tail, a simulator), or a list of :class:`FeedInput` for several files.
+        replay_clock: The replay's clock, when replaying.
+        options: Command-line settings.
+        clock: Wall clock.
+        user_themes: The user's theme folder; default: the platform config folder; None: none.
+        extra_theme_dirs: More theme folders, read after the shipped ones.
+        export_dir: Where exports go (default: the current directory).
+        controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
+        recorder: Records the session (a :class:`~specmon.output.recording.Recorder`; None: not recorded).
+        sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
+    """
+    inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
+    user_dir = user_theme_dir() if user_themes is USER_THEMES else user_themes
+    return SpecmonApp(
+        inputs, replay_clock=replay_clock, options=options, clock=clock,
+        theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),
+        export_dir=export_dir, controller=controller, recorder=recorder, sweeper=sweeper,
+    )
+
+
+def replay_app(
+    files: Sequence[str | Path],
+    *,
+    speed: float | None = 1.0,
+    baseline_files: Sequence[str | Path] = (),
+    monotonic: Callable[[], float] = time.monotonic,
+    **kwargs: Any,
+) -> SpecmonApp:
+    """The dashboard replaying log files (baseline files first, read at max speed).
+
+    A specmon recording (:func:`specmon.output.recording.is_recording`) replays its
+    recorded lines, input by input, so the table is the one the live session showed.
+
+    Args:
+        files: Logs to replay, in order.
+        speed: Log seconds per wall second (None: max).
+        baseline_files: Logs of the server without speculation.
+        monotonic: Clock pacing the replay.
+        **kwargs: Passed to :func:`make_app`.
+    """
+    clock = ReplayClock(speed, monotonic=monotonic)
+    wall = kwargs.get("clock", time.time)
+    inputs = []
+    from specmon.output.recording import is_recording
+
+    for path in baseline_files:
+        # The baseline is reference data, not part of the show: read it at once.
+        if is_recording(path):
+            inputs.extend(recording_inputs(path, ReplayClock(None), wall_clock=wall, baseline=True))
+            continue
+        src = ReplaySource(path, ReplayClock(None), wall_clock=wall)
+        inputs.append(FeedInput(src, baseline=True, year=src.year))
+    for path in files:
+        if is_recording(path):
+            inputs.extend(recording_inputs(path, clock, wall_clock=wall))
+            continue
+        src = ReplaySource(path, clock, wall_clock=wall)
+        inputs.append(FeedInput(src, year=src.year))
+    return make_app(inputs, replay_clock=clock, **kwargs)
+
+
+def watch_app(path: str | Path, *, lines: int | None = None, **kwargs: Any) -> SpecmonApp:
+    """The dashboard following a local log like ``tail -F``.
+
+    Args:
+        path: The log (need not exist yet).
+        lines: Start with the last ``lines`` lines (None: the whole file).
+        **kwargs: Passed to :func:`make_app`.
+    """
+    from specmon.sources.local import LocalTailSource
+
+    source = LocalTailSource(path, lines=lines, clock=kwargs.get("clock", time.time))
+    return make_app(source, **kwargs)

@@ -1,0 +1,1 @@
+"""specmon.ui.screens."""

@@ -1,0 +1,223 @@
+"""The step-count dialog that ``r`` opens: which step count next, next to what was measured.
+
+It only chooses: nothing runs from here. The chosen count goes to the
+confirmation screen (:mod:`specmon.ui.screens.confirm_commands`), which shows the
+exact commands first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.validation import ValidationResult, Validator
+from textual.widgets import Input, Static
+
+from specmon.ui.views import RowView
+
+__all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
+
+_DIGITS = re.compile(r"[0-9]{1,3}")
+
+
+def parse_steps(text: str, lo: int, hi: int) -> int:
+    """Read a step count typed by the user.
+
+    Only plain digits are accepted (no sign, no decimal point, no expression,
+    nothing after the number), within ``[lo, hi]``.
+
+    Args:
+        text: What was typed (surrounding spaces are ignored).
+        lo: Smallest allowed count.
+        hi: Largest allowed count.
+
+    Returns:
+        The count.
+
+    Raises:
+        ValueError: The text is not an allowed count; the message says why, for the user.
+    """
+    value = text.strip()
+    if not value:
+        raise ValueError(f"type a step count from {lo} to {hi}")
+    if not _DIGITS.fullmatch(value):
+        shown = value if len(value) <= 20 else value[:19] + "…"
+        raise ValueError(f"{shown!r} is not a whole number: type digits only, {lo} to {hi}")
+    steps = int(value)
+    if not lo <= steps <= hi:
+        raise ValueError(f"{steps} is out of range: this profile allows {lo} to {hi}")
+    return steps
+
+
+class StepCountValidator(Validator):
+    """Validates the dialog's input with :func:`parse_steps`."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def validate(self, value: str) -> ValidationResult:
+        """Success for an allowed count, else a failure with the reason."""
+        try:
+            parse_steps(value, self.lo, self.hi)
+        except ValueError as exc:
+            return self.failure(str(exc))
+        return self.success()
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredStep:
+    """One configuration already measured, as the dialog lists it."""
+
+    steps: int | None
+    label: str
+    samples: int
+    tps: str
+    vs: str
+    accept_len: str
+    current: bool = False
+    best: bool = False
+    is_baseline: bool = False
+
+    @classmethod
+    def from_row(cls, row: RowView) -> MeasuredStep:
+        """The dialog's view of a run-table row."""
+        return cls(row.steps, row.label, row.samples, row.tps, row.vs_short or row.vs, row.accept_len,
+                   row.current, row.best, row.is_baseline)
+
+
+def measured_text(rows: Sequence[MeasuredStep]) -> Content:
+    """The measured configurations as aligned lines (marks: ▸ now, ★ fastest, B baseline)."""
+    if not rows:
+        return Content.styled("nothing measured yet: every step count is new", "$text-muted")
+    header = f"   {'configuration':<22} {'n':>6}  {'tok/s ± CI':<16} {'vs base':<9} {'acc len':<9}"
+    lines = [Content.styled(header, "$text-muted")]
+    for r in rows:
+        mark = ("▸" if r.current else " ") + ("★" if r.best else "B" if r.is_baseline else " ")
+        text = f"{mark} {r.label[:22]:<22} {r.samples:>6}  {r.tps[:16]:<16} {r.vs[:9]:<9} {r.accept_len[:9]:<9}"
+        style = "bold $primary" if r.current else "$success" if r.best else ""
+        lines.append(Content.styled(text.rstrip(), style))
+    return Content("\n").join(lines)
+
+
+class RestartDialog(ModalScreen[int | None]):
+    """Ask for the next step count; escape cancels (nothing runs either way).
+
+    Args:
+        host: Where the server runs.
+        lo: Smallest allowed count (0 = no speculation, when the profile allows it).
+        hi: Largest allowed count.
+        current_steps: What runs now, when known.
+        rule: How draft tokens follow (``draft tokens = steps+1``).
+        measured: What was measured so far (the run table).
+        on_choose: Called with the chosen count after the dialog closes.
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    DEFAULT_CSS = """
+    RestartDialog {
+        align: center middle;
+    }
+    RestartDialog > #restart-box {
+        width: 84;
+        max-width: 100%;
+        height: auto;
+        border: round $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    RestartDialog #restart-title {
+        text-style: bold;
+        color: $primary;
+    }
+    RestartDialog #restart-measured {
+        margin: 1 0;
+    }
+    RestartDialog #restart-error {
+        color: $error;
+        height: auto;
+    }
+    RestartDialog .hint {
+        color: $text-muted;
+    }
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        lo: int,
+        hi: int,
+        current_steps: int | None = None,
+        rule: str = "",
+        measured: Sequence[MeasuredStep] = (),
+        on_choose: Callable[[int], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.host = host
+        self.lo, self.hi = lo, hi
+        self.current_steps = current_steps
+        self.rule = rule
+        self.measured = tuple(measured)
+        self._on_choose = on_choose
+        self.chosen: int | None = None
+
+    def compose(self) -> ComposeResult:
+        now = "unknown" if self.current_steps is None else _steps_text(self.current_steps)
+        zero = " (0 = no speculation)" if self.lo == 0 else ""
+        with Vertical(id="restart-box"):
+            yield Static(f"Restart the server on {self.host}", id="restart-title", markup=False)
+            yield Static(f"now: {now} · next: {self.lo} to {self.hi} steps{zero}"
+                         + (f" · {self.rule}" if self.rule else ""), classes="hint", markup=False)
+            yield Static(measured_text(self.measured), id="restart-measured")
+            yield Input(placeholder=f"step count, {self.lo}–{self.hi}", id="restart-steps",
+                        validators=[StepCountValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
+                        max_length=20)
+            yield Static("", id="restart-error", markup=False)
+            yield Static("enter: next — the exact commands are shown before anything runs · escape: cancel",
+                         classes="hint", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        # Say what is wrong while typing, but not before anything was typed.
+        result = event.validation_result
+        text = ""
+        if event.value.strip() and result is not None and not result.is_valid:
+            text = "; ".join(result.failure_descriptions)
+        elif event.value.strip() and self.current_steps is not None:
+            try:
+                if parse_steps(event.value, self.lo, self.hi) == self.current_steps:
+                    text = "same as now: a repeat run of this configuration"
+            except ValueError:
+                pass
+        self.query_one("#restart-error", Static).update(text)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            steps = parse_steps(event.value, self.lo, self.hi)
+        except ValueError as exc:
+            self.query_one("#restart-error", Static).update(str(exc))
+            return
+        self.chosen = steps
+        self.dismiss(steps)
+        if self._on_choose is not None:
+            # After this screen is gone: the callback opens the confirmation screen.
+            self.app.call_later(self._on_choose, steps)
+
+    def action_cancel(self) -> None:
+        """Close without choosing."""
+        self.dismiss(None)
+
+
+def _steps_text(steps: int) -> str:
+    return "no speculation" if steps == 0 else f"{steps} step{'' if steps == 1 else 's'}"

@@ -1,0 +1,700 @@
+"""Immutable views of the session: what the dashboard's widgets read.
+
+Widgets never look at the session: on a timer the app builds these frozen
+views and hands each widget its own. Equal views compare equal, so a widget
+repaints only when what it shows changed. Nothing here imports Textual.
+
+Three cadences (see the app): the *live* view (header, the three numbers,
+per-position bars, events) is cheap and built a few times a second; the
+*analysis* (pooled statistics, confidence intervals, verdict) sorts every
+sample and is recomputed at most once a second, on frozen copies of the runs
+so it can run off the event loop; the *plot* view is built once a second.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
+from specmon.output.tables import row_cells
+from specmon.records import Engine
+from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
+from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.model.stats import Summary, difference
+
+__all__ = [
+    "DEFAULT_WINDOW", "DashboardSnapshot", "EventView", "HeaderView", "MetricView", "PlotSegment",
+    "PlotView", "PositionsView", "RowView", "SnapshotBuilder", "TableView", "analyze_live",
+    "connection_text", "duration_text", "freeze_runs",
+]
+
+#: Batches in the rolling mean of the metric panels.
+DEFAULT_WINDOW = 20
+#: Points a sparkline gets (it buckets them to its width).
+SPARK_POINTS = 120
+#: Most runs the throughput plot shows (the latest).
+PLOT_RUNS = 8
+#: Events handed to the event log (it shows the newest that fit).
+EVENTS_SHOWN = 200
+
+#: Levels a view can carry; widgets map them to theme colours.
+OK, BUSY, ERROR, IDLE = "ok", "busy", "error", "idle"
+
+
+# -- small formatting helpers --------------------------------------------------------------------
+
+def duration_text(seconds: float | None) -> str:
+    """``45s``, ``4m 12s``, ``2h 03m``; empty for None or negative."""
+    if seconds is None or seconds < 0 or math.isnan(seconds):
+        return ""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def clock_text(ts: float | None) -> str:
+    """``09:14:03`` for a naive log timestamp (formatted as UTC, as it was read)."""
+    if ts is None:
+        return "--:--:--"
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
+
+
+def size_text(count: int) -> str:
+    """``512 B``, ``61.2 kB``, ``1.2 MB``."""
+    value = float(count)
+    for unit in ("B", "kB", "MB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+#: A live source with no new line for this long is called quiet (the server stopped logging).
+QUIET_AFTER_S = 30.0
+
+
+def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
+    """A source's state as the header shows it, with its level.
+
+    Args:
+        status: The source's latest status.
+        now: Wall time (``time.time()`` scale, like ``retry_at``).
+
+    Returns:
+        (text, level) such as ``("live · 12 ms · 1.2 MB · last line 4s ago", "ok")`` or
+        ``("reconnecting in 4 s (attempt 2): connection lost", "busy")``.
+    """
+    state = status.state
+    # A source may put its own countdown in the detail; the header says it once, and it moves.
+    detail = status.detail.split("; retrying in", 1)[0]
+    if state is ConnectionState.LIVE:
+        parts = ["live"]
+        if status.latency_ms is not None:
+            parts.append(f"{status.latency_ms:.0f} ms")
+        if status.bytes:
+            parts.append(size_text(status.bytes))
+        if status.last_line_at is not None:
+            age = now - status.last_line_at
+            parts.append(f"quiet {duration_text(age)}" if age > QUIET_AFTER_S
+                         else f"last line {duration_text(age)} ago")
+        return " · ".join(parts), OK
+    if state is ConnectionState.RECONNECTING:
+        if status.retry_at is not None:
+            text = f"reconnecting in {max(0, math.ceil(status.retry_at - now))} s"
+        else:
+            text = "reconnecting"
+        if status.attempts:
+            text += f" (attempt {status.attempts})"
+        if detail:
+            text += f": {detail}"
+        return text, BUSY
+    if state is ConnectionState.CONNECTING:
+        return ("connecting" + (f": {detail}" if detail else "")), BUSY
+    if state is ConnectionState.FAILED:
+        return f"failed: {detail or 'unknown error'}", ERROR
+    return "ended", IDLE
+
+
+def config_text(cfg: RunConfig | None) -> str:
+    """``EAGLE3 · 2 steps · top-k 1 · draft 3``, ``no speculation`` or ``configuration unknown``."""
+    if cfg is None:
+        return "configuration unknown"
+    if cfg.is_nospec:
+        return "no speculation"
+    unit = "token" if cfg.engine is Engine.VLLM else "step"
+    parts = [cfg.algorithm or "speculative"]
+    if cfg.steps is not None:
+        parts.append(f"{cfg.steps} {unit}{'' if cfg.steps == 1 else 's'}")
+    if cfg.topk is not None:
+        parts.append(f"top-k {cfg.topk}")
+    if cfg.draft_tokens is not None:
+        parts.append(f"draft {cfg.draft_tokens}")
+    return " · ".join(parts)
+
+
+def ceiling_of(cfg: RunConfig | None) -> float | None:
+    """The most tokens one verify step can yield: steps + 1 (the bonus token)."""
+    if cfg is None or cfg.steps is None or cfg.is_nospec:
+        return None
+    return float(cfg.steps + 1)
+
+
+# -- views ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class HeaderView:
+    """Source, engine, configuration, server state, connection, mode."""
+
+    source: str
+    engine: str
+    config: str
+    config_short: str  # "EAGLE3 2 steps", for narrow terminals
+    run_id: int | None
+    runs: int
+    state: str  # a ServerState value
+    state_text: str  # "loading weights 29/64"
+    state_level: str
+    since: str  # time in this state, "4m 12s"
+    connection: str
+    connection_level: str
+    mode: str  # "live", "replay 10×", "replay finished"
+    paused: bool
+    lines: int
+    unparsed: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetricView:
+    """One metric panel: the value now, the rolling mean, the series, the baseline comparison."""
+
+    key: str  # "throughput", "accept_len", "accept_rate"
+    title: str
+    unit: str
+    decimals: int
+    current: float | None
+    mean: float | None
+    window: int  # samples behind the rolling mean
+    series: tuple[float, ...]
+    ceiling: float | None = None
+    baseline: float | None = None
+    delta: float | None = None  # percent for throughput, absolute for the others
+    delta_is_pct: bool = False
+    significant: bool | None = None  # the difference's 95% interval excludes zero; None = unknown
+    is_baseline: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsView:
+    """Per-position acceptance of the current configuration, where the engine logs it."""
+
+    values: tuple[float, ...] | None
+    label: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    """One line of the event log."""
+
+    time: str
+    level: str  # "info", "warning", "error"
+    text: str
+    count: int = 1  # consecutive events of one kind folded together (one per rank)
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardSnapshot:
+    """Everything refreshed at the fast cadence."""
+
+    header: HeaderView
+    throughput: MetricView
+    accept_len: MetricView
+    accept_rate: MetricView
+    positions: PositionsView
+    events: tuple[EventView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RowView:
+    """One row of the run table."""
+
+    key: str
+    label: str
+    algorithm: str
+    steps: int | None
+    draft_tokens: int | None
+    samples: int
+    tps: str
+    vs: str
+    vs_short: str
+    accept_len: str
+    accept_rate: str
+    tps_mean: float | None
+    vs_pct: float | None
+    accept_len_mean: float | None
+    accept_rate_mean: float | None
+    vs_level: str  # "better", "worse", "same" (inside the noise), "" (no comparison)
+    best: bool
+    is_baseline: bool
+    current: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableView:
+    """The run table and the verdict under it."""
+
+    rows: tuple[RowView, ...]
+    verdict: str
+    baseline_label: str | None
+    baseline_mean: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlotSegment:
+    """The recent throughput of one run."""
+
+    run_id: int
+    label: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlotView:
+    """Throughput over recent batches, run after run, with the baseline."""
+
+    segments: tuple[PlotSegment, ...]
+    baseline: float | None
+    y_max: float
+
+
+EMPTY_TABLE = TableView((), "Not enough data yet.", None, None)
+
+
+# -- analysis with a baseline chosen on screen ------------------------------------------------------
+
+def freeze_runs(runs: Iterable[Run]) -> list[Run]:
+    """Copies of runs whose sample arrays will not grow: safe to analyse off the event loop.
+
+    Copying an ``array`` is a memory copy (milliseconds for millions of samples);
+    the live deques are shared, the analysis does not read them.
+    """
+    out = []
+    for run in runs:
+        c = copy.copy(run)
+        c.throughput = run.throughput[:]
+        c.concurrency = run.concurrency[:]
+        c.accept_len = run.accept_len[:]
+        c.accept_rate = run.accept_rate[:]
+        c.per_position_sum = list(run.per_position_sum)
+        c._ranks = dict(run._ranks)
+        out.append(c)
+    return out
+
+
+def _signature(runs: Sequence[Run]) -> tuple[tuple[int, ...], ...]:
+    """What a row's statistics depend on: which runs, and how many samples each holds."""
+    return tuple((r.id, len(r.throughput), len(r.concurrency), len(r.accept_len), len(r.accept_rate),
+                  r.per_position_n) for r in runs)
+
+
+@dataclass
+class AnalysisJob:
+    """One refresh of the run table: rows to recompute (on frozen runs) and rows reused.
+
+    Built on the event loop by :meth:`SnapshotBuilder.prepare`; :meth:`compute` may run
+    in a thread (it touches only the frozen copies); :meth:`SnapshotBuilder.finish`
+    assembles the result back on the event loop.
+    """
+
+    keys: list[RunConfig | str]
+    reused: dict[RunConfig | str, ConfigRow]
+    todo: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], list[Run], list[Run]]]
+    baseline_tps: float | None
+    baseline_key: RunConfig | str | None
+    computed: dict[RunConfig | str, ConfigRow] | None = None
+
+    def release(self) -> None:
+        """Drop the frozen copies now.
+
+        A finished worker and its task reference each other: only the cycle collector
+        would free them, and with them every sample copied for this job. Releasing the
+        job keeps memory flat during a long replay.
+        """
+        self.todo = {}
+        self.computed = None
+        self.reused = {}
+
+    def compute(self) -> None:
+        """Statistics of the rows whose runs changed (sorts their samples: the expensive part)."""
+        self.computed = {key: build_rows(frozen)[0] for key, (_, frozen, _) in self.todo.items()}
+
+
+def analyze_live(runs: Sequence[Run], *, baseline_tps: float | None = None,
+                 baseline_key: RunConfig | str | None = None) -> Analysis:
+    """:func:`specmon.model.analysis.analyze`, with an optional baseline row chosen by the user."""
+    rows = build_rows(runs)
+    return assemble(rows, baseline_tps=baseline_tps, baseline_key=baseline_key)
+
+
+def _crash_cause(session: Session, run: Run) -> str | None:
+    """What killed the run: an OOM reported in its events beats the parent's generic last words."""
+    for event in reversed(session.events):
+        if event.run_id is None:
+            continue  # a source message
+        if event.run_id != run.id:
+            break
+        if event.level == "error" and event.text.startswith("oom:"):
+            return "OOM — " + event.text[4:].strip()
+    return run.crash_detail
+
+
+# -- the builder ---------------------------------------------------------------------------------------
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _tail(d: Sequence[float], n: int) -> tuple[float, ...]:
+    if len(d) <= n:
+        return tuple(d)
+    return tuple(list(d)[-n:])
+
+
+class SnapshotBuilder:
+    """Builds views from a session; remembers what views need across refreshes.
+
+    Args:
+        window: Batches in the rolling means.
+        baseline_tps: ``--baseline-tps``, if given.
+    """
+
+    def __init__(self, *, window: int = DEFAULT_WINDOW, baseline_tps: float | None = None) -> None:
+        self.window = max(1, window)
+        self.baseline_tps = baseline_tps
+        #: The row the user marked as baseline (``b``), by row key.
+        self.baseline_key: RunConfig | str | None = None
+        self.analysis: Analysis | None = None
+        self._row_of_run: dict[int, ConfigRow] = {}
+        self._y_max = 0.0
+        self._events_key: tuple[object, ...] | None = None
+        self._events: tuple[EventView, ...] = ()
+        self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
+
+    # -- analysis ---------------------------------------------------------------------------
+
+    def prepare(self, runs: Sequence[Run], *, freeze: bool = True) -> AnalysisJob:
+        """Split a refresh into rows that must be recomputed and rows that can be reused.
+
+        A finished run never changes: in a sweep only the current configuration's row is
+        recomputed, and only its runs are copied (``freeze``) for a thread to read.
+        """
+        groups: dict[RunConfig | str, list[Run]] = {}
+        for run in runs:
+            if run.used:
+                groups.setdefault(row_key(run), []).append(run)
+        reused, todo = {}, {}
+        for key, group in groups.items():
+            sig = _signature(group)
+            hit = self._rows.get(key)
+            if hit is not None and hit[0] == sig:
+                reused[key] = hit[1]
+            else:
+                todo[key] = (sig, freeze_runs(group) if freeze else list(group), group)
+        return AnalysisJob(list(groups), reused, todo, self.baseline_tps, self.baseline_key)
+
+    def finish(self, job: AnalysisJob) -> Analysis:
+        """Assemble a computed job: cache its new rows, set baseline and verdict."""
+        if job.computed is None:
+            job.compute()
+        assert job.computed is not None
+        for key, row in job.computed.items():
+            sig, _, live = job.todo[key]
+            # Point the row at the live runs: the frozen copies (every sample) can go now.
+            row.runs = live
+            self._rows[key] = (sig, row)
+        rows = []
+        for key in job.keys:
+            row = job.computed.get(key) or job.reused[key]
+            # A fresh copy: assemble() sets flags that belong to this result only.
+            rows.append(replace(row, vs_baseline=None, is_baseline=False, best=False, runs=list(row.runs)))
+        rows.sort(key=row_order)
+        return assemble(rows, baseline_tps=job.baseline_tps, baseline_key=job.baseline_key)
+
+    def analyze(self, runs: Sequence[Run]) -> Analysis:
+        """Analyse runs now, on this thread, reusing unchanged rows."""
+        return self.finish(self.prepare(runs, freeze=False))
+
+    def apply(self, analysis: Analysis, live_runs: Sequence[Run] = ()) -> None:
+        """Make an analysis the one views are built from.
+
+        Args:
+            analysis: The result (perhaps computed on frozen copies of the runs).
+            live_runs: The session's runs: rows are pointed back at them, so the frozen
+                copies (every sample, copied) are freed instead of living as long as the view.
+        """
+        live = {run.id: run for run in live_runs}
+        for row in analysis.rows:
+            row.runs = [live.get(run.id, run) for run in row.runs]
+        self.analysis = analysis
+        self._row_of_run = {run.id: row for row in analysis.rows for run in row.runs}
+
+    def reset(self) -> None:
+        """Forget everything derived from a session (a looped replay starts a new one)."""
+        self.analysis = None
+        self._row_of_run = {}
+        self._rows = {}
+        self._y_max = 0.0
+        self._events_key = None
+        self._events = ()
+
+    def row_for(self, run: Run | None) -> ConfigRow | None:
+        """The table row a run belongs to, in the latest analysis."""
+        return None if run is None else self._row_of_run.get(run.id)
+
+    # -- fast views -------------------------------------------------------------------------
+
+    def live(self, session: Session, *, source: str, status: SourceStatus, now: float,
+             log_now: float | None, mode: str, paused: bool, lines: int) -> DashboardSnapshot:
+        """Header, metric panels, per-position bars and events.
+
+        Args:
+            session: The model.
+            source: The source's display name.
+            status: The source's status.
+            now: Wall time, for countdowns.
+            log_now: How far the log has got, in log time, for "time in this state".
+            mode: "live", "replay 10×", ...
+            paused: Whether the display or the replay is paused.
+            lines: Lines ingested.
+        """
+        run = session.current
+        row = self.row_for(run)
+        baseline = self.analysis.baseline if self.analysis else None
+        base_row = next((r for r in self.analysis.rows if r.is_baseline), None) if self.analysis else None
+        cfg = run.config if run is not None else None
+        return DashboardSnapshot(
+            header=self._header(session, run, source, status, now, log_now, mode, paused, lines),
+            throughput=self._throughput(run, row, baseline),
+            accept_len=self._accept(run, row, base_row, "accept_len", "accept length", "tokens/step", 2,
+                                    ceiling_of(cfg)),
+            accept_rate=self._accept(run, row, base_row, "accept_rate", "accept rate", "", 2, None),
+            positions=self._positions(session, run, row),
+            events=self._event_views(session),
+        )
+
+    def _header(self, session: Session, run: Run | None, source: str, status: SourceStatus, now: float,
+                log_now: float | None, mode: str, paused: bool, lines: int) -> HeaderView:
+        state = run.state if run is not None else session.state
+        if state is ServerState.UNKNOWN and run is not None and run.used:
+            state = ServerState.SERVING
+        text = {
+            ServerState.UNKNOWN: "no server seen yet",
+            ServerState.STARTING: "starting",
+            ServerState.LOADING: "loading weights",
+            ServerState.CAPTURING: "capturing CUDA graphs",
+            ServerState.READY: "ready",
+            ServerState.SERVING: "serving",
+            ServerState.CRASHED: "crashed",
+            ServerState.STOPPED: "down",
+        }[state]
+        level = {ServerState.CRASHED: ERROR, ServerState.READY: OK, ServerState.SERVING: OK,
+                 ServerState.STOPPED: IDLE, ServerState.UNKNOWN: IDLE}.get(state, BUSY)
+        since_ts: float | None = None
+        if run is not None:
+            if state is ServerState.LOADING and run.load_progress is not None:
+                done, total = run.load_progress
+                text += f" {done}/{total}"
+            if state is ServerState.CRASHED:
+                detail = _crash_cause(session, run)
+                if detail:
+                    text += f": {detail}"
+            if state in (ServerState.READY, ServerState.SERVING):
+                since_ts = run.ready_at or run.started_at
+            elif state in (ServerState.CRASHED, ServerState.STOPPED):
+                since_ts = run.last_at
+            else:
+                since_ts = run.started_at
+        since = ""
+        if log_now is not None and since_ts is not None:
+            elapsed = log_now - since_ts
+            # "down · 0s" at the end of a log says nothing: only show time that has passed.
+            if elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED):
+                since = duration_text(elapsed)
+        conn, conn_level = connection_text(status, now)
+        return HeaderView(
+            source=source, engine=session.engine.value, config=config_text(run.config if run else None),
+            config_short=run.label if run is not None and run.config is not None else "configuration unknown",
+            run_id=run.id if run else None, runs=max(sum(1 for r in session.runs if r.used), run.id if run else 0),
+            state=state.value, state_text=text, state_level=level, since=since,
+            connection=conn, connection_level=conn_level, mode=mode, paused=paused, lines=lines,
+            unparsed=session.counts.get("unparsed", 0),
+        )
+
+    def _throughput(self, run: Run | None, row: ConfigRow | None, baseline: Baseline | None) -> MetricView:
+        live = run.live_throughput if run is not None else ()
+        recent = _tail(live, self.window)
+        base = baseline.mean if baseline is not None else None
+        delta = significant = None
+        is_base = bool(row is not None and row.is_baseline)
+        note = ""
+        if row is not None and row.vs_baseline is not None:
+            delta = row.vs_baseline.pct
+            lo, hi = row.vs_baseline.ci95_low, row.vs_baseline.ci95_high
+            significant = row.vs_baseline.excludes_zero if lo is not None and hi is not None else None
+        elif base and recent and not is_base:
+            # No counted samples yet (warm-up): compare the rolling mean, honestly marked unknown.
+            delta = (_mean(recent) / base - 1) * 100  # type: ignore[operator]
+        if not live:
+            note = "waiting for decode batches"
+        return MetricView("throughput", "generation throughput", "tok/s", 1,
+                          live[-1] if live else None, _mean(recent), len(recent), _tail(live, SPARK_POINTS),
+                          baseline=base, delta=delta, delta_is_pct=True, significant=significant,
+                          is_baseline=is_base, note=note)
+
+    def _accept(self, run: Run | None, row: ConfigRow | None, base_row: ConfigRow | None, attr: str,
+                title: str, unit: str, decimals: int, ceiling: float | None) -> MetricView:
+        live = getattr(run, f"live_{attr}") if run is not None else ()
+        recent = _tail(live, self.window)
+        base = delta = significant = None
+        is_base = bool(row is not None and row.is_baseline)
+        base_summary: Summary | None = getattr(base_row, attr) if base_row is not None else None
+        mine: Summary | None = getattr(row, attr) if row is not None else None
+        if base_summary is not None and not is_base:
+            base = base_summary.mean
+            if mine is not None:
+                d, lo, hi = difference(mine, base_summary)
+                delta = d
+                significant = (lo > 0 or hi < 0) if lo is not None and hi is not None else None
+        note = ""
+        if not live:
+            cfg = run.config if run is not None else None
+            note = "no speculation" if cfg is not None and cfg.is_nospec else "not logged yet"
+        return MetricView(attr, title, unit, decimals, live[-1] if live else None, _mean(recent), len(recent),
+                          _tail(live, SPARK_POINTS), ceiling=ceiling, baseline=base, delta=delta,
+                          significant=significant, is_baseline=is_base, note=note)
+
+    def _positions(self, session: Session, run: Run | None, row: ConfigRow | None) -> PositionsView:
+        values = run.per_position if run is not None else None
+        if values is None and row is not None:
+            values = row.per_position
+        label = run.label if run is not None else ""
+        if values is not None:
+            return PositionsView(tuple(round(v, 4) for v in values), label, "")
+        engine = session.engine
+        if engine is Engine.SGLANG:
+            note = "SGLang does not log per-position acceptance"
+        elif engine is Engine.UNKNOWN:
+            note = "no data yet"
+        else:
+            note = "not logged yet"
+        return PositionsView(None, label, note)
+
+    def _event_views(self, session: Session) -> tuple[EventView, ...]:
+        events = session.events
+        key = (id(session), len(events), id(events[-1]) if events else None)
+        if key != self._events_key:
+            self._events_key = key
+            self._events = fold_events(list(events)[-EVENTS_SHOWN * 4:])[-EVENTS_SHOWN:]
+        return self._events
+
+    # -- slow views ---------------------------------------------------------------------------
+
+    def table(self, session: Session) -> TableView:
+        """The run table from the latest analysis."""
+        a = self.analysis
+        if a is None:
+            return EMPTY_TABLE
+        current = session.current.id if session.current is not None else None
+        rows = tuple(self._row_view(r, current) for r in a.rows)
+        b = a.baseline
+        return TableView(rows, a.verdict.sentence, b.label if b else None, b.mean if b else None)
+
+    @staticmethod
+    def _row_view(row: ConfigRow, current: int | None) -> RowView:
+        cells = row_cells(row)
+        cfg = row.config
+        if cfg is None:
+            algorithm = str(row.key)
+        elif cfg.is_nospec:
+            algorithm = "no spec"
+        else:
+            algorithm = cfg.algorithm or "spec"
+        vs = row.vs_baseline
+        level = ""
+        if vs is not None:
+            if vs.excludes_zero:
+                level = "better" if vs.pct > 0 else "worse"
+            else:
+                level = "same"
+        return RowView(
+            key=row.label, label=row.label, algorithm=algorithm,
+            steps=cfg.steps if cfg else None, draft_tokens=cfg.draft_tokens if cfg else None,
+            samples=row.samples, tps=cells[2], vs=cells[3],
+            vs_short="baseline" if row.is_baseline else ("—" if vs is None else f"{vs.pct:+.1f}%"),
+            accept_len=cells[4], accept_rate=cells[5],
+            tps_mean=row.throughput.mean if row.throughput else None,
+            vs_pct=vs.pct if vs else None,
+            accept_len_mean=row.accept_len.mean if row.accept_len else None,
+            accept_rate_mean=row.accept_rate.mean if row.accept_rate else None,
+            vs_level=level, best=row.best, is_baseline=row.is_baseline,
+            current=current is not None and any(r.id == current for r in row.runs),
+        )
+
+    def plot(self, session: Session) -> PlotView:
+        """Recent throughput of the latest runs, with a y-range that only grows."""
+        segments = []
+        for run in session.runs:
+            if run.live_throughput:
+                segments.append(PlotSegment(run.id, run.label, tuple(run.live_throughput)))
+        segments = segments[-PLOT_RUNS:]
+        baseline = self.analysis.baseline.mean if self.analysis and self.analysis.baseline else None
+        top = max((max(s.values) for s in segments), default=0.0)
+        top = max(top, baseline or 0.0)
+        if top > self._y_max:
+            self._y_max = nice_ceiling(top * 1.1)
+        return PlotView(tuple(segments), baseline, self._y_max or 100.0)
+
+
+#: Events of one kind this close in log time are one milestone printed by several ranks.
+FOLD_WITHIN_S = 5.0
+
+
+def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
+    """Event views, with runs of the same kind of event (8 ranks finishing graph capture) folded.
+
+    The kind is the text before the first colon (``graph end``, ``load end``); the
+    newest event of a run is kept, with the run's length.
+    """
+    out: list[EventView] = []
+    last_kind: tuple[str, str] | None = None
+    last_ts: float | None = None
+    for e in events:
+        # Unstamped lines (a traceback's last line) happened when the line before them did.
+        ts = e.timestamp if e.timestamp is not None else last_ts
+        kind = (e.level, e.text.split(":", 1)[0])
+        close = last_ts is None or ts is None or abs(ts - last_ts) <= FOLD_WITHIN_S
+        if out and kind == last_kind and close and ":" in e.text:
+            out[-1] = EventView(clock_text(ts), e.level, e.text, out[-1].count + 1)
+        else:
+            out.append(EventView(clock_text(ts), e.level, e.text))
+        last_kind, last_ts = kind, ts
+    return tuple(out)
+
+
+def nice_ceiling(x: float) -> float:
+    """The next "round" number at or above ``x`` (1, 2, 2.5, 5 × a power of ten)."""
+    if x <= 0:
+        return 1.0
+    exp = 10 ** math.floor(math.log10(x))
+    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if m * exp >= x:
+            return m * exp
+    return 10 * exp

@@ -1,0 +1,38 @@
+"""The event log: lifecycle events, run changes, crashes and warnings, newest at the bottom."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from specmon.ui.views import EventView
+from specmon.ui.widgets.levels import EVENT_STYLE
+
+__all__ = ["EventLog"]
+
+
+class EventLog(Widget):
+    """Shows the newest events that fit; crashes and OOMs stand out in the error colour."""
+
+    events: reactive[tuple[EventView, ...]] = reactive(())
+
+    def render(self) -> Content:
+        """The last ``height`` events, one line each (cut with an ellipsis by the stylesheet)."""
+        height = max(1, self.content_size.height)
+        shown = self.events[-height:]
+        if not shown:
+            return Content.styled("no events yet", "$text-muted")
+        lines = []
+        for e in shown:
+            style = EVENT_STYLE.get(e.level, "")
+            text = e.text
+            if e.level == "error":
+                text = "✖ " + text
+            elif e.level == "warning":
+                text = "▲ " + text
+            if e.count > 1:
+                kind, _, rest = text.partition(":")
+                text = f"{kind} ×{e.count}:{rest}"
+            lines.append(Content.assemble((e.time, "$text-muted"), " ", (text, style)))
+        return Content("\n").join(lines)
