@@ -1,0 +1,32 @@
+"""Fixtures every test shares, and the isolation every test gets.
+
+The fixtures live in ``tests/support/`` next to the helpers they use and are
+registered here as plugins, so a test module names a fixture as an argument and
+never imports it. Every test runs with HOME and the XDG folders in a temp dir:
+nobody's own ``~/.ssh``, config, themes or recordings leak in, and nothing a
+test writes lands in them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.support.app_factory", "tests.support.sshd"]
+
+XDG_VARIABLES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME and every XDG variable in a fresh temp dir, for every test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for name in XDG_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    return home

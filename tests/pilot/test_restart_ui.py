@@ -1,0 +1,404 @@
+"""Pilot and snapshot tests of the restart dialogs and the restart progress panel.
+
+Screens and the panel are hosted either by a tiny app with the specmon theme
+(snapshots: nothing else on screen can change them) or by the dashboard
+itself (the flow ``r`` → dialog → confirmation). Runners here record every
+command; the real commands run in ``test_restart_sim.py`` and ``test_demo.py``.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.widgets import Input, Static
+
+from specmon.control.eta import estimate
+from specmon.control.launch import LaunchProfile
+from specmon.control.restart import (
+    Phase,
+    RestartController,
+    RestartProgress,
+    StartupTracker,
+)
+from specmon.control.runner import LocalRunner, Result
+from specmon.sim.logwriter import format_line, startup_script
+from specmon.sim.model import SpecConfig
+from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog, parse_steps
+from specmon.ui.theming import load_themes, theme_folders
+from specmon.ui.widgets.restart_progress import (
+    RestartFlow,
+    RestartProgressPanel,
+    progress_bar,
+)
+from tests.support.app_factory import StaticSource, header_text, source_app, wait_for
+from tests.support.logtext import ready, server_args
+
+SIZE = (110, 34)
+
+
+def fixed_profile(**kw: object) -> LaunchProfile:
+    """A profile with fixed paths: plans built from it look the same on every machine."""
+    fields: dict[str, object] = dict(
+        engine="sglang",
+        argv=["python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5", "--tp", "8",
+              "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "{steps}",
+              "--speculative-num-draft-tokens", "{draft_tokens}", "--api-key", "s3cret", "--port", "{port}"],
+        env={"NCCL_PROTO": "LL", "HF_TOKEN": "hf_abc"}, cwd="/srv/sglang",
+        log="/srv/sglang/logs/sglang_{steps}step.log", pidfile="/run/specmon/sglang.pid", port=30000,
+        ready_marker="The server is fired up and ready to roll!", steps_min=0,
+        nospec_argv=["python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5"])
+    fields.update(kw)
+    return LaunchProfile.model_validate(fields)
+
+
+class RecordingRunner:
+    """LocalRunner that records every command it is asked to run."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self._local = LocalRunner()
+
+    async def run(self, command: str, timeout: float) -> Result:
+        self.calls.append(command)
+        return await self._local.run(command, timeout)
+
+
+class Host(App[None]):
+    """A bare app with the specmon theme, for a screen or the panel alone."""
+
+    def __init__(self, *, screen: Any = None, panel: RestartProgressPanel | None = None) -> None:
+        super().__init__()
+        self._screen = screen
+        self._panel = panel
+        self.results: list[object] = []
+        self.animation_level = "none"
+
+    def compose(self) -> ComposeResult:
+        yield Static("the dashboard is here", id="bg")
+        if self._panel is not None:
+            yield self._panel
+
+    def on_mount(self) -> None:
+        themes, _ = load_themes(theme_folders(None))
+        for theme in themes.values():
+            self.register_theme(theme)
+        self.theme = "specmon-dark"
+        if self._screen is not None:
+            self.push_screen(self._screen, callback=self.results.append)
+
+
+def startup_lines(steps: int = 2, crash: bool = False) -> list[str]:
+    script = startup_script(SpecConfig.make(steps), random.Random(3), 600.0, crash_at=0.4 if crash else None)
+    return [format_line(1_770_000_000.0 + s.at, s.message, s.ranks) for s in script]
+
+
+# --------------------------------------------------------------------------- the step-count dialog
+
+
+def test_parse_steps_accepts_only_plain_digits_in_range() -> None:
+    assert parse_steps(" 2 ", 0, 16) == 2
+    for bad, why in [("4; reboot", "not a whole number"), ("1.5", "not a whole number"), ("-1", "not a whole"),
+                     ("+2", "not a whole"), ("0x10", "not a whole"), ("17", "out of range"), ("", "type a step"),
+                     ("２", "not a whole"), ("2 3", "not a whole")]:
+        try:
+            parse_steps(bad, 0, 16)
+        except ValueError as exc:
+            assert why in str(exc), (bad, str(exc))
+        else:
+            raise AssertionError(f"accepted {bad!r}")
+
+
+async def test_dialog_rejects_bad_input_and_accepts_a_valid_count() -> None:
+    chosen: list[int] = []
+    dialog = RestartDialog(host="gpu-box", lo=1, hi=16, current_steps=1, rule="draft tokens = steps+1",
+                           on_choose=chosen.append)
+    app = Host(screen=dialog)
+    async with app.run_test(size=SIZE) as pilot:
+        error = dialog.query_one("#restart-error", Static)
+        for bad, why in [("4; reboot", "not a whole number"), ("1.5", "not a whole number"),
+                         ("99", "out of range"), ("0", "out of range")]:
+            dialog.query_one(Input).value = ""
+            await pilot.press(*bad)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is dialog, bad  # still open: nothing chosen
+            assert why in str(error.render()), (bad, str(error.render()))
+        dialog.query_one(Input).value = ""
+        await pilot.press("1")
+        await pilot.pause()
+        assert "same as now" in str(error.render())
+        dialog.query_one(Input).value = ""
+        await pilot.press("2", "enter")
+        await pilot.pause()
+        assert app.screen is not dialog
+        assert app.results == [2] and chosen == [2]
+
+
+async def test_dialog_shows_what_was_measured_and_escape_cancels() -> None:
+    rows = [MeasuredStep(0, "no speculation", 240, "88.8 ± 1.2", "baseline", "1.00", is_baseline=True),
+            MeasuredStep(1, "EAGLE3 1 step", 200, "85.1 ± 1.5", "-4.2%", "1.61"),
+            MeasuredStep(2, "EAGLE3 2 steps", 180, "94.0 ± 1.4", "+5.9%", "2.10", current=True, best=True)]
+    dialog = RestartDialog(host="gpu-box", lo=0, hi=16, current_steps=2, measured=rows)
+    app = Host(screen=dialog)
+    async with app.run_test(size=SIZE) as pilot:
+        text = str(dialog.query_one("#restart-measured", Static).render())
+        assert "no speculation" in text and "EAGLE3 1 step" in text and "+5.9%" in text and "94.0 ± 1.4" in text
+        assert "▸★ EAGLE3 2 steps" in text and " B no speculation" in text
+        assert "0 = no speculation" in str(dialog.query_one(".hint", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.results == [None]
+
+
+# --------------------------------------------------------------------------- the confirmation screen
+
+
+async def test_confirm_screen_shows_the_exact_commands_and_host() -> None:
+    runner = RecordingRunner()
+    c = RestartController(fixed_profile(), runner, host="gpu-box")
+    plan = c.plan_for(2)
+    screen = ConfirmCommandsScreen(c, plan, now_steps=1)
+    app = Host(screen=screen)
+    async with app.run_test(size=SIZE) as pilot:
+        shown = str(screen.query_one("#confirm-commands", Static).render())
+        assert shown == plan.describe()
+        assert plan.stop.display in shown and plan.start.display in shown and "gpu-box" in shown
+        assert "s3cret" not in shown and "hf_abc" not in shown  # secrets redacted
+        title = str(screen.query_one("#confirm-title", Static).render())
+        assert title == "Restart on gpu-box: 1 step → 2 steps, 3 draft tokens"
+        await pilot.press("x")
+        exact = str(screen.query_one("#confirm-commands", Static).render())
+        assert plan.start.command in exact and plan.stop.command in exact
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.results == [False] and runner.calls == []
+
+
+async def test_enter_on_the_confirm_screen_cancels() -> None:
+    """The focus starts on Cancel: an enter carried over from the dialog cannot run anything."""
+    c = RestartController(fixed_profile(), RecordingRunner(), host="gpu-box")
+    screen = ConfirmCommandsScreen(c, c.plan_for(3))
+    app = Host(screen=screen)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.results == [False]
+
+
+async def test_y_confirms() -> None:
+    c = RestartController(fixed_profile(), RecordingRunner(), host="gpu-box")
+    screen = ConfirmCommandsScreen(c, c.plan_for(3))
+    app = Host(screen=screen)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("y")
+        await pilot.pause()
+    assert app.results == [True]
+
+
+# --------------------------------------------------------------------------- in the dashboard
+
+
+def live_source() -> StaticSource:
+    return StaticSource([[server_args(1), ready(1)]], name="/srv/sglang/logs/sglang_1step.log")
+
+
+async def test_r_is_greyed_without_a_controller_and_in_read_only(isolated_home: Path) -> None:
+    app = source_app(live_source())
+    async with app.run_test(size=SIZE):
+        assert app.check_action("restart", ()) is None
+    flow = RestartFlow(RestartController(fixed_profile(), RecordingRunner(), host="gpu-box"))
+    app = source_app(live_source(), controller=flow, read_only=True)
+    async with app.run_test(size=SIZE):
+        assert app.check_action("restart", ()) is None
+    app = source_app(live_source(), controller=flow)
+    async with app.run_test(size=SIZE):
+        assert app.check_action("restart", ()) is True
+
+
+async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path) -> None:
+    runner = RecordingRunner()
+    c = RestartController(fixed_profile(), runner, host="gpu-box")
+    flow = RestartFlow(c)
+    source = live_source()
+    app = source_app(source, controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        await source.delivered.wait()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
+        assert app.screen.current_steps == 1  # read from the log
+        await pilot.press("2", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the confirmation screen")
+        plan = app.screen.plan
+        assert plan.steps == 2 and plan.host == "gpu-box"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmCommandsScreen), "back to the dashboard")
+        assert any("cancelled: nothing was run" in e.text for e in app.feeder.session.events)
+        assert not flow.panel.display or flow.panel.view is None
+    assert runner.calls == []
+
+
+async def test_crash_panel_offers_go_back_with_the_commands_first(isolated_home: Path, tmp_path: Path) -> None:
+    """After a crash the panel shows why and the last lines; ``g`` opens the go-back confirmation."""
+    from tests.support.restarting import (
+        EXITED,
+        STARTED,
+        STOPPED,
+        WAITING,
+        ScriptedRunner,
+    )
+
+    runner = ScriptedRunner({"specmon-stop": STOPPED, "specmon-start": STARTED}, [WAITING, EXITED])
+    c = RestartController(fixed_profile(), runner, host="gpu-box", current_steps=1, ready_poll_s=0.05)
+    flow = RestartFlow(c)
+    app = source_app(live_source(), controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        flow.start_now(2)
+        await wait_for(pilot, lambda: flow.panel.view is not None and flow.panel.view.failed, "the crash")
+        await pilot.pause()
+        text = str(flow.panel.render())
+        assert "crashed during start-up" in text and "g: go back to 1 step" in text
+        assert app.check_action("restart", ()) is True  # not busy any more
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the go-back confirmation")
+        assert app.screen.plan.steps == 1 and "Go back on gpu-box" in str(
+            app.screen.query_one("#confirm-title", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+    # Shown in the event log before it ran: the demo-style start logs its commands first.
+    assert runner.kinds[:2] == ["specmon-stop", "specmon-start"]
+
+
+async def test_r_is_greyed_while_a_restart_runs(isolated_home: Path) -> None:
+    import asyncio
+
+    gate = asyncio.Event()
+
+    class Held:
+        calls: list[str] = []
+
+        async def run(self, command: str, timeout: float) -> Result:
+            self.calls.append(command)
+            await gate.wait()
+            return Result(2, "specmon-stop result=refused reason=test\n", "")
+
+    c = RestartController(fixed_profile(), Held(), host="gpu-box", current_steps=1)
+    flow = RestartFlow(c)
+    app = source_app(live_source(), controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        flow.start_now(2)
+        await wait_for(pilot, lambda: c.busy, "the restart to start")
+        assert flow.unavailable_reason("restart") == "a restart is in progress"
+        app._tick()
+        assert app.check_action("restart", ()) is None  # greyed out while it runs
+        assert "restart → 2 steps: stopping" in header_text(app)
+        assert flow.panel.view is not None and flow.panel.view.phase is Phase.STOPPING
+        gate.set()
+        await wait_for(pilot, lambda: not c.busy, "the restart to end")
+        assert flow.unavailable_reason("restart") is None and app.check_action("restart", ()) is True
+
+
+# --------------------------------------------------------------------------- the panel
+
+
+def test_progress_bar() -> None:
+    assert progress_bar(0.5, 10) == "━━━━━─────"
+    assert progress_bar(0.55, 10) == "━━━━━╸────"
+    assert progress_bar(1.0, 10) == "━" * 10
+    assert progress_bar(None, 10) == "─" * 10
+
+
+def loading_view() -> RestartProgress:
+    """A restart 4m 42s in, loading shard 29/64, with two earlier restarts on the host (fake clock)."""
+    tracker = StartupTracker()
+    lines = startup_lines()
+    upto = next(i for i, line in enumerate(lines) if "| 29/64 [" in line)
+    tracker.feed(lines[:upto + 1])
+    medians = {"stopping": 14.0, "starting": 35.0, "loading": 470.0, "capturing": 180.0}
+    eta = estimate(medians, "loading", 233.0, load_progress=tracker.load_progress, runs=2, host="gpu-box")
+    return RestartProgress(
+        phase=Phase.LOADING, steps=2, label="2 steps, 3 draft tokens", host="gpu-box",
+        log="/srv/sglang/logs/sglang_2step.log", elapsed_s=282.0, phase_elapsed_s=233.0,
+        done=((Phase.STOPPING, 12.0), (Phase.STARTING, 37.0)), load_progress=tracker.load_progress,
+        eta=eta, message="start: result=started pid=48211 starttime=91234", last_lines=tracker.last_lines,
+        previous_steps=1, config=tracker.config.label if tracker.config else None)
+
+
+def crashed_view() -> RestartProgress:
+    tracker = StartupTracker()
+    tracker.feed(startup_lines(crash=True))
+    return RestartProgress(
+        phase=Phase.CRASHED, steps=2, label="2 steps, 3 draft tokens", host="gpu-box",
+        log="/srv/sglang/logs/sglang_2step.log", elapsed_s=151.0, phase_elapsed_s=0.0,
+        done=((Phase.STOPPING, 12.0), (Phase.STARTING, 37.0), (Phase.LOADING, 102.0)),
+        load_progress=tracker.load_progress, message=tracker.crash or "",
+        last_lines=tracker.last_lines, previous_steps=1)
+
+
+async def test_loading_panel_text() -> None:
+    panel = RestartProgressPanel()
+    app = Host(panel=panel)
+    async with app.run_test(size=SIZE) as pilot:
+        panel.view = loading_view()
+        await pilot.pause()
+        text = str(panel.render())
+        assert "restart → 2 steps, 3 draft tokens on gpu-box" in text and "elapsed 4m 42s" in text
+        assert "✓ stopping 12s" in text and "✓ starting 37s" in text
+        assert "▸ loading weights 29/64 3m 53s" in text and "· capturing CUDA graphs" in text
+        assert " 45%" in text and "ETA ~" in text and "2 earlier restarts on gpu-box and the shard rate" in text
+        assert panel.check_action("go_back", ()) is None and panel.check_action("dismiss", ()) is None
+
+
+def with_panel(view: RestartProgress) -> Any:
+    async def run_before(pilot: Any) -> None:
+        panel = pilot.app.query_one(RestartProgressPanel)
+        panel.view = view
+        await pilot.pause()
+
+    return run_before
+
+
+def test_snapshot_loading_progress(snap_compare: Any) -> None:
+    """Loading weights 29/64 with the phases done, the bar and an ETA from earlier restarts."""
+    assert snap_compare(Host(panel=RestartProgressPanel()), terminal_size=(110, 12),
+                        run_before=with_panel(loading_view()))
+
+
+def test_snapshot_crashed(snap_compare: Any) -> None:
+    """A crash while loading: the reason, the last log lines, the go-back key."""
+    assert snap_compare(Host(panel=RestartProgressPanel()), terminal_size=(110, 20),
+                        run_before=with_panel(crashed_view()))
+
+
+def test_snapshot_confirmation(snap_compare: Any) -> None:
+    """The exact stop and start commands and the host, secrets redacted, before anything runs."""
+    c = RestartController(fixed_profile(), RecordingRunner(), host="gpu-box")
+    screen = ConfirmCommandsScreen(c, c.plan_for(2), now_steps=1,
+                                   eta_text="usually 11m 39s on gpu-box, from 2 earlier restarts")
+    assert snap_compare(Host(screen=screen), terminal_size=(130, 30))
+
+
+async def test_header_text_follows_the_running_restart(isolated_home: Path) -> None:
+    import asyncio
+
+    gate = asyncio.Event()
+
+    class Held:
+        async def run(self, command: str, timeout: float) -> Result:
+            await gate.wait()
+            return Result(2, "specmon-stop result=refused reason=test\n", "")
+
+    c = RestartController(fixed_profile(), Held(), host="gpu-box", current_steps=1)
+    flow = RestartFlow(c)
+    assert flow.header_text() == ""
+    app = source_app(live_source(), controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        flow.start_now(2)
+        await wait_for(pilot, lambda: c.busy, "the restart to start")
+        assert flow.header_text() == "restart → 2 steps: stopping"
+        gate.set()
+        await wait_for(pilot, lambda: not c.busy, "the restart to end")
+        assert flow.header_text() == ""

@@ -1,0 +1,118 @@
+"""The simulated sweep world: the cost model run as a sweep, with known truth."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import random
+from collections.abc import Callable
+
+from specmon.control.sweep import RestartOutcome, Sweep, SweepPlan, SweepResult
+from specmon.model.session import Session
+from specmon.model.stopping import StoppingRule
+from specmon.records import Config, Decode, Engine
+from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
+
+SEEDS = range(100)
+CAMPAIGN = (0, 1, 2, 3, 5)
+
+
+def line_sampler(spec: SpecConfig, rng: random.Random,
+                 model: CostModel = DEFAULT_MODEL) -> Callable[[], tuple[float | None, float | None, float]]:
+    """Decode lines of ``spec``: ``(accept_len, accept_rate, gen_throughput)`` per call.
+
+    Same law as ``model.sample_batch``: the tokens of one line are the sum of
+    ``decode_log_interval`` independent cycles, each drawn from
+    ``model.accept_distribution``; the exact distribution of that sum is
+    computed once by convolution, so a line costs one draw instead of 40.
+    The machine noise is the model's own AR(1)-plus-dips process.
+    """
+    cycles = model.decode_log_interval
+    one = model.accept_distribution(spec) if spec.enabled else (1.0,)
+    total = [1.0]
+    for _ in range(cycles):
+        nxt = [0.0] * (len(total) + len(one) - 1)
+        for i, a in enumerate(total):
+            if a:
+                for j, b in enumerate(one):
+                    nxt[i + j] += a * b
+        total = nxt
+    cum = list(itertools.accumulate(total))
+    cycle_s = model.cycle_ms(spec) / 1000.0
+    noise = model.noise(rng)
+
+    def sample() -> tuple[float | None, float | None, float]:
+        factor = noise.next()
+        tokens = cycles + bisect.bisect_right(cum, rng.random() * cum[-1])  # drafts accepted + 1 per cycle
+        elapsed = cycles * cycle_s / factor
+        if not spec.enabled:
+            return None, None, tokens / elapsed
+        accept_len = tokens / cycles
+        return accept_len, (accept_len - 1) / (spec.draft_tokens - 1), tokens / elapsed
+
+    return sample
+
+
+class SimWorld:
+    """A simulated server for the sweep: restarts are instant, ``sleep`` makes decode lines.
+
+    Args:
+        seed: Seeds everything.
+        alias: Step counts that really behave like another (``{3: 2}``: "3 steps" is 2 steps).
+        lines_per_poll: Decode lines produced by each sweep poll.
+        fail_steps: Step counts whose restart fails.
+    """
+
+    def __init__(self, seed: int, *, alias: dict[int, int] | None = None, lines_per_poll: int = 50,
+                 fail_steps: frozenset[int] = frozenset()) -> None:
+        self.rng = random.Random(seed)
+        self.session = Session()
+        self.now = 0.0
+        self.log_time = 1.77e9
+        self.line = 0
+        self.alias = alias or {}
+        self.lines_per_poll = lines_per_poll
+        self.fail_steps = fail_steps
+        self.restarts: list[int] = []
+        self.sampler: Callable[[], tuple[float | None, float | None, float]] | None = None
+
+    def clock(self) -> float:
+        return self.now
+
+    async def restart(self, steps: int) -> RestartOutcome:
+        self.restarts.append(steps)
+        self.sampler = None
+        if steps in self.fail_steps:
+            return RestartOutcome(False, "specmon-start result=failed reason=command-not-found")
+        self.session.begin_source(f"sim launch {len(self.restarts)}")
+        on = steps > 0
+        self.line += 1
+        self.session.ingest(Config(self.line, self.log_time, None, engine=Engine.SGLANG,
+                                   algorithm="EAGLE3" if on else None, steps=steps,
+                                   topk=1 if on else None, draft_tokens=steps + 1 if on else None))
+        self.sampler = line_sampler(SpecConfig.make(self.alias.get(steps, steps)), self.rng)
+        return RestartOutcome(True, "ready")
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        if self.sampler is None:
+            return
+        for _ in range(self.lines_per_poll):
+            accept_len, accept_rate, tps = self.sampler()
+            self.log_time += 0.9
+            self.line += 1
+            self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=1, accept_len=accept_len,
+                                       accept_rate=accept_rate, gen_throughput=tps))
+
+
+def run_sweep(seed: int, *, steps: tuple[int, ...] = CAMPAIGN, alias: dict[int, int] | None = None,
+              order: str = "given", rule: StoppingRule | None = None, **world: object) -> SweepResult:
+    """One whole sweep in the simulated world."""
+    w = SimWorld(seed, alias=alias, **world)  # type: ignore[arg-type]
+    plan = SweepPlan(steps, order=order, seed=seed, rule=rule or StoppingRule(), max_minutes=None)
+    sweep = Sweep(plan, session=w.session, restart=w.restart, clock=w.clock, sleep=w.sleep)
+    return asyncio.run(sweep.run())
+
+
+# --------------------------------------------------------------------------- the sampler

@@ -1,0 +1,156 @@
+"""The command line: every format and every error path, through the real entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specmon.cli import main
+from tests.support import logtext as L
+
+
+@pytest.fixture()
+def sweep_files(tmp_path: Path) -> list[str]:
+    files = []
+    for steps, mean, start in ((None, 88.8, 0), (2, 94.0, 500), (5, 86.7, 1000)):
+        p = tmp_path / f"run_{steps or 0}.log"
+        p.write_text("\n".join(L.campaign(steps, mean, 60, start=start)) + "\n")
+        files.append(str(p))
+    return files
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_summarize_json_shape_and_verdict(sweep_files: list[str], capsys) -> None:
+    code, out, _ = run_cli(["summarize", *sweep_files, "--format", "json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["lines"] == 3 * 62
+    assert set(doc["counts"]) >= {"decode", "prefill", "engine_stats", "spec", "lifecycle", "unparsed"}
+    assert doc["counts"]["decode"] == 180
+    assert [r["steps"] for r in doc["runs"]] == [0, 2, 5]
+    for r in doc["runs"]:
+        assert {"engine", "steps", "draft_tokens", "label", "samples", "throughput", "accept_len",
+                "accept_rate", "vs_baseline_pct"} <= set(r)
+        assert {"mean", "median", "ci95_low", "ci95_high"} <= set(r["throughput"])
+    assert doc["runs"][0]["accept_len"] is None  # no speculation logs no acceptance
+    assert doc["verdict"]["best_steps"] == 2
+    assert doc["verdict"]["separated"] is True
+    assert doc["verdict"]["speedup_pct"] == pytest.approx(doc["runs"][1]["vs_baseline_pct"])
+    assert doc["baseline"]["source"] == "run"
+
+
+def test_summarize_markdown_marks_best(sweep_files: list[str], capsys) -> None:
+    code, out, _ = run_cli(["summarize", *sweep_files, "--format", "markdown"], capsys)
+    assert code == 0
+    rows = [ln for ln in out.splitlines() if ln.startswith("| ")]
+    assert len(rows) == 4  # header + 3 configurations
+    assert "**★ EAGLE3 2 steps**" in out
+    assert "**Verdict:** EAGLE3 2 steps" in out
+
+
+def test_summarize_csv_parses(sweep_files: list[str], capsys) -> None:
+    code, out, _ = run_cli(["summarize", *sweep_files, "--format", "csv"], capsys)
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["steps"] for r in rows] == ["0", "2", "5"]
+    assert [r["best"] for r in rows] == ["0", "1", "0"]
+    assert float(rows[1]["tps_mean"]) > float(rows[0]["tps_mean"])
+
+
+def test_summarize_table_default(sweep_files: list[str], capsys) -> None:
+    code, out, _ = run_cli(["summarize", *sweep_files], capsys)
+    assert code == 0
+    assert "EAGLE3 2 steps" in out and "baseline" in out and "★" in out
+
+
+def test_baseline_options(sweep_files: list[str], capsys) -> None:
+    code, out, _ = run_cli(["summarize", sweep_files[1], "--baseline", sweep_files[0], "--format", "json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["baseline"]["source"] == "file" and doc["runs"][1]["vs_baseline_pct"] > 0
+    code, out, _ = run_cli(["summarize", sweep_files[1], "--baseline-tps", "88.8", "--format", "json"], capsys)
+    doc = json.loads(out)
+    assert doc["baseline"] == {"source": "tps", "label": "88.8 tok/s (given)", "mean": 88.8, "throughput": None}
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", sweep_files[1], "--baseline-tps", "-3"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["summarize", sweep_files[1], "--baseline-tps", "5", "--baseline", sweep_files[0]])
+    assert exc.value.code == 2
+
+
+def test_missing_and_unreadable_files_exit_2(tmp_path: Path, capsys) -> None:
+    code, _, err = run_cli(["summarize", str(tmp_path / "nope.log")], capsys)
+    assert code == 2 and "no such file" in err and "Traceback" not in err
+    code, _, err = run_cli(["summarize", str(tmp_path)], capsys)
+    assert code == 2 and "is a directory" in err
+    if os.geteuid() != 0:  # root reads anything
+        p = tmp_path / "locked.log"
+        p.write_text("x\n")
+        p.chmod(0)
+        code, _, err = run_cli(["summarize", str(p)], capsys)
+        assert code == 2 and "permission denied" in err
+
+
+def test_empty_and_foreign_logs_exit_1(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    code, _, err = run_cli(["summarize", str(empty)], capsys)
+    assert code == 1 and "no speculative-decoding lines found" in err
+    foreign = tmp_path / "nginx.log"
+    foreign.write_bytes(b'127.0.0.1 - - [29/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 612\n\xff\xfe garbage\n')
+    code, _, err = run_cli(["summarize", str(foreign)], capsys)
+    assert code == 1 and "no speculative-decoding lines found" in err
+
+
+def test_parse_prints_records_in_order(tmp_path: Path, capsys) -> None:
+    p = tmp_path / "a.log"
+    p.write_text("\n".join([L.server_args(2), "noise", L.ready(3), L.decode(4, 90.5, 2.1, 0.7),
+                            "[2026-08-23 09:00:05 TP0] Decode batch, #running-req: 1, #tok"]) + "\n")
+    code, out, _ = run_cli(["parse", str(p)], capsys)
+    assert code == 0
+    recs = [json.loads(ln) for ln in out.splitlines()]
+    assert [r["kind"] for r in recs] == ["config", "lifecycle", "decode", "unparsed"]
+    assert [r["line"] for r in recs] == [1, 3, 4, 5]
+    d = recs[2]
+    assert d["timestamp"] == "2026-08-23T09:00:04" and d["rank"] == "TP0"
+    assert (d["running_req"], d["tokens"], d["token_usage"], d["accept_len"], d["accept_rate"], d["graph"],
+            d["gen_throughput"], d["queue_req"]) == (1, 1234, 0.02, 2.1, 0.7, True, 90.5, 0)
+    assert recs[1]["event"] == "ready" and recs[0]["steps"] == 2
+
+
+def test_console_script_runs_as_a_process(sweep_files: list[str]) -> None:
+    exe = Path(sys.executable).with_name("specmon")
+    proc = subprocess.run([str(exe), "summarize", *sweep_files, "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verdict"]["best_steps"] == 2
+
+
+def test_core_never_imports_textual() -> None:
+    code = ("import sys; import specmon.cli, specmon.parsing, specmon.model.session, specmon.model.stats, specmon.model.analysis, "
+            "specmon.output.tables, specmon.ingest.files, specmon.records, specmon.ingest.logfiles; "
+            "import importlib, pkgutil, specmon\n"
+            "for m in ('specmon.sources', 'specmon.control', 'specmon.sim'):\n"
+            "    pkg = importlib.import_module(m)\n"
+            "    for info in pkgutil.iter_modules(pkg.__path__):\n"
+            "        importlib.import_module(m + '.' + info.name)\n"
+            "for name in ('config', 'sshconfig'):\n"
+            "    try: importlib.import_module('specmon.' + name)\n"
+            "    except ModuleNotFoundError: pass\n"
+            "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,122 @@
+"""The bulk path of summarize gives exactly what the line-by-line path gives."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from specmon.ingest import bulk as fastscan
+from specmon.ingest.files import ingest_file
+from specmon.model.analysis import analyze
+from specmon.model.session import Session
+from specmon.output.tables import to_json
+from tests.support import logtext as L
+
+REAL = Path(__file__).parents[1] / "data" / "real_logs"
+
+
+def _doc(session: Session) -> dict:
+    return json.loads(json.dumps(to_json(session, analyze(session.runs))))
+
+
+def _both(path: Path, jobs: int) -> tuple[dict, dict]:
+    slow = Session()
+    ingest_file(slow, str(path))
+    fast = Session()
+    fastscan.ingest_file_fast(fast, str(path), jobs=jobs)
+    return _doc(slow), _doc(fast)
+
+
+def _mixed_log(path: Path, seed: int) -> None:
+    """Standard bulk lines with everything that forces the slow path sprinkled in."""
+    rng = random.Random(seed)
+    lines = [L.server_args(2), L.ready(1)]
+    t = 2.0
+    for i in range(6000):
+        t += rng.choice((0.0, 1.0, 1.0, 1.0))
+        r = rng.random()
+        if r < 0.6:
+            lines.append(L.decode(t, rng.uniform(58, 120), rng.uniform(1.5, 2.9), rng.uniform(.4, .9),
+                                  running=rng.choice((1, 1, 2))))
+        elif r < 0.75:
+            lines.append(f"{L.stamp(t)} Prefill batch, #new-seq: 1, #new-token: 28, #cached-token: 0, "
+                         f"token usage: 0.00, #running-req: 0, #queue-req: 0, ")
+        elif r < 0.95:
+            lines.append(f"{L.stamp(t, None)} INFO:     127.0.0.1:3766 - \"POST /v1/completions HTTP/1.1\" 200 OK")
+        elif r < 0.96:
+            t += 30  # idle gap
+        elif r < 0.965:
+            lines.append(f"{L.stamp(t)} Decode batch, #running-req: 1, #token: 44672, token usaccept rate: 0.32, "
+                         f"cuda graph: False, gen throughput (token/s): 863.65, #queue-req")
+        elif r < 0.97:
+            lines.append(L.decode(t, 90, 2.0, 0.6, rank="DP1 TP1"))
+        elif r < 0.972:
+            lines.extend(L.campaign(rng.choice((None, 1, 2, 3)), 90, 5, start=t))
+        else:
+            lines.append("\x1b[32mrandom noise\x1b[0m " + "x" * rng.randint(0, 50))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_bulk_path_equals_line_path_on_mixed_log(tmp_path: Path, monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(fastscan, "PIECE", 64 << 10)  # many pieces, some bulk, some not
+    monkeypatch.setattr(fastscan, "PARALLEL_MIN_BYTES", 0)
+    log = tmp_path / "mixed.log"
+    _mixed_log(log, seed)
+    slow, fast_one = _both(log, jobs=1)
+    _, fast_two = _both(log, jobs=2)
+    assert slow["counts"]["decode"] > 3000  # the log really has bulk pieces
+    assert fast_one == slow
+    assert fast_two == slow
+
+
+def test_bulk_path_equals_line_path_on_real_logs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(fastscan, "PIECE", 512)
+    logs = sorted(REAL.glob("*.log")) + sorted((REAL / "vllm_cpu_kit").glob("*.log"))
+    assert len(logs) > 40
+    for log in logs:
+        slow, fast = _both(log, jobs=1)
+        assert fast == slow, log.name
+
+
+def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(fastscan, "PIECE", 100)
+    p = tmp_path / "a.log"
+    data = b"".join(b"x" * n + b"\n" for n in (5, 300, 0, 99, 100, 1, 250)) + b"tail-without-newline"
+    p.write_bytes(data)
+    pieces = list(fastscan._pieces(str(p), len(data)))
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert all(data[e - 1:e] == b"\n" for _, e in pieces[:-1])
+
+
+def test_bulk_steady_path_equals_line_path(tmp_path: Path, monkeypatch) -> None:
+    """A clean single-rank log: most pieces take the steady bulk path (appends only)."""
+    monkeypatch.setattr(fastscan, "PIECE", 32 << 10)
+    calls = {"steady": 0, "not": 0}
+    original = Session._bulk_steady
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        done = original(self, *args)
+        calls["steady" if done else "not"] += 1
+        return done
+
+    monkeypatch.setattr(Session, "_bulk_steady", counting)
+    rng = random.Random(3)
+    lines = [L.server_args(3), L.ready(1)]
+    t = 2.0
+    for i in range(8000):
+        t += rng.choice((0.0, 1.0)) + (45.0 if i % 2500 == 2499 else 0.0)  # a few idle gaps
+        if rng.random() < 0.7:
+            lines.append(L.decode(t, rng.uniform(58, 120), rng.uniform(1.5, 2.9), rng.uniform(.4, .9)))
+        else:
+            lines.append(f"{L.stamp(t, None)} INFO:     127.0.0.1:3766 - \"POST /v1/completions HTTP/1.1\" 200 OK")
+    log = tmp_path / "clean.log"
+    log.write_text("\n".join(lines) + "\n")
+    slow, fast = _both(log, jobs=1)
+    assert calls["steady"] > 10 and calls["not"] >= 2  # both branches ran
+    assert fast == slow
+    assert slow["runs"][0]["excluded_idle"] >= 3

@@ -1,0 +1,150 @@
+"""``specmon sweep`` through the real entry point: ``--demo``, a config profile, and the errors.
+
+The demo here is the full path — simulated server restarted per step count,
+local tail, load driver, JSON verdict — at a smaller sample budget than the
+default so the file stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specmon.cli import main
+from tests.support.net import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def specmon(args: list[str], tmp_path: Path, timeout: float = 170) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "HOME": str(tmp_path / "home")}
+    return subprocess.run([sys.executable, "-m", "specmon", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def pids_started(stderr: str) -> list[int]:
+    return [int(p) for p in re.findall(r"start: result=started pid=(\d+)", stderr)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_demo_sweep_prints_a_json_verdict(tmp_path: Path) -> None:
+    proc = specmon(["sweep", "--demo", "--steps", "0,2,5", "--max-samples", "200", "--format", "json",
+                    "--seed", "4"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    v = doc["verdict"]
+    assert v["best_steps"] == 2 and isinstance(v["separated"], bool)
+    assert v["speedup_pct"] is not None and v["speedup_ci95"][0] <= v["speedup_pct"] <= v["speedup_ci95"][1]
+    assert [r["steps"] for r in doc["runs"]] == [0, 2, 5]
+    assert all(r["status"] == "done" and r["samples"] >= 40 for r in doc["runs"])
+    assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"])
+    assert doc["cost_model"]["points"] and doc["finished"] is True
+    # Every command was shown on stderr before it ran, and every server it started is gone.
+    err = proc.stderr
+    assert err.count("start: cd ") == 3 and "specmon.sim.server" in err
+    pids = pids_started(err)
+    assert len(pids) == 3 and not any(alive(p) for p in pids)
+    # The session was recorded under the user's data directory, and reports from it.
+    rec = Path(doc["recording"])
+    assert rec.parent == tmp_path / "data" / "specmon" / "recordings" and rec.exists()
+    report = specmon(["report", str(rec), "--format", "json"], tmp_path)
+    assert report.returncode == 0, report.stderr
+    rdoc = json.loads(report.stdout)
+    assert rdoc["report"]["sweep_verdict"]["verdict"]["best_steps"] == 2
+    assert rdoc["report"]["sentence"] == v["sentence"]
+
+
+def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
+    port = free_port()
+    work = tmp_path / "srv"
+    work.mkdir()
+    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+              "--time-scale", "200", "--startup-seconds", "0.3"]
+    config = tmp_path / "specmon.toml"
+    config.write_text(
+        "[profiles.sim]\n"
+        f"log = {json.dumps(str(work / 'sim.log'))}\n"
+        "[profiles.sim.launch]\n"
+        'mode = "managed"\nengine = "sglang"\n'
+        f"argv = {json.dumps([*server, '--steps', '{steps}'])}\n"
+        f"nospec_argv = {json.dumps([*server, '--steps', '0'])}\n"
+        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
+        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
+        f"cwd = {json.dumps(str(work))}\n"
+        f"port = {port}\n"
+        'health_url = "http://127.0.0.1:{port}/health"\n'
+        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    state = tmp_path / "state.json"
+    try:
+        proc = specmon(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
+                        "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
+                        "--format", "markdown", "--no-record"], tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "### Concurrency 1" in proc.stdout and "**Verdict:** EAGLE3 2 steps" in proc.stdout
+        assert "Cost model (concurrency 1)" in proc.stdout
+        saved = json.loads(state.read_text())
+        assert saved["finished"] is True and [c["status"] for c in saved["cells"]] == ["done", "done"]
+        # The real sweep leaves the server running (with the last setting), as the user's own server.
+        pid = int((work / "sim.pid").read_text().split()[0])
+        assert alive(pid)
+        # Run again: the finished sweep's verdict, without restarting anything.
+        again = specmon(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
+                         "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
+                         "--format", "json", "--no-record"], tmp_path)
+        assert again.returncode == 0 and "already finished" in again.stderr and "start:" not in again.stderr
+        assert "restart(s)" not in again.stderr
+        assert json.loads(again.stdout)["verdict"]["best_steps"] == 2
+    finally:
+        try:
+            os.killpg(int((work / "sim.pid").read_text().split()[0]), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sweep_usage_errors(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    code, _, err = run_cli(["sweep"], capsys)
+    assert code == 2 and "give a PROFILE" in err
+    code, _, err = run_cli(["sweep", "x", "--demo"], capsys)
+    assert code == 2 and "not both" in err
+    code, _, err = run_cli(["sweep", "x"], capsys)
+    assert code == 2 and "--steps" in err
+    code, _, err = run_cli(["sweep", "nosuch", "--steps", "0,2"], capsys)
+    assert code == 2 and "unknown profile 'nosuch'" in err
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[profiles.bare]\nlog = "/x.log"\n')
+    code, _, err = run_cli(["sweep", "bare", "--config", str(cfg), "--steps", "0,2"], capsys)
+    assert code == 2 and "no [launch] section" in err
+    cfg.write_text('[profiles.p.launch]\nargv = ["srv", "--n", "{steps}"]\nlog = "/x.log"\n'
+                   'ready_marker = "up"\n')
+    code, _, err = run_cli(["sweep", "p", "--config", str(cfg), "--steps", "0,2"], capsys)
+    assert code == 2 and "steps" in err and "between" in err  # 0 is below steps_min (no nospec_argv)
+    code, _, err = run_cli(["sweep", "p", "--config", str(cfg), "--steps", "1,2"], capsys)
+    assert code == 2 and "no `port`" in err
+    code, _, err = run_cli(["sweep", "p", "--config", str(cfg), "--steps", "1,2", "--no-load"], capsys)
+    assert code == 2 and "--yes" in err  # not a terminal: restarting needs explicit consent
+    with pytest.raises(SystemExit):
+        run_cli(["sweep", "--demo", "--steps", "1,1"], capsys)
+    code, _, err = run_cli(["sweep", "--demo", "--min-samples", "5"], capsys)
+    assert code == 2 and "min_samples" in err
