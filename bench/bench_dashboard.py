@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 from textual import events  # noqa: E402
 from textual.binding import Binding  # noqa: E402
 
-from specmon.ui.app import DashboardOptions, SpecmonApp  # noqa: E402
 from specmon.ingest.live import FeedInput  # noqa: E402
 from specmon.sources.replay import ReplayClock, ReplaySource  # noqa: E402
+from specmon.ui.app import DashboardOptions, SpecmonApp  # noqa: E402
 from specmon.ui.theming import theme_folders  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -113,7 +113,7 @@ def write_log(path: Path, total: int, seed: int = 7, block_decode_lines: int = 3
             while n < body:
                 shift = rep * span
                 chunk = []
-                for ln, kind in zip(block[: body - n], block_kinds):
+                for ln, kind in zip(block[: body - n], block_kinds, strict=False):
                     if ln.startswith("[") and len(ln) > 21 and ln[20] in " ]":
                         ln = "[" + fmt(parse(ln[1:20]) + shift) + ln[20:]
                     chunk.append(ln)
@@ -201,7 +201,7 @@ async def measure(path: Path, size: tuple[int, int], total: int) -> dict[str, fl
         ticks = len(app.live_ticks) - ticks0
         draw_times = [t for t in app.plot_draws if t0 <= t <= t1]
         draws = len(draw_times)
-        gaps = [b - a for a, b in zip(draw_times, draw_times[1:])]
+        gaps = [b - a for a, b in zip(draw_times, draw_times[1:], strict=False)]
         out["rss_end"] = rss_mb()  # the final analysis is usually in flight now: its copies count
         out["rss_end_analysing"] = float(app._analysis_running)
         after = [(r, busy) for n, r, busy in samples if n >= total // 10]

@@ -30,10 +30,10 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from rich.console import Console
 
-    from specmon.model.analysis import analyze
-    from specmon.output.tables import render, to_rich
     from specmon.ingest.files import ingest_files
     from specmon.ingest.logfiles import LogFileError
+    from specmon.model.analysis import analyze
+    from specmon.output.tables import render, to_rich
 
     if args.baseline and args.baseline_tps is not None:
         return _fail("give either --baseline FILE or --baseline-tps X, not both")

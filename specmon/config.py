@@ -290,7 +290,7 @@ def locate_key(text: str, keys: list[str]) -> int | None:
                 continue
             full = table + _split_dotted(key.group("key"))
         depth = 0
-        for a, b in zip(full, wanted):
+        for a, b in zip(full, wanted, strict=False):
             if a != b:
                 break
             depth += 1

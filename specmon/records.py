@@ -12,7 +12,7 @@ the engine printed one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, ClassVar
 
@@ -52,7 +52,7 @@ def iso_timestamp(ts: float | None) -> str | None:
     """Format a record timestamp as ISO 8601 (no zone: log times are naive)."""
     if ts is None:
         return None
-    text = datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None).isoformat()
+    text = datetime.fromtimestamp(ts, tz=UTC).replace(tzinfo=None).isoformat()
     return text
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
+
 from specmon.commands.argtypes import positive_float, positive_int
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -18,8 +19,8 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
     from specmon.control.load import LoadConfig, LoadControl
     from specmon.control.runner import Result
     from specmon.control.sweep import SweepEvent, SweepPlan, SweepResult
-    from specmon.output.recording import RecordedIngest, Recorder
     from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest, Recorder
 
 
 def _int_list(text: str) -> list[int]:
@@ -318,8 +319,8 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.runner import LocalRunner
     from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
-    from specmon.output.recording import RecordedIngest
     from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
 
     scale = min(args.time_scale, 1000.0)
@@ -381,8 +382,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.sweep import LogFollower, PlanRestarter, finished_state
-    from specmon.output.recording import RecordedIngest, default_recording_dir
     from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest, default_recording_dir
 
     try:
         config = load_config(args.config)
@@ -502,7 +503,7 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
         try:
             forward = forwarded_base_url(link.conn, launch.port)
             url = await forward.__aenter__()
-        except Exception as exc:  # noqa: BLE001 - asyncssh and OS errors alike: say what failed
+        except Exception as exc:
             return _fail(f"cannot forward a local port to port {launch.port} on {target.label}: {exc}")
         try:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
 
 __all__ = ["register"]

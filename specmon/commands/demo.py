@@ -85,8 +85,8 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
 
     The first start happens when the dashboard is up (its commands go to the event log first).
     """
-    from specmon.ui.app import DashboardOptions, make_app
     from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
+    from specmon.ui.app import DashboardOptions, make_app
     from specmon.ui.screens.sweep_screen import SweepFlow
     from specmon.ui.widgets.restart_progress import RestartFlow
 
@@ -176,7 +176,7 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
         if setup is not None:
             try:
                 outcome = asyncio.run(stop_demo_server(setup.controller, _err))
-            except Exception as exc:  # noqa: BLE001 - report, and keep the folder for a manual look
+            except Exception as exc:
                 outcome = f"could not stop the demo server: {exc}"
                 stopped = False
             if outcome is not None:

@@ -30,15 +30,16 @@ import argparse
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
 
 if TYPE_CHECKING:
-    from specmon.ui.app import SpecmonApp
     from specmon.control.launch import LaunchProfile
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.base import LineSource
-    from specmon.ui.widgets.restart_progress import RestartFlow
     from specmon.sources.ssh import SSHTailSource
+    from specmon.ui.app import SpecmonApp
+    from specmon.ui.widgets.restart_progress import RestartFlow
 
 __all__ = [
     "ConnectError",
@@ -175,9 +176,9 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
     """
     import time
 
-    from specmon.ui.app import DashboardOptions, make_app
     from specmon.ingest.live import FeedInput
     from specmon.sources.replay import ReplayClock, ReplaySource
+    from specmon.ui.app import DashboardOptions, make_app
 
     if "options" not in kwargs:
         kwargs["options"] = DashboardOptions(theme=plan.theme, baseline_tps=plan.baseline_tps,
@@ -215,9 +216,9 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     """
     import dataclasses
 
-    from specmon.ssh import connect as sshconfig
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.ssh import SSHTailSource
+    from specmon.ssh import connect as sshconfig
     from specmon.ui.widgets.restart_progress import live_restart
 
     target = plan.source.target

@@ -155,7 +155,7 @@ def check_template(value: str, allowed: frozenset[str], what: str) -> str:
     for match in _NAMELIKE_RE.finditer(value):
         name = match.group(1)
         if name not in allowed:
-            known = ", ".join("{%s}" % p for p in PLACEHOLDERS if p in allowed) or "none"
+            known = ", ".join(f"{{{p}}}" for p in PLACEHOLDERS if p in allowed) or "none"
             raise LaunchError(f"unknown placeholder {{{name}}} in {what} {value!r} (allowed here: {known})")
     return value
 

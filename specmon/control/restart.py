@@ -52,9 +52,9 @@ from specmon.control.launch import (
     build_plan,
 )
 from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
+from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
-from specmon.model.session import RunConfig, ServerState, Session
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
 
 __all__ = [
@@ -910,7 +910,7 @@ class ConnectingRunner:
                 self._link = await self._connect()
             except (OSError, asyncssh.Error) as exc:
                 raise ConnectionError(f"cannot connect: {exc}") from exc
-            except Exception as exc:  # noqa: BLE001 - specmon.ssh.connect.SSHError and the like: keep the message
+            except Exception as exc:
                 raise ConnectionError(str(exc)) from exc
         conn = getattr(self._link, "conn", self._link)
         try:

@@ -85,7 +85,7 @@ class LocalRunner:
         timed_out = False
         try:
             await asyncio.wait_for(proc.wait(), timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             timed_out = True
             try:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -43,15 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from specmon.model.analysis import Analysis, analyze, summarize_runs
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
-from specmon.records import Config, Decode, Engine, Spec
-from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
+from specmon.model.analysis import Analysis, analyze, summarize_runs
 from specmon.model.session import Run, RunConfig, ServerState, Session
-from specmon.sources.base import stop_reading
 from specmon.model.stats import Summary, summarize
+from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
+from specmon.records import Config, Decode, Engine, Spec
+from specmon.sources.base import stop_reading
 
 ORDERS = ("given", "random", "interleave")
 STATE_VERSION = 1
@@ -569,7 +569,7 @@ class Sweep:
             if self.load is not None:
                 try:
                     await self.load.stop()
-                except Exception:  # noqa: BLE001 - stopping load must not hide the real error
+                except Exception:
                     pass
             self.current = None
             self.save()
@@ -622,7 +622,7 @@ class Sweep:
             outcome = await self._restart_fn(steps)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a lost SSH link, a refused command: a failed setting, not a crash
+        except Exception as exc:
             outcome = RestartOutcome(False, f"{type(exc).__name__}: {exc}" if not isinstance(exc, LaunchError)
                                      else str(exc))
         if self.recorder is not None:

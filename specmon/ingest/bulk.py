@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from specmon.ingest.logfiles import check_readable, file_year, head_lines
+from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import parse_datetime
 from specmon.records import Engine, ParsedRecord
-from specmon.model.session import Session
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
 PIECE = 4 << 20
@@ -198,7 +198,7 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
 def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces: Iterator[Piece]) -> None:
     offset = 0
     carry = False
-    for task, piece in zip(tasks, pieces):
+    for task, piece in zip(tasks, pieces, strict=False):
         if carry:
             # A traceback ran across the boundary: redo this piece here with that context (rare).
             piece = parse_piece(task, in_traceback=True)

@@ -24,9 +24,9 @@ from typing import Any
 
 from specmon.ingest.bulk import Piece, bulk_piece
 from specmon.ingest.files import ingest_lines
+from specmon.model.session import Session, SessionEvent
 from specmon.parsing import LineParser
 from specmon.records import Engine
-from specmon.model.session import Session, SessionEvent
 from specmon.sources.base import ConnectionState, LineSource, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
 
@@ -333,7 +333,7 @@ class RecordingSource:
         self.status.detail = f"replaying {self.path}"
         clock, jumped, out = self.clock, False, []
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below, across yields
+            f = open(self.path, "rb")
         except OSError as exc:
             self.status.state = ConnectionState.FAILED
             self.status.detail = f"{self.path}: {exc.strerror or exc}"

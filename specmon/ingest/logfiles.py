@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 CHUNK = 1 << 20
@@ -35,9 +35,9 @@ def check_readable(path: str | Path) -> Path:
 def file_year(path: str | Path) -> int:
     """The year a log was last written, for vLLM's year-less timestamps."""
     try:
-        return datetime.fromtimestamp(Path(path).stat().st_mtime, tz=timezone.utc).year
+        return datetime.fromtimestamp(Path(path).stat().st_mtime, tz=UTC).year
     except OSError:
-        return datetime.now(timezone.utc).year
+        return datetime.now(UTC).year
 
 
 def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str]]:
@@ -47,7 +47,7 @@ def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str
     """
     p = check_readable(path)
     try:
-        f = open(p, "rb")  # noqa: SIM115 - closed in finally, generator-friendly
+        f = open(p, "rb")
     except OSError as exc:
         raise LogFileError(f"{p}: {exc.strerror or exc}") from exc
     try:

@@ -17,7 +17,15 @@ import numpy as np
 
 from specmon.model.session import Run, RunConfig
 from specmon.model.stats import (
-    MIN_SAMPLES_FOR_BATCHING, Ratio, Summary, as_array, batch_means, difference, ratio, summarize, t975,
+    MIN_SAMPLES_FOR_BATCHING,
+    Ratio,
+    Summary,
+    as_array,
+    batch_means,
+    difference,
+    ratio,
+    summarize,
+    t975,
 )
 
 #: A configuration needs this many counted throughput samples to enter the verdict.

@@ -208,12 +208,12 @@ def _fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     being off, and through two points it is the line through them.
     """
     slopes = []
-    for i, (xi, yi) in enumerate(zip(xs, ys)):
-        own = [(yj - yi) / (xj - xi) for j, (xj, yj) in enumerate(zip(xs, ys)) if j != i and xj != xi]
+    for i, (xi, yi) in enumerate(zip(xs, ys, strict=False)):
+        own = [(yj - yi) / (xj - xi) for j, (xj, yj) in enumerate(zip(xs, ys, strict=False)) if j != i and xj != xi]
         if own:
             slopes.append(_median(own))
     slope = _median(slopes)
-    return _median([y - slope * x for x, y in zip(xs, ys)]), slope
+    return _median([y - slope * x for x, y in zip(xs, ys, strict=False)]), slope
 
 
 def _concurrency_of(row: ConfigRow, wanted: int | None) -> int:
@@ -275,7 +275,7 @@ def build_cost_model(analysis: Analysis, *, concurrency: int | None = None) -> C
     if 0 not in by_steps and spec:
         by_steps[0] = 1.0  # with no drafting a cycle yields the one bonus token
     known = sorted(by_steps)
-    for lo, hi in zip(known, known[1:]):
+    for lo, hi in zip(known, known[1:], strict=False):
         gain = (by_steps[hi] - by_steps[lo]) / (hi - lo)
         for k in range(lo + 1, hi + 1):
             acceptance.setdefault(k, (max(gain, 0.0), "accept length" if hi - lo == 1 else "accept length (spread)"))

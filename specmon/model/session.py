@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from specmon.records import (
-    Config, Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec, Unparsed,
+    Config,
+    Decode,
+    Engine,
+    EngineStats,
+    Event,
+    Lifecycle,
+    ParsedRecord,
+    Spec,
+    Unparsed,
 )
 
 #: Default warm-up, in samples per rank, by engine (see module docstring).
@@ -322,7 +330,7 @@ class Session:
         if any(r != rank for r in ranks[i:]) or any(t is None for t in ts[i:]):
             return False
         prev = rs.last_ts
-        gaps = [t - p for t, p in zip(ts[i:], [prev, *ts[i:-1]])]  # type: ignore[operator]
+        gaps = [t - p for t, p in zip(ts[i:], [prev, *ts[i:-1]], strict=False)]  # type: ignore[operator]
         if max(gaps) > IDLE_GAP_MIN_S:
             return False
         ema = rs.gap_ema
@@ -478,9 +486,8 @@ class Session:
             run.state = ServerState.CRASHED
         elif ev is Event.RETRACT:
             level = "warning"
-        elif ev is Event.SHUTDOWN:
-            if run.state is not ServerState.CRASHED:
-                run.state = ServerState.STOPPED
+        elif ev is Event.SHUTDOWN and run.state is not ServerState.CRASHED:
+            run.state = ServerState.STOPPED
         self.state = run.state
         # Progress lines arrive by the hundred: the event log keeps the milestones only.
         if ev not in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS):

@@ -47,7 +47,7 @@ def t975(df: float) -> float:
         return _T975[lo - 1] * (1 - frac) + _T975[hi - 1] * frac
     # Interpolate in 1/df between tabulated points; 1.960 at infinity.
     points = [(30, _T975[29]), *_T975_LARGE, (math.inf, 1.960)]
-    for (d0, t0), (d1, t1) in zip(points, points[1:]):
+    for (d0, t0), (d1, t1) in zip(points, points[1:], strict=False):
         if df <= d1:
             x0, x1, x = 1 / d0, (0.0 if math.isinf(d1) else 1 / d1), 1 / df
             return t0 + (t1 - t0) * (x0 - x) / (x0 - x1)

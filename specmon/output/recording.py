@@ -39,11 +39,20 @@ from pathlib import Path
 from typing import Any
 
 from specmon import __version__
+from specmon.model.session import Run, Session
 from specmon.parsing import LineParser
 from specmon.records import (
-    Config, Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Prefill, Spec, Unparsed,
+    Config,
+    Decode,
+    Engine,
+    EngineStats,
+    Event,
+    Lifecycle,
+    ParsedRecord,
+    Prefill,
+    Spec,
+    Unparsed,
 )
-from specmon.model.session import Run, Session
 
 FORMAT = "specmon-recording"
 VERSION = 1
@@ -352,7 +361,7 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
     p = Path(path)
     stats = stats if stats is not None else ReadStats()
     try:
-        f = open(p, "rb")  # noqa: SIM115 - closed in finally (generator)
+        f = open(p, "rb")
     except FileNotFoundError:
         raise RecordingError(f"{p}: no such file") from None
     except OSError as exc:

@@ -24,16 +24,16 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
+from specmon.model.session import Session
+from specmon.output.recording import ReadStats, replay_recording
 from specmon.output.tables import HEADERS, row_cells, to_csv
 from specmon.output.tables import to_json as table_json
 from specmon.records import Decode, EngineStats, ParsedRecord
-from specmon.output.recording import ReadStats, replay_recording
-from specmon.model.session import Session
 
 REPORT_FORMATS = ("markdown", "html", "json", "csv")
 #: Most points a plot is given (more cannot be seen, and make the file heavy).
@@ -135,7 +135,7 @@ def _downsample(series: list[SeriesPoint], limit: int = MAX_POINTS) -> list[Seri
 def _when(entry: dict[str, Any] | None) -> str:
     if not entry or not isinstance(entry.get("t"), (int, float)):
         return "—"
-    return datetime.fromtimestamp(entry["t"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(entry["t"], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _duration(s: float) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from specmon.parsing import llamacpp, sglang, vllm
 from specmon.parsing.common import strip_ansi, strip_outer
@@ -39,7 +39,7 @@ class LineParser:
     """
 
     def __init__(self, *, year: int | None = None, engine: Engine = Engine.UNKNOWN) -> None:
-        self.year = year if year is not None else datetime.now(timezone.utc).year
+        self.year = year if year is not None else datetime.now(UTC).year
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False

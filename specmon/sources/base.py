@@ -69,7 +69,7 @@ async def stop_reading(source: LineSource | None, task: asyncio.Task | None, tim
         return
     try:
         await asyncio.wait_for(task, timeout)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+    except (TimeoutError, asyncio.CancelledError):
         task.cancel()
-    except Exception:  # noqa: BLE001 - see the docstring
+    except Exception:
         pass

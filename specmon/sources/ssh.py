@@ -700,8 +700,7 @@ def status_line(status: SourceStatus, now: float) -> str:
         parts.append("no line yet")
     else:
         parts.append(f"last line {_ago(now - status.last_line_at)} ago")
-    if state is not ConnectionState.LIVE or not status.detail.startswith("following"):
-        if status.detail:
-            # The reason (countdown already shown) or a warning such as a missing file.
-            parts.append(status.detail.split("; retrying in", 1)[0])
+    if (state is not ConnectionState.LIVE or not status.detail.startswith("following")) and status.detail:
+        # The reason (countdown already shown) or a warning such as a missing file.
+        parts.append(status.detail.split("; retrying in", 1)[0])
     return " · ".join(parts)

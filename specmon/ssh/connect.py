@@ -504,7 +504,7 @@ async def _connect_hop(
         raise SSHError(ErrorKind.NETWORK, f"cannot reach {what} through the jump host: {exc.reason}") from None
     except socket.gaierror as exc:
         raise SSHError(ErrorKind.NETWORK, f"cannot resolve host name {hop.host!r} ({what}): {exc.strerror}") from None
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         raise SSHError(ErrorKind.NETWORK, f"timed out connecting to {what}") from None
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
@@ -580,7 +580,7 @@ async def _diagnose_host_key(
             ),
             timeout=20,
         )
-    except (OSError, asyncio.TimeoutError, asyncssh.Error):
+    except (TimeoutError, OSError, asyncssh.Error):
         key = None
     user_file = _tilde(hop.known_hosts_files[0])
     if key is None:

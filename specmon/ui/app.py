@@ -42,7 +42,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -56,13 +56,13 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from specmon.control.restart import RestartController
-from specmon.ingest.live import FeedInput, Feeder, recording_inputs
-from specmon.output.tables import to_csv, to_json, to_markdown
+from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
-from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
+from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders, user_theme_dir
+from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
@@ -616,7 +616,7 @@ class SpecmonApp(App[int]):
             self.notify("nothing to export yet: the run table is empty", severity="warning")
             return
         folder = self.export_dir if self.export_dir is not None else Path.cwd()
-        stamp = datetime.fromtimestamp(self.clock(), tz=timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.fromtimestamp(self.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
         base = folder / f"specmon-runs-{stamp}"
         n = 2
         while any(base.with_name(base.name + ext).exists() for ext in (".csv", ".json", ".md")):

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
+from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
+from specmon.model.stats import Summary, difference
 from specmon.output.tables import row_cells
 from specmon.records import Engine
-from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.model.stats import Summary, difference
 
 __all__ = [
     "DEFAULT_WINDOW", "DashboardSnapshot", "EventView", "HeaderView", "MetricView", "PlotSegment",

@@ -318,7 +318,7 @@ async def test_openssh_drop_mid_stream_every_line_once_in_the_dashboard(
                 writer.start()
                 if i < 2:
                     seen = writer.first + 300
-                    await wait_for(pilot, lambda: session().counts["decode"] >= seen, f"{seen} lines", rounds=3000)
+                    await wait_for(pilot, lambda seen=seen: session().counts["decode"] >= seen, f"{seen} lines", rounds=3000)
                     assert openssh_server.drop() >= 1  # the per-connection sshd, killed by PID
                     await wait_for(pilot, lambda: source.status.state is not ConnectionState.LIVE,
                                    "the drop noticed", rounds=3000)

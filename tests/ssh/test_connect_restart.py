@@ -20,7 +20,7 @@ from specmon.commands.remote import plan_connect, with_restart
 from specmon.control.demo import demo_profile
 from specmon.control.eta import EtaStore
 from specmon.control.restart import Phase
-from tests.support.connecting import (  # noqa: F401
+from tests.support.connecting import (
     SIZE,
     connect_args,
     runs_with_samples,

@@ -524,7 +524,7 @@ async def test_config_alias_hostname_port_identity(
     link = await connect(SSHTarget("gpu"))
     try:
         # ServerAliveInterval from the config is honoured.
-        assert link.conn._keepalive_interval == 7  # noqa: SLF001 (no public getter)
+        assert link.conn._keepalive_interval == 7
     finally:
         link.close()
 

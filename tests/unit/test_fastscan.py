@@ -35,7 +35,7 @@ def _mixed_log(path: Path, seed: int) -> None:
     rng = random.Random(seed)
     lines = [L.server_args(2), L.ready(1)]
     t = 2.0
-    for i in range(6000):
+    for _i in range(6000):
         t += rng.choice((0.0, 1.0, 1.0, 1.0))
         r = rng.random()
         if r < 0.6:
@@ -89,7 +89,7 @@ def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -
     p.write_bytes(data)
     pieces = list(fastscan._pieces(str(p), len(data)))
     assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
-    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
     assert all(data[e - 1:e] == b"\n" for _, e in pieces[:-1])
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from calendar import timegm
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -37,7 +37,7 @@ def ts(text: str) -> float:
     return timegm((y, mo, d, h, mi, s, 0, 0, 0)) + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_records(name: str) -> dict[int, list[Any]]:
     """All records of a whole file, parsed in order with year=2025, by line number."""
     out: dict[int, list[Any]] = {}

@@ -12,7 +12,7 @@ PR #24536 and an intermediate build) because no real excerpt in the corpus shows
 from __future__ import annotations
 
 from calendar import timegm
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ def ts(text: str) -> float:
     return timegm((y, mo, d, h, mi, s, 0, 0, 0)) + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_records(name: str) -> dict[int, list[Any]]:
     """All records of a whole file, parsed in order, by line number."""
     out: dict[int, list[Any]] = {}

@@ -13,7 +13,7 @@ copies.
 from __future__ import annotations
 
 from calendar import timegm
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ def ts(text: str) -> float:
     return whole + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_records(name: str) -> dict[int, list[Any]]:
     """All records of a whole file (parsed in order, as a live tail would), by line number."""
     out: dict[int, list[Any]] = {}

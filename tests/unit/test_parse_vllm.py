@@ -16,7 +16,7 @@ showing them are kept back or do not exist in the corpus).
 from __future__ import annotations
 
 from calendar import timegm
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import pytest
@@ -42,7 +42,7 @@ def vllm_ts(month_day_time: str, year: int = YEAR) -> float:
     return ts(f"{year}-{month_day_time}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def file_records(name: str) -> dict[int, list[Any]]:
     """All records of a whole file, parsed in order with year=2025, by line number."""
     out: dict[int, list[Any]] = {}
@@ -74,7 +74,7 @@ def assert_fields(rec: Any, expected: dict[str, Any]) -> None:
             assert got == want and type(got) is type(want), f"{key}: expected {want!r}, got {got!r}"
 
 
-def E(**kw: Any) -> dict[str, Any]:  # noqa: N802 - table shorthand
+def E(**kw: Any) -> dict[str, Any]:
     """A full EngineStats expectation: every field not given must be None."""
     base = dict.fromkeys(
         ("prompt_throughput", "gen_throughput", "running", "waiting", "kv_cache_usage",
@@ -84,7 +84,7 @@ def E(**kw: Any) -> dict[str, Any]:  # noqa: N802 - table shorthand
     return base
 
 
-def S(**kw: Any) -> dict[str, Any]:  # noqa: N802 - table shorthand
+def S(**kw: Any) -> dict[str, Any]:
     """A full Spec expectation: every field not given must be None."""
     base = dict.fromkeys(
         ("mean_acceptance_length", "accepted", "drafted", "draft_acceptance_rate", "per_position",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,12 +19,12 @@ CAMPAIGN = {0: 88.8, 1: 85.1, 2: 94.0, 5: 86.7, 10: 60.0}
 STAMP = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})[^\]]*\] ")
 
 
-@lru_cache(maxsize=None)
+@cache
 def lines_of(steps: int) -> tuple[str, ...]:
     return tuple((SAMPLES / log_name(steps)).read_text(encoding="utf-8").splitlines())
 
 
-@lru_cache(maxsize=None)
+@cache
 def decodes(steps: int) -> tuple[Decode, ...]:
     return tuple(r for r in parse_lines(lines_of(steps)) if isinstance(r, Decode))
 
@@ -74,7 +74,7 @@ def test_launches_follow_each_other() -> None:
     for n in CAMPAIGN_STEPS:
         stamps = [m.group(1) for line in lines_of(n) if (m := STAMP.match(line))]
         bounds.append((stamps[0], stamps[-1]))
-    for (_, end), (start, _) in zip(bounds, bounds[1:]):
+    for (_, end), (start, _) in zip(bounds, bounds[1:], strict=False):
         assert end < start
 
 

@@ -18,7 +18,7 @@ import calendar
 import re
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -419,7 +419,7 @@ class SweepFlow:
             result = await sweep.run()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a sweep failure is shown, never a crash of the dashboard
+        except Exception as exc:
             self._event("error", f"sweep failed: {type(exc).__name__}: {exc}")
             app.notify(f"sweep failed: {exc}", severity="error", timeout=10)
             return
@@ -448,7 +448,7 @@ class SweepFlow:
 
         app = self.app
         folder = app.export_dir if app.export_dir is not None else Path.cwd()
-        stamp = datetime.fromtimestamp(app.clock(), tz=timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.fromtimestamp(app.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
         path = folder / f"specmon-sweep-{stamp}.md"
         n = 2
         while path.exists():
@@ -464,7 +464,7 @@ class SweepFlow:
                 data = _report_from_session(app.feeder.session, result, path)
             text = report_mod.to_markdown(data)
             await asyncio.to_thread(path.write_text, text, encoding="utf-8")
-        except Exception as exc:  # noqa: BLE001 - a report that cannot be written is said, not raised
+        except Exception as exc:
             self._event("error", f"sweep report not written: {exc}")
             app.notify(f"sweep report not written: {exc}", severity="error", timeout=10)
             return None

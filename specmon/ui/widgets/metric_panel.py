@@ -73,7 +73,7 @@ def delta_text(view: MetricView, width: int) -> Content:
 class MetricPanel(Vertical):
     """A bordered panel for one metric; :meth:`show` takes a fresh view."""
 
-    def __init__(self, key: str, title: str, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, key: str, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="metric")
         self.key = key
         self.border_title = title

@@ -42,8 +42,8 @@ from specmon.control.restart import (
     plan_label,
 )
 from specmon.control.runner import CommandRunner
-from specmon.sources.base import LineSource
 from specmon.model.session import SessionEvent
+from specmon.sources.base import LineSource
 from specmon.ui.views import duration_text
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ class RestartFlow:
         except (AdoptError, LaunchError, OSError) as exc:
             self.adopt_problem = f"no launch profile, and the running server cannot be adopted: {exc}"
             self._event("warning", f"restart unavailable: {self.adopt_problem}")
-        except Exception as exc:  # noqa: BLE001 - a failed probe (asyncssh errors too) only disables r
+        except Exception as exc:
             self.adopt_problem = f"no launch profile, and finding the running server failed: {exc}"
             self._event("warning", f"restart unavailable: {self.adopt_problem}")
         else:
@@ -473,7 +473,7 @@ class RestartFlow:
             return []
         try:
             return list(builder.table(feeder.session).rows)
-        except Exception:  # noqa: BLE001 - the list is a help, never a reason the dialog fails
+        except Exception:
             return []
 
     def _usual_time(self) -> str | None:

@@ -46,7 +46,7 @@ class RunTable(DataTable[Text]):
         "run-table--same", "run-table--current",
     }
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._view: TableView | None = None
         self.sort_column: str | None = None  # None: in order of appearance
@@ -139,5 +139,5 @@ class RunTable(DataTable[Text]):
         if cursor_key is not None:
             try:
                 self.move_cursor(row=self.get_row_index(cursor_key), animate=False)
-            except Exception:  # noqa: BLE001 - the row went away: keep the cursor where it is
+            except Exception:
                 pass

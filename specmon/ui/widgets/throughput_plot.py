@@ -41,7 +41,7 @@ def downsample(values: tuple[float, ...], points: int) -> list[float]:
 class ThroughputPlot(PlotextPlot):
     """A plotext plot drawn from a :class:`~specmon.ui.views.PlotView`."""
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: PlotView | None = None
         self.draws = 0  # how many times the figure was rebuilt (the bench reports it)
