@@ -34,6 +34,7 @@ from specmon.records import (
     Event,
     Lifecycle,
     ParsedRecord,
+    Prefill,
     Spec,
     Unparsed,
 )
@@ -136,6 +137,10 @@ class Run:
     last_line: int = 0
     load_progress: tuple[int, int] | None = None
     crash_detail: str | None = None
+    crash_line: int | None = None  # the line that named the crash (the exception line when there is one)
+    crash_at: float | None = None  # its log time
+    #: The engine whose stats lines this run's first samples carried (UNKNOWN until then).
+    engine: Engine = Engine.UNKNOWN
     # Counted samples (after warm-up and idle exclusion), compact.
     throughput: array = field(default_factory=lambda: array("f"))
     concurrency: array = field(default_factory=lambda: array("I"))  # 0 = unknown
@@ -189,7 +194,12 @@ class Session:
         self.lines = 0
         self.events: deque[SessionEvent] = deque(maxlen=EVENTS_KEPT)
         self.unparsed: deque[Unparsed] = deque(maxlen=UNPARSED_KEPT)
+        #: The engine that wrote the input: the majority of the per-line engine markers
+        #: (each stats / configuration record knows its engine), ties broken by ``engine_hint``.
         self.engine = Engine.UNKNOWN
+        #: What the file's signature lines say (``detect_engine``): decides when the lines do not.
+        self.engine_hint = Engine.UNKNOWN
+        self.engine_votes: Counter[Engine] = Counter()
         self.state = ServerState.UNKNOWN
         self._current: Run | None = None
         self._source = ""
@@ -217,6 +227,30 @@ class Session:
         """The run records are going to now."""
         return self._current
 
+    def set_engine_hint(self, engine: Engine) -> None:
+        """The engine a file's signature lines name: it decides while the records do not."""
+        self.engine_hint = engine
+        self._decide_engine()
+
+    def _vote(self, engine: Engine, n: int = 1) -> None:
+        self.engine_votes[engine] += n
+        if engine is not self.engine:
+            self._decide_engine()
+
+    def _decide_engine(self) -> None:
+        votes = self.engine_votes
+        if not votes:
+            self.engine = self.engine_hint
+            return
+        top = max(votes.values())
+        tied = [e for e, n in votes.items() if n == top]
+        if len(tied) == 1:
+            self.engine = tied[0]
+        elif self.engine_hint in tied:
+            self.engine = self.engine_hint
+        elif self.engine not in tied:
+            self.engine = tied[0]  # the first engine seen among the tied ones
+
     # -- ingestion ---------------------------------------------------------------------------
 
     def ingest(self, rec: ParsedRecord) -> None:
@@ -235,6 +269,8 @@ class Session:
             self._lifecycle(rec)
         elif isinstance(rec, Config):
             self._config(rec)
+        elif isinstance(rec, Prefill):
+            self._vote(Engine.SGLANG)
         elif isinstance(rec, Unparsed):
             self.unparsed.append(rec)
             if self.counts["unparsed"] in (1, 10, 100, 1000) or self.counts["unparsed"] % 10000 == 0:
@@ -269,9 +305,13 @@ class Session:
     def _sample(self, rec: Decode | EngineStats, tput: float | None, conc: int | None,
                 acc_len: float | None, acc_rate: float | None, *, idle_by_gap: bool,
                 idle: bool = False) -> None:
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.SGLANG if isinstance(rec, Decode) else Engine.VLLM
+        # A record built without an engine (tests, the sweep's synthetic stats) is vLLM's, as before.
+        engine = Engine.SGLANG if isinstance(rec, Decode) else (rec.engine if rec.engine is not Engine.UNKNOWN
+                                                                else Engine.VLLM)
+        self._vote(engine)
         run = self._run_for_sample(rec)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = engine
         self._touch(run, rec)
         if run.state is not ServerState.SERVING:
             run.state = self.state = ServerState.SERVING
@@ -290,10 +330,11 @@ class Session:
         if not n:
             return
         self.counts["decode"] += n
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.SGLANG
+        self._vote(Engine.SGLANG, n)
         first = Decode(first_line, ts[0], ranks[0])
         run = self._run_for_sample(first)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = Engine.SGLANG
         run.last_line = last_line
         for t in reversed(ts):
             if t is not None:
@@ -408,9 +449,11 @@ class Session:
             rs.gap_ema = 0.9 * rs.gap_ema + 0.1 * gap
 
     def _spec(self, rec: Spec) -> None:
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.VLLM
+        engine = rec.engine if rec.engine is not Engine.UNKNOWN else Engine.VLLM
+        self._vote(engine)
         run = self._run_for_sample(rec)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = engine
         self._touch(run, rec)
         run._spec_seen += 1
         if rec.mean_acceptance_length is not None:
@@ -440,7 +483,8 @@ class Session:
 
     def _config(self, rec: Config) -> None:
         cfg = RunConfig.from_record(rec)
-        self.engine = cfg.engine
+        if cfg.engine is not Engine.UNKNOWN:
+            self._vote(cfg.engine)
         run = self._current
         ended = run is not None and run.state in (ServerState.CRASHED, ServerState.STOPPED)
         if run is None or run.used or ended or (run.config is not None and run.config != cfg):
@@ -483,6 +527,9 @@ class Session:
             level = "error"
             if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
                 run.crash_detail = rec.detail
+                run.crash_line = rec.line
+                if rec.timestamp is not None or run.crash_at is None:
+                    run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
             run.state = ServerState.CRASHED
         elif ev is Event.RETRACT:
             level = "warning"

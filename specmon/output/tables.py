@@ -17,6 +17,7 @@ from rich.table import Table
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
+from specmon.records import Engine
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -60,6 +61,19 @@ def row_cells(row: ConfigRow) -> list[str]:
 HEADERS = ["configuration", "n", "tok/s ± 95% CI", "vs baseline (95% CI)", "accept len", "accept rate"]
 
 
+def _row_engine(row: ConfigRow, session: Session) -> Engine:
+    """The engine of a row: its configuration's, else its runs' stats lines', else the session's."""
+    if row.config is not None:
+        return row.config.engine
+    for run in row.runs:
+        if run.config is not None:
+            return run.config.engine
+    for run in row.runs:
+        if run.engine is not Engine.UNKNOWN:
+            return run.engine
+    return session.engine
+
+
 def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
     """The stable JSON document of ``summarize --format json``."""
     counts = {k: session.counts.get(k, 0) for k in
@@ -70,8 +84,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
         vs = row.vs_baseline
         runs.append({
             "label": row.label,
-            "engine": cfg.engine.value if cfg else (row.runs[0].config.engine.value
-                                                    if row.runs and row.runs[0].config else session.engine.value),
+            "engine": _row_engine(row, session).value,
             "algorithm": cfg.algorithm if cfg else None,
             "steps": cfg.steps if cfg else None,
             "topk": cfg.topk if cfg else None,

@@ -91,8 +91,11 @@ class LineParser:
         if ts is None:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
-        if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
-            self.engine = engine
+        if rec is not None and rec.kind != "unparsed":
+            if engine is not Engine.SGLANG:
+                rec.engine = engine  # spec / engine stats: two engines print them
+            if self.engine is Engine.UNKNOWN:
+                self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
         return rec
