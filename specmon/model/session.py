@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
     Config,
     Decode,
@@ -136,9 +137,14 @@ class Run:
     last_at: float | None = None
     last_line: int = 0
     load_progress: tuple[int, int] | None = None
-    crash_detail: str | None = None
-    crash_line: int | None = None  # the line that named the crash (the exception line when there is one)
-    crash_at: float | None = None  # its log time
+    crash_detail: str | None = None  # the latest words of a crash (the dashboard's)
+    #: The line that best names what killed the run — an OOM, else the exception line, else the
+    #: first crash message; never a bare "Traceback" header or the parent's later sigquit — its
+    #: line number and log time.
+    crash_cause: str | None = None
+    crash_line: int | None = None
+    crash_at: float | None = None
+    _cause_weight: int = 0
     #: The engine whose stats lines this run's first samples carried (UNKNOWN until then).
     engine: Engine = Engine.UNKNOWN
     # Counted samples (after warm-up and idle exclusion), compact.
@@ -178,6 +184,15 @@ class Run:
         if not self.per_position_n:
             return None
         return tuple(s / self.per_position_n for s in self.per_position_sum)
+
+
+def _cause_weight(event: Event, detail: str) -> int:
+    """How well a crash line names the cause: OOM 3, an exception line 2, other words 1, a header 0."""
+    if event is Event.OOM:
+        return 3
+    if EXCEPTION_LINE.match(detail):
+        return 2
+    return 0 if "Traceback" in detail else 1
 
 
 class Session:
@@ -527,9 +542,11 @@ class Session:
             level = "error"
             if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
                 run.crash_detail = rec.detail
-                run.crash_line = rec.line
-                if rec.timestamp is not None or run.crash_at is None:
-                    run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
+            weight = _cause_weight(ev, rec.detail)
+            if run.crash_cause is None or weight > run._cause_weight:
+                run.crash_cause, run._cause_weight, run.crash_line = rec.detail, weight, rec.line
+                # An exception line inside a traceback has no time of its own: the traceback's.
+                run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
             run.state = ServerState.CRASHED
         elif ev is Event.RETRACT:
             level = "warning"
