@@ -23,9 +23,13 @@ import html
 import json
 import math
 import os
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
+
+import numpy as np
 
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
@@ -52,6 +56,33 @@ class SeriesPoint:
     run: int
 
 
+class Series(Sequence[SeriesPoint]):
+    """Throughput samples in time order, kept as three arrays (millions of points cost MB, not GB).
+
+    Indexing and iteration give :class:`SeriesPoint` objects made on the fly.
+    """
+
+    def __init__(self, t: np.ndarray, tps: np.ndarray, run: np.ndarray) -> None:
+        self.t, self.tps, self.run = t, tps, run
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    @overload
+    def __getitem__(self, i: int) -> SeriesPoint: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[SeriesPoint]: ...
+
+    def __getitem__(self, i: int | slice) -> SeriesPoint | list[SeriesPoint]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return SeriesPoint(float(self.t[i]), float(self.tps[i]), int(self.run[i]))
+
+    def __iter__(self) -> Iterator[SeriesPoint]:
+        for t, v, r in zip(self.t.tolist(), self.tps.tolist(), self.run.tolist(), strict=True):
+            yield SeriesPoint(t, v, r)
+
+
 @dataclass
 class ReportData:
     """Everything a report shows, independent of the format."""
@@ -59,7 +90,7 @@ class ReportData:
     path: str
     session: Session
     analysis: Analysis
-    series: list[SeriesPoint]
+    series: Sequence[SeriesPoint]
     time_basis: str  # "log time" or "receive time"
     run_labels: dict[int, str]
     sweep_verdicts: list[dict[str, Any]] = field(default_factory=list)
@@ -90,14 +121,20 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     Raises:
         RecordingError: not a readable recording.
     """
-    raw: list[tuple[float | None, float | None, float, int]] = []  # (log time, receive time, tps, run)
+    # Columns of (log time, receive time, tps, run); NaN for a missing time. Arrays, not tuples:
+    # a 2M-line recording has a million samples.
+    log_t, recv_t, tps_col, run_col = array("d"), array("d"), array("d"), array("Q")
+    nan = math.nan
     verdicts: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
 
     def on_record(t: float | None, rec: ParsedRecord, session: Session) -> None:
         if isinstance(rec, (Decode, EngineStats)) and rec.gen_throughput is not None and session.current:
-            raw.append((rec.timestamp, t, float(rec.gen_throughput), session.current.id))
+            log_t.append(nan if rec.timestamp is None else rec.timestamp)
+            recv_t.append(nan if t is None else float(t))
+            tps_col.append(float(rec.gen_throughput))
+            run_col.append(session.current.id)
 
     def on_entry(entry: dict[str, Any]) -> None:
         kind = entry.get("type")
@@ -113,21 +150,24 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     analysis = analyze(session.runs)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall
     # back to receive times when any sample lacks one.
-    use_log = bool(raw) and all(r[0] is not None for r in raw)
+    lt = np.frombuffer(log_t, dtype=np.float64)
+    use_log = bool(len(lt)) and not bool(np.isnan(lt).any())
     basis = "log time" if use_log else "receive time"
-    points = [(r[0] if use_log else r[1], r[2], r[3]) for r in raw]
-    points = [p for p in points if p[0] is not None]
-    t0 = min((p[0] for p in points), default=0.0)
-    series = [SeriesPoint(float(p[0]) - t0, p[1], p[2]) for p in points]  # type: ignore[arg-type]
-    series.sort(key=lambda p: p.t)
+    when = lt if use_log else np.frombuffer(recv_t, dtype=np.float64)
+    keep = ~np.isnan(when)
+    when = when[keep]
+    t0 = float(when.min()) if len(when) else 0.0
+    order = np.argsort(when, kind="stable")  # the same order as a stable sort by time
+    series = Series((when - t0)[order], np.frombuffer(tps_col, dtype=np.float64)[keep][order],
+                    np.frombuffer(run_col, dtype=np.uint64)[keep][order])
     labels = {r.id: r.label for r in session.runs}
     return ReportData(str(path), session, analysis, series, basis, labels, verdicts, restarts, meta,
                       build_cost_model(analysis), stats)
 
 
-def _downsample(series: list[SeriesPoint], limit: int = MAX_POINTS) -> list[SeriesPoint]:
+def _downsample(series: Sequence[SeriesPoint], limit: int = MAX_POINTS) -> list[SeriesPoint]:
     if len(series) <= limit:
-        return series
+        return list(series)
     step = len(series) / limit
     return [series[int(i * step)] for i in range(limit)]
 
@@ -158,10 +198,14 @@ def text_chart(data: ReportData, width: int = CHART_WIDTH, height: int = CHART_H
     if not series:
         return ["(no throughput samples)"]
     t_end = max(p.t for p in series) or 1.0
-    cols: list[list[SeriesPoint]] = [[] for _ in range(width)]
+    # Per column: the running sum, the count and the last run (not the points: there may be millions).
+    sums, counts, last = [0.0] * width, [0] * width, [0] * width
     for p in series:
-        cols[min(width - 1, int(p.t / t_end * (width - 1)))].append(p)
-    means = [(sum(p.tps for p in c) / len(c), c[-1].run) if c else None for c in cols]
+        x = min(width - 1, int(p.t / t_end * (width - 1)))
+        sums[x] += p.tps
+        counts[x] += 1
+        last[x] = p.run
+    means = [(sums[x] / counts[x], last[x]) if counts[x] else None for x in range(width)]
     values = [m[0] for m in means if m]
     lo, hi = min(values), max(values)
     if hi - lo < 1e-9:
