@@ -40,7 +40,7 @@ from typing import Any
 
 from specmon import __version__
 from specmon.model.session import Run, Session
-from specmon.parsing import LineParser
+from specmon.parsing import LineParser, detect_engine
 from specmon.records import (
     Config,
     Decode,
@@ -475,18 +475,31 @@ def record_from_json(data: dict[str, Any]) -> ParsedRecord:
         elif f.name in ("per_position", "progress") and value is not None:
             value = tuple(value)
         kwargs[f.name] = value
-    return cls(**kwargs)
+    rec: ParsedRecord = cls(**kwargs)
+    return rec
+
+
+#: Raw lines replayed together: a block of plain stats lines goes through the bulk path.
+REPLAY_BLOCK = 8192
+#: What engine detection looks at, as ``summarize`` does (``head_lines`` + ``detect_engine``).
+_HEAD_LINES, _HEAD_BYTES = 5000, 1 << 20
+
+#: ``on_samples(log times, receive times, throughputs, run id)``: a bulk block's decode samples.
+SamplesCallback = Callable[[Sequence[float | None], Sequence[float | None], Sequence[float], int], None]
 
 
 def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                      stats: ReadStats | None = None,
                      on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
-                     on_entry: Callable[[dict[str, Any]], None] | None = None) -> Session:
-    """Rebuild the session a recording captured.
+                     on_entry: Callable[[dict[str, Any]], None] | None = None,
+                     on_samples: SamplesCallback | None = None) -> Session:
+    """Rebuild the session a recording captured, streaming (memory bounded by a block of lines).
 
     Raw lines are parsed again per source, in order, with the recorded
-    warm-up (``warmup`` overrides it). A source that recorded parsed records
-    but no raw lines is rebuilt from those records.
+    warm-up (``warmup`` overrides it), the way ``summarize`` reads a log: the
+    engine is recognised from each source's first lines, and blocks made only of
+    plain stats lines take the bulk path, which gives what the line parser gives.
+    A source that recorded parsed records but no raw lines is rebuilt from those records.
 
     Args:
         path: The recording.
@@ -494,6 +507,8 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
         stats: Receives what reading skipped (truncated tail, bad lines).
         on_record: Called after each record is ingested, with the line's receive time.
         on_entry: Called with every entry (restarts, verdicts, meta), in order.
+        on_samples: Called for the decode samples of a block read in bulk (no records are built
+            for them). Without it, every line goes through the line parser and ``on_record``.
 
     Raises:
         RecordingError: as for :func:`read_recording`.
@@ -501,9 +516,21 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     entries = read_recording(path, stats)
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
+    detected: set[str] = set()
     has_lines: set[str] = set()
     pending_records: list[tuple[str, dict[str, Any]]] = []
-    current = ""
+    block: list[tuple[int, str, Any]] = []  # (line number, text, receive time): smaller than the entries
+    block_src = ""
+
+    def flush_block() -> None:
+        if block:
+            assert session is not None
+            if block_src not in detected:
+                detected.add(block_src)
+                _detect(session, parsers[block_src], block)
+            _replay_block(session, parsers[block_src], block, on_record, on_samples)
+            block.clear()
+
     for entry in entries:
         kind = entry["type"]
         if on_entry is not None:
@@ -513,34 +540,86 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
             session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
             continue
         if kind == "meta" and entry.get("event") == "source":
+            flush_block()
             _flush_records(session, pending_records, has_lines, on_record)
             current = str(entry.get("source", ""))
             session.begin_source(current, baseline=bool(entry.get("baseline")))
             year = entry.get("year")
             parsers[current] = LineParser(year=year if isinstance(year, int) else None)
+            detected.discard(current)
         elif kind == "line":
             src = str(entry.get("src", ""))
-            parser = parsers.get(src)
-            if parser is None:
+            if src != block_src or len(block) >= REPLAY_BLOCK:
+                flush_block()
+                block_src = src
+            if src not in parsers:
                 # Lines before any source entry (a hand-made file): one implicit source.
                 session.begin_source(src)
-                parser = parsers[src] = LineParser()
-                current = src
+                parsers[src] = LineParser()
             has_lines.add(src)
-            rec = parser.parse(str(entry.get("text", "")), int(entry.get("n", 0)))
-            session.lines += 1
-            if rec is not None:
-                session.ingest(rec)
-                if on_record is not None:
-                    on_record(entry.get("t"), rec, session)
+            block.append((int(entry.get("n", 0)), str(entry.get("text", "")), entry.get("t")))
         elif kind == "record":
             src = str(entry.get("src", ""))
             if src not in has_lines:  # lines are authoritative: their source's records are not kept
                 pending_records.append((src, entry))
     if session is None:  # pragma: no cover - read_recording raises for empty files
         raise RecordingError(f"{path}: empty recording")
+    flush_block()
     _flush_records(session, pending_records, has_lines, on_record)
     return session
+
+
+def _detect(session: Session, parser: LineParser, block: list[tuple[int, str, Any]]) -> None:
+    """Recognise a source's engine from its first lines, as ``summarize`` does from the file's head."""
+    head: list[str] = []
+    size = 0
+    for _, text, _ in block[:_HEAD_LINES]:
+        size += len(text) + 1
+        if size > _HEAD_BYTES:
+            break
+        head.append(text)
+    engine = detect_engine(head)
+    session.set_engine_hint(engine)
+    if parser.engine is Engine.UNKNOWN:
+        parser.engine = engine
+
+
+def _replay_block(session: Session, parser: LineParser, block: list[tuple[int, str, Any]],
+                  on_record: Callable[[float | None, ParsedRecord, Session], None] | None,
+                  on_samples: SamplesCallback | None) -> None:
+    """Parse and ingest consecutive raw lines of one source: in bulk when they allow it."""
+    texts = [text for _, text, _ in block]
+    piece = None
+    if on_samples is not None or on_record is None:
+        from specmon.ingest.bulk import bulk_piece
+
+        if not parser.in_traceback:
+            piece = bulk_piece([t.encode("utf-8", errors="replace") for t in texts], parser.engine, parser.year)
+    if piece is None:
+        parse = parser.parse
+        for n, text, t in block:
+            rec = parse(text, n)
+            session.lines += 1
+            if rec is not None:
+                session.ingest(rec)
+                if on_record is not None:
+                    on_record(t, rec, session)
+        return
+    # The parser state the line path would leave: stats lines end a traceback and name the engine.
+    if piece.tput or piece.prefill:
+        parser.in_traceback = False
+        if parser.engine is Engine.UNKNOWN:
+            parser.engine = Engine.SGLANG
+    session.counts["prefill"] += piece.prefill
+    if piece.tput:
+        session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
+                                      piece.acc_len, piece.acc_rate,
+                                      block[0][0], block[-1][0])
+        if on_samples is not None and session.current is not None:
+            # bulk_piece takes decode lines in order by this same test.
+            recv = [t for _, text, t in block if "Decode batch" in text]
+            on_samples(piece.ts, recv, piece.tput, session.current.id)
+    session.lines += len(block)
 
 
 def _flush_records(session: Session, pending: list[tuple[str, dict[str, Any]]], has_lines: set[str],

@@ -123,7 +123,7 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     """
     # Columns of (log time, receive time, tps, run); NaN for a missing time. Arrays, not tuples:
     # a 2M-line recording has a million samples.
-    log_t, recv_t, tps_col, run_col = array("d"), array("d"), array("d"), array("Q")
+    log_t, recv_t, tps_col, run_col = array("d"), array("d"), array("d"), array("I")
     nan = math.nan
     verdicts: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
@@ -146,7 +146,15 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
             meta[str(entry["event"])] = entry
 
     stats = ReadStats()
-    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry)
+    def on_samples(ts: Sequence[float | None], recv: Sequence[float | None], tps: Sequence[float],
+                   run: int) -> None:
+        log_t.extend(nan if v is None else v for v in ts)
+        recv_t.extend(nan if v is None else float(v) for v in recv)
+        tps_col.extend(tps)
+        run_col.extend([run] * len(tps))
+
+    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry,
+                               on_samples=on_samples)
     analysis = analyze(session.runs)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall
     # back to receive times when any sample lacks one.
@@ -154,12 +162,17 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     use_log = bool(len(lt)) and not bool(np.isnan(lt).any())
     basis = "log time" if use_log else "receive time"
     when = lt if use_log else np.frombuffer(recv_t, dtype=np.float64)
+    tps = np.frombuffer(tps_col, dtype=np.float64)
+    runs = np.frombuffer(run_col, dtype=np.uint32)
     keep = ~np.isnan(when)
-    when = when[keep]
+    if not keep.all():
+        when, tps, runs = when[keep], tps[keep], runs[keep]
     t0 = float(when.min()) if len(when) else 0.0
-    order = np.argsort(when, kind="stable")  # the same order as a stable sort by time
-    series = Series((when - t0)[order], np.frombuffer(tps_col, dtype=np.float64)[keep][order],
-                    np.frombuffer(run_col, dtype=np.uint64)[keep][order])
+    when = when - t0
+    if len(when) > 1 and not bool((when[1:] >= when[:-1]).all()):
+        order = np.argsort(when, kind="stable")  # the same order as a stable sort by time
+        when, tps, runs = when[order], tps[order], runs[order]
+    series = Series(when, tps, runs)
     labels = {r.id: r.label for r in session.runs}
     return ReportData(str(path), session, analysis, series, basis, labels, verdicts, restarts, meta,
                       build_cost_model(analysis), stats)

@@ -72,3 +72,59 @@ def test_series_and_chart_from_columns(tmp_path: Path) -> None:
     assert {p.run for p in data.series} == {r.id for r in data.session.runs if r.used}
     chart = "\n".join(text_chart(data))
     assert all(f"{c} = run" in chart for c in "ABCD")
+
+
+def _big_log(path: Path, n: int, seed: int) -> None:
+    """Long runs of plain decode/prefill/access lines (the bulk path), a restart with another
+    configuration in the middle, a second rank, and a crash at the end."""
+    import random
+
+    rng = random.Random(seed)
+    out = ["[2026-08-23 08:59:00] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+           "speculative_num_steps=2, speculative_eagle_topk=1, speculative_num_draft_tokens=3, tp_size=1)",
+           "[2026-08-23 08:59:59] The server is fired up and ready to roll!"]
+    for i in range(n):
+        s = i // 4
+        ts = f"2026-08-23 {9 + s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+        if i == n // 2:
+            out.append(f"[{ts}] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+                       "speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)")
+            out.append(f"[{ts}] The server is fired up and ready to roll!")
+        x = rng.random()
+        rank = "TP0" if rng.random() < 0.9 else "DP1 TP0"
+        if x < 0.6:
+            out.append(f"[{ts} {rank}] Decode batch, #running-req: {rng.randint(1, 4)}, #token: 900, token usage: "
+                       f"0.02, accept len: {rng.uniform(1.6, 2.6):.2f}, accept rate: {rng.uniform(0.5, 0.9):.2f}, "
+                       f"cuda graph: True, gen throughput (token/s): {rng.uniform(58, 120):.2f}, #queue-req: 0")
+        elif x < 0.8:
+            out.append(f"[{ts} {rank}] Prefill batch, #new-seq: 1, #new-token: 90, #cached-token: 0, token usage: "
+                       "0.02, #running-req: 0, #queue-req: 0, cuda graph: False, input throughput (token/s): 12.5")
+        else:
+            out.append(f'[{ts}] INFO:     127.0.0.1:4000 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+    out += ["[2026-08-23 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "x.py", line 1, in f', "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB"]
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_report_equals_summarize_through_the_bulk_path(seed: int, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of plain stats lines take the bulk path in both commands: the numbers, the series
+    and the crash are the ones the line-by-line replay gives."""
+    log = tmp_path / "big.log"
+    _big_log(log, 40_000, seed)
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec, batch=500)
+    summary = _json(["summarize", str(log), "--format", "json", "--jobs", "1"], capsys)
+    report = _json(["report", str(rec), "--format", "json"], capsys)
+    for key in ("lines", "engine", "counts", "runs", "verdict", "crashes"):
+        assert report[key] == summary[key], key
+    assert report["crashes"] and "CUDA out of memory" in report["crashes"][0]["error"]
+    from specmon.ingest import bulk
+
+    fast = load_report(rec)
+    monkeypatch.setattr(bulk, "bulk_piece", lambda *a: None)  # the line parser only
+    single = load_report(rec)
+    assert list(fast.series) == list(single.series)
+    assert text_chart(fast) == text_chart(single)
