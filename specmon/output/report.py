@@ -35,7 +35,7 @@ from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.session import Session
 from specmon.output.recording import ReadStats, replay_recording
-from specmon.output.tables import HEADERS, row_cells, to_csv
+from specmon.output.tables import HEADERS, crash_lines, row_cells, to_csv
 from specmon.output.tables import to_json as table_json
 from specmon.records import Decode, EngineStats, ParsedRecord
 
@@ -280,6 +280,8 @@ def to_markdown(data: ReportData) -> str:
         if row.best:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
+    if data.analysis.crashes:
+        lines += ["", "## Crashes", "", *(f"- {t}" for t in crash_lines(data.analysis))]
     lines += ["", "## Throughput over time", "", "```", *text_chart(data), "```"]
     if data.cost is not None:
         lines += ["", "## Cost model", "", "```", *data.cost.lines(), "```"]
@@ -354,6 +356,9 @@ def to_html(data: ReportData) -> str:
         items = "".join(f"<li>{esc(_when(r))}: {esc(str(r.get('steps')))} steps — "
                         f"{'ready' if r.get('ok') else esc('failed: ' + str(r.get('detail', '')))}</li>" for r in finished)
         restarts = f"<h2>Restarts</h2>\n<ul>{items}</ul>"
+    crashes = ""
+    if data.analysis.crashes:
+        crashes = "<h2>Crashes</h2>\n<ul>" + "".join(f"<li>{esc(t)}</li>" for t in crash_lines(data.analysis)) + "</ul>"
     title = esc(f"specmon report — {os.path.basename(data.path)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -371,6 +376,7 @@ p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6
 <h2>Configurations</h2>
 <table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in HEADERS)}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
+{crashes}
 <h2>Throughput over time</h2>
 {_svg_chart(data)}
 {cost}

@@ -128,3 +128,16 @@ def test_report_equals_summarize_through_the_bulk_path(seed: int, tmp_path: Path
     single = load_report(rec)
     assert list(fast.series) == list(single.series)
     assert text_chart(fast) == text_chart(single)
+
+
+def test_report_names_the_crash_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording whose last run crashed: Markdown, HTML, JSON and CSV reports say so."""
+    log = tmp_path / "big.log"
+    _big_log(log, 3000, 3)
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec)
+    for fmt, needle in (("markdown", "## Crashes"), ("html", "<h2>Crashes</h2>"), ("json", '"crashes"'),
+                        ("csv", "crash_error")):
+        assert main(["report", str(rec), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert needle in out and "CUDA out of memory" in out, fmt
