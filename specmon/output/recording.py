@@ -506,7 +506,8 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
         warmup: Override the recorded warm-up.
         stats: Receives what reading skipped (truncated tail, bad lines).
         on_record: Called after each record is ingested, with the line's receive time.
-        on_entry: Called with every entry (restarts, verdicts, meta), in order.
+        on_entry: Called with every entry but the raw lines (meta, records, runs, restarts,
+            verdicts), in order.
         on_samples: Called for the decode samples of a block read in bulk (no records are built
             for them). Without it, every line goes through the line parser and ``on_record``.
 
@@ -520,25 +521,45 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     has_lines: set[str] = set()
     pending_records: list[tuple[str, dict[str, Any]]] = []
     block: list[tuple[int, str, Any]] = []  # (line number, text, receive time): smaller than the entries
-    block_src = ""
+    block_src: str | None = None  # None: no block open (a source may be named "")
 
     def flush_block() -> None:
         if block:
-            assert session is not None
+            assert session is not None and block_src is not None
             if block_src not in detected:
                 detected.add(block_src)
                 _detect(session, parsers[block_src], block)
             _replay_block(session, parsers[block_src], block, on_record, on_samples)
             block.clear()
 
+    first = next(entries, None)
+    if first is not None:
+        if on_entry is not None:
+            on_entry(first)
+        recorded = first.get("warmup")
+        session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
+    append = block.append
     for entry in entries:
         kind = entry["type"]
+        if kind == "line":  # the bulk of a recording: kept cheap
+            src = entry.get("src", "")
+            if src != block_src or len(block) >= REPLAY_BLOCK:
+                if not isinstance(src, str):
+                    src = str(src)
+                flush_block()
+                block_src = src
+                if src not in parsers:
+                    # Lines before any source entry (a hand-made file): one implicit source.
+                    assert session is not None
+                    session.begin_source(src)
+                    parsers[src] = LineParser()
+                has_lines.add(src)
+            n, text = entry.get("n", 0), entry.get("text", "")
+            append((n if type(n) is int else int(n), text if type(text) is str else str(text), entry.get("t")))
+            continue
         if on_entry is not None:
             on_entry(entry)
-        if session is None:
-            recorded = entry.get("warmup")
-            session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
-            continue
+        assert session is not None
         if kind == "meta" and entry.get("event") == "source":
             flush_block()
             _flush_records(session, pending_records, has_lines, on_record)
@@ -547,17 +568,7 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
             year = entry.get("year")
             parsers[current] = LineParser(year=year if isinstance(year, int) else None)
             detected.discard(current)
-        elif kind == "line":
-            src = str(entry.get("src", ""))
-            if src != block_src or len(block) >= REPLAY_BLOCK:
-                flush_block()
-                block_src = src
-            if src not in parsers:
-                # Lines before any source entry (a hand-made file): one implicit source.
-                session.begin_source(src)
-                parsers[src] = LineParser()
-            has_lines.add(src)
-            block.append((int(entry.get("n", 0)), str(entry.get("text", "")), entry.get("t")))
+            block_src = None  # the next line, even of the same name, opens a block of this source
         elif kind == "record":
             src = str(entry.get("src", ""))
             if src not in has_lines:  # lines are authoritative: their source's records are not kept

@@ -141,3 +141,15 @@ def test_report_names_the_crash_in_every_format(tmp_path: Path, capsys: pytest.C
         assert main(["report", str(rec), "--format", fmt]) == 0
         out = capsys.readouterr().out
         assert needle in out and "CUDA out of memory" in out, fmt
+
+
+def test_hand_made_recording_without_source_entries(tmp_path: Path) -> None:
+    """Lines with no source entry (and no ``src``) form one implicit source, as before."""
+    lines = LOGS[2].read_text().splitlines()
+    path = tmp_path / "hand.jsonl"
+    entries = [{"type": "meta", "event": "start", "format": recmod.FORMAT, "version": 1}]
+    entries += [{"type": "line", "n": i, "text": t} for i, t in enumerate(lines, 1)]
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    data = load_report(path)
+    assert data.session.lines == len(lines) and [r.source for r in data.session.runs] == [""]
+    assert data.analysis.rows and data.analysis.rows[0].samples > 0
