@@ -24,7 +24,7 @@ import json
 import math
 import os
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, overload
@@ -115,6 +115,30 @@ class ReportData:
         return self.analysis.verdict.sentence
 
 
+class _RunLength:
+    """A column of floats kept as (value, repeat) pairs: receive times repeat per batch and run ids
+    per run, so a million samples take a few entries (NaN repeats like any value)."""
+
+    def __init__(self) -> None:
+        self.values, self.counts = array("d"), array("q")
+
+    def add(self, value: float, n: int = 1) -> None:
+        if self.values:
+            last = self.values[-1]
+            if last == value or (last != last and value != value):
+                self.counts[-1] += n
+                return
+        self.values.append(value)
+        self.counts.append(n)
+
+    def extend(self, values: Iterable[float]) -> None:
+        for v in values:
+            self.add(v)
+
+    def expand(self) -> np.ndarray:
+        return np.repeat(np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.counts, dtype=np.int64))
+
+
 def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> ReportData:
     """Replay a recording and gather what a report needs.
 
@@ -123,7 +147,8 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     """
     # Columns of (log time, receive time, tps, run); NaN for a missing time. Arrays, not tuples:
     # a 2M-line recording has a million samples.
-    log_t, recv_t, tps_col, run_col = array("d"), array("d"), array("d"), array("I")
+    log_t, tps_col = array("d"), array("d")
+    recv_t, run_col = _RunLength(), _RunLength()
     nan = math.nan
     verdicts: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
@@ -132,9 +157,9 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     def on_record(t: float | None, rec: ParsedRecord, session: Session) -> None:
         if isinstance(rec, (Decode, EngineStats)) and rec.gen_throughput is not None and session.current:
             log_t.append(nan if rec.timestamp is None else rec.timestamp)
-            recv_t.append(nan if t is None else float(t))
+            recv_t.add(nan if t is None else float(t))
             tps_col.append(float(rec.gen_throughput))
-            run_col.append(session.current.id)
+            run_col.add(session.current.id)
 
     def on_entry(entry: dict[str, Any]) -> None:
         kind = entry.get("type")
@@ -146,12 +171,13 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
             meta[str(entry["event"])] = entry
 
     stats = ReadStats()
+
     def on_samples(ts: Sequence[float | None], recv: Sequence[float | None], tps: Sequence[float],
                    run: int) -> None:
         log_t.extend(nan if v is None else v for v in ts)
         recv_t.extend(nan if v is None else float(v) for v in recv)
         tps_col.extend(tps)
-        run_col.extend([run] * len(tps))
+        run_col.add(run, len(tps))
 
     session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry,
                                on_samples=on_samples)
@@ -161,9 +187,9 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     lt = np.frombuffer(log_t, dtype=np.float64)
     use_log = bool(len(lt)) and not bool(np.isnan(lt).any())
     basis = "log time" if use_log else "receive time"
-    when = lt if use_log else np.frombuffer(recv_t, dtype=np.float64)
+    when = lt if use_log else recv_t.expand()
     tps = np.frombuffer(tps_col, dtype=np.float64)
-    runs = np.frombuffer(run_col, dtype=np.uint32)
+    runs = run_col.expand().astype(np.uint32)
     keep = ~np.isnan(when)
     if not keep.all():
         when, tps, runs = when[keep], tps[keep], runs[keep]
