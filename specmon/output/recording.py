@@ -376,7 +376,7 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
                     items = json.loads(b"[" + b",".join(chunk) + b"]")
                 except ValueError:
                     items = None
-                if items is not None and all(isinstance(e, dict) and "type" in e for e in items):
+                if items is not None and all(type(e) is dict and "type" in e for e in items):
                     stats.entries += len(items)
                     yield from items
                     continue
@@ -605,7 +605,12 @@ def _replay_block(session: Session, parser: LineParser, block: list[tuple[int, s
         from specmon.ingest.bulk import bulk_piece
 
         if not parser.in_traceback:
-            piece = bulk_piece([t.encode("utf-8", errors="replace") for t in texts], parser.engine, parser.year)
+            # One encode of the joined block instead of one per line (raw lines hold no newline;
+            # a hand-made one that does is encoded line by line).
+            raw = "\n".join(texts).encode("utf-8", errors="replace").split(b"\n")
+            if len(raw) != len(texts):
+                raw = [t.encode("utf-8", errors="replace") for t in texts]
+            piece = bulk_piece(raw, parser.engine, parser.year)
     if piece is None:
         parse = parser.parse
         for n, text, t in block:
