@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from array import array
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,11 @@ async def test_scrapes_while_the_loop_ingests_see_consistent_growing_figures() -
     side (no buffer view of a live array), and every scrape sees a count no smaller than the last."""
     session = Session(warmup=0)
     session.ingest(Config(1, None, None, engine=Engine.SGLANG, algorithm="EAGLE3", steps=2, topk=1, draft_tokens=3))
+    session.ingest(Decode(0, None, None, running_req=4, gen_throughput=90.0, accept_len=2.0))
+    # A long run already behind: averaging it takes long enough for the two threads to overlap.
+    held = 300_000
+    for column in (session.runs[-1].throughput, session.runs[-1].accept_len):
+        column.extend(array("f", [90.0]) * held)
     seen: list[float] = []
     errors: list[BaseException] = []
     async with PrometheusExporter(session, 0) as exporter:
@@ -150,7 +156,7 @@ async def test_scrapes_while_the_loop_ingests_see_consistent_growing_figures() -
     assert not errors, errors
     assert len(seen) == 150 and seen == sorted(seen) and seen[-1] > seen[0]
     final = parse(render_metrics(session))
-    assert final["specmon_run_samples"][0][1] == len(session.runs[-1].throughput) == i
+    assert final["specmon_run_samples"][0][1] == len(session.runs[-1].throughput) == 1 + held + i
 
 
 async def test_port_in_use_is_a_clear_error() -> None:
