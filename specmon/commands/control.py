@@ -16,9 +16,9 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
-    from specmon.control.load import LoadConfig, LoadControl
+    from specmon.control.load import LoadConfig
     from specmon.control.runner import Result
-    from specmon.control.sweep import SweepEvent, SweepPlan, SweepResult
+    from specmon.control.sweep import LoadControl, SweepEvent, SweepPlan, SweepResult
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest, Recorder
 

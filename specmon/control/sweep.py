@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
-from specmon.model.analysis import Analysis, analyze, summarize_runs
+from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
@@ -348,11 +348,11 @@ class SweepResult:
 
     def to_json(self) -> dict[str, Any]:
         """The document ``specmon sweep --format json`` prints."""
-        rows: dict[tuple[int, int], Any] = {}
+        rows: dict[tuple[int, int], ConfigRow] = {}
         for v in self.verdicts:
-            for row in v.analysis.rows:
-                if row.steps is not None and v.concurrency is not None:
-                    rows[(row.steps, v.concurrency)] = row
+            for measured in v.analysis.rows:
+                if measured.steps is not None and v.concurrency is not None:
+                    rows[(measured.steps, v.concurrency)] = measured
         runs = []
         for cell in self.cells:
             row = rows.get((cell.steps, cell.concurrency))
