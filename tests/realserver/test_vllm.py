@@ -18,7 +18,6 @@ PID, in a finally. Nothing asserts which setting is faster on this toy model.
 
 from __future__ import annotations
 
-import signal
 import statistics
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from specmon.commands.remote import connect_app, plan_connect, with_restart
 from specmon.control.eta import EtaStore
 from specmon.control.restart import Phase
 from specmon.model.session import Run
-from tests.support.connecting import connect_args, start_through_controller, stop_by_pidfile, write_config
+from tests.support.connecting import connect_args, start_through_controller, write_config
 from tests.support.realkits import (
     VLLM_ENV,
     background_load,
@@ -37,6 +36,7 @@ from tests.support.realkits import (
     run_specmon,
     server_argv,
     shared_dir,
+    stop_server,
     sweep_json,
     vllm_missing,
     vllm_profile,
@@ -130,7 +130,7 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
     finally:
         if runner is not None:
             runner.close()
-        stop_by_pidfile(launch.pidfile, signal.SIGINT)
+        stop_server(launch.pidfile)
 
 
 def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the_last(
@@ -165,7 +165,7 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
         argv = server_argv(launch.pidfile)
         assert any('"num_speculative_tokens": 1' in a for a in argv), argv
     finally:
-        stop_by_pidfile(launch.pidfile, signal.SIGINT)
+        stop_server(launch.pidfile)
 
 
 async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
@@ -211,4 +211,4 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
     finally:
         if runner is not None:
             runner.close()
-        stop_by_pidfile(launch.pidfile, signal.SIGINT)
+        stop_server(launch.pidfile)

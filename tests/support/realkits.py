@@ -198,3 +198,17 @@ async def wait_until(pilot: Any, condition: Callable[[], bool], what: str, limit
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened within {limit_s:g} s: {what}")
         await pilot.pause(0.5)
+
+
+def stop_server(pidfile: str | None, sig: int = signal.SIGINT, late_s: float = 45.0) -> None:
+    """Stop the server a pidfile names, waiting ``late_s`` for a pidfile that is not there yet.
+
+    A start whose SSH command timed out on a loaded machine still runs on the host, and its
+    server records its PID later: stopping only what is recorded now would orphan it.
+    """
+    from tests.support.connecting import pid_in, stop_by_pidfile
+
+    deadline = time.monotonic() + late_s
+    while pid_in(pidfile) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_by_pidfile(pidfile, sig)
