@@ -200,7 +200,7 @@ async def wait_until(pilot: Any, condition: Callable[[], bool], what: str, limit
         await pilot.pause(0.5)
 
 
-def stop_server(pidfile: str | None, sig: int = signal.SIGINT, late_s: float = 45.0) -> None:
+def stop_server(pidfile: str | None, sig: int = signal.SIGINT, late_s: float = 90.0) -> None:
     """Stop the server a pidfile names, waiting ``late_s`` for a pidfile that is not there yet.
 
     A start whose SSH command timed out on a loaded machine still runs on the host, and its
