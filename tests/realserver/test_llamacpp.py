@@ -93,12 +93,16 @@ async def test_dashboard_restarts_a_real_llama_server_from_depth_4_to_2_over_ope
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the depth dialog", 30)
                 await pilot.press("2", "enter")
                 await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
-                shown = app.screen.text
+                confirm = app.screen
+                assert isinstance(confirm, ConfirmCommandsScreen)
+                shown = confirm.text
                 assert "--spec-draft-n-max 2 " in shown and "llama_2.log" in shown, shown
                 await pilot.press("y")
                 await wait_until(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
                                  and not flow.controller.busy, "the restart to end", RESTART_WAIT_S)
-                final = flow.controller.progress
+                assert flow.controller is not None
+                assert flow.controller is not None
+            final = flow.controller.progress
                 assert final is not None
                 assert final.phase is Phase.READY, (
                     f"the restart from the dashboard did not reach ready: {final.phase.value}: {final.message}\n"

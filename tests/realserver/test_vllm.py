@@ -100,12 +100,16 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog", 30)
                 await pilot.press("1", "enter")
                 await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
-                shown = app.screen.text
+                confirm = app.screen
+                assert isinstance(confirm, ConfirmCommandsScreen)
+                shown = confirm.text
                 assert '"num_speculative_tokens": 1' in shown and "vllm_1.log" in shown, shown
                 await pilot.press("y")
                 await wait_until(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
                                  and not flow.controller.busy, "the restart to end", RESTART_WAIT_S)
-                final = flow.controller.progress
+                assert flow.controller is not None
+                assert flow.controller is not None
+            final = flow.controller.progress
                 assert final is not None
                 assert final.phase is Phase.READY, (
                     f"the restart from the dashboard did not reach ready: {final.phase.value}: {final.message}\n"
@@ -194,10 +198,13 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
             await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog", 30)
             await pilot.press("2", "enter")
             await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
-            assert "VLLM_CPU_KVCACHE_SPACE" not in app.screen.text
+            confirm = app.screen
+            assert isinstance(confirm, ConfirmCommandsScreen)
+            assert "VLLM_CPU_KVCACHE_SPACE" not in confirm.text
             await pilot.press("y")
             await wait_until(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
                              and not flow.controller.busy, "the failed start to end", RESTART_WAIT_S)
+            assert flow.controller is not None
             final = flow.controller.progress
             assert final is not None
             print(f"\nfailed vLLM start: {final.phase.value} after {final.elapsed_s:.0f} s: {final.message}")
