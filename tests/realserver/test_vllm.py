@@ -108,8 +108,7 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
                 await wait_until(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
                                  and not flow.controller.busy, "the restart to end", RESTART_WAIT_S)
                 assert flow.controller is not None
-                assert flow.controller is not None
-            final = flow.controller.progress
+                final = flow.controller.progress
                 assert final is not None
                 assert final.phase is Phase.READY, (
                     f"the restart from the dashboard did not reach ready: {final.phase.value}: {final.message}\n"
