@@ -650,7 +650,7 @@ def profile_from_server(
     Args:
         server: The adopted server.
         log: Log path template; default: the file its stdout goes to now
-            (restarts truncate it).
+            (a restart moves it aside to LOG.<UTC time> and starts a new one).
         pidfile: Pidfile template; default ``/tmp/specmon-{port}.pid``.
         steps_max: Largest step count offered.
         stop_grace_s: Seconds between SIGINT and SIGKILL.

@@ -25,7 +25,7 @@ The new log is followed twice: the controller reads it into a private session
 dashboard to follow it too (``on_log_switch``), usually through a
 :class:`SwitchingSource`, so the run table gains the new run. The log path can
 change with the step count (``sglang_{steps}step.log``); a managed start
-truncates it, so it is read from its start.
+moves the old one aside (never truncates it), so the new file is read from its start.
 
 Nothing here imports Textual.
 """
@@ -597,7 +597,7 @@ class RestartController:
         plan = a.plan
         emit()
         # A custom start may append to the same log: follow it from its end, before the stop.
-        # A managed start truncates it (and a new path is a new file): follow from the start, after.
+        # A managed start moves the old log aside and starts a new file: follow it from the start, after.
         new_file = before is not None and before.log != plan.log
         early = plan.mode == "custom" and plan.log is not None and not new_file
 

@@ -918,7 +918,7 @@ class PlanRestarter:
             return RestartOutcome(False, str(exc))
         self.show(plan.describe())
         # Custom commands may append to the log: follow from its current end, before the restart.
-        # A managed start truncates the log: follow it from the start, after the restart.
+        # A managed start moves the old log aside and starts a new file: follow it from the start, after.
         if self.follower is not None:
             if plan.mode == "custom" and plan.log:
                 await self.follower.follow(plan.log, from_end=True)
