@@ -3,7 +3,7 @@
 Expected failures (missing files, bad options, nothing to report) print one
 clear sentence on stderr and exit with a documented code; they never show a
 traceback. Exit codes: 0 success, 1 nothing found / no verdict possible,
-2 usage or input error.
+2 usage or input error, 3 a sweep could not measure every requested setting.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import positive_float, positive_int
+from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Sequence
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
@@ -23,16 +23,29 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
     from specmon.output.recording import RecordedIngest, Recorder
 
 
-def _int_list(text: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
-        values.append(int(part))
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"a value is listed twice in {text!r}")
-    return values
+#: Exit status of a sweep that ran but could not measure every requested setting (the verdict,
+#: if any, covers only the others). 0: all measured and a verdict; 1: no verdict; 2: bad input.
+EXIT_INCOMPLETE = 3
+
+
+def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str | None:
+    """One sentence when a requested step count is outside the profile's range, before any restart.
+
+    Args:
+        profile: The launch profile the sweep restarts with.
+        steps: The requested step counts.
+        whose: Names the profile in the message (``profile 'kimi'``, ``the demo server``).
+
+    Returns:
+        The message, or None when every step count can be started.
+    """
+    lo, hi = profile.steps_min, profile.steps_max
+    bad = [s for s in steps if not lo <= s <= hi]
+    if not bad:
+        return None
+    listed = ", ".join(str(s) for s in bad)
+    extra = " (0 needs a no-speculation command)" if 0 in bad and lo > 0 else ""
+    return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,9 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="a profile of the config file with a [launch] section (not with --demo)")
     s.add_argument("--demo", action="store_true",
                    help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 3 minutes)")
-    s.add_argument("--steps", type=_int_list, default=None, metavar="LIST",
+    s.add_argument("--steps", type=step_list, default=None, metavar="LIST",
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
-    s.add_argument("--concurrency", type=_int_list, default=[1], metavar="LIST",
+    s.add_argument("--concurrency", type=concurrency_list, default=[1], metavar="LIST",
                    help="requests in flight, e.g. 1 or 1,4 (default 1: what a single user feels)")
     s.add_argument("--min-samples", type=positive_int, default=None, metavar="N",
                    help="counted samples before the first look (default 40)")
@@ -270,6 +283,11 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         # A sweep never stops the server for good: say so, it is still using the GPUs.
         _err("sweep: the server is left running with the last configuration measured; "
              "restart it with the winner from the dashboard (r) or your own command")
+    failed = [c for c in result.cells if c.status == "failed"]
+    if failed:
+        _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
+             f"(exit {EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
     if verdict is None or verdict.best is None:
         return EXIT_NOTHING
     return EXIT_OK
@@ -335,6 +353,9 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
             health_url="http://127.0.0.1:{port}/health", steps_min=0, steps_max=32, start_timeout_s=60,
             stop_grace_s=5, stop_signal="TERM")
+        problem = check_steps(profile, plan.steps, "the demo server")
+        if problem:
+            return _fail(problem, EXIT_INPUT)
         try:
             load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
         except LoadError as exc:
@@ -399,6 +420,9 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"profile {args.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
+    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}")
+    if problem:
+        return _fail(problem)
     restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
     try:
         plans = [restarter_probe.plan_for(s) for s in plan.steps]

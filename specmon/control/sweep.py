@@ -38,6 +38,7 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -821,6 +822,28 @@ def stderr_show(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+#: Raw log lines a :class:`LogFollower` keeps, and how many of them a failed start-up shows.
+RECENT_LINES, TAIL_SHOWN = 40, 12
+
+
+def log_tail(lines: Sequence[str], limit: int = TAIL_SHOWN) -> list[str]:
+    """The lines that say why a start-up failed: from the last ``Traceback`` on, else the last few.
+
+    Args:
+        lines: The log's last raw lines, oldest first.
+        limit: At most this many lines (the end of a long traceback: the error is last).
+
+    Returns:
+        Non-blank lines, oldest first.
+    """
+    kept = [line.rstrip() for line in lines if line.strip()]
+    for i in range(len(kept) - 1, -1, -1):
+        if "Traceback (most recent call last)" in kept[i]:
+            kept = kept[i:]
+            break
+    return kept[-limit:]
+
+
 class LogFollower:
     """Follows the server's log into a session, switching files at every restart.
 
@@ -834,10 +857,13 @@ class LogFollower:
         self._make = make_source
         self._source: Any = None
         self._task: asyncio.Task[None] | None = None
+        #: The last raw lines of the file followed now: a failed start-up shows them.
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
 
     async def follow(self, path: str, *, from_end: bool = False) -> None:
         """Stop following the old file; follow ``path`` (from its start, or its current end)."""
         await self.stop()
+        self.recent.clear()
         self._source = self._make(path, from_end)
         self.ingest.begin_source(getattr(self._source, "name", path))
         self._task = asyncio.ensure_future(self._pump(self._source))
@@ -845,6 +871,7 @@ class LogFollower:
     async def _pump(self, source: Any) -> None:
         async for batch in source.batches():
             self.ingest.feed(batch)
+            self.recent.extend(batch)
 
     async def stop(self) -> None:
         """Stop following."""
@@ -943,8 +970,13 @@ class PlanRestarter:
         ready = await wait_ready(plan, self.runner, sleep=sleep)
         if ready.state != "ready":
             last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
-            return RestartOutcome(False, f"server not ready ({ready.state}{': ' + last[0] if last else ''})",
-                                  plan.log)
+            text = f"server not ready ({ready.state}{': ' + last[0] if last else ''})"
+            if self.follower is not None:
+                await asyncio.sleep(0.4)  # its last words may still be on their way through the tail
+                tail = log_tail(self.follower.recent)
+                if tail:
+                    text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
+            return RestartOutcome(False, text, plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
 
     async def stop_server(self) -> str | None:
