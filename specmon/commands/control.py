@@ -174,12 +174,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan = _plan(args)
     except ValueError as exc:  # SweepError and the rule's own checks
         return _fail(str(exc), EXIT_INPUT)
+    signalled: list[int] = []
     try:
-        return asyncio.run(_sweep_main(args, plan))
+        return asyncio.run(_until_signal(_sweep_main(args, plan), signalled))
     except KeyboardInterrupt:
         print("specmon: sweep interrupted; run the same command again to continue where it stopped",
               file=sys.stderr)
         return 130
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        import signal as signals
+
+        name = signals.Signals(signalled[0]).name
+        _err(f"specmon: sweep stopped by {name}; run the same command again to continue where it stopped")
+        return 128 + signalled[0]
+
+
+async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) -> int:
+    """Run ``coro``; SIGTERM and SIGHUP cancel it like Ctrl+C, so its clean-up runs.
+
+    The ``finally`` blocks then stop the load driver and close the forwards, and the demo
+    stops its simulated server and removes its folder; a real server is left running.
+    """
+    import asyncio
+    import signal
+
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        if not signalled:
+            signalled.append(signum)
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await task
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
 
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
@@ -203,7 +238,10 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
 def _err(text: str) -> None:
     import sys
 
-    print(text, file=sys.stderr, flush=True)
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 
 
 def _on_event(ev: SweepEvent) -> None:

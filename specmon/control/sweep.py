@@ -956,8 +956,9 @@ class PlanRestarter:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
 
-        report = await execute(plan, self.runner, on_step)
+        # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
+        report = await execute(plan, self.runner, on_step)
         if not report.ok:
             return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
         if self.follower is not None and plan.mode == "managed" and plan.log:
@@ -986,6 +987,12 @@ class PlanRestarter:
             return None
         self.show(f"stop:  {plan.stop.display}")
         result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        line = (result.stdout.strip().splitlines() or [""])[-1]
+        if "no-pidfile" in line:
+            # A start cut short may record its server a moment later: one more look.
+            await asyncio.sleep(1.0)
+            result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+            line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()
-        return (result.stdout.strip().splitlines() or [""])[-1]
+        return line
