@@ -138,6 +138,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
               "skipped", file=sys.stderr)
     if args.output:
+        from specmon.control.guard import ReadOnlyError, refuse
+
+        try:
+            refuse(f"write {args.output}")
+        except ReadOnlyError as exc:
+            return _fail(f"{exc}; leave out -o to print the report")
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -158,6 +164,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from specmon.cli import EXIT_INPUT, _fail
 
+    if getattr(args, "read_only", False):
+        return _fail("a sweep restarts the server and drives load: it cannot run with --read-only")
     if args.demo and args.profile:
         return _fail("give a PROFILE or --demo, not both")
     if not args.demo and not args.profile:

@@ -134,6 +134,10 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
 
     from specmon.control.demo import stop_demo_server
 
+    if getattr(args, "read_only", False):
+        print("specmon: the demo starts and restarts a simulated server: it cannot run with --read-only "
+              "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)", file=sys.stderr)
+        return EXIT_INPUT
     created = args.dir is None
     if created:
         workdir = Path(tempfile.mkdtemp(prefix="specmon-demo-"))

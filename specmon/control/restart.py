@@ -44,6 +44,7 @@ import asyncssh
 
 from specmon.control.adopt import AdoptError, ServerProcess, probe_servers, profile_from_server
 from specmon.control.eta import TIMED_PHASES, EtaEstimate, EtaStore, estimate
+from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import (
     CommandPlan,
     LaunchProfile,
@@ -553,8 +554,11 @@ class RestartController:
             The final view: ``READY``, ``CRASHED``, ``TIMEOUT`` or ``FAILED``.
 
         Raises:
-            RestartError: busy, or ``plan`` was not built here, not shown, or already run.
+            RestartError: read-only mode, busy, or ``plan`` was not built here, not shown, or already run.
         """
+        if read_only_reason() is not None:
+            self.withdraw(plan)
+            raise RestartError(read_only_message("restart the server"))
         if self._busy:
             raise RestartError("a restart is already in progress")
         if not isinstance(plan, CommandPlan) or plan is not self._offered:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
@@ -547,6 +548,8 @@ class Sweep:
         if self.finished:
             self._emit("resume", "this sweep already finished; showing its verdict")
             return self.result()
+        if read_only_reason() is not None:  # a finished sweep's verdict is shown; nothing new runs
+            raise SweepError(read_only_message("run a sweep (it restarts the server)"))
         done = sum(1 for c in self.cells if c.status in (DONE, FAILED))
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
