@@ -196,6 +196,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         name = signals.Signals(signalled[0]).name
         _err(f"specmon: sweep stopped by {name}; run the same command again to continue where it stopped")
+        if not args.demo:
+            _err("specmon: the server is left running (a real server is never stopped by a signal to specmon); "
+                 "the next connect or sweep with this profile adopts it")
         return 128 + signalled[0]
 
 
@@ -297,7 +300,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         cost = build_cost_model(analyses_from_cells(result.cells, verdict.concurrency or 1),
                                 concurrency=verdict.concurrency)
     doc["cost_model"] = cost.to_json() if cost else None
-    doc.update(extra)
+    doc.update({k: v for k, v in extra.items() if not k.startswith("_")})
     if args.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -329,6 +332,9 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         # A sweep never stops the server for good: say so, it is still using the GPUs.
         _err("sweep: the server is left running with the last configuration measured; "
              "restart it with the winner from the dashboard (r) or your own command")
+        record = getattr(extra.get("_restarter"), "started", None)
+        if record is not None:
+            _err(f"sweep: {record.left_running_text()}")
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:
         _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
@@ -507,7 +513,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         from specmon.sources.local import LocalTailSource
 
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(path, lines=0 if from_end else None))
-        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err)
+        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err,
+                                  record_servers=True)
         load = None
         if not args.no_load:
             try:
@@ -538,7 +545,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         await follower.stop()
     if result is None:
         return EXIT_INPUT
-    return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "_restarter": restarter})
 
 
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
@@ -561,7 +568,8 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
     try:
         follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(target, path,
                                                                            lines=0 if from_end else None))
-        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err)
+        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err,
+                                  record_servers=True)
 
         async def run(load: LoadControl | None) -> int:
             return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)

@@ -482,7 +482,7 @@ class CommandPlan:
 # `sh -c` gives a known one. proc.sh (procinfo, alive, isnum) is prepended to each.
 
 #: The script files, in the order a command is assembled from them.
-SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh")
+SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh")
 
 
 def script_text(name: str) -> str:
@@ -497,6 +497,7 @@ def _script(name: str) -> str:
 STOP_SCRIPT = _script("stop.sh")
 START_SCRIPT = _script("start.sh")
 READY_SCRIPT = _script("ready.sh")
+ALIVE_SCRIPT = _script("alive.sh")
 
 
 def build_plan(

@@ -51,8 +51,11 @@ from specmon.control.launch import (
     PlanStep,
     ProcessIdentity,
     build_plan,
+    expand,
+    parse_result_line,
 )
 from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
+from specmon.control.servers import check_record, forget, load_record, record_started
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
@@ -421,6 +424,9 @@ class RestartController:
         clock: Monotonic seconds (injected in tests).
         sleep: Awaitable sleep (injected in tests).
         ready_poll_s: Seconds between readiness checks (None: the plan's own).
+        record_servers: Record every server a managed start leaves running in the user data
+            directory (:mod:`specmon.control.servers`), so the next session adopts it. Real
+            servers only (``connect``); the demo stops its own.
     """
 
     def __init__(
@@ -437,6 +443,7 @@ class RestartController:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         ready_poll_s: float | None = None,
+        record_servers: bool = False,
     ) -> None:
         if not isinstance(profile, LaunchProfile):
             raise TypeError("RestartController needs a validated LaunchProfile")
@@ -464,6 +471,9 @@ class RestartController:
         self.last_plan: CommandPlan | None = None
         #: Whether the last run was cancelled half-way (its start may still land).
         self.interrupted = False
+        self.record_servers = record_servers
+        #: The server the last managed start launched (PID, start time), once it reported it.
+        self.started: ProcessIdentity | None = None
 
     # -- state for the UI ----------------------------------------------------------------
 
@@ -616,6 +626,9 @@ class RestartController:
                 if ev.step.name == "stop" and ev.outcome.ok:
                     # The adopted process is gone: from now on the pidfile names the server.
                     self.adopted = None
+                    self.started = None
+                if ev.step.name == "start" and ev.outcome.ok:
+                    self._note_started(plan, ev.outcome.fields)
             emit()
 
         report = await execute(plan, self.runner, on_step)
@@ -677,6 +690,46 @@ class RestartController:
                                            f"({_last_result(ready.last)})")
         else:
             self._finish(a, Phase.FAILED, f"the readiness check cannot run: {_last_result(ready.last)}")
+
+    def _note_started(self, plan: CommandPlan, fields: dict[str, str]) -> None:
+        try:
+            self.started = ProcessIdentity(int(fields.get("pid", "")), int(fields.get("starttime", "")))
+        except ValueError:
+            return
+        if self.record_servers:
+            # At once, not at exit: a terminal that dies with SIGKILL still leaves the record.
+            record_started(plan, self.started)
+
+    async def adopt_recorded(self) -> str | None:
+        """Look for the server an earlier session left running with this profile; adopt it if it runs.
+
+        Runs the fixed read-only ``alive.sh`` (PID and start time, and the pidfile still naming
+        it). A running server becomes the current one (its step count is known, the first
+        restart stops it by its pidfile); a gone one is forgotten.
+
+        Returns:
+            What to tell the user, or None when nothing was recorded.
+        """
+        if self.profile.mode != "managed":
+            return None
+        values = {"port": str(self.profile.port)} if self.profile.port is not None else {}
+        pidfile = expand(self.profile.pidfile_template(), values)
+        record = load_record(self.host, pidfile)
+        if record is None:
+            return None
+        state = await check_record(record, self.runner)
+        if state == "running":
+            if self.current_steps is None:
+                self.current_steps = record.steps
+            self.started = record.identity
+            return record.adopted_text()
+        if state == "unknown":
+            return f"could not check the server specmon left running on {self.host} (PID {record.pid})"
+        forget(self.host, pidfile)
+        if state == "gone":
+            return f"the server specmon left running on {self.host} (PID {record.pid}) has exited since"
+        return (f"the server specmon left running on {self.host} (PID {record.pid}) still runs, but "
+                f"{pidfile} names another process now: not adopted")
 
     def _settle_steps(self, a: _Attempt) -> None:
         steps = a.plan.steps
@@ -809,6 +862,11 @@ class RestartController:
         await self._stop_tail()
         show(f"stop:  {step.display}")
         result = await self.runner.run(step.command, step.timeout_s)
+        fields = parse_result_line(result.stdout, "specmon-stop")
+        if fields.get("result") in ("stopped", "killed", "not-running") and self.last_plan is not None \
+                and self.last_plan.pidfile is not None:
+            forget(self.host, self.last_plan.pidfile)
+            self.started = None
         lines = (result.stdout.strip() or result.stderr.strip()).splitlines()
         return lines[-1] if lines else f"exit {result.exit_status}"
 

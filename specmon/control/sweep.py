@@ -923,7 +923,7 @@ class PlanRestarter:
 
     def __init__(self, profile: LaunchProfile, runner: CommandRunner, *, host: str = "localhost",
                  follower: LogFollower | None = None, show: Callable[[str], None] = stderr_show,
-                 ready_poll_s: float | None = None) -> None:
+                 ready_poll_s: float | None = None, record_servers: bool = False) -> None:
         self.profile = profile
         self.runner = runner
         self.host = host
@@ -931,6 +931,9 @@ class PlanRestarter:
         self.show = show
         self.ready_poll_s = ready_poll_s
         self.last_plan: CommandPlan | None = None
+        #: Record each server started in the user data dir (real servers, left running at the end).
+        self.record_servers = record_servers
+        self.started: Any = None  # the last start's ServerRecord, when recorded
 
     def plan_for(self, steps: int) -> CommandPlan:
         """The plan a restart with ``steps`` would run (for showing up front).
@@ -958,6 +961,15 @@ class PlanRestarter:
         def on_step(ev: StepEvent) -> None:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
+                if ev.step.name == "start" and ev.outcome.ok and self.record_servers:
+                    from specmon.control.launch import ProcessIdentity
+                    from specmon.control.servers import record_started
+
+                    try:
+                        who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
+                    except (KeyError, ValueError):
+                        return
+                    self.started = record_started(plan, who)
 
         # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
