@@ -37,9 +37,13 @@ import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.stats import Ratio, Summary, welch_df
+
+#: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
+_Key = TypeVar("_Key", bound=Hashable)
 
 # --------------------------------------------------------------------------- quantiles
 
@@ -249,11 +253,11 @@ class StoppingRule:
     def decide(
         self,
         this: Summary,
-        others: Mapping[Hashable, Summary],
+        others: Mapping[_Key, Summary],
         *,
         budget_spent: bool = False,
         label: str = "this setting",
-        names: Mapping[Hashable, str] | None = None,
+        names: Mapping[_Key, str] | None = None,
     ) -> Decision:
         """Judge one setting at a look.
 
@@ -371,21 +375,22 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     v = analysis.verdict
     level = rule.test_level
     at = f" at concurrency {concurrency}" if concurrency else ""
-    if v.best is None or v.best.throughput is None:
-        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best, runner = v.best, v.runner_up
+    if best is None or best.throughput is None:
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
+    best_tp = best.throughput
     diff = None
     separated = False
     if runner is not None and runner.throughput is not None:
-        diff = adjusted_difference(best.throughput, runner.throughput, level)
+        diff = adjusted_difference(best_tp, runner.throughput, level)
         separated = diff.known and diff.low > 0  # type: ignore[operator]
     base = analysis.baseline
     if best.is_baseline:
-        head = f"{best.label} is fastest{at} ({best.throughput.mean:.1f} tok/s)"
+        head = f"{best.label} is fastest{at} ({best_tp.mean:.1f} tok/s)"
     elif v.speedup is not None and base is not None:
         head = f"{best.label}: {_pct_text(v.speedup)} over {base.label}{at}"
     else:
-        head = f"{best.label}: {best.throughput.mean:.1f} tok/s{at} (no baseline measured)"
+        head = f"{best.label}: {best_tp.mean:.1f} tok/s{at} (no baseline measured)"
     if runner is None:
         tail = "; nothing else to compare with."
     elif separated:
