@@ -85,3 +85,47 @@ def test_demo_sweep_stops_its_server_and_removes_its_folder(tmp_path: Path, sig:
     finally:
         p.kill()
         _kill_leftover(pid)
+
+
+def test_a_profile_sweep_stopped_by_sigterm_leaves_the_real_server_running_and_recorded(tmp_path: Path) -> None:
+    """A real (managed-profile) server is not the demo: SIGTERM ends the sweep, the server runs on, recorded."""
+    import json
+    import sys
+
+    from tests.support.net import free_port
+
+    temp, env = _env(tmp_path)
+    port = free_port()
+    work = tmp_path / "srv"
+    work.mkdir()
+    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+              "--time-scale", "200", "--startup-seconds", "0.3"]
+    config = tmp_path / "specmon.toml"
+    config.write_text(
+        "[profiles.sim.launch]\n"
+        'mode = "managed"\nengine = "sglang"\n'
+        f"argv = {json.dumps([*server, '--steps', '{steps}'])}\n"
+        f"nospec_argv = {json.dumps([*server, '--steps', '0'])}\n"
+        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
+        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
+        f"cwd = {json.dumps(str(work))}\n"
+        f"port = {port}\n"
+        'health_url = "http://127.0.0.1:{port}/health"\n'
+        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    p = PtyProcess(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--max-samples", "5000", "--yes",
+                    "--state", str(tmp_path / "state.json"), "--no-record"], env)
+    pid = None
+    try:
+        p.wait_until(lambda: "measuring" in p.output and _server_pid(str(work / "sim.pid")), "the first setting")
+        pid = _server_pid(str(work / "sim.pid"))
+        assert pid is not None
+        p.proc.send_signal(signal.SIGTERM)
+        assert p.wait_exit() == 128 + signal.SIGTERM
+        out = p.final_output()
+        assert "sweep stopped by SIGTERM" in out and "the server is left running" in out
+        assert running(pid)  # a real server is never stopped by a signal to specmon
+        records = list((tmp_path / "data" / "specmon" / "servers").glob("*.json"))
+        assert len(records) == 1 and json.loads(records[0].read_text())["pid"] == pid
+    finally:
+        p.kill()
+        _kill_leftover(pid)
