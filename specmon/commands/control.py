@@ -222,12 +222,17 @@ async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) ->
             signalled.append(signum)
             task.cancel()
 
+    handled = []
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop, sig)
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (RuntimeError, ValueError):
+            break  # not the main thread (embedded, tests): signals are not ours to handle here
+        handled.append(sig)
     try:
         return await task
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in handled:
             loop.remove_signal_handler(sig)
 
 
