@@ -86,6 +86,9 @@ def check(rec: Any, lineno: int) -> None:
                 continue
             if value is None or isinstance(value, bool):
                 continue
+            if name == "engine":
+                assert isinstance(value, Engine), (name, value, rec)  # the engine whose marker the line carried
+                continue
             if isinstance(value, int):
                 assert value >= 0, (name, value, rec)
             elif isinstance(value, float):
