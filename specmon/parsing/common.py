@@ -21,7 +21,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b|(?<![\w\]])\[[0-9;]{1,8}m")
 # Outer wrappers seen in real captures (FORMATS.md §0), stripped from the left, repeatedly.
 _OUTER = re.compile(
     r"""^(?:
-        (?P<docker>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?)\s            # docker logs -t
+        (?P<docker>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?)\s
+            (?:(?:stdout|stderr)\ [FP]\ )?                                             # docker -t, k8s (CRI)
       | (?P<compose>\d{4}-\d{2}-\d{2}\ \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s\|\s?        # collector "ts | "
       | \((?:[A-Za-z][\w.\-]*)\s+pid=\d+(?:,\s*ip=[^)]*)?\)\s?                     # Ray / vLLM process tag
       | \((?:[A-Za-z][\w.\-]*)\s+(?:rank|TP|DP)\S*\s+pid=\d+\)\s?                 # (VllmWorker rank=0 pid=N)

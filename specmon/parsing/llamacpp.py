@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, to_float
-from specmon.records import EngineStats, Spec, Unparsed
+from specmon.parsing.grammar import LineKind, register
+from specmon.records import Engine, EngineStats, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
 EVAL_MARKER = "eval time ="
@@ -57,3 +58,10 @@ def parse_eval(message: str, line: int, ts: float | None, rank: str | None) -> E
     if m is None:
         return None
     return EngineStats(line, ts, rank, gen_throughput=to_float(m.group("tps")), running=None)
+
+
+SPEC = register(LineKind(name="llamacpp.spec", engine=Engine.LLAMACPP, marker=SPEC_MARKER, parse=parse_spec,
+                         record=Spec))
+EVAL = register(LineKind(name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval,
+                         record=EngineStats,
+                         gate=lambda text: "tokens per second" in text and "prompt eval" not in text))
