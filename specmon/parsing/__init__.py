@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
-from specmon.parsing import llamacpp, sglang, vllm
-from specmon.parsing.grammar import KINDS
+from specmon.parsing import llamacpp, sglang, vllm  # noqa: F401  (they register their line kinds)
 from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.detect import detect_engine
+from specmon.parsing.grammar import KINDS
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.parsing.prefix import read_prefix
 from specmon.records import Engine, Event, Lifecycle, ParsedRecord

@@ -31,8 +31,10 @@ from specmon.records import Engine, ParsedRecord
 INT = r"\d{1,18}"
 FLOAT = r"\d{1,18}(?:\.\d{1,18})?"
 BOOL = r"True|False"
-#: Any value the line parser keeps without reading it: no comma, not blank.
-ANY = r"[^,\s](?:[^,\n]*[^,\s])?"
+#: A value the line parser keeps without reading it. Narrow on purpose (word characters,
+#: ``.%+-/``): it can hold no marker, no quote and no ", ", so a line it admits is
+#: classified by the line parser exactly as by its template.
+ANY = r"[\w.%+\-/]+"
 
 
 def to_bool_bytes(text: bytes) -> bool:

@@ -24,6 +24,21 @@ RANK_RUN = r"(?<![A-Za-z0-9_])[A-Z][A-Z_]*\d+(?: [A-Z][A-Z_]*\d+)*(?![\w])"
 _RANK = re.compile(RANK_RUN)
 
 
+def stamp_value(date: str | None, md: str | None, hms: str, frac: str, year: int) -> float | None:
+    """Epoch seconds of a prefix timestamp's parts (the one arithmetic of both parse paths).
+
+    Args:
+        date: ``YYYY-MM-DD`` or None; md: vLLM's year-less ``MM-DD`` or None;
+        hms: ``HH:MM:SS``; frac: ``.123`` / ``,123`` or ""; year: for ``md``.
+    """
+    if date:
+        return parse_datetime(date, hms, frac)
+    if md:
+        return parse_datetime(f"{year:04d}-{md}", hms, frac)
+    sec = parse_hms(hms)
+    return None if sec is None else sec + parse_fraction(frac)
+
+
 def read_prefix(prefix: str, year: int) -> tuple[float | None, str | None]:
     """Timestamp and rank from the text that precedes a message.
 
@@ -40,14 +55,7 @@ def read_prefix(prefix: str, year: int) -> tuple[float | None, str | None]:
     ts: float | None = None
     m = _TS.search(prefix)
     if m is not None:
-        date, md, hms, frac = m.group("date"), m.group("md"), m.group("hms"), m.group("frac") or ""
-        if date is not None:
-            ts = parse_datetime(date, hms, frac)
-        elif md is not None:
-            ts = parse_datetime(f"{year:04d}-{md}", hms, frac)
-        else:
-            sec = parse_hms(hms)
-            ts = None if sec is None else sec + parse_fraction(frac)
+        ts = stamp_value(m.group("date"), m.group("md"), m.group("hms"), m.group("frac") or "", year)
     rank: str | None = None
     r = _RANK.search(prefix, m.end() if m is not None else 0)
     if r is not None:
