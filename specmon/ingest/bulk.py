@@ -36,13 +36,12 @@ PIECE = 4 << 20
 #: Below this size a file is parsed in-process (a pool costs more than it saves).
 PARALLEL_MIN_BYTES = 32 << 20
 #: Templates kept per line kind (a log prints few shapes), and samples tried per piece.
-MAX_TEMPLATES = 12
-MAX_LEARN = 8
+MAX_TEMPLATES = 16
+MAX_LEARN = 32
 
 # What a template-read line becomes in the piece's text while the rest is sorted out:
 # a token no line of a real log is (checked: a piece whose count disagrees is redone).
-_TOKEN = b"\x00\x01\x02"
-_COUNTED = b"\x00\x01\x03"  # a template-read line the session only counts (prefill)
+_TOKEN = b"\x00\x01\x02"  # the last byte says the line kind
 # uvicorn access lines: None for the line parser (its first test), skipped here.
 _ACCESS = re.compile(rb'\n(?=[^\n]* - ")(?=[^\n]*HTTP/)[^\n]*(?=\n)')
 _ANSI_HINT = re.compile(rb"\x1b|\[[0-9;]{1,8}m")
@@ -84,6 +83,8 @@ class Piece:
     counted: dict[str, int] = field(default_factory=dict)
     # The piece ended inside a traceback: the next piece's first lines may name the exception.
     in_traceback: bool = False
+    #: Lines read by a template (the rest went to the line parser).
+    by_template: int = 0
 
 
 class _Learner:
@@ -130,8 +131,9 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
         message, outer_ts = probe._clean(text)
         tpl = learn(kind, text, message, outer_ts, rec, _stamp_fn(year))
     if tpl is None:
-        if len(refused) < 1000:
-            refused.add(raw)
+        if len(refused) >= 4096:
+            refused.clear()
+        refused.add(raw)
         return None
     _LEARNER.add(tpl)
     return tpl
@@ -209,12 +211,42 @@ def _columns(kind: LineKind, found: list[tuple[bytes, ...]], year: int) -> tuple
     return tuple(out)
 
 
-def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False) -> Piece:
+def _offsets(kind: LineKind) -> list[int]:
+    """Tuple index of each template's group 1 in the alternation (one outer group per template)."""
+    offsets: list[int] = []
+    pos = 0
+    for t in _LEARNER.templates[kind.name]:
+        offsets.append(pos + 1)
+        pos += 1 + t.ngroups
+    return offsets
+
+
+def _record(kind: LineKind, f: tuple[bytes, ...], line: int, year: int) -> ParsedRecord:
+    """The record of one template-read line (the slow way: tests, ``parse``)."""
+    tpls = _LEARNER.templates[kind.name]
+    offsets = _offsets(kind)
+    w = next(i for i, o in enumerate(offsets) if f[o - 1])
+    vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year))
+    ts, rank = vals.pop("timestamp"), vals.pop("rank")
+    rec: ParsedRecord = kind.record(line, ts, rank, **vals)
+    return rec
+
+
+def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026) -> tuple[list[ParsedRecord], int]:
+    """Every record of a piece the bulk way, and how many lines a template read (tests, ``parse``)."""
+    piece = bulk_piece(data, engine, year, records=True)
+    return [r for r in piece.items if not isinstance(r, Block)], piece.by_template
+
+
+def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
+               records: bool = False) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
         in_traceback: the previous piece ended inside a traceback (the parser's only
             multi-line context).
+        records: give every template-read line as a record (tests, ``parse``) instead
+            of decode columns and counts.
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
@@ -224,13 +256,16 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     parser.in_traceback = in_traceback
     probe = LineParser(year=year, engine=engine)
     kinds = [k for k in KINDS if k.body is not None and k.marker.encode() in text]
-    decode = next((k for k in kinds if k.columns), None)
-    found: list[tuple[bytes, ...]] = []
+    decode = None if records else next((k for k in kinds if k.columns), None)
+    found: dict[str, list[tuple[bytes, ...]]] = {}
     counted: dict[str, int] = {}
+    tokens: dict[bytes, LineKind] = {}
     rest = text
-    for kind in kinds:
+    for i, kind in enumerate(kinds):
         marker = kind.marker.encode()
-        tok = b"\n" + (_TOKEN if kind is decode else _COUNTED)
+        token = _TOKEN[:-1] + bytes([0x10 + i])
+        tokens[token] = kind
+        keep = records or kind is decode
         tries = 0
         while True:
             rx = _LEARNER.regex(kind)
@@ -238,14 +273,17 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             n = 0
             new_rest = rest
             if rx is not None:
-                if kind is decode:
+                if keep:
                     matched = rx.findall(rest)
-                new_rest, n = rx.subn(tok, rest)
+                new_rest, n = rx.subn(b"\n" + token, rest)
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
             learned = False
+            refused = _LEARNER.refused.setdefault(kind.name, set())
             for m in re.finditer(rb"\n([^\n]*" + re.escape(marker) + rb"[^\n]*)(?=\n)", new_rest):
+                if m.group(1) in refused:
+                    continue  # known to have no template (damaged, cut, unusual): free to skip
                 tries += 1
                 if _try_learn(kind, m.group(1), probe, year) is not None:
                     learned = True
@@ -256,38 +294,47 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                 break
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
-        if kind is decode:
-            found = matched
+        if keep:
+            found[kind.name] = matched
         elif n:
             counted[kind.record.kind] = counted.get(kind.record.kind, 0) + n
     piece = Piece(nlines, counted=counted)
-    cols = _columns(decode, found, year) if decode is not None and found else None
+    dec_found = found.get(decode.name, []) if decode is not None else []
+    cols = _columns(decode, dec_found, year) if decode is not None and dec_found else None
+    piece.by_template = sum(counted.values()) + sum(len(v) for v in found.values())
     rest = _ACCESS.sub(b"\n", rest)
-    ncounted = sum(counted.values())
-    if len(rest) == rest.count(b"\n") + (len(found) + ncounted) * len(_TOKEN):
+    if not records and len(rest) == rest.count(b"\n") + piece.by_template * len(_TOKEN):
         # Nothing but template-read lines and access lines: one block, no line parser.
-        if found:
-            first = rest.count(b"\n", 0, rest.find(_TOKEN))
-            last = rest.count(b"\n", 0, rest.rfind(_TOKEN))
-            piece.items.append(_block(cols, 0, len(found), first, last))  # type: ignore[arg-type]
-        piece.in_traceback = in_traceback and not (found or ncounted)
+        if dec_found:
+            dec_token = next(t for t, k in tokens.items() if k is decode)
+            first = rest.count(b"\n", 0, rest.find(dec_token))
+            last = rest.count(b"\n", 0, rest.rfind(dec_token))
+            piece.items.append(_block(cols, 0, len(dec_found), first, last))  # type: ignore[arg-type]
+        piece.in_traceback = in_traceback and not piece.by_template
         return piece
     # Walk the lines: template-read ones join the current block, the others go to the parser.
     lines = rest.split(b"\n")
+    seen = dict.fromkeys(found, 0)
     k = start_k = first = last = 0
     for ln in range(1, len(lines) - 1):
         x = lines[ln]
         if not x:
             continue
-        if x in (_TOKEN, _COUNTED):
+        kind_x = tokens.get(x)
+        if kind_x is not None:
             # What the line parser does on a stats line it reads (its only state).
             parser.in_traceback = False
-            if x == _COUNTED:
-                continue
-            if k == start_k:
-                first = ln
-            last = ln
-            k += 1
+            if parser.engine is Engine.UNKNOWN:
+                parser.engine = kind_x.engine
+            if records:
+                j = seen[kind_x.name]
+                seen[kind_x.name] = j + 1
+                piece.items.append(_record(kind_x, found[kind_x.name][j], ln, year))
+            elif kind_x is decode:
+                if k == start_k:
+                    first = ln
+                last = ln
+                k += 1
             continue
         if k > start_k:
             piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
@@ -297,7 +344,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             piece.items.append(rec)
     if k > start_k:
         piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-    if k != len(found):
+    if k != len(dec_found):
         raise AssertionError("template-read lines and their tokens disagree")
     piece.in_traceback = parser.in_traceback
     return piece

@@ -37,6 +37,16 @@ BOOL = r"True|False"
 ANY = r"[\w.%+\-/]+"
 
 
+_TRAIL = re.compile(r"[\s,|]*$")
+
+
+def split_trailing(body: str) -> tuple[str, str]:
+    """A body without its trailing punctuation (``", "``, ``","``, ``" |"``, spaces), and that punctuation."""
+    m = _TRAIL.search(body)
+    at = m.start() if m is not None else len(body)
+    return body[:at], body[at:]
+
+
 def to_bool_bytes(text: bytes) -> bool:
     """``b"True"`` → True (the pattern admits only True/False)."""
     return text == b"True"
@@ -214,7 +224,7 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
         return None
     parts.append(re.escape(kind.marker))
     parts.append(_digits_general(message[at_msg + len(kind.marker):start]))
-    body = message[start:]
+    body, trail = split_trailing(message[start:])
     if raw[at_raw:] != message[at_msg:]:
         return None  # ANSI inside the message part: leave such lines to the line parser
     segs = body.split(", ")
@@ -237,7 +247,7 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
             pattern = f"({spec.pattern})"
         seg_parts.append(re.escape(key + ": " + lead) + pattern + re.escape(tail))
     parts.append(re.escape(", ").join(seg_parts))
-    parts.append(re.escape(body[len(", ".join(segs)):]))  # trailing punctuation, as printed
+    parts.append(re.escape(body[len(", ".join(segs)):] + trail))  # trailing punctuation, as printed
     converters: dict[str, Callable[[bytes], Any]] = {}
     for spec in kind.fields:
         for k in spec.keys:

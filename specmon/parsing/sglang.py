@@ -13,7 +13,17 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, split_fields, to_bool, to_float, to_int
-from specmon.parsing.grammar import ANY, BOOL, FLOAT, INT, FieldSpec, LineKind, register, to_bool_bytes
+from specmon.parsing.grammar import (
+    ANY,
+    BOOL,
+    FLOAT,
+    INT,
+    FieldSpec,
+    LineKind,
+    register,
+    split_trailing,
+    to_bool_bytes,
+)
 from specmon.records import Config, Decode, Engine, Prefill, Unparsed
 
 DECODE_MARKER = "Decode batch"
@@ -77,6 +87,9 @@ def _check_fields(fields: dict[str, str], bad: list[str], strict: bool) -> str |
     return None
 
 
+_SEP = re.compile(r" ?[.,|]")  # what separates the marker from the fields
+
+
 def _body_start(message: str, marker: str) -> int:
     """Where the key-value body begins after ``Decode batch.``, ``Decode batch,``,
     ``Decode batch |`` or ``Decode batch [N],``."""
@@ -85,8 +98,9 @@ def _body_start(message: str, marker: str) -> int:
         close = message.find("]", at)
         if close > 0:
             at = close + 1
-    if message[at:at + 1] in (".", ",", "|"):
-        at += 1
+    sep = _SEP.match(message, at)
+    if sep is not None:
+        at = sep.end()
     elif message.startswith("(mixed", at):  # v0.2.13-0.3.x mixed-chunk prefill
         close = message.find(")", at)
         at = close + 2 if close > 0 else at
@@ -94,8 +108,8 @@ def _body_start(message: str, marker: str) -> int:
 
 
 def _body(message: str, marker: str) -> str:
-    """The key-value body after the marker and its separator."""
-    return message[_body_start(message, marker):]
+    """The key-value body after the marker and its separator, without trailing punctuation."""
+    return split_trailing(message[_body_start(message, marker):])[0]
 
 
 def _first(fields: dict[str, str], keys: tuple[str, ...]) -> str | None:
