@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import add, itemgetter
 from typing import Any
 
 from specmon.ingest.logfiles import check_readable, file_year, head_lines
@@ -44,7 +45,6 @@ MAX_LEARN = 32
 _TOKEN = b"\x00\x01\x02"  # the last byte says the line kind
 # uvicorn access lines: None for the line parser (its first test), skipped here.
 _ACCESS = re.compile(rb'\n(?=[^\n]* - ")(?=[^\n]*HTTP/)[^\n]*(?=\n)')
-_ANSI_HINT = re.compile(rb"\x1b|\[[0-9;]{1,8}m")
 
 
 class _Cache(dict[bytes, Any]):
@@ -111,6 +111,19 @@ class _Learner:
 
 
 _LEARNER = _Learner()
+# Memos of the prefix arithmetic (few distinct days, at most 86,400 times of day, 1,000 ms).
+_RANKS = _Cache(lambda b: b.decode())
+_HMS = _Cache(lambda b: parse_hms(b.decode()))
+_DAYS = _Cache(lambda b: _day_start(b.decode()))
+_FRACS = _Cache(lambda b: parse_fraction(b.decode()))
+_MD_DAYS: dict[int, _Cache] = {}
+
+
+def _md_days(year: int) -> _Cache:
+    memo = _MD_DAYS.get(year)
+    if memo is None:
+        memo = _MD_DAYS[year] = _Cache(lambda b: _day_start(f"{year:04d}-{b.decode()}"))
+    return memo
 
 
 def _stamp_fn(year: int) -> Callable[[dict[str, str]], float | None]:
@@ -148,14 +161,12 @@ def _columns(kind: LineKind, found: list[tuple[bytes, ...]], year: int) -> tuple
     for t in tpls:
         offsets.append(pos + 1)
         pos += 1 + t.ngroups
-    if len(tpls) == 1:
-        which = [0] * len(found)
-    else:
-        which = [next(i for i, o in enumerate(offsets) if f[o - 1]) for f in found]
-    used = set(which)
+    # Usually one shape fills the piece: find it in C (all/map) before going line by line.
+    single = next((w for w, o in enumerate(offsets) if all(map(itemgetter(o - 1), found))), None)
     ncol = 2 + len(kind.columns or ())
-    if len(used) > 1:
+    if single is None:
         # Lines of several shapes interleaved: one line at a time (rare).
+        which = [next(i for i, o in enumerate(offsets) if f[o - 1]) for f in found]
         cols: tuple[list[Any], ...] = tuple([] for _ in range(ncol))
         stamp = _stamp_fn(year)
         for f, w in zip(found, which, strict=True):
@@ -166,48 +177,52 @@ def _columns(kind: LineKind, found: list[tuple[bytes, ...]], year: int) -> tuple
             for c, attr in enumerate(kind.columns or (), 2):
                 cols[c].append(vals[attr])
         return cols
-    w = used.pop()
+    w = single
     t = tpls[w]
     base = offsets[w]  # tuple index of the template's group 1
     g = {role: base + i - 1 for role, i in t.groups.items()}
     out: list[list[Any]] = []
+    n = len(found)
+    # map/itemgetter keep the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
-    if ri is None:
-        out.append([None] * len(found))
-    else:
-        names: dict[bytes, str] = {}
-        out.append([names.get(f[ri]) or names.setdefault(f[ri], f[ri].decode()) for f in found])
+    out.append([None] * n if ri is None else list(map(_RANKS.__getitem__, map(itemgetter(ri), found))))
     hi = g.get("hms")
     if hi is None:
-        out.append([None] * len(found))
+        out.append([None] * n)
     else:
-        hms = _Cache(lambda b: parse_hms(b.decode()))
-        fi = g.get("frac")
-        frac = _Cache(lambda b: parse_fraction(b.decode()))
+        secs = list(map(_HMS.__getitem__, map(itemgetter(hi), found)))
         di, mi = g.get("date"), g.get("md")
-        if di is not None or mi is not None:
-            if di is not None:
-                day = _Cache(lambda b: _day_start(b.decode()))
-                idx = di
-            else:
-                day = _Cache(lambda b: _day_start(f"{year:04d}-{b.decode()}"))
-                idx = mi  # type: ignore[assignment]
-            if fi is None:
-                out.append([None if (d := day[f[idx]]) is None or (h := hms[f[hi]]) is None else d + h
-                            for f in found])
-            else:
-                out.append([None if (d := day[f[idx]]) is None or (h := hms[f[hi]]) is None
-                            else d + h + frac[f[fi]] for f in found])
+        if di is not None:
+            days = list(map(_DAYS.__getitem__, map(itemgetter(di), found)))
+        elif mi is not None:
+            memo = _md_days(year)
+            days = list(map(memo.__getitem__, map(itemgetter(mi), found)))
         else:
-            out.append([None if (h := hms[f[hi]]) is None else h + (frac[f[fi]] if fi is not None else 0.0)
-                        for f in found])
+            days = None
+        fi = g.get("frac")
+        fracs = list(map(_FRACS.__getitem__, map(itemgetter(fi), found))) if fi is not None else None
+        if None in secs or (days is not None and None in days):
+            # An impossible date or time somewhere (month 13, 25:00:00): no timestamp there.
+            ts = [None if h is None or (days is not None and days[j] is None)
+                  else (days[j] if days is not None else 0.0) + h + (fracs[j] if fracs is not None else 0.0)
+                  for j, h in enumerate(secs)]
+            if days is None:
+                ts = [None if h is None else h + (fracs[j] if fracs is not None else 0.0)
+                      for j, h in enumerate(secs)]
+        elif days is None:
+            ts = secs if fracs is None else list(map(add, secs, fracs))
+        else:
+            ts = list(map(add, days, secs))
+            if fracs is not None:
+                ts = list(map(add, ts, fracs))
+        out.append(ts)
     for attr in kind.columns or ():
         i = g.get(attr)
         if i is None:
-            out.append([None] * len(found))
+            out.append([None] * n)
         else:
-            conv = t.converters[attr]
-            out.append([conv(f[i]) if f[i] else None for f in found])
+            # A template's groups always take part: every value is there and matches its pattern.
+            out.append(list(map(t.converters[attr], map(itemgetter(i), found))))
     return tuple(out)
 
 
@@ -239,7 +254,7 @@ def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
-               records: bool = False) -> Piece:
+               records: bool = False, parser: LineParser | None = None) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
@@ -247,13 +262,16 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             multi-line context).
         records: give every template-read line as a record (tests, ``parse``) instead
             of decode columns and counts.
+        parser: the line parser to continue with (live feeding keeps one per source);
+            by default a new one with ``engine``, ``year`` and ``in_traceback``.
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
     nlines = text.count(b"\n") - 1
-    parser = LineParser(year=year, engine=engine)
-    parser.in_traceback = in_traceback
+    if parser is None:
+        parser = LineParser(year=year, engine=engine)
+        parser.in_traceback = in_traceback
     probe = LineParser(year=year, engine=engine)
     kinds = [k for k in KINDS if k.body is not None and k.marker.encode() in text]
     decode = None if records else next((k for k in kinds if k.columns), None)
@@ -297,7 +315,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         if keep:
             found[kind.name] = matched
         elif n:
-            counted[kind.record.kind] = counted.get(kind.record.kind, 0) + n
+            name: str = getattr(kind.record, "kind", kind.name)
+            counted[name] = counted.get(name, 0) + n
     piece = Piece(nlines, counted=counted)
     dec_found = found.get(decode.name, []) if decode is not None else []
     cols = _columns(decode, dec_found, year) if decode is not None and dec_found else None
@@ -310,7 +329,11 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             first = rest.count(b"\n", 0, rest.find(dec_token))
             last = rest.count(b"\n", 0, rest.rfind(dec_token))
             piece.items.append(_block(cols, 0, len(dec_found), first, last))  # type: ignore[arg-type]
-        piece.in_traceback = in_traceback and not piece.by_template
+        if piece.by_template:
+            parser.in_traceback = False
+            if parser.engine is Engine.UNKNOWN:
+                parser.engine = next(iter(tokens.values())).engine
+        piece.in_traceback = parser.in_traceback
         return piece
     # Walk the lines: template-read ones join the current block, the others go to the parser.
     lines = rest.split(b"\n")
@@ -417,14 +440,20 @@ def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces:
             # A traceback ran across the boundary: redo this piece here with that context (rare).
             piece = parse_piece(task, in_traceback=True)
         carry = piece.in_traceback
-        for kind, n in piece.counted.items():
-            session.counts[kind] += n
-        for item in piece.items:
-            if isinstance(item, Block):
-                session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput, item.acc_len,
-                                              item.acc_rate, offset + item.first_line, offset + item.last_line)
-            else:
-                item.line += offset
-                session.ingest(item)
+        feed_piece(session, piece, offset)
         offset += piece.lines
     session.lines += offset
+
+
+def feed_piece(session: Session, piece: Piece, offset: int) -> None:
+    """Give a piece's records, blocks and counts to the session (line numbers + ``offset``)."""
+    for kind, n in piece.counted.items():
+        session.counts[kind] += n
+    for item in piece.items:
+        if isinstance(item, Block):
+            session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput,
+                                          item.acc_len, item.acc_rate,  # type: ignore[arg-type]
+                                          offset + item.first_line, offset + item.last_line)
+        else:
+            item.line += offset
+            session.ingest(item)

@@ -11,7 +11,7 @@ final exception line) and for the engine it has recognised.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from specmon.parsing import llamacpp, sglang, vllm  # noqa: F401  (they register their line kinds)
@@ -74,7 +74,9 @@ class LineParser:
             text = _REMNANT.sub("", text[:64]) + text[64:]
         return strip_outer(text)
 
-    def _stats(self, text, lineno, marker, fn, engine):  # type: ignore[no-untyped-def]
+    def _stats(self, text: str, lineno: int, marker: str,
+               fn: Callable[[str, int, float | None, str | None], ParsedRecord | None],
+               engine: Engine) -> ParsedRecord | None:
         message, outer_ts = self._clean(text)
         at = message.find(marker)
         if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text

@@ -162,7 +162,7 @@ def _ts_piece(m: re.Match[str], capture: bool, groups: dict[str, int], counter: 
         out += grp("md", r"\d{2}-\d{2}") + " "
     out += grp("hms", r"\d{2}:\d{2}:\d{2}")
     if m.group("frac"):
-        out += grp("frac", r"(?:[.,]\d{1,9})?")
+        out += grp("frac", "(?:" + re.escape(m.group("frac")[0]) + r"\d{1,9})?")
     out += r"(?!\d)" + re.escape(m.group("z"))
     return out
 

@@ -167,7 +167,7 @@ def stats_line(draw: st.DrawFn, *, cut: bool = True) -> Written:
 def _check_values(w: Written, rec: Any) -> None:
     """The values of a read line are the written ones; a field the cut reached is not invented."""
     n = len(w.line)
-    for attr, (k0, v0, v1) in w.spans.items():
+    for attr, (_k0, v0, v1) in w.spans.items():
         got = getattr(rec, attr)
         if n >= v1:
             assert got == w.values[attr], (attr, w.line, rec)
