@@ -491,7 +491,9 @@ class LoadDriver:
                     for choice in data.get("choices") or []:
                         if not isinstance(choice, dict):
                             continue
-                        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                        delta = choice.get("delta")
+                        if not isinstance(delta, dict):
+                            delta = {}
                         text = choice.get("text") or delta.get("content") or ""
                         if text:
                             pieces += 1
@@ -569,8 +571,8 @@ class LoadDriver:
             done.set()
             for w in workers:
                 w.cancel()
-            for w in waiters:
-                w.cancel()
+            for waiter in waiters:
+                waiter.cancel()
             await asyncio.gather(*workers, *waiters, return_exceptions=True)
             report.ended_at = self._clock()
         return report

@@ -359,11 +359,11 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                 last = ln
                 k += 1
             continue
-        if k > start_k:
-            piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-            start_k = k
         rec = parser.parse(x.decode("utf-8", errors="replace"), ln)
         if rec is not None:
+            if k > start_k:
+                piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
+                start_k = k
             piece.items.append(rec)
     if k > start_k:
         piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
@@ -371,6 +371,35 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         raise AssertionError("template-read lines and their tokens disagree")
     piece.in_traceback = parser.in_traceback
     return piece
+
+
+@dataclass
+class Columns:
+    """The decode columns and prefill count of a block made only of stats and access lines."""
+
+    ranks: list[str | None]
+    ts: list[float | None]
+    running: list[int]
+    tput: list[float]
+    acc_len: list[float | None] | None
+    acc_rate: list[float | None] | None
+    prefill: int
+
+
+def decode_columns(lines: list[bytes], engine: Engine, year: int) -> Columns | None:
+    """Columns of consecutive lines when no line gives a record of its own (report's replay); else None."""
+    data = b"\n".join(lines)
+    piece = bulk_piece(data, engine, year)
+    blocks = [b for b in piece.items if isinstance(b, Block)]
+    if len(blocks) != len(piece.items) or len(blocks) > 1:
+        return None
+    if set(piece.counted) - {"prefill"}:
+        return None
+    n = len(blocks[0].tput) if blocks else 0
+    if data.count(b"Decode batch") != n:
+        return None  # a decode-marked line the session does not sample: keep the caller's pairing exact
+    b = blocks[0] if blocks else Block(0, 0, [], [], [], [], None, None)
+    return Columns(b.ranks, b.ts, b.running, b.tput, b.acc_len, b.acc_rate, piece.counted.get("prefill", 0))
 
 
 def _block(cols: tuple[list[Any], ...], a: int, b: int, first: int, last: int) -> Block:
@@ -421,6 +450,7 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     size = p.stat().st_size
     year = file_year(p)
     engine = detect_engine(head_lines(p))
+    session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
     tasks = [(str(p), a, b, engine.value, year) for a, b in _pieces(str(p), size)]
     workers = jobs or os.cpu_count() or 1

@@ -20,7 +20,7 @@ from specmon.parsing.detect import detect_engine
 from specmon.parsing.grammar import KINDS
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.parsing.prefix import read_prefix
-from specmon.records import Engine, Event, Lifecycle, ParsedRecord
+from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["LineParser", "parse_lines", "detect_engine"]
 
@@ -30,6 +30,9 @@ _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
 # Every engine module registered its line kinds on import (above): the markers, in order.
 _DISPATCH = tuple(KINDS)
+
+#: An engine's stats-line parser: (message, line number, timestamp, rank) -> record.
+StatsParser = Callable[[str, int, float | None, str | None], ParsedRecord | None]
 
 
 class LineParser:
@@ -74,9 +77,7 @@ class LineParser:
             text = _REMNANT.sub("", text[:64]) + text[64:]
         return strip_outer(text)
 
-    def _stats(self, text: str, lineno: int, marker: str,
-               fn: Callable[[str, int, float | None, str | None], ParsedRecord | None],
-               engine: Engine) -> ParsedRecord | None:
+    def _stats(self, text: str, lineno: int, marker: str, fn: StatsParser, engine: Engine) -> ParsedRecord | None:
         message, outer_ts = self._clean(text)
         at = message.find(marker)
         if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text
@@ -85,8 +86,11 @@ class LineParser:
         if ts is None:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
-        if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
-            self.engine = engine
+        if rec is not None and rec.kind != "unparsed":
+            if isinstance(rec, EngineStats | Spec):
+                rec.engine = engine  # spec / engine stats: two engines print them
+            if self.engine is Engine.UNKNOWN:
+                self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
         return rec

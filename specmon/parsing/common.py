@@ -21,8 +21,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b|(?<![\w\]])\[[0-9;]{1,8}m")
 # Outer wrappers seen in real captures (FORMATS.md §0), stripped from the left, repeatedly.
 _OUTER = re.compile(
     r"""^(?:
-        (?P<docker>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?)\s
-            (?:(?:stdout|stderr)\ [FP]\ )?                                             # docker -t, k8s (CRI)
+        (?P<docker>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?)\s            # docker logs -t
       | (?P<compose>\d{4}-\d{2}-\d{2}\ \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s\|\s?        # collector "ts | "
       | \((?:[A-Za-z][\w.\-]*)\s+pid=\d+(?:,\s*ip=[^)]*)?\)\s?                     # Ray / vLLM process tag
       | \((?:[A-Za-z][\w.\-]*)\s+(?:rank|TP|DP)\S*\s+pid=\d+\)\s?                 # (VllmWorker rank=0 pid=N)
@@ -84,7 +83,7 @@ def parse_hms(hms: str) -> float | None:
 def parse_fraction(frac: str) -> float:
     """The fractional-seconds part ``.123`` (or ``.123456789``) as seconds; 0 if absent."""
     if len(frac) > 1 and frac[0] in ".," and frac[1:].isdigit():
-        return int(frac[1:]) / float(10 ** (len(frac) - 1))
+        return int(frac[1:]) / 10.0 ** (len(frac) - 1)
     return 0.0
 
 
