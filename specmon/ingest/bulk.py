@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from operator import add, itemgetter
 from typing import Any
 
-from specmon.ingest.logfiles import check_readable, file_year, head_lines
+from specmon.ingest.logfiles import check_readable, head_lines, log_year
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
@@ -448,8 +448,9 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     """
     p = check_readable(path)
     size = p.stat().st_size
-    year = file_year(p)
-    engine = detect_engine(head_lines(p))
+    head = head_lines(p)
+    year = log_year(p, head)
+    engine = detect_engine(head)
     session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
     tasks = [(str(p), a, b, engine.value, year) for a, b in _pieces(str(p), size)]

@@ -81,3 +81,24 @@ def test_rank_tags_are_kept_whole() -> None:
     bulk, n = piece_records((text + "\n" + text + "\n").encode())
     assert [r.rank for r in line] == ["PP0 ATTN_CP7 TP7"] * 2
     assert [r.to_json() for r in bulk] == [r.to_json() for r in line] and n == 2
+
+
+def test_year_less_stamps_take_the_year_of_a_dated_line_not_the_mtime(tmp_path: Path) -> None:
+    import os
+
+    from specmon.ingest.files import ingest_files
+    from specmon.ingest.logfiles import log_year
+
+    log = tmp_path / "vllm.log"
+    lines = ["2024-12-30T10:00:00.000000000Z INFO 12-30 10:00:00 [api_server.py:1] vLLM API server version 0.8.5"]
+    lines += [f"INFO 12-30 10:00:{i:02d} [loggers.py:1] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+              f"Avg generation throughput: {50 + i}.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs" for i in range(10)]
+    log.write_text("\n".join(lines) + "\n")
+    os.utime(log, (1_800_000_000, 1_800_000_000))  # mtime in 2027: a copied file
+    assert log_year(log) == 2024
+    from datetime import UTC, datetime
+
+    session = ingest_files([str(log)], jobs=1)
+    last = session.runs[-1].last_at
+    assert last is not None
+    assert datetime.fromtimestamp(last, tz=UTC).strftime("%Y-%m-%d %H:%M:%S") == "2024-12-30 10:00:09"
