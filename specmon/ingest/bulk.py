@@ -483,7 +483,7 @@ def feed_piece(session: Session, piece: Piece, offset: int) -> None:
     for item in piece.items:
         if isinstance(item, Block):
             session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput,
-                                          item.acc_len, item.acc_rate,  # type: ignore[arg-type]
+                                          item.acc_len, item.acc_rate,
                                           offset + item.first_line, offset + item.last_line)
         else:
             item.line += offset
