@@ -27,6 +27,7 @@ from specmon.parsing import LineParser, parse_lines
 from specmon.records import (
     Config,
     Decode,
+    Engine,
     EngineStats,
     Lifecycle,
     Prefill,
@@ -80,7 +81,13 @@ def check(rec: Any, lineno: int) -> None:
             if name in ("line", "timestamp", "rank"):
                 continue
             value = getattr(rec, name)
+            if name == "engine":  # the engine whose marker the line carried
+                assert isinstance(value, Engine), (name, value)
+                continue
             if value is None or isinstance(value, bool):
+                continue
+            if name == "engine":
+                assert isinstance(value, Engine), (name, value, rec)  # the engine whose marker the line carried
                 continue
             if isinstance(value, int):
                 assert value >= 0, (name, value, rec)
