@@ -718,8 +718,8 @@ def _detect_head(texts: list[str]) -> Engine:
 
 
 def _bulk(block: _Block, parser: LineParser) -> Any:
-    """The bulk parse of a block (``bulk_piece``), or None when it must be read line by line."""
-    from specmon.ingest.bulk import bulk_piece
+    """The bulk parse of a block (``decode_columns``), or None when it must be read line by line."""
+    from specmon.ingest.bulk import decode_columns
 
     texts = block.texts
     # One encode of the joined block instead of one per line (raw lines hold no newline;
@@ -727,7 +727,7 @@ def _bulk(block: _Block, parser: LineParser) -> Any:
     raw = "\n".join(texts).encode("utf-8", errors="replace").split(b"\n")
     if len(raw) != len(texts):
         raw = [t.encode("utf-8", errors="replace") for t in texts]
-    return bulk_piece(raw, parser.engine, parser.year)
+    return decode_columns(raw, parser.engine, parser.year)
 
 
 def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any,
