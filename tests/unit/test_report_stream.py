@@ -124,7 +124,7 @@ def test_report_equals_summarize_through_the_bulk_path(seed: int, tmp_path: Path
     from specmon.ingest import bulk
 
     fast = load_report(rec)
-    monkeypatch.setattr(bulk, "bulk_piece", lambda *a: None)  # the line parser only
+    monkeypatch.setattr(bulk, "decode_columns", lambda *a: None)  # the line parser only
     single = load_report(rec)
     assert list(fast.series) == list(single.series)
     assert text_chart(fast) == text_chart(single)
