@@ -34,9 +34,11 @@ adds the adjusted critical value and the decisions.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
+
+from scipy import stats as _stats
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.stats import Ratio, Summary, welch_df
@@ -46,77 +48,19 @@ from specmon.model.stats import Ratio, Summary, welch_df
 
 @lru_cache(maxsize=256)
 def normal_quantile(p: float) -> float:
-    """The ``p`` quantile of the standard normal distribution (0 < p < 1).
-
-    Bisection on ``erfc``: slower than a rational approximation but exact to
-    double precision, and the rule needs only a handful of distinct levels.
-    """
+    """The ``p`` quantile of the standard normal distribution (0 < p < 1), from ``scipy.stats``."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"probability must be in (0, 1), got {p}")
-    lo, hi = -40.0, 40.0
-    for _ in range(120):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def _beta_cf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-14:
-            break
-    return h
-
-
-def _t_two_sided_tail(t: float, df: float) -> float:
-    """P(|T| > t) for Student's t with ``df`` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2)."""
-    if t <= 0:
-        return 1.0
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    # The continued fraction converges fast for x < (a+1)/(a+b+2); use symmetry otherwise.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_cf(a, b, x) / a
-    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+    return float(_stats.norm.ppf(p))
 
 
 @lru_cache(maxsize=4096)
-def _t_quantile_exact(p: float, df: float) -> float:
-    tail = 2.0 * (1.0 - p)
-    lo, hi = 0.0, 1.0
-    while _t_two_sided_tail(hi, df) > tail:
-        hi *= 2.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if _t_two_sided_tail(mid, df) > tail:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
 def t_quantile(p: float, df: float) -> float:
-    """The upper ``p`` quantile of Student's t (``p`` > 0.5), for fractional ``df``.
+    """The upper ``p`` quantile of Student's t (``p`` > 0.5), exact at fractional ``df``.
 
-    For ``df >= 6`` the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5)
-    is accurate to better than 0.1% at the levels used here and costs
-    nothing; below that the exact tail (incomplete beta) is inverted.
+    ``scipy.stats.t.ppf``: the one place the sweep's adjusted intervals get their
+    critical value. Exact matters most at small n, where the verdict may now be
+    given (a handful of batch means, Welch's fractional degrees of freedom).
     """
     if not 0.5 < p < 1.0:
         raise ValueError(f"p must be in (0.5, 1), got {p}")
@@ -124,14 +68,7 @@ def t_quantile(p: float, df: float) -> float:
         return math.inf
     if math.isinf(df):
         return normal_quantile(p)
-    if df < 6:
-        return _t_quantile_exact(p, round(df, 2))
-    z = normal_quantile(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    return float(_stats.t.ppf(p, df))
 
 
 # --------------------------------------------------------------------------- the rule
@@ -214,8 +151,8 @@ class StoppingRule:
             raise ValueError("alpha must be in (0, 1)")
         if self.looks < 1:
             raise ValueError("looks must be at least 1")
-        if self.min_samples < 10:
-            raise ValueError("min_samples must be at least 10 (the analysis needs 10 for a verdict)")
+        if self.min_samples < 3:
+            raise ValueError("min_samples must be at least 3 (an interval needs 3 samples)")
         if self.max_samples < self.min_samples:
             raise ValueError("max_samples must be at least min_samples")
         if self.margin_pct <= 0 or self.precision_pct <= 0:
@@ -310,6 +247,35 @@ class SweepVerdict:
     diff: Difference | None
     level: float
     sentence: str
+    #: Not separated, and the adjusted interval of best − runner-up lies within ±margin_pct.
+    equivalent: bool = False
+    margin_pct: float | None = None
+    #: Which source the samples come from: ``counters``, ``log``, ``counters+log`` (mixed visits).
+    source: str = "log"
+    #: The other sources' view (see :func:`check_source`).
+    checks: tuple[SourceCheck, ...] = ()
+
+    @property
+    def sources_agree(self) -> bool | None:
+        """Whether every other source agrees (None when there is no other source)."""
+        return all(c.agrees for c in self.checks) if self.checks else None
+
+    def with_sources(self, source: str, checks: Sequence[SourceCheck]) -> SweepVerdict:
+        """The same verdict, saying which source it rests on and whether the others agree."""
+        names = {"counters": "the engine's counters (/metrics)", "log": "the server log",
+                 "counters+log": "the engine's counters and, where they were missing, the log"}
+        text = f" Rests on {names.get(source, source)}"
+        if checks:
+            parts = []
+            for c in checks:
+                gap = f"within {c.max_gap_pct:.1f}%" if c.max_gap_pct is not None else "no common settings"
+                if c.agrees:
+                    parts.append(f"{c.name} agrees ({gap})")
+                else:
+                    best = "no" if c.best_steps is None else f"{c.best_steps} steps as"
+                    parts.append(f"{c.name} DISAGREES ({best} fastest, {gap})")
+            text += "; " + ", ".join(parts)
+        return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
 
     @property
     def best(self) -> ConfigRow | None:
@@ -346,6 +312,11 @@ class SweepVerdict:
             "diff_tps": r(self.diff.diff) if self.diff else None,
             "diff_interval": [r(self.diff.low), r(self.diff.high)] if self.diff else None,
             "diff_level": round(self.level, 5),
+            "equivalent": self.equivalent,
+            "margin_pct": self.margin_pct,
+            "source": self.source,
+            "sources_agree": self.sources_agree,
+            "checks": [c.to_json() for c in self.checks],
             "sentence": self.sentence,
         }
 
@@ -374,24 +345,74 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     if v.best is None or v.best.throughput is None:
         return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best, runner = v.best, v.runner_up
+    best_tp = best.throughput
+    assert best_tp is not None
     diff = None
-    separated = False
+    separated = equivalent = False
+    margin = rule.margin_pct / 100.0 * best_tp.mean
     if runner is not None and runner.throughput is not None:
-        diff = adjusted_difference(best.throughput, runner.throughput, level)
+        diff = adjusted_difference(best_tp, runner.throughput, level)
         separated = diff.known and diff.low > 0  # type: ignore[operator]
+        equivalent = (not separated and diff.known and -margin < diff.low  # type: ignore[operator]
+                      and diff.high < margin)  # type: ignore[operator]
     base = analysis.baseline
     if best.is_baseline:
-        head = f"{best.label} is fastest{at} ({best.throughput.mean:.1f} tok/s)"
+        head = f"{best.label} is fastest{at} ({best_tp.mean:.1f} tok/s)"
     elif v.speedup is not None and base is not None:
         head = f"{best.label}: {_pct_text(v.speedup)} over {base.label}{at}"
     else:
-        head = f"{best.label}: {best.throughput.mean:.1f} tok/s{at} (no baseline measured)"
+        head = f"{best.label}: {best_tp.mean:.1f} tok/s{at} (no baseline measured)"
     if runner is None:
         tail = "; nothing else to compare with."
     elif separated:
         assert diff is not None
         tail = (f"; faster than {runner.label} by {diff.diff:.1f} tok/s "
                 f"({100 * level:.2f}% interval {diff.low:.1f}…{diff.high:.1f}, adjusted for repeated looks).")
+    elif equivalent:
+        assert diff is not None
+        tail = (f"; {runner.label} is equivalent within ±{rule.margin_pct:g}% "
+                f"({100 * level:.2f}% interval of the difference {diff.low:+.1f}…{diff.high:+.1f} tok/s): "
+                "either will do.")
+    elif diff is not None and diff.known:
+        tail = (f"; {runner.label} is not distinguishable ({100 * level:.2f}% interval of the difference "
+                f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
-    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail)
+    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCheck:
+    """Another source's view of the same settings, against the one the verdict rests on.
+
+    Attributes:
+        name: ``client`` (the load driver's per-request decode speed), ``log`` or ``counters``.
+        means: Mean tok/s per step count by this source.
+        best_steps: This source's fastest step count.
+        max_gap_pct: The largest ``|this/primary − 1|`` over settings both measured, in percent.
+        agrees: Same fastest setting (or the verdict separated nothing) and every gap within tolerance.
+    """
+
+    name: str
+    means: dict[int, float]
+    best_steps: int | None
+    max_gap_pct: float | None
+    agrees: bool
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready."""
+        return {"name": self.name, "means": {str(k): round(v, 2) for k, v in sorted(self.means.items())},
+                "best_steps": self.best_steps,
+                "max_gap_pct": None if self.max_gap_pct is None else round(self.max_gap_pct, 2),
+                "agrees": self.agrees}
+
+
+def check_source(name: str, means: Mapping[int, float], primary: Mapping[int, float], *,
+                 verdict_best: int | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
+    """Compare another source's means with the primary source's (see :class:`SourceCheck`)."""
+    best = max(means, key=lambda k: means[k]) if means else None
+    gaps = [abs(means[k] / primary[k] - 1) * 100 for k in means if k in primary and primary[k] > 0]
+    gap = max(gaps) if gaps else None
+    same_best = best == verdict_best or not separated
+    agrees = bool(gaps) and same_best and gap is not None and gap <= tolerance_pct
+    return SourceCheck(name, dict(means), best, gap, agrees)

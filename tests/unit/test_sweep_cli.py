@@ -146,5 +146,5 @@ def test_sweep_usage_errors(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPa
     assert code == 2 and "--yes" in err  # not a terminal: restarting needs explicit consent
     with pytest.raises(SystemExit):
         run_cli(["sweep", "--demo", "--steps", "1,1"], capsys)
-    code, _, err = run_cli(["sweep", "--demo", "--min-samples", "5"], capsys)
+    code, _, err = run_cli(["sweep", "--demo", "--min-samples", "2"], capsys)
     assert code == 2 and "min_samples" in err
