@@ -548,6 +548,11 @@ class Sweep:
         if self.state_path is not None and resume and self.state_path.exists():
             self._load_state()
 
+    @property
+    def server_steps(self) -> int | None:
+        """The step count the server is running now, as far as the sweep knows (None: unknown or down)."""
+        return self._server_steps
+
     # -- state file ------------------------------------------------------------------------
 
     def _load_state(self) -> None:

@@ -210,6 +210,7 @@ class MetricsScraper:
     _last: Snapshot | None = field(default=None, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
     _ok: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _scraped: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _client: httpx.AsyncClient | None = field(default=None, repr=False)
 
     @property
@@ -230,6 +231,12 @@ class MetricsScraper:
 
     async def scrape_once(self) -> CounterSample | None:
         """One scrape; adds and returns the sample it completes (None: none yet, or no metrics)."""
+        try:
+            return await self._scrape()
+        finally:
+            self._scraped.set()
+
+    async def _scrape(self) -> CounterSample | None:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout_s, trust_env=False)
         t = self.clock()
@@ -273,11 +280,18 @@ class MetricsScraper:
         self._ok.clear()
         self._last = None
 
-    async def wait_available(self, timeout_s: float) -> bool:
-        """Wait until a scrape read known series (True), or ``timeout_s`` passed (False)."""
+    async def wait_available(self, timeout_s: float, scrapes: int = 3) -> bool:
+        """Wait for known series: True at the first good scrape; False after ``scrapes`` failed
+        ones (a server that just became ready may need a moment) or ``timeout_s``."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
-                await self._ok.wait()
+                for _ in range(scrapes):
+                    self._scraped.clear()
+                    if self.available and self._last is not None:
+                        return True
+                    await self._scraped.wait()
+                    if self.available:
+                        return True
         return self.available
 
     async def _loop(self) -> None:
