@@ -617,8 +617,6 @@ class Sweep:
         self._emit("plan", f"sweep of {len(self.cells)} settings (steps@concurrency: {order}), order "
                            f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
         self.save()
-        if self.counters is not None:
-            self.counters.start()
         try:
             if self.plan.order == "interleave":
                 await self._interleaved()
@@ -743,6 +741,7 @@ class Sweep:
         if ctr is None:
             return False
         ctr.rebase()  # no sample spans a restart or a load change
+        ctr.start()  # scraping only while a setting is measured (never a server that is restarting)
         ok = bool(await ctr.wait_available(min(15.0, self.plan.attach_s)))
         if not ok:
             self._emit("source", f"the engine's counters are not available ({ctr.problem}); "
@@ -888,6 +887,8 @@ class Sweep:
                 if now - self._last_save >= 5.0:
                     self.save()
         finally:
+            if self.counters is not None:
+                await self.counters.pause()
             if self.load is not None:
                 report = await self.load.stop()
                 cell.add_client(report)

@@ -305,13 +305,18 @@ class MetricsScraper:
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._loop())
 
-    async def stop(self) -> None:
-        """Stop scraping and close the connection."""
+    async def pause(self) -> None:
+        """Stop scraping (between measurements: no scrape hits a server that is restarting)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._last = None
+
+    async def stop(self) -> None:
+        """Stop scraping and close the connection."""
+        await self.pause()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
