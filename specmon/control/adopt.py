@@ -458,7 +458,8 @@ def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecS
         old = _last_int(argv, "--num-speculative-tokens")
         if old is not None:
             steps = old
-            method = method or (_flag_values(argv, "--speculative-model") or [None])[-1]
+            models = _flag_values(argv, "--speculative-model")
+            method = method or (models[-1] if models else None)
         if steps is None and method is None:
             return SpecSettings(steps=0)
         return SpecSettings(steps=steps, method=method)

@@ -352,16 +352,21 @@ class SwitchingSource:
                 aclose = getattr(gen, "aclose", None)
                 if aclose is not None:
                     await aclose()
-            if self._closed:
+            if self._is_closed():
                 return
             if inner is self._inner:
                 # The tail ended by itself (a failed source): wait for a switch or the end.
                 self._changed.clear()
                 await self._changed.wait()
-                if self._closed:
+                if self._is_closed():
                     return
             if self.on_begin is not None:
                 self.on_begin(self._inner.name)
+
+    def _is_closed(self) -> bool:
+        # A method, not the attribute: close() runs while batches() awaits, which a
+        # narrowed ``self._closed`` (False since the loop test) would hide from mypy.
+        return self._closed
 
     async def switch(self, path: str, from_start: bool) -> None:
         """Follow ``path`` from now on (from its start, or from its current end)."""

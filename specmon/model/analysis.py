@@ -168,7 +168,7 @@ def _per_position(runs: Sequence[Run]) -> tuple[float, ...] | None:
     return tuple(s / n for s in sums)
 
 
-def row_order(row: ConfigRow) -> tuple:
+def row_order(row: ConfigRow) -> tuple[int, int, int, str]:
     # Baseline file first, then by step count (no speculation = 0), unknown configurations last.
     cfg = row.config
     if row.key == "baseline file":

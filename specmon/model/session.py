@@ -137,10 +137,10 @@ class Run:
     load_progress: tuple[int, int] | None = None
     crash_detail: str | None = None
     # Counted samples (after warm-up and idle exclusion), compact.
-    throughput: array = field(default_factory=lambda: array("f"))
-    concurrency: array = field(default_factory=lambda: array("I"))  # 0 = unknown
-    accept_len: array = field(default_factory=lambda: array("f"))
-    accept_rate: array = field(default_factory=lambda: array("f"))
+    throughput: array[float] = field(default_factory=lambda: array("f"))
+    concurrency: array[int] = field(default_factory=lambda: array("I"))  # 0 = unknown
+    accept_len: array[float] = field(default_factory=lambda: array("f"))
+    accept_rate: array[float] = field(default_factory=lambda: array("f"))
     per_position_sum: list[float] = field(default_factory=list)
     per_position_n: int = 0
     accepted: int = 0
@@ -149,9 +149,9 @@ class Run:
     excluded_idle: int = 0
     ranks: set[str] = field(default_factory=set)
     # Live series (all samples, warm-up included, so the screen moves from the first line).
-    live_throughput: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
-    live_accept_len: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
-    live_accept_rate: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_throughput: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_len: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_rate: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
     _ranks: dict[str | None, _RankState] = field(default_factory=dict)
     _spec_seen: int = 0
 
@@ -279,8 +279,8 @@ class Session:
                          idle_by_gap, idle, self._warmup_for())
 
     def ingest_decode_columns(self, ranks: list[str | None], ts: list[float | None], running: list[int],
-                              tput: list[float], acc_len: list[float] | None,
-                              acc_rate: list[float] | None, first_line: int, last_line: int) -> None:
+                              tput: list[float], acc_len: list[float | None] | None,
+                              acc_rate: list[float | None] | None, first_line: int, last_line: int) -> None:
         """Take a block of consecutive, well-formed SGLang decode lines as columns.
 
         The bulk path of ``summarize`` on large files: the same rules as

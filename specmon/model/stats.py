@@ -15,6 +15,7 @@ speed-up ratio's interval comes from the delta method.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,9 +70,9 @@ def as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Samples as float64 (a compact ``array('f')`` is viewed without a copy, then widened)."""
     if isinstance(values, np.ndarray):
         return values.astype(np.float64, copy=False)
-    typecode = getattr(values, "typecode", None)
-    if typecode in ("f", "d"):
-        return np.frombuffer(values, dtype=np.float32 if typecode == "f" else np.float64).astype(np.float64)
+    if isinstance(values, array) and values.typecode in ("f", "d"):
+        view = np.frombuffer(values, dtype=np.float32 if values.typecode == "f" else np.float64)
+        return view.astype(np.float64)
     return np.asarray(values, dtype=np.float64)
 
 
@@ -128,7 +129,8 @@ def batch_means(values: Sequence[float] | np.ndarray) -> list[float]:
         return []
     b = max(1, math.isqrt(n))
     k = n // b
-    return x[n - k * b:].reshape(k, b).mean(axis=1).tolist()
+    means: list[float] = x[n - k * b:].reshape(k, b).mean(axis=1).tolist()
+    return means
 
 
 def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:

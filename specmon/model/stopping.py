@@ -37,11 +37,15 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TypeVar
 
 from scipy import stats as _stats
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.stats import Ratio, Summary, welch_df
+
+#: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
+_Key = TypeVar("_Key", bound=Hashable)
 
 # --------------------------------------------------------------------------- quantiles
 
@@ -186,11 +190,11 @@ class StoppingRule:
     def decide(
         self,
         this: Summary,
-        others: Mapping[Hashable, Summary],
+        others: Mapping[_Key, Summary],
         *,
         budget_spent: bool = False,
         label: str = "this setting",
-        names: Mapping[Hashable, str] | None = None,
+        names: Mapping[_Key, str] | None = None,
     ) -> Decision:
         """Judge one setting at a look.
 
@@ -342,11 +346,10 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     v = analysis.verdict
     level = rule.test_level
     at = f" at concurrency {concurrency}" if concurrency else ""
-    if v.best is None or v.best.throughput is None:
-        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best, runner = v.best, v.runner_up
+    if best is None or best.throughput is None:
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best_tp = best.throughput
-    assert best_tp is not None
     diff = None
     separated = equivalent = False
     margin = rule.margin_pct / 100.0 * best_tp.mean

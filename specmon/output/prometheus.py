@@ -170,7 +170,7 @@ class PrometheusExporter:
         except OSError as exc:
             raise OSError(exc.errno, f"cannot serve Prometheus metrics on {self.host}:{self.port}: "
                                      f"{exc.strerror or exc}") from None
-        sockets = self._server.sockets or []
+        sockets = self._server.sockets or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
 

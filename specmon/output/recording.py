@@ -134,7 +134,13 @@ class Recorder:
         self._thread.start()
         # A clean interpreter exit flushes too; a weak reference keeps the recorder collectable.
         ref = weakref.ref(self)
-        self._atexit = lambda: (r := ref()) is not None and r.close()
+
+        def close_at_exit() -> None:
+            recorder = ref()
+            if recorder is not None:
+                recorder.close()
+
+        self._atexit = close_at_exit
         atexit.register(self._atexit)
 
     @property
@@ -415,7 +421,7 @@ def recording_lines(path: str | os.PathLike[str]) -> Iterator[tuple[float | None
             yield entry.get("t"), str(entry.get("src", "")), str(entry.get("text", ""))
 
 
-_KINDS: dict[str, type] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
+_KINDS: dict[str, type[ParsedRecord]] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
 
 
 def record_from_json(data: dict[str, Any]) -> ParsedRecord:

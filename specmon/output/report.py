@@ -115,10 +115,10 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
     # back to receive times when any sample lacks one.
     use_log = bool(raw) and all(r[0] is not None for r in raw)
     basis = "log time" if use_log else "receive time"
-    points = [(r[0] if use_log else r[1], r[2], r[3]) for r in raw]
-    points = [p for p in points if p[0] is not None]
+    points = [(t, tps, run) for t, tps, run in ((r[0] if use_log else r[1], r[2], r[3]) for r in raw)
+              if t is not None]
     t0 = min((p[0] for p in points), default=0.0)
-    series = [SeriesPoint(float(p[0]) - t0, p[1], p[2]) for p in points]  # type: ignore[arg-type]
+    series = [SeriesPoint(t - t0, tps, run) for t, tps, run in points]
     series.sort(key=lambda p: p.t)
     labels = {r.id: r.label for r in session.runs}
     return ReportData(str(path), session, analysis, series, basis, labels, verdicts, restarts, meta,

@@ -11,7 +11,7 @@ final exception line) and for the engine it has recognised.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from specmon.parsing import llamacpp, sglang, vllm
@@ -27,6 +27,9 @@ _REMNANT = re.compile(r"\[[0-9;]{1,8}m")
 # A vLLM-style level+time prefix, for the message part of traceback lines.
 _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
+
+#: An engine's stats-line parser: (message, line number, timestamp, rank) -> record.
+StatsParser = Callable[[str, int, float | None, str | None], ParsedRecord | None]
 
 
 class LineParser:
@@ -82,7 +85,7 @@ class LineParser:
             text = _REMNANT.sub("", text[:64]) + text[64:]
         return strip_outer(text)
 
-    def _stats(self, text, lineno, marker, fn, engine):  # type: ignore[no-untyped-def]
+    def _stats(self, text: str, lineno: int, marker: str, fn: StatsParser, engine: Engine) -> ParsedRecord | None:
         message, outer_ts = self._clean(text)
         at = message.find(marker)
         if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text

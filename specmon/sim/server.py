@@ -370,7 +370,8 @@ class SimServer:
             self._streams[id(req)] = (req, queue)
             return 200, _Stream(req, queue, fut, prompt_tokens, f"cmpl-{uuid.uuid4().hex}")
         stopper = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait({fut, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {fut, stopper}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         if not fut.done():
             self._pending.pop(id(req), None)

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class ConnectionState(str, Enum):
@@ -44,9 +44,17 @@ class SourceStatus:
 class LineSource(Protocol):
     """A source of complete log lines."""
 
-    #: What the header shows: ``host:path``, a file path, ``replay: a.log``.
-    name: str
-    status: SourceStatus
+    # Read-only for readers of a source (a property or a plain attribute both satisfy it):
+    # a source that follows another (the switching source) forwards the current one's.
+    @property
+    def name(self) -> str:
+        """What the header shows: ``host:path``, a file path, ``replay: a.log``."""
+        ...
+
+    @property
+    def status(self) -> SourceStatus:
+        """Connection state, as the header and event log show it."""
+        ...
 
     def batches(self) -> AsyncIterator[list[str]]:
         """Yield lists of complete lines, without their line endings, in order."""
@@ -57,7 +65,7 @@ class LineSource(Protocol):
         ...
 
 
-async def stop_reading(source: LineSource | None, task: asyncio.Task | None, timeout: float = 5.0) -> None:
+async def stop_reading(source: LineSource | None, task: asyncio.Task[Any] | None, timeout: float = 5.0) -> None:
     """Close a source, then give the task that reads it ``timeout`` seconds to end.
 
     A task that does not end in time is cancelled; one that failed is not re-raised:

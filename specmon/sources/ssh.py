@@ -62,7 +62,7 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import asyncssh
 
@@ -125,6 +125,13 @@ def tail_command(path: str, offset: int) -> str:
 _OUT, _ERR, _CLOSED, _WAKE = range(4)
 
 
+def _stdout_bytes(out: bytes | str | None) -> bytes:
+    """A command's output run with ``encoding=None``: asyncssh types it ``bytes | str``."""
+    if isinstance(out, str):  # not with encoding=None; encoded rather than lost if it ever is
+        return out.encode("utf-8", "surrogateescape")
+    return out or b""
+
+
 class _TailSession(asyncssh.SSHClientSession[bytes]):
     """Puts channel events on a queue in arrival order, with flow control."""
 
@@ -136,7 +143,7 @@ class _TailSession(asyncssh.SSHClientSession[bytes]):
         self.exit_status: int | None = None
         self.exit_signal: str | None = None
 
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:  # type: ignore[override]
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
@@ -355,7 +362,7 @@ class SSHTailSource:
         if result.exit_status != 0:
             return None
         try:
-            inode, size = bytes(result.stdout or b"").split()
+            inode, size = _stdout_bytes(result.stdout).split()
             return _FileInfo(int(inode), int(size))
         except ValueError:
             raise _Fatal(f"unexpected output from stat on {self.target.label}: {result.stdout!r}") from None
@@ -371,7 +378,7 @@ class SSHTailSource:
         script = 'IFS=; for f in $1; do [ -f "$f" ] && stat -L -c "%Y %n" -- "$f"; done; true'
         result = await self._run(conn, shlex.join(["sh", "-c", script, "sh", pattern]))
         best: tuple[int, str] | None = None
-        for line in bytes(result.stdout or b"").decode("utf-8", "replace").splitlines():
+        for line in _stdout_bytes(result.stdout).decode("utf-8", "replace").splitlines():
             mtime, _, name = line.partition(" ")
             if mtime.isdigit() and name and (best is None or int(mtime) > best[0]):
                 best = (int(mtime), name)
@@ -400,7 +407,7 @@ class SSHTailSource:
         length = size - first + 1
         q = shlex.quote(path)
         result = await self._run(conn, f"tail -c +{first} -- {q} | head -c {length} | tail -n {count}")
-        data = bytes(result.stdout or b"") if result.exit_status == 0 else b""
+        data = _stdout_bytes(result.stdout) if result.exit_status == 0 else b""
         if first > 1 and len(data) == length:
             # The window holds fewer than `count` lines; its first one may be cut.
             newline = data.find(b"\n")
@@ -419,7 +426,7 @@ class SSHTailSource:
         found = await self._run(
             conn, shlex.join(["find", directory, "-maxdepth", "1", "-inum", str(inode), "-type", "f"])
         )
-        names = bytes(found.stdout or b"").decode("utf-8", "replace").splitlines()
+        names = _stdout_bytes(found.stdout).decode("utf-8", "replace").splitlines()
         if not names:
             self._event(
                 f"{path} was rotated while disconnected and the old file is gone: "
@@ -430,7 +437,7 @@ class SSHTailSource:
         result = await self._run(
             conn, f"tail -c +{offset + 1} -- {shlex.quote(old)} | head -c {_MAX_RECOVER_BYTES}"
         )
-        data = bytes(result.stdout or b"")
+        data = _stdout_bytes(result.stdout)
         self.status.bytes += len(data)
         recover = LineSplitter(offset)
         lines = recover.feed(data)
@@ -493,7 +500,7 @@ class SSHTailSource:
             return True  # nothing to compare (e.g. resumed at 0)
         start = self._split.offset - len(known) + 1
         result = await self._run(conn, f"tail -c +{start} -- {shlex.quote(path)} | head -c {len(known)}")
-        return result.exit_status == 0 and bytes(result.stdout or b"") == known
+        return result.exit_status == 0 and _stdout_bytes(result.stdout) == known
 
     # -- following ----------------------------------------------------------------
 
@@ -508,7 +515,8 @@ class SSHTailSource:
         self._event(f"running on {self.target.label}: {command}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._queue = queue
-        chan, session = await conn.create_session(lambda: _TailSession(queue), command, encoding=None)
+        session = _TailSession(queue)
+        chan, _ = await conn.create_session(lambda: session, command, encoding=None)
         self.status.state = ConnectionState.LIVE
         self.status.retry_at = None
         self.status.detail = f"following {path}"
@@ -531,12 +539,12 @@ class SSHTailSource:
                 ended: tuple[int, object] | None = None
                 for kind, payload in items:
                     if kind == _OUT:
-                        data = bytes(payload)  # type: ignore[arg-type]
+                        data = cast(bytes, payload)  # _OUT and _ERR events carry the bytes received
                         session.consumed(len(data))
                         self.status.bytes += len(data)
                         lines.extend(self._split.feed(data))
                     elif kind == _ERR:
-                        data = bytes(payload)  # type: ignore[arg-type]
+                        data = cast(bytes, payload)  # _OUT and _ERR events carry the bytes received
                         session.consumed(len(data))
                         for text in self._err.feed(data):
                             self._stderr_line(text, conn)

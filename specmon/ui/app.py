@@ -40,13 +40,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -69,6 +69,10 @@ from specmon.ui.widgets.position_bars import PositionBars
 from specmon.ui.widgets.run_table import RunTable
 from specmon.ui.widgets.status_header import StatusHeader
 from specmon.ui.widgets.throughput_plot import ThroughputPlot
+
+if TYPE_CHECKING:
+    from specmon.output.recording import Recorder
+    from specmon.ui.screens.sweep_screen import SweepFlow
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
 
@@ -205,8 +209,8 @@ class SpecmonApp(App[int]):
         theme_dirs: Sequence[Traversable | Path] = (),
         export_dir: Path | None = None,
         controller: DashboardController | None = None,
-        recorder: Any = None,
-        sweeper: Any = None,
+        recorder: Recorder | None = None,
+        sweeper: SweepFlow | None = None,
     ) -> None:
         super().__init__()
         self.options = options or DashboardOptions()
@@ -280,8 +284,7 @@ class SpecmonApp(App[int]):
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
-        self.run_worker(self._ingest, name="ingest", group="source", description="read the log source",
-                        exit_on_error=False)
+        self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
         attach = getattr(self.controller, "attach", None)
         if attach is not None:
             attach(self)
@@ -290,9 +293,21 @@ class SpecmonApp(App[int]):
         if self.recorder is not None:
             self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
         if self.options.prometheus_port is not None:
-            self.run_worker(self._serve_metrics, name="prometheus", group="export",
-                            description="serve Prometheus metrics", exit_on_error=False)
+            self._start_worker(self._serve_metrics, name="prometheus", group="export",
+                               description="serve Prometheus metrics")
         self._tick()
+
+    def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,
+                      description: str) -> Worker[None]:
+        """Start a non-fatal async worker from a callable.
+
+        A callable, not a coroutine object: a worker that never starts (shutdown) leaves
+        nothing behind. The annotated result tells mypy the worker's type, which Textual's
+        ``run_worker`` cannot infer from a callable that returns a coroutine.
+        """
+        worker: Worker[None] = self.run_worker(work, name=name, group=group, description=description,
+                                               exit_on_error=False)
+        return worker
 
     async def _serve_metrics(self) -> None:
         from specmon.output.prometheus import PrometheusExporter, render_metrics
@@ -478,8 +493,8 @@ class SpecmonApp(App[int]):
         job = self.builder.prepare(self.feeder.session.runs)
         # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing
         # behind; an explicit description, as the default is repr(work) (every sample).
-        self.run_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
-                        group="analysis", description="run table statistics", exit_on_error=False)
+        self._start_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
+                           group="analysis", description="run table statistics")
 
     async def _analyze(self, job: AnalysisJob, seq: int, generation: int) -> None:
         started = time.perf_counter()
@@ -542,10 +557,10 @@ class SpecmonApp(App[int]):
                 return "no launch profile configured for this server"
             if self.sweeper is not None:
                 if action == "sweep":
-                    return self.sweeper.unavailable_reason()  # type: ignore[no-any-return]
+                    return self.sweeper.unavailable_reason()
                 if self.sweeper.running:
                     return "a sweep is running (s offers to stop it)"
-            reason = getattr(self.controller, "unavailable_reason", None)
+            reason: Callable[[str], str | None] | None = getattr(self.controller, "unavailable_reason", None)
             if reason is not None:
                 return reason(action)
         return None
