@@ -289,6 +289,17 @@ class SimServer:
         def usage(n: int) -> dict[str, int]:
             return {"prompt_tokens": st.prompt_tokens, "completion_tokens": n, "total_tokens": st.prompt_tokens + n}
 
+        last_sent = 0.0
+
+        async def send(n: int) -> None:
+            nonlocal sent, last_sent
+            words = " ".join(self.rng.choice(_WORDS) for _ in range(n - sent))
+            event = {"id": st.rid, "object": "text_completion", "model": MODEL_PATH,
+                     "choices": [{"index": 0, "text": words, "finish_reason": None}], "usage": usage(n)}
+            writer.write(chunk(json.dumps(event)))
+            await writer.drain()
+            sent, last_sent = n, time.monotonic()
+
         try:
             while True:
                 getter = asyncio.ensure_future(st.queue.get())
@@ -300,14 +311,14 @@ class SimServer:
                 stopper.cancel()
                 if self.stop.is_set():
                     break
-                if n > sent:
-                    words = " ".join(self.rng.choice(_WORDS) for _ in range(n - sent))
-                    event = {"id": st.rid, "object": "text_completion", "model": MODEL_PATH,
-                             "choices": [{"index": 0, "text": words, "finish_reason": None}], "usage": usage(n)}
-                    writer.write(chunk(json.dumps(event)))
-                    await writer.drain()
-                    sent = n
-                if st.done.done() and st.queue.empty():
+                finished = st.done.done() and st.queue.empty()
+                # The first token at once; then at most one chunk per STREAM_CHUNK_S of wall time, so a
+                # fast-forwarded simulation does not drown the client in tiny chunks.
+                if n > sent and (sent == 0 or finished or time.monotonic() - last_sent >= STREAM_CHUNK_S):
+                    await send(n)
+                if finished:
+                    if st.req.generated > sent:
+                        await send(st.req.generated)
                     break
             final = {"id": st.rid, "object": "text_completion", "model": MODEL_PATH, "choices": [],
                      "usage": usage(sent)}
@@ -389,6 +400,10 @@ class SimServer:
                 "total_tokens": prompt_tokens + req.generated,
             },
         }
+
+
+#: Wall seconds between streamed chunks (after the first).
+STREAM_CHUNK_S = 0.02
 
 
 @dataclass
