@@ -7,14 +7,17 @@
 set -euo pipefail
 out=$(realpath -m "$1"); vport=${2:-18211}; shift 2 || true
 here=$(cd "$(dirname "$0")/.." && pwd)
+# PROOF_USER: log in as this user instead (a /bin/sh account avoids a slow login shell on a shared machine).
+user=${PROOF_USER:-$(id -un)}
 mkdir -p "$out/vllm"
+chmod 755 "$out"; chmod 777 "$out/vllm"
 source /work/shared/recipes/sshd_loopback.sh
 sshd_up "$out/ssh"
 trap sshd_down EXIT
 venv=${VLLM_VENV:-/tmp/vllmenv}; model=${VLLM_MODEL:-/tmp/tinyllama}
 cat > "$out/config.toml" <<CFG
 [profiles.cpu-vllm]
-host = "$(id -un)@127.0.0.1"
+host = "$user@127.0.0.1"
 port = $SSHD_PORT
 identity = "$CLIENT_HOME/.ssh/id_ed25519"
 log = "$out/vllm/vllm_0.log"

@@ -39,14 +39,15 @@ def counters(folder: Path, t_from: float, t_to: float) -> list[Any]:
     return out
 
 
-def client(folder: Path) -> tuple[list[float], int]:
-    tps, untimed = [], 0
+def client(folder: Path) -> tuple[list[float], int, float]:
+    tps, untimed, tokens = [], 0, 0
     for line in (folder / "requests.jsonl").read_text().splitlines():
         d = json.loads(line)
         if not d.get("ok") or not d.get("chunks"):
             continue
         ch = d["chunks"]
         usage = (d.get("usage") or {}).get("completion_tokens") or 0
+        tokens += usage
         r = RequestResult(d["i"], 0, True, d["t0"], d["t_end"] - d["t0"], output_tokens=usage, chunks=len(ch),
                           first_token_s=ch[0][0] - d["t0"], last_token_s=ch[-1][0] - d["t0"], first_tokens=ch[0][1])
         v = r.decode_tps()
@@ -54,7 +55,7 @@ def client(folder: Path) -> tuple[list[float], int]:
             untimed += 1
         else:
             tps.append(v)
-    return tps, untimed
+    return tps, untimed, tokens
 
 
 def main() -> None:
@@ -73,7 +74,7 @@ def main() -> None:
         run = sess.runs[-1]
         log_tp = list(run.throughput)
         log_al = list(run.accept_len)
-        ctp, untimed = client(sub)
+        ctp, untimed, tokens = client(sub)
         c_tp = [s.throughput for s in cs]
         c_al = [s.accept_len for s in cs if s.accept_len is not None]
         c_ar = [s.accept_rate for s in cs if s.accept_rate is not None]
@@ -86,6 +87,7 @@ def main() -> None:
             "loadavg": [round(x, 1) for x in meta.get("loadavg_end", [])],
             "counters_tps": s_c.to_json() if s_c else None, "log_tps": s_l.to_json() if s_l else None,
             "client_decode_tps": s_cl.to_json() if s_cl else None, "client_untimed": untimed,
+            "client_output_tps": round(tokens / (meta["load_ended"] - meta["load_started"]), 1),
             "counters_accept_len": round(statistics.mean(c_al), 3) if c_al else None,
             "log_accept_len": round(statistics.mean(log_al), 3) if log_al else None,
             "counters_accept_rate": round(statistics.mean(c_ar), 3) if c_ar else None,
@@ -103,12 +105,13 @@ def main() -> None:
         half = f" ± {(hi - lo) / 2:.1f}" if lo is not None and hi is not None else ""
         return f"{x['mean']:.1f}{half} (n={x['n']})"
 
-    print("| steps | min | counters tok/s | log tok/s | client decode tok/s | untimed | accept len (counters / log) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| steps | min | counters tok/s | log tok/s | client decode tok/s | client output tok/s | untimed "
+          "| accept len (counters / log) | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['steps']} | {r['minutes']} | {m(r['counters_tps'])} | {m(r['log_tps'])} | "
-              f"{m(r['client_decode_tps'])} | {r['client_untimed']} | "
-              f"{r['counters_accept_len'] or '—'} / {r['log_accept_len'] or '—'} |")
+              f"{m(r['client_decode_tps'])} | {r['client_output_tps']} | {r['client_untimed']} | "
+              f"{r['counters_accept_len'] or '—'} / {r['log_accept_len'] or '—'} | {r['loadavg'][:1]} |")
     print(f"\nVerdict (counters): {verdict.sentence}")
 
 

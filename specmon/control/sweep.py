@@ -433,13 +433,16 @@ def source_means(cell: CellState) -> dict[str, float]:
     out: dict[str, float] = {}
     ctr = [v for s in cell.segments if s.kind == "counters" for v in s.throughput]
     log = [v for s in cell.segments for v in s.log_samples]
-    client = cell.client.get("decode_tps") or []
     if ctr:
         out["counters"] = sum(ctr) / len(ctr)
     if log:
         out["log"] = sum(log) / len(log)
-    if len(client) >= 3:
-        out["client"] = sum(client) / len(client)
+    # The client's output tok/s (tokens over the load's wall time) is what compares with the server's
+    # throughput: both include prefill and the gaps between requests. Its per-request decode speed
+    # leaves those out (on purpose: it is what a reader of the stream sees) and runs higher.
+    secs, tokens = cell.client.get("seconds") or 0.0, cell.client.get("output_tokens") or 0
+    if secs > 0 and tokens and cell.client.get("requests", 0) >= 3:
+        out["client"] = tokens / secs
     return out
 
 

@@ -19,7 +19,8 @@ def _cell(steps: int, values: list[float], kind: str = "log", client: list[float
     cell = CellState(steps, 1, status="done")
     cell.segments.append(Segment("t", None, None, throughput=list(values), kind=kind, log_throughput=log or []))
     if client is not None:
-        cell.client["decode_tps"] = client
+        cell.client.update(decode_tps=client, requests=len(client), seconds=10.0,
+                           output_tokens=round(sum(client) / len(client) * 10.0))
     return cell
 
 
@@ -75,7 +76,7 @@ def test_the_verdict_names_its_source_and_the_others_view() -> None:
     doc = v.to_json()
     assert doc["source"] == "counters" and {c["name"] for c in doc["checks"]} == {"log", "client"}
     # A client that ranks the other way is reported as disagreeing.
-    cells[0].client["decode_tps"] = [400.0] * 5
+    cells[0].client.update(output_tokens=4000)  # 400 tok/s over its 10 s
     v2 = verdict_sources(sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1), cells, 1)
     assert v2.sources_agree is False and "client DISAGREES" in v2.sentence
 
