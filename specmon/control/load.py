@@ -16,7 +16,10 @@ chunk over the time between the first and the last chunk that carried tokens
 the first chunk's own count). Prefill and the wait for the final usage chunk
 are outside that window. A request with no interval to time — one chunk, a
 non-streamed answer, or a single token after the first — has no decode speed:
-it is left out and counted (``untimed``), never divided by a near-zero time.
+it is left out and counted (``untimed``), never divided by a near-zero time. So is a
+stream whose chunks arrived in one burst (spanning less than half the request's
+latency): a buffering hop between server and client (seen through an SSH forward
+on a loaded host) makes their spacing meaningless.
 
 HTTP is ``httpx`` (keep-alive pool per run, streamed bodies read with
 ``aiter_lines``). Every request is bounded by ``request_timeout_s``; a run
@@ -67,6 +70,9 @@ BUNDLED_PROMPTS: tuple[str, ...] = (
 Endpoint = Literal["completions", "chat"]
 _PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: A stream whose token-carrying chunks span less than this share of the request's latency
+#: arrived in a burst and is not timed (counted as untimed).
+BURST_SHARE = 0.5
 
 
 class LoadError(Exception):
@@ -188,6 +194,10 @@ class RequestResult:
         span = self.last_token_s - self.first_token_s
         after = self.output_tokens - (self.first_tokens if self.first_tokens is not None else 1)
         if after < 1 or span <= 0:
+            return None
+        if self.latency_s > 0 and span < BURST_SHARE * self.latency_s:
+            # The chunks arrived in one burst (a buffering hop: seen through an SSH forward on a
+            # loaded host): their spacing says nothing about the server's pace.
             return None
         return after / span / time_scale
 
