@@ -11,8 +11,8 @@ request in flight while :class:`~specmon.sources.metrics.MetricsScraper` reads
 ``/metrics`` every second. Then the three sources are compared over the same
 minute: the counters' accept length and acceptance rate against the log's
 ``SpecDecoding metrics`` lines, the counters' tok/s against the log's
-``Avg generation throughput``, and the client's per-request decode speed
-against both. The server is stopped by its PID (SIGINT) in a finally.
+``Avg generation throughput`` and the client's output tok/s; the client's
+per-request decode speed runs higher by the share of prefill and gaps. The server is stopped by its PID (SIGINT) in a finally.
 """
 
 from __future__ import annotations
@@ -109,6 +109,8 @@ async def test_counters_agree_with_the_log_and_the_client(tmp_path: Path) -> Non
     # The client: every request completed, decode speed measured, the untimed ones counted.
     assert report.errors == 0 and len(report.ok) >= 10
     client = statistics.fmean(report.decode_tps())
+    output = report.output_tps
+    assert output is not None
     # The counters: one sample a second while the load ran (a few seconds lost to settling).
     samples = scraper.samples[2:]
     assert len(samples) >= LOAD_S * 0.6
@@ -126,10 +128,14 @@ async def test_counters_agree_with_the_log_and_the_client(tmp_path: Path) -> Non
     l_len = statistics.fmean(run.accept_len)
     l_rate = statistics.fmean(run.accept_rate)
     figures = (f"counters {c_tps:.1f} tok/s, accept len {c_len:.3f}, rate {c_rate:.3f}; log {l_tps:.1f} tok/s, "
-               f"accept len {l_len:.3f}, rate {l_rate:.3f}; client decode {client:.1f} tok/s "
-               f"({report.untimed} untimed of {len(report.ok)})")
+               f"accept len {l_len:.3f}, rate {l_rate:.3f}; client output {output:.1f} tok/s, "
+               f"decode {client:.1f} tok/s ({report.untimed} untimed of {len(report.ok)})")
     print(figures)
     assert abs(c_len / l_len - 1) < 0.05, figures
     assert abs(c_rate / l_rate - 1) < 0.05, figures
     assert abs(c_tps / l_tps - 1) < 0.10, figures
-    assert abs(client / c_tps - 1) < 0.10, figures
+    # Like for like: the client's tokens over the load's wall time against the counters' tok/s.
+    assert abs(output / c_tps - 1) < 0.10, figures
+    # Per-request decode speed leaves out prefill and the gaps between requests: it runs higher,
+    # by their share (measured +6% on a quiet machine, up to +25% at load average 30).
+    assert 0.95 < client / c_tps < 1.30, figures
