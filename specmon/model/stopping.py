@@ -36,43 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TypeVar
 
-from scipy import stats as _stats
-
 from specmon.model.analysis import Analysis, ConfigRow
-from specmon.model.stats import Ratio, Summary, welch_df
+from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
 
 #: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
 _Key = TypeVar("_Key", bound=Hashable)
-
-# --------------------------------------------------------------------------- quantiles
-
-
-@lru_cache(maxsize=256)
-def normal_quantile(p: float) -> float:
-    """The ``p`` quantile of the standard normal distribution (0 < p < 1), from ``scipy.stats``."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"probability must be in (0, 1), got {p}")
-    return float(_stats.norm.ppf(p))
-
-
-@lru_cache(maxsize=4096)
-def t_quantile(p: float, df: float) -> float:
-    """The upper ``p`` quantile of Student's t (``p`` > 0.5), exact at fractional ``df``.
-
-    ``scipy.stats.t.ppf``: the one place the sweep's adjusted intervals get their
-    critical value. Exact matters most at small n, where the verdict may now be
-    given (a handful of batch means, Welch's fractional degrees of freedom).
-    """
-    if not 0.5 < p < 1.0:
-        raise ValueError(f"p must be in (0.5, 1), got {p}")
-    if df <= 0 or math.isnan(df):
-        return math.inf
-    if math.isinf(df):
-        return normal_quantile(p)
-    return float(_stats.t.ppf(p, df))
 
 
 # --------------------------------------------------------------------------- the rule

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from scipy import stats as sst
 
 from specmon.control.sweep import CellState, Segment, analyses_from_cells, verdict_sources
-from specmon.model.stopping import StoppingRule, check_source, sweep_verdict, t_quantile
+from specmon.model.stats import t_quantile
+from specmon.model.stopping import StoppingRule, check_source, sweep_verdict
 
 
 def _cell(steps: int, values: list[float], kind: str = "log", client: list[float] | None = None,
