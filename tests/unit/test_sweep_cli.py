@@ -104,7 +104,7 @@ def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
         # --finish winner: measured 2 then 0, so a declared winner (2) means one more restart.
         if "faster than no speculation" in proc.stdout:
             assert "left running on the winner (2 speculative steps)" in proc.stderr
-            assert proc.stderr.count("start:") == 3
+            assert proc.stderr.count("start: result=started") == 3
         else:
             assert "no winner declared" in proc.stderr
         pid = int((work / "sim.pid").read_text().split()[0])
