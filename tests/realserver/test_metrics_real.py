@@ -1,9 +1,8 @@
 """The counters source on the real vLLM kit: /metrics under load agrees with the log and the client.
 
-Needs the CPU vLLM kit of ``/work/shared/real_server`` (``/tmp/vllmenv``,
-``/tmp/tinyllama``; ``VLLM_VENV`` / ``VLLM_MODEL`` override). Marked
-``realserver`` (``pytest -m realserver``); skips, saying what is missing,
-when the kit is not there. About two minutes: start (25-40 s), 60 s of load.
+Needs the CPU vLLM kit (``$SPECMON_SHARED/real_server``, see
+tests/support/realkits.py). Marked ``realserver`` (``pytest -m realserver``);
+skips, saying what is missing, when the kit is not there (fails under CI=true). About two minutes: start (25-40 s), 60 s of load.
 
 The kit's ``serve.sh`` runs ``vllm serve`` on 127.0.0.1 with n-gram speculation
 (3 tokens) and ``VLLM_LOG_STATS_INTERVAL=2``; specmon's own load driver keeps one
@@ -34,25 +33,13 @@ from specmon.control.load import LoadConfig, LoadDriver
 from specmon.ingest.files import ingest_file
 from specmon.model.session import Session
 from specmon.sources.metrics import MetricsScraper
+from tests.support import realkits
 
 pytestmark = pytest.mark.realserver
 
-VENV = Path(os.environ.get("VLLM_VENV", "/tmp/vllmenv"))
-MODEL = Path(os.environ.get("VLLM_MODEL", "/tmp/tinyllama"))
-SERVE = Path("/work/shared/real_server/serve.sh")
 LOAD_S = 60.0
 #: Only turns a hang into a clear failure (the machine is shared and slow).
 READY_WAIT_S = 300.0
-
-
-def _missing() -> str | None:
-    if not (VENV / "bin" / "vllm").exists():
-        return f"the vLLM kit is not installed: no {VENV / 'bin' / 'vllm'} (run /work/shared/real_server/setup.sh)"
-    if not MODEL.is_dir():
-        return f"the model is missing: no {MODEL} (run /work/shared/real_server/setup.sh)"
-    if not SERVE.exists():
-        return f"the kit's serve.sh is missing: {SERVE}"
-    return None
 
 
 def _port() -> int:
@@ -80,13 +67,13 @@ async def _ready(base: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 async def test_counters_agree_with_the_log_and_the_client(tmp_path: Path) -> None:
-    missing = _missing()
-    if missing:
-        pytest.skip(missing)
+    realkits.require(realkits.vllm_missing())
+    serve = realkits.shared_dir() / "real_server" / "serve.sh"
     port = _port()
     log = tmp_path / "vllm.log"
-    env = dict(os.environ, VLLM_LOG_STATS_INTERVAL="2", VLLM_VENV=str(VENV), VLLM_MODEL=str(MODEL))
-    proc = subprocess.Popen(["bash", str(SERVE), "3", str(log), str(port)], env=env,
+    env = dict(os.environ, VLLM_LOG_STATS_INTERVAL="2", VLLM_VENV=str(realkits.vllm_venv()),
+               VLLM_MODEL=str(realkits.vllm_model()))
+    proc = subprocess.Popen(["bash", str(serve), "3", str(log), str(port)], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     scraper = MetricsScraper(base + "/metrics", interval_s=1.0)
