@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from specmon.ingest.logfiles import check_readable, file_year, head_lines, iter_line_batches
+from specmon.ingest.logfiles import check_readable, head_lines, iter_line_batches, log_year
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 
@@ -28,11 +28,12 @@ def ingest_file(session: Session, path: str, *, baseline: bool = False) -> None:
     session.begin_source(path, baseline=baseline)
     # The engine decides a few ambiguous markers (SGLang's "Application startup complete"
     # comes before its warm-up; vLLM's is its ready line): recognise it from the head first.
-    engine = detect_engine(head_lines(path))
+    head = head_lines(path)
+    engine = detect_engine(head)
     # The file's signature lines break a tie of the per-line engine markers (and name the
     # engine of a log with no stats line at all).
     session.set_engine_hint(engine)
-    parser = LineParser(year=file_year(path), engine=engine)
+    parser = LineParser(year=log_year(path, head), engine=engine)
     n = 1
     for batch in iter_line_batches(path):
         n = ingest_lines(session, parser, batch, n)

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specmon.ingest.bulk import Piece, bulk_piece
+from specmon.ingest.bulk import bulk_piece, feed_piece
 from specmon.ingest.files import ingest_lines
 from specmon.model.session import Session, SessionEvent
 from specmon.parsing import LineParser
-from specmon.records import Engine
 from specmon.sources.base import ConnectionState, LineSource, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
 
@@ -39,33 +38,23 @@ _BULK_MIN = 64
 
 
 def ingest_batch(session: Session, parser: LineParser, lines: list[str], lineno: int) -> int:
-    """Parse lines into the session, in bulk when they are only standard SGLang stats lines.
+    """Parse lines into the session, in bulk when there are many.
 
-    A replay at max speed or a reconnect backlog is mostly decode, prefill and
-    access lines: :mod:`specmon.ingest.bulk` reads those as columns with one regular
-    expression (the path ``summarize`` uses) and falls back to the line parser
-    for anything else, so the session ends up exactly as with
-    :func:`specmon.ingest.files.ingest_lines`. Returns the next line number.
+    A replay at max speed or a reconnect backlog is mostly stats and access lines:
+    :mod:`specmon.ingest.bulk` reads those with the templates of the shared grammar
+    (the path ``summarize`` uses) and hands the rest to this source's line parser,
+    so the session ends up exactly as with :func:`specmon.ingest.files.ingest_lines`.
+    Returns the next line number.
     """
-    if len(lines) >= _BULK_MIN and not parser.in_traceback:
-        piece = _bulk_piece(lines, parser)
-        if piece is not None:
-            session.counts["prefill"] += piece.prefill
-            if piece.tput:
-                parser.engine = Engine.SGLANG  # only SGLang decode lines take the bulk path
-                session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
-                                              piece.acc_len, piece.acc_rate, lineno, lineno + len(lines) - 1)
+    if len(lines) >= _BULK_MIN:
+        # bulk works on bytes (it reads files); one join/encode is C speed.
+        raw = "\n".join(lines).encode("utf-8", errors="surrogateescape")
+        if raw.count(b"\n") == len(lines) - 1 and b"\r" not in raw:
+            piece = bulk_piece(raw, parser.engine, parser.year, parser=parser)
+            feed_piece(session, piece, lineno - 1)
             session.lines += len(lines)
             return lineno + len(lines)
     return ingest_lines(session, parser, lines, lineno)
-
-
-def _bulk_piece(lines: list[str], parser: LineParser) -> Piece | None:
-    # fastscan works on bytes (it reads files); one join/encode/split is C speed.
-    raw = "\n".join(lines).encode("utf-8", errors="surrogateescape").split(b"\n")
-    if len(raw) != len(lines):
-        return None  # a line held a newline of its own: count lines the slow, exact way
-    return bulk_piece(raw, parser.engine, parser.year)
 
 
 @dataclass

@@ -9,6 +9,7 @@ them), and a trailing ``\\r`` is dropped.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,21 @@ def file_year(path: str | Path) -> int:
         return datetime.fromtimestamp(Path(path).stat().st_mtime, tz=UTC).year
     except OSError:
         return datetime.now(UTC).year
+
+
+_DATED = re.compile(r"(?<!\d)((?:19|20)\d{2})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])[ T]\d{2}:\d{2}:\d{2}")
+
+
+def log_year(path: str | Path, head: list[str] | None = None) -> int:
+    """The year for a log's year-less timestamps (vLLM ``MM-DD``): that of the first dated
+    line among its first lines (a docker/k8s stamp, an SGLang prefix), else the file's
+    modification year — never the machine's clock when the file says otherwise.
+    """
+    for line in head if head is not None else head_lines(path, 1 << 16):
+        m = _DATED.search(line)
+        if m is not None:
+            return int(m.group(1))
+    return file_year(path)
 
 
 def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str]]:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from specmon.parsing import llamacpp, sglang, vllm
 from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.detect import detect_engine
+from specmon.parsing.grammar import KINDS
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.parsing.prefix import read_prefix
 from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
@@ -27,6 +28,8 @@ _REMNANT = re.compile(r"\[[0-9;]{1,8}m")
 # A vLLM-style level+time prefix, for the message part of traceback lines.
 _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
+# Every engine module registered its line kinds on import (above): the markers, in order.
+_DISPATCH = tuple(KINDS)
 
 #: An engine's stats-line parser: (message, line number, timestamp, rank) -> record.
 StatsParser = Callable[[str, int, float | None, str | None], ParsedRecord | None]
@@ -59,23 +62,12 @@ class LineParser:
         Returns:
             A record, or None for a line that carries nothing specmon reads.
         """
-        # Fast exits first: the bulk of a busy log.
-        if "Decode batch" in text:
-            return self._stats(text, lineno, sglang.DECODE_MARKER, sglang.parse_decode, Engine.SGLANG)
+        # Fast exits first: the bulk of a busy log is stats lines and HTTP access lines.
         if ' - "' in text and "HTTP/" in text:
             return None  # uvicorn access line
-        if "Prefill batch" in text:
-            return self._stats(text, lineno, sglang.PREFILL_MARKER, sglang.parse_prefill, Engine.SGLANG)
-        if "Avg prompt throughput" in text:
-            return self._stats(text, lineno, vllm.STATS_MARKER, vllm.parse_stats, Engine.VLLM)
-        if "metrics" in text:
-            for marker in vllm.SPEC_MARKERS:
-                if marker in text:
-                    return self._stats(text, lineno, marker, vllm.parse_spec, Engine.VLLM)
-        if llamacpp.SPEC_MARKER in text:
-            return self._stats(text, lineno, llamacpp.SPEC_MARKER, llamacpp.parse_spec, Engine.LLAMACPP)
-        if llamacpp.EVAL_MARKER in text and "tokens per second" in text and "prompt eval" not in text:
-            return self._stats(text, lineno, llamacpp.EVAL_MARKER, llamacpp.parse_eval, Engine.LLAMACPP)
+        for kind in _DISPATCH:
+            if kind.marker in text and (kind.gate is None or kind.gate(text)):
+                return self._stats(text, lineno, kind.marker, kind.parse, kind.engine)
         return self._slow(text, lineno)
 
     # -- helpers ---------------------------------------------------------------------------

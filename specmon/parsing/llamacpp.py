@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, to_float
+from specmon.parsing.grammar import LineKind, register
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
@@ -97,3 +98,10 @@ class SpecSetup:
                 kind, self.pending = self.pending, None
                 return Config(line, ts, rank, engine=Engine.LLAMACPP, algorithm=kind, steps=int(d.group("n")))
         return None
+
+
+SPEC = register(LineKind(name="llamacpp.spec", engine=Engine.LLAMACPP, marker=SPEC_MARKER, parse=parse_spec,
+                         record=Spec))
+EVAL = register(LineKind(name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval,
+                         record=EngineStats,
+                         gate=lambda text: "tokens per second" in text and "prompt eval" not in text))

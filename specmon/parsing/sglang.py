@@ -13,6 +13,17 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, split_fields, to_bool, to_float, to_int
+from specmon.parsing.grammar import (
+    ANY,
+    BOOL,
+    FLOAT,
+    INT,
+    FieldSpec,
+    LineKind,
+    register,
+    split_trailing,
+    to_bool_bytes,
+)
 from specmon.records import Config, Decode, Engine, Prefill, Unparsed
 
 DECODE_MARKER = "Decode batch"
@@ -76,19 +87,29 @@ def _check_fields(fields: dict[str, str], bad: list[str], strict: bool) -> str |
     return None
 
 
-def _body(message: str, marker: str) -> str:
-    """The key-value body after ``Decode batch.``, ``Decode batch,`` or ``Decode batch [N],``."""
-    rest = message[message.index(marker) + len(marker):]
-    if rest.startswith(" ["):  # iteration index, SGLANG_LOG_FORWARD_ITERS
-        close = rest.find("]")
+_SEP = re.compile(r" ?[.,|]")  # what separates the marker from the fields
+
+
+def _body_start(message: str, marker: str) -> int:
+    """Where the key-value body begins after ``Decode batch.``, ``Decode batch,``,
+    ``Decode batch |`` or ``Decode batch [N],``."""
+    at = message.index(marker) + len(marker)
+    if message.startswith(" [", at):  # iteration index, SGLANG_LOG_FORWARD_ITERS
+        close = message.find("]", at)
         if close > 0:
-            rest = rest[close + 1:]
-    if rest[:1] in (".", ","):
-        rest = rest[1:]
-    elif rest.startswith("(mixed"):  # v0.2.13-0.3.x mixed-chunk prefill
-        close = rest.find(")")
-        rest = rest[close + 2:] if close > 0 else rest
-    return rest
+            at = close + 1
+    sep = _SEP.match(message, at)
+    if sep is not None:
+        at = sep.end()
+    elif message.startswith("(mixed", at):  # v0.2.13-0.3.x mixed-chunk prefill
+        close = message.find(")", at)
+        at = close + 2 if close > 0 else at
+    return at
+
+
+def _body(message: str, marker: str) -> str:
+    """The key-value body after the marker and its separator, without trailing punctuation."""
+    return split_trailing(message[_body_start(message, marker):])[0]
 
 
 def _first(fields: dict[str, str], keys: tuple[str, ...]) -> str | None:
@@ -216,3 +237,46 @@ def parse_server_args(message: str, line: int, ts: float | None, rank: str | Non
         model=str(model) if model is not None else None,
         extra=extra,
     )
+
+
+# -- the grammar of these lines (shared with the bulk path) ------------------------------------
+
+DECODE = register(LineKind(
+    name="sglang.decode", engine=Engine.SGLANG, marker=DECODE_MARKER, parse=parse_decode, record=Decode,
+    fields=(
+        FieldSpec("running_req", ("#running-req",), INT, int),
+        FieldSpec("tokens", _TOKENS_KEYS, INT, int),
+        FieldSpec("token_usage", _USAGE_KEYS, FLOAT, float),
+        FieldSpec("accept_len", ("accept len",), FLOAT, float),
+        FieldSpec("accept_rate", ("accept rate",), FLOAT, float),
+        FieldSpec("graph", _GRAPH_KEYS, BOOL, to_bool_bytes),
+        FieldSpec("gen_throughput", (_THROUGHPUT_KEY,), FLOAT, float),
+        FieldSpec("queue_req", ("#queue-req",), INT, int),
+    ),
+    body=lambda message: _body_start(message, DECODE_MARKER),
+    columns=("running_req", "gen_throughput", "accept_len", "accept_rate"),
+))
+
+
+def _opt_int(text: bytes) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def _opt_float(text: bytes) -> float | None:
+    return to_float(text.decode())
+
+
+PREFILL = register(LineKind(
+    name="sglang.prefill", engine=Engine.SGLANG, marker=PREFILL_MARKER, parse=parse_prefill, record=Prefill,
+    # Prefill values are read when they can be and never make the line unparsed: any value.
+    fields=(
+        FieldSpec("new_seq", ("#new-seq",), ANY, _opt_int),
+        FieldSpec("new_token", ("#new-token",), ANY, _opt_int),
+        FieldSpec("cached_token", ("#cached-token",), ANY, _opt_int),
+        FieldSpec("running_req", ("#running-req",), ANY, _opt_int),
+        FieldSpec("queue_req", ("#queue-req",), ANY, _opt_int),
+        FieldSpec("input_throughput", ("input throughput (token/s)",), ANY, _opt_float),
+    ),
+    body=lambda message: _body_start(message, PREFILL_MARKER),
+    columns=(),
+))

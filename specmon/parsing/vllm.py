@@ -12,6 +12,7 @@ import ast
 import re
 
 from specmon.parsing.common import cut, to_float, to_int
+from specmon.parsing.grammar import LineKind, register
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 STATS_MARKER = "Avg prompt throughput"
@@ -153,6 +154,11 @@ def parse_spec(message: str, line: int, ts: float | None, rank: str | None) -> S
         drafted_throughput=to_float(_number_before(dt, "tokens/s")) if dt else None,
     )
 
+
+STATS = register(LineKind(name="vllm.stats", engine=Engine.VLLM, marker=STATS_MARKER, parse=parse_stats,
+                           record=EngineStats))
+SPEC = tuple(register(LineKind(name=f"vllm.spec.{i}", engine=Engine.VLLM, marker=m, parse=parse_spec, record=Spec))
+             for i, m in enumerate(SPEC_MARKERS))
 
 CONFIG_MARKERS = ("non-default args:", "Initializing a V1 LLM engine", "Initializing an LLM engine",
                   "Initializing a V0 LLM engine")
