@@ -101,11 +101,31 @@ class Profile(BaseModel):
     jump: str | None = None  # like ssh -J: [USER@]HOST[:PORT][,...]
     lines: int | None = Field(default=None, ge=0)  # history lines shown on connect
     launch: LaunchProfile | None = None  # how to restart the server; validated at load like the rest
+    # The engine's Prometheus endpoint as seen from the host ("off": never read it). Unset: the
+    # launch port's /metrics (vLLM and SGLang --enable-metrics serve it on the API port).
+    metrics_url: str | None = None
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
     @classmethod
     def _no_control_chars(cls, value: str | None, info: Any) -> str | None:
         return _check_text(value, info.field_name)
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics_url(cls, value: str | None) -> str | None:
+        if value is None or value == "off":
+            return value
+        from urllib.parse import urlsplit
+
+        _check_text(value, "metrics_url")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+            raise ValueError('metrics_url must be an http(s) URL such as "http://127.0.0.1:8000/metrics", or "off"')
+        try:
+            parts.port  # noqa: B018  (raises on a bad port)
+        except ValueError:
+            raise ValueError(f"metrics_url has a bad port: {value!r}") from None
+        return value
 
     @field_validator("host", "user", "jump")
     @classmethod

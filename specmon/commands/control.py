@@ -23,6 +23,22 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
     from specmon.output.recording import RecordedIngest, Recorder
 
 
+#: ``--finish``: what a profile sweep leaves running.
+FINISH_CHOICES = ("winner", "last", "none")
+
+
+def _int_list(text: str) -> list[int]:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
+        values.append(int(part))
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a value is listed twice in {text!r}")
+    return values
+
+
 #: Exit status of a sweep that ran but could not measure every requested setting (the verdict,
 #: if any, covers only the others). 0: all measured and a verdict; 1: no verdict; 2: bad input.
 EXIT_INCOMPLETE = 3
@@ -105,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--time-scale", type=positive_float, default=100.0, metavar="S",
                    help="demo only: simulated seconds per real second (default 100)")
     s.add_argument("-y", "--yes", action="store_true", help="restart the server without asking first")
+    s.add_argument("--finish", choices=FINISH_CHOICES, default=None,
+                   help="what to leave running afterwards: winner (restart on the declared winner), last "
+                        "(the last setting measured), none (stop the server); default: ask at a terminal, "
+                        "else last")
+    s.add_argument("--no-metrics", action="store_true",
+                   help="do not read the engine's /metrics counters: measure from the server log only")
     s.set_defaults(func=cmd_sweep)
 
     r = subparsers.add_parser(
@@ -337,13 +359,12 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
-    if not getattr(args, "demo", False) and result.cells:
-        # A sweep never stops the server for good: say so, it is still using the GPUs.
-        _err("sweep: the server is left running with the last configuration measured; "
-             "restart it with the winner from the dashboard (r) or your own command")
-        record = getattr(extra.get("_restarter"), "started", None)
-        if record is not None:
-            _err(f"sweep: {record.left_running_text()}")
+    left = extra.get("server_left_on")
+    if isinstance(left, dict) and left.get("text"):
+        _err(f"sweep: {left['text']}")
+    record = getattr(extra.get("_restarter"), "started", None)
+    if record is not None and not (isinstance(left, dict) and left.get("running") is False):
+        _err(f"sweep: {record.left_running_text()}")
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:
         _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
@@ -530,7 +551,9 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
                 load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
             except LoadError as exc:
                 return _fail(str(exc), EXIT_INPUT)
-        return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)
+        target_url = _metrics_target(args, profile, launch)
+        counters = _scraper(target_url) if target_url else None
+        return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
     finally:
         ingest.close()
         if rec is not None:
@@ -538,23 +561,83 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
 
 
 async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
-                             load: LoadControl | None, state: str, rec: Recorder | None, follower: Any) -> int:
-    """Run a profile's sweep (local or remote alike) and print its result."""
+                             load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
+                             counters: Any = None) -> int:
+    """Run a profile's sweep (local or remote alike), finish as asked, and print its result."""
     from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.sweep import Sweep, SweepError
 
     try:
         sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
-                      recorder=rec, on_event=_on_event)
+                      recorder=rec, on_event=_on_event, counters=counters)
     except SweepError as exc:
         return _fail(str(exc), EXIT_INPUT)
+    if counters is not None:
+        _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
     try:
         result = await _with_prometheus(args, session, sweep.run())
+        left = None
+        if result is not None and sweep.server_steps is not None:
+            left = await _finish(args, result, restarter, sweep.server_steps)
     finally:
         await follower.stop()
     if result is None:
         return EXIT_INPUT
-    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "_restarter": restarter})
+    if rec is not None and left is not None:
+        rec.meta("sweep-finish", **left)
+    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
+                                        "_restarter": restarter})
+
+
+def _finish_choice(args: argparse.Namespace, winner: int | None) -> str:
+    """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
+    import sys
+
+    if args.finish is not None:
+        return str(args.finish)
+    if not sys.stdin.isatty():
+        return "last"
+    what = f"restart on the winner ({_steps_text(winner)})" if winner is not None else "no winner declared"
+    try:
+        answer = input(f"Sweep done; {what}. Leave the server on [w]inner / [l]ast / [n]one (stop it)? "
+                       f"[{'W' if winner is not None else 'L'}] ").strip().lower()
+    except EOFError:
+        return "last"
+    if not answer:
+        return "winner" if winner is not None else "last"
+    return {"w": "winner", "l": "last", "n": "none"}.get(answer[0], "last")
+
+
+def _steps_text(steps: int | None) -> str:
+    return "no speculation" if steps == 0 else f"{steps} speculative steps"
+
+
+async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any, last: int) -> dict[str, Any]:
+    """Leave the server as asked; returns what the report records about it."""
+    v = result.verdict
+    winner = v.best.steps if v is not None and v.separated and v.best is not None else None
+    choice = _finish_choice(args, winner)
+    doc: dict[str, Any] = {"finish": choice, "steps": last, "running": True}
+    if choice == "none":
+        outcome = await restarter.stop_server()
+        doc.update(steps=None, running=False, text=f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}")
+    elif choice == "winner" and winner is None:
+        doc["text"] = (f"no winner declared: the server is left running with the last setting measured "
+                       f"({_steps_text(last)})")
+    elif choice == "winner" and winner != last:
+        _err(f"sweep: restarting on the winner ({_steps_text(winner)})")
+        outcome = await restarter(winner)
+        if outcome.ok:
+            doc.update(steps=winner, text=f"the server is left running on the winner ({_steps_text(winner)})")
+        else:
+            doc.update(steps=None, running=None,
+                       text=f"restart on the winner ({_steps_text(winner)}) failed: {outcome.detail}")
+    elif choice == "winner":
+        doc["text"] = f"the server is left running on the winner ({_steps_text(winner)}), the last setting measured"
+    else:
+        doc["text"] = (f"the server is left running with the last setting measured ({_steps_text(last)}); "
+                       "restart it with the winner with --finish winner, from the dashboard (r) or your own command")
+    return doc
 
 
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
@@ -580,28 +663,62 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
         restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err,
                                   record_servers=True)
 
-        async def run(load: LoadControl | None) -> int:
-            return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)
+        # The server's ports stay on the host: the load and the /metrics scrapes go through SSH
+        # local forwards (one per host:port).
+        import contextlib
+        from urllib.parse import urlsplit
 
-        if args.no_load:
-            return await run(None)
-        # The server's port stays on the host: the load goes through an SSH local forward.
-        assert launch.port is not None  # checked before connecting
-        try:
-            forward = forwarded_base_url(link.conn, launch.port)
-            url = await forward.__aenter__()
-        except Exception as exc:
-            return _fail(f"cannot forward a local port to port {launch.port} on {target.label}: {exc}")
-        try:
-            try:
-                load = BackgroundLoad(LoadDriver(_load_options(args, url)))
-            except LoadError as exc:
-                return _fail(str(exc), EXIT_INPUT)
-            return await run(load)
-        finally:
-            await forward.__aexit__(None, None, None)
+        metrics = _metrics_target(args, profile, launch)
+        wanted: list[tuple[str, int]] = []
+        if not args.no_load:
+            assert launch.port is not None  # checked before connecting
+            wanted.append(("127.0.0.1", launch.port))
+        if metrics:
+            m = urlsplit(metrics)
+            key = (m.hostname or "127.0.0.1", m.port or (443 if m.scheme == "https" else 80))
+            if key not in wanted:
+                wanted.append(key)
+        async with contextlib.AsyncExitStack() as stack:
+            local: dict[tuple[str, int], str] = {}
+            for host, port in wanted:
+                try:
+                    local[(host, port)] = await stack.enter_async_context(
+                        forwarded_base_url(link.conn, port, remote_host=host))
+                except Exception as exc:
+                    return _fail(f"cannot forward a local port to {host}:{port} on {target.label}: {exc}")
+            load = None
+            if not args.no_load:
+                try:
+                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])))
+                except LoadError as exc:
+                    return _fail(str(exc), EXIT_INPUT)
+            counters = None
+            if metrics:
+                m = urlsplit(metrics)
+                base = local[(m.hostname or "127.0.0.1", m.port or (443 if m.scheme == "https" else 80))]
+                counters = _scraper(base + (m.path or "/metrics") + (f"?{m.query}" if m.query else ""))
+            return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
     finally:
         link.close()
+
+
+def _metrics_target(args: argparse.Namespace, profile: Profile, launch: LaunchProfile) -> str | None:
+    """The engine's /metrics URL as seen from the server's host, or None (``--no-metrics``, ``off``, no port)."""
+    if getattr(args, "no_metrics", False) or profile.metrics_url == "off":
+        return None
+    if profile.metrics_url:
+        return profile.metrics_url
+    if launch.port is None:
+        return None
+    from specmon.sources.metrics import metrics_url_for
+
+    return metrics_url_for(launch.port)
+
+
+def _scraper(url: str) -> Any:
+    from specmon.sources.metrics import MetricsScraper
+
+    return MetricsScraper(url)
 
 
 class _NoRunner:

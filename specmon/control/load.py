@@ -10,12 +10,21 @@ The driver measures on the client side too — time to first token (when the
 server streams), per-request decode speed and aggregate output tok/s — so a
 sweep's verdict does not rest on the server's log alone.
 
-The HTTP client is a small HTTP/1.1 implementation on asyncio streams
-(keep-alive, Content-Length and chunked bodies, server-sent events): specmon
-needs nothing more than that against a local or SSH-forwarded port, and it
-keeps the dependency list short. Every request is bounded by
-``request_timeout_s``; a run ends by itself after ``max_requests`` or
-``max_seconds``, or when its ``stop`` event is set.
+Per-request decode speed is the tokens generated after the first streamed
+chunk over the time between the first and the last chunk that carried tokens
+(the token count from the server's ``usage``; ``continuous_usage_stats`` gives
+the first chunk's own count). Prefill and the wait for the final usage chunk
+are outside that window. A request with no interval to time — one chunk, a
+non-streamed answer, or a single token after the first — has no decode speed:
+it is left out and counted (``untimed``), never divided by a near-zero time. So is a
+stream whose chunks arrived in one burst (spanning less than half the request's
+latency): a buffering hop between server and client (seen through an SSH forward
+on a loaded host) makes their spacing meaningless.
+
+HTTP is ``httpx`` (keep-alive pool per run, streamed bodies read with
+``aiter_lines``). Every request is bounded by ``request_timeout_s``; a run
+ends by itself after ``max_requests`` or ``max_seconds``, or when its
+``stop`` event is set.
 
 Remote servers are reached through an SSH local port forward
 (:func:`forwarded_base_url`): the server's port is never exposed.
@@ -27,13 +36,14 @@ import asyncio
 import contextlib
 import json
 import math
-import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+import httpx
 
 from specmon.control.guard import refuse
 from specmon.model.stats import Summary, summarize
@@ -60,8 +70,10 @@ BUNDLED_PROMPTS: tuple[str, ...] = (
 
 Endpoint = Literal["completions", "chat"]
 _PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: A stream whose token-carrying chunks span less than this share of the request's latency
+#: arrived in a burst and is not timed (counted as untimed).
+BURST_SHARE = 0.5
 
 
 class LoadError(Exception):
@@ -157,20 +169,38 @@ class RequestResult:
     prompt_tokens: int | None = None
     status: int | None = None
     error: str | None = None
+    #: Token-carrying chunks received (1 for a non-streamed answer).
+    chunks: int = 0
+    #: Seconds from the start to the first / last chunk that carried tokens.
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    #: Tokens in the first chunk, when the server gave a running count (else assumed 1).
+    first_tokens: int | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether this request has an interval between tokens to time (see :meth:`decode_tps`)."""
+        return self.decode_tps() is not None
 
     def decode_tps(self, time_scale: float = 1.0) -> float | None:
-        """Generation speed of this request in tokens per (simulated) second.
+        """Decode speed of this request in tokens per (simulated) second, or None.
 
-        With a first-token time, the tokens after the first over the time after it (pure
-        decode); otherwise all tokens over the whole latency (prefill included).
+        The tokens after the first chunk over the time from the first to the last
+        token-carrying chunk. None when there is nothing to time: a failed request,
+        a single chunk (or a non-streamed answer), no token after the first chunk,
+        or no measurable time between them.
         """
-        if not self.ok or self.output_tokens <= 0:
+        if not self.ok or self.chunks < 2 or self.first_token_s is None or self.last_token_s is None:
             return None
-        if self.ttft_s is not None and self.output_tokens > 1 and self.latency_s > self.ttft_s:
-            return (self.output_tokens - 1) / (self.latency_s - self.ttft_s) / time_scale
-        if self.latency_s <= 0:
+        span = self.last_token_s - self.first_token_s
+        after = self.output_tokens - (self.first_tokens if self.first_tokens is not None else 1)
+        if after < 1 or span <= 0:
             return None
-        return self.output_tokens / self.latency_s / time_scale
+        if self.latency_s > 0 and span < BURST_SHARE * self.latency_s:
+            # The chunks arrived in one burst (a buffering hop: seen through an SSH forward on a
+            # loaded host): their spacing says nothing about the server's pace.
+            return None
+        return after / span / time_scale
 
 
 @dataclass
@@ -207,8 +237,13 @@ class LoadReport:
             return None
         return self.output_tokens / span / self.time_scale
 
+    @property
+    def untimed(self) -> int:
+        """Completed requests too short to time (left out of :meth:`decode_tps`)."""
+        return sum(1 for r in self.results if r.ok and not r.timed)
+
     def decode_tps(self) -> list[float]:
-        """Per-request generation speeds (tokens per simulated second)."""
+        """Per-request decode speeds (tokens per simulated second) of the timed requests."""
         out = []
         for r in self.results:
             v = r.decode_tps(self.time_scale)
@@ -235,124 +270,17 @@ class LoadReport:
             "output_tokens": self.output_tokens,
             "output_tps": None if tps is None else round(tps, 3),
             "decode_tps": dec.to_json() if dec else None,
+            "untimed": self.untimed,
             "ttft_s": tt.to_json() if tt else None,
             "stopped_by": self.stopped_by,
         }
 
 
-# --------------------------------------------------------------------------- HTTP
+# --------------------------------------------------------------------------- driver
 
 
 class _HTTPError(Exception):
     pass
-
-
-@dataclass
-class _Response:
-    status: int
-    headers: dict[str, str]
-
-
-class _Connection:
-    """One keep-alive HTTP/1.1 connection (reopened when the server closes it)."""
-
-    def __init__(self, host: str, port: int, tls: bool) -> None:
-        self.host, self.port, self.tls = host, port, tls
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def open(self) -> None:
-        if self.writer is not None and not self.writer.is_closing():
-            return
-        ctx = ssl.create_default_context() if self.tls else None
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, ssl=ctx, limit=MAX_HEADER_BYTES)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes) -> _Response:
-        await self.open()
-        assert self.reader is not None and self.writer is not None
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive",
-                 *(f"{k}: {v}" for k, v in headers.items()), f"Content-Length: {len(body)}"]
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        await self.writer.drain()
-        status_line = await self.reader.readline()
-        if not status_line:
-            raise _HTTPError("the server closed the connection")
-        parts = status_line.decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise _HTTPError(f"not an HTTP response: {status_line[:80]!r}")
-        out: dict[str, str] = {}
-        size = 0
-        while True:
-            raw = await self.reader.readline()
-            size += len(raw)
-            if size > MAX_HEADER_BYTES:
-                raise _HTTPError("response headers too large")
-            if raw in (b"\r\n", b"\n", b""):
-                break
-            key, _, value = raw.decode("latin-1").partition(":")
-            out[key.strip().lower()] = value.strip()
-        return _Response(int(parts[1]), out)
-
-    async def body_chunks(self, resp: _Response) -> AsyncIterator[bytes]:
-        """The response body as it arrives (Content-Length, chunked, or until close)."""
-        assert self.reader is not None
-        reader = self.reader
-        total = 0
-        if "chunked" in resp.headers.get("transfer-encoding", "").lower():
-            while True:
-                size_line = await reader.readline()
-                try:
-                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                except ValueError:
-                    raise _HTTPError("bad chunk size") from None
-                if size == 0:
-                    while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    break
-                total += size
-                if total > MAX_BODY_BYTES:
-                    raise _HTTPError("response body too large")
-                data = await reader.readexactly(size)
-                await reader.readline()
-                yield data
-        elif "content-length" in resp.headers:
-            try:
-                remaining = int(resp.headers["content-length"])
-            except ValueError:
-                raise _HTTPError("bad content-length") from None
-            if remaining > MAX_BODY_BYTES:
-                raise _HTTPError("response body too large")
-            while remaining > 0:
-                data = await reader.read(min(remaining, 65536))
-                if not data:
-                    raise _HTTPError("the server closed the connection mid-body")
-                remaining -= len(data)
-                yield data
-        else:
-            while data := await reader.read(65536):
-                total += len(data)
-                if total > MAX_BODY_BYTES:
-                    raise _HTTPError("response body too large")
-                yield data
-            self.close()
-        if resp.headers.get("connection", "").lower() == "close":
-            self.close()
-
-
-def _split_base(base_url: str) -> tuple[str, int, bool, str]:
-    parts = urlsplit(base_url)
-    tls = parts.scheme == "https"
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if tls else 80)
-    return host, port, tls, parts.path.rstrip("/")
-
-
-# --------------------------------------------------------------------------- driver
 
 
 class LoadDriver:
@@ -366,7 +294,7 @@ class LoadDriver:
     def __init__(self, config: LoadConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._clock = clock
-        self._host, self._port, self._tls, self._prefix = _split_base(config.base_url)
+        self._base = config.base_url.rstrip("/")
         self._model = config.model
         self._next_prompt = 0
         self._next_index = 0
@@ -377,44 +305,51 @@ class LoadDriver:
             h["Authorization"] = f"Bearer {self.config.api_key}"
         return h
 
+    def _client(self, connections: int = 1) -> httpx.AsyncClient:
+        # Bounded by the per-request timeout below; httpx's own is the same bound per read.
+        # trust_env=False: a proxy variable must never route the load off this machine's forward.
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.config.request_timeout_s),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            trust_env=False,
+        )
+
     async def discover_model(self) -> str | None:
         """The first model ``GET /v1/models`` lists (None when the server does not say)."""
-        conn = _Connection(self._host, self._port, self._tls)
         try:
-            async with asyncio.timeout(min(30.0, self.config.request_timeout_s)):
-                resp = await conn.request("GET", self._prefix + "/v1/models", self._headers(), b"")
-                body = b"".join([c async for c in conn.body_chunks(resp)])
-            if resp.status != 200:
-                return None
-            data = json.loads(body)
-            models = data.get("data") if isinstance(data, dict) else None
-            if isinstance(models, list) and models and isinstance(models[0], dict):
-                mid = models[0].get("id")
-                return mid if isinstance(mid, str) else None
-        except (OSError, TimeoutError, _HTTPError, ValueError, asyncio.IncompleteReadError):
+            async with self._client() as client, asyncio.timeout(min(30.0, self.config.request_timeout_s)):
+                resp = await client.get(self._base + "/v1/models", headers=self._headers())
+                if resp.status_code != 200:
+                    return None
+                data = resp.json()
+        except (httpx.HTTPError, OSError, TimeoutError, ValueError):
             return None
-        finally:
-            conn.close()
+        models = data.get("data") if isinstance(data, dict) else None
+        if isinstance(models, list) and models and isinstance(models[0], dict):
+            mid = models[0].get("id")
+            return mid if isinstance(mid, str) else None
         return None
 
-    def _body(self, prompt: str) -> bytes:
+    def _body(self, prompt: str) -> dict[str, Any]:
         c = self.config
         data: dict[str, Any] = {"model": self._model or "default", "max_tokens": c.max_tokens,
                                 "temperature": 0.0, "stream": c.stream}
         if c.stream:
-            data["stream_options"] = {"include_usage": True}
+            # continuous_usage_stats (vLLM, SGLang): every chunk carries the running token count, so
+            # the tokens of the first chunk are known exactly, not assumed.
+            data["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         if c.ignore_eos:
             data["ignore_eos"] = True
         if c.endpoint == "chat":
             data["messages"] = [{"role": "user", "content": prompt}]
         else:
             data["prompt"] = prompt
-        return json.dumps(data).encode()
+        return data
 
-    async def request_once(self, conn: _Connection | None = None) -> RequestResult:
+    async def request_once(self, client: httpx.AsyncClient | None = None) -> RequestResult:
         """Send the next prompt of the set and wait for the whole answer (bounded by the timeout)."""
-        own = conn is None
-        conn = conn or _Connection(self._host, self._port, self._tls)
+        own = client is None
+        client = client or self._client()
         index, pidx = self._next_index, self._next_prompt
         self._next_index += 1
         self._next_prompt = (self._next_prompt + 1) % len(self.config.prompts)
@@ -422,84 +357,103 @@ class LoadDriver:
         result = RequestResult(index, pidx, False, start, 0.0)
         try:
             async with asyncio.timeout(self.config.request_timeout_s):
-                await self._exchange(conn, self.config.prompts[pidx], result, start)
-        except TimeoutError:
+                await self._exchange(client, self.config.prompts[pidx], result, start)
+        except (TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {self.config.request_timeout_s:g} s"
-            conn.close()
-        except (OSError, _HTTPError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+        except (httpx.HTTPError, OSError, _HTTPError, ValueError) as exc:
             result.error = _describe(exc)
-            conn.close()
         finally:
             result.latency_s = self._clock() - start
             if own:
-                conn.close()
+                await client.aclose()
         return result
 
-    async def _exchange(self, conn: _Connection, prompt: str, result: RequestResult, start: float) -> None:
-        path = self._prefix + _PATHS[self.config.endpoint]
-        body = self._body(prompt)
-        try:
-            resp = await conn.request("POST", path, self._headers(), body)
-        except (_HTTPError, ConnectionError, asyncio.IncompleteReadError):
-            # A keep-alive connection the server had already closed: one fresh attempt.
-            conn.close()
-            resp = await conn.request("POST", path, self._headers(), body)
-        result.status = resp.status
-        ctype = resp.headers.get("content-type", "")
-        if resp.status != 200:
-            text = b"".join([c async for c in conn.body_chunks(resp)])[:300].decode("utf-8", "replace")
-            result.error = f"HTTP {resp.status}: {text.strip()}"
-            return
-        if "text/event-stream" in ctype:
-            await self._read_events(conn, resp, result, start)
-        else:
-            raw = b"".join([c async for c in conn.body_chunks(resp)])
-            data = json.loads(raw)
-            usage = data.get("usage") if isinstance(data, dict) else None
-            tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-            if not isinstance(tokens, int):
-                raise _HTTPError("the response has no usage.completion_tokens")
-            result.output_tokens = tokens
-            pt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-            result.prompt_tokens = pt if isinstance(pt, int) else None
+    async def _exchange(self, client: httpx.AsyncClient, prompt: str, result: RequestResult, start: float) -> None:
+        url = self._base + _PATHS[self.config.endpoint]
+        async with client.stream("POST", url, json=self._body(prompt), headers=self._headers()) as resp:
+            result.status = resp.status_code
+            if resp.status_code != 200:
+                text = (await resp.aread())[:300].decode("utf-8", "replace")
+                result.error = f"HTTP {resp.status_code}: {text.strip()}"
+                return
+            if "text/event-stream" in resp.headers.get("content-type", ""):
+                await self._read_events(resp, result, start)
+            else:
+                raw = await resp.aread()
+                if len(raw) > MAX_BODY_BYTES:
+                    raise _HTTPError("response body too large")
+                data = json.loads(raw)
+                usage = data.get("usage") if isinstance(data, dict) else None
+                tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                if not isinstance(tokens, int):
+                    raise _HTTPError("the response has no usage.completion_tokens")
+                result.output_tokens = tokens
+                pt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+                result.prompt_tokens = pt if isinstance(pt, int) else None
+                # One piece: there is no interval between tokens to time.
+                result.chunks = 1 if tokens else 0
         result.ok = result.output_tokens > 0
         if not result.ok and result.error is None:
             result.error = "the server returned no tokens"
 
-    async def _read_events(self, conn: _Connection, resp: _Response, result: RequestResult, start: float) -> None:
-        buf = b""
+    async def _read_events(self, resp: httpx.Response, result: RequestResult, start: float) -> None:
+        """Read server-sent events; time the first and the last chunk that carries tokens.
+
+        httpx's ``aiter_lines`` splits the stream at line ends; an event ends at a blank
+        line and its ``data:`` lines are joined (the SSE rule), which is all the
+        OpenAI-compatible servers use.
+        """
         pieces = 0
         usage_tokens: int | None = None
-        async for chunk in conn.body_chunks(resp):
-            buf += chunk
-            while b"\n\n" in buf or b"\r\n\r\n" in buf:
-                cut = min(i for i in (buf.find(b"\n\n"), buf.find(b"\r\n\r\n")) if i >= 0)
-                event, buf = buf[:cut], buf[cut:].lstrip(b"\r\n")
-                for line in event.splitlines():
-                    if not line.startswith(b"data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == b"[DONE]":
-                        continue
-                    data = json.loads(payload)
-                    if not isinstance(data, dict):
-                        continue
-                    usage = data.get("usage")
-                    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                        usage_tokens = usage["completion_tokens"]
-                        if isinstance(usage.get("prompt_tokens"), int):
-                            result.prompt_tokens = usage["prompt_tokens"]
-                    for choice in data.get("choices") or []:
-                        if not isinstance(choice, dict):
-                            continue
-                        delta = choice.get("delta")
-                        if not isinstance(delta, dict):
-                            delta = {}
-                        text = choice.get("text") or delta.get("content") or ""
-                        if text:
-                            pieces += 1
-                            if result.ttft_s is None:
-                                result.ttft_s = self._clock() - start
+        data_lines: list[str] = []
+        size = 0
+
+        def event(payload: str) -> None:
+            nonlocal pieces, usage_tokens
+            if payload.strip() == "[DONE]":
+                return
+            data = json.loads(payload)
+            if not isinstance(data, dict):
+                return
+            now = self._clock() - start
+            usage = data.get("usage")
+            running: int | None = None
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                running = usage["completion_tokens"]
+                if isinstance(usage.get("prompt_tokens"), int):
+                    result.prompt_tokens = usage["prompt_tokens"]
+            choices = [c for c in data.get("choices") or [] if isinstance(c, dict)]
+            if running is not None:
+                # With a running count, a chunk carries tokens when the count grew (its text may
+                # be empty: a token that ends mid-character is held back by the detokenizer).
+                carried = bool(choices) and running > (usage_tokens or 0)
+            else:
+                carried = any(c.get("text") or (c.get("delta") or {}).get("content") for c in choices)
+            if carried:
+                pieces += 1
+                if result.first_token_s is None:
+                    result.first_token_s = now
+                    result.ttft_s = now
+                    result.first_tokens = running if running is not None else None
+                result.last_token_s = now
+            if running is not None:
+                usage_tokens = running if usage_tokens is None else max(usage_tokens, running)
+
+        async for line in resp.aiter_lines():
+            size += len(line)
+            if size > MAX_BODY_BYTES:
+                raise _HTTPError("response body too large")
+            line = line.rstrip("\r")
+            if not line:
+                if data_lines:
+                    event("\n".join(data_lines))
+                    data_lines = []
+                continue
+            if line.startswith("data:"):
+                data_lines.append(line[5:].lstrip(" "))
+        if data_lines:
+            event("\n".join(data_lines))
+        result.chunks = pieces
         # A streamed piece may carry several tokens (speculation accepts them together):
         # the usage count is the truth; pieces are the fallback.
         result.output_tokens = usage_tokens if usage_tokens is not None else pieces
@@ -539,21 +493,18 @@ class LoadDriver:
         report = LoadReport(concurrency, self._clock(), self._clock(), self.config.time_scale)
         budget = [max_requests if max_requests is not None else math.inf]
         done = asyncio.Event()
+        client = self._client(concurrency)
 
         async def worker() -> None:
-            conn = _Connection(self._host, self._port, self._tls)
-            try:
-                while not done.is_set() and budget[0] > 0:
-                    budget[0] -= 1
-                    res = await self.request_once(conn)
-                    report.results.append(res)
-                    if on_result is not None:
-                        on_result(res)
-                    if not res.ok:
-                        # A failing server must not be hammered: a short pause between errors.
-                        await asyncio.sleep(0.2)
-            finally:
-                conn.close()
+            while not done.is_set() and budget[0] > 0:
+                budget[0] -= 1
+                res = await self.request_once(client)
+                report.results.append(res)
+                if on_result is not None:
+                    on_result(res)
+                if not res.ok:
+                    # A failing server must not be hammered: a short pause between errors.
+                    await asyncio.sleep(0.2)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
         waiters: list[asyncio.Future[Any]] = []
@@ -577,13 +528,18 @@ class LoadDriver:
                 waiter.cancel()
             await asyncio.gather(*workers, *waiters, return_exceptions=True)
             report.ended_at = self._clock()
+            await client.aclose()
         return report
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
+    text = str(exc)
+    if isinstance(exc, ConnectionRefusedError) or (
+            isinstance(exc, httpx.ConnectError) and ("refused" in text.lower() or "all connection attempts" in text.lower())):
         return "connection refused (is the server up?)"
-    if isinstance(exc, asyncio.IncompleteReadError):
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect: {text or type(exc).__name__}"
+    if isinstance(exc, httpx.RemoteProtocolError):
         return "the server closed the connection mid-answer"
     if isinstance(exc, OSError):
         return exc.strerror or str(exc) or type(exc).__name__
@@ -664,6 +620,7 @@ def summarize_reports(reports: Sequence[LoadReport]) -> dict[str, Any]:
         "requests": sum(len(r.results) for r in reports),
         "errors": sum(r.errors for r in reports),
         "output_tokens": sum(r.output_tokens for r in reports),
+        "untimed": sum(r.untimed for r in reports),
         "decode_tps": decode,
         "ttft_s": ttft,
     }

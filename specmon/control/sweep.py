@@ -52,7 +52,7 @@ from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
-from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
+from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
 from specmon.records import Config, Decode, Engine, Spec
 from specmon.sources.base import stop_reading
 
@@ -207,26 +207,40 @@ class Segment:
     accept_len: list[float] = field(default_factory=list)
     accept_rate: list[float] = field(default_factory=list)
     per_position: list[float] | None = None
+    #: Where the samples above come from: ``counters`` (the engine's /metrics) or ``log``.
+    kind: str = "log"
+    #: The log's throughput samples of a counters segment (kept for the cross-check).
+    log_throughput: list[float] = field(default_factory=list)
     # Live bookkeeping, not persisted: where the next new sample starts in the run's arrays.
     _run: Run | None = field(default=None, repr=False)
     _tp: int = 0
     _al: int = 0
     _ar: int = 0
+    _cm: int = 0  # next counter sample
+    _pp: list[float] = field(default_factory=list, repr=False)  # per-position sums weighted by drafts
+    _pw: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """Persisted form (samples rounded to what logs print)."""
-        return {"source": self.source, "run_id": self.run_id, "config": self.config,
+        return {"source": self.source, "run_id": self.run_id, "config": self.config, "kind": self.kind,
                 "throughput": [round(v, 3) for v in self.throughput],
                 "accept_len": [round(v, 4) for v in self.accept_len],
                 "accept_rate": [round(v, 4) for v in self.accept_rate],
-                "per_position": self.per_position}
+                "per_position": self.per_position,
+                "log_throughput": [round(v, 3) for v in self.log_throughput]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Segment:
         """Inverse of :meth:`to_json`."""
         return cls(str(d.get("source", "")), d.get("run_id"), d.get("config"),
                    [float(v) for v in d.get("throughput", [])], [float(v) for v in d.get("accept_len", [])],
-                   [float(v) for v in d.get("accept_rate", [])], d.get("per_position"))
+                   [float(v) for v in d.get("accept_rate", [])], d.get("per_position"),
+                   str(d.get("kind", "log")), [float(v) for v in d.get("log_throughput", [])])
+
+    @property
+    def log_samples(self) -> list[float]:
+        """The log's throughput samples of this segment, whichever source drives it."""
+        return self.log_throughput if self.kind == "counters" else self.throughput
 
 
 @dataclass
@@ -242,7 +256,8 @@ class CellState:
     elapsed_s: float = 0.0
     segments: list[Segment] = field(default_factory=list)
     client: dict[str, Any] = field(default_factory=lambda: {"requests": 0, "errors": 0, "output_tokens": 0,
-                                                            "decode_tps": [], "ttft_s": [], "seconds": 0.0})
+                                                            "decode_tps": [], "ttft_s": [], "seconds": 0.0,
+                                                            "untimed": 0})
     label: str = ""
     _summary: tuple[int, Summary | None] | None = field(default=None, repr=False)
 
@@ -271,6 +286,7 @@ class CellState:
         c["requests"] += len(report.results)
         c["errors"] += report.errors
         c["output_tokens"] += report.output_tokens
+        c["untimed"] = c.get("untimed", 0) + report.untimed
         c["decode_tps"] += [round(v, 3) for v in report.decode_tps()]
         c["ttft_s"] += [round(v, 4) for v in report.ttft()]
         c["seconds"] += (report.ended_at - report.started_at) * report.time_scale
@@ -378,8 +394,11 @@ class SweepResult:
                     None if vs.ci95_low is None else round(vs.ci95_low, 2),
                     None if vs.ci95_high is None else round(vs.ci95_high, 2)],
                 "is_baseline": bool(row and row.is_baseline), "best": bool(row and row.best),
+                "source": "+".join(sorted({s.kind for s in cell.segments if s.throughput})) or None,
+                "tps_by_source": {k: round(v, 2) for k, v in source_means(cell).items()},
                 "client": {
                     "requests": client.get("requests", 0), "errors": client.get("errors", 0),
+                    "untimed": client.get("untimed", 0),
                     "output_tps": round(client["output_tokens"] / secs, 3) if secs and client.get("output_tokens") else None,
                     "decode_tps": dec.to_json() if dec else None, "ttft_s": ttft.to_json() if ttft else None,
                 },
@@ -409,6 +428,43 @@ class SweepResult:
         best = max(means, key=lambda s: means[s])
         server_best = v.best.steps if v.best else None
         return {"client_best_steps": best, "client_agrees": None if server_best is None else best == server_best}
+
+
+def source_means(cell: CellState) -> dict[str, float]:
+    """Mean tok/s of one setting by each source that measured it (counters, log, client)."""
+    out: dict[str, float] = {}
+    ctr = [v for s in cell.segments if s.kind == "counters" for v in s.throughput]
+    log = [v for s in cell.segments for v in s.log_samples]
+    if ctr:
+        out["counters"] = sum(ctr) / len(ctr)
+    if log:
+        out["log"] = sum(log) / len(log)
+    # The client's output tok/s (tokens over the load's wall time) is what compares with the server's
+    # throughput: both include prefill and the gaps between requests. Its per-request decode speed
+    # leaves those out (on purpose: it is what a reader of the stream sees) and runs higher.
+    secs, tokens = cell.client.get("seconds") or 0.0, cell.client.get("output_tokens") or 0
+    if secs > 0 and tokens and cell.client.get("requests", 0) >= 3:
+        out["client"] = tokens / secs
+    return out
+
+
+def verdict_sources(verdict: SweepVerdict, cells: Sequence[CellState], concurrency: int,
+                    tolerance_pct: float = 10.0) -> SweepVerdict:
+    """Say which source ``verdict`` rests on and whether the other sources agree with it."""
+    cs = [c for c in cells if c.concurrency == concurrency and c.n]
+    kinds = {s.kind for c in cs for s in c.segments if s.throughput}
+    source = "counters" if kinds == {"counters"} else ("log" if kinds <= {"log"} else "counters+log")
+    primary = {c.steps: sm.mean for c in cs if (sm := c.summary()) is not None}
+    best = verdict.best.steps if verdict.best else None
+    checks = []
+    for name in ("counters", "log", "client"):
+        if name == source or (source == "counters+log" and name != "client"):
+            continue
+        means = {c.steps: m[name] for c in cs if name in (m := source_means(c))}
+        if means:
+            checks.append(check_source(name, means, primary, verdict_best=best, separated=verdict.separated,
+                                       tolerance_pct=tolerance_pct))
+    return verdict.with_sources(source, checks)
 
 
 def _measurement(cell: CellState) -> Measurement | None:
@@ -477,6 +533,10 @@ class Sweep:
         resume: Continue from ``state_path`` when it holds this plan's unfinished sweep.
         recorder: A :class:`~specmon.output.recording.Recorder` for restarts, looks and the verdict.
         on_event: Called with every :class:`SweepEvent`.
+        counters: A :class:`~specmon.sources.metrics.MetricsScraper` on the server's ``/metrics``: when it
+            reads the engine's counters, a visit's samples come from them (about one a second) and
+            the log's samples are kept for the cross-check; when it cannot, the log is the source
+            and the sweep says so.
     """
 
     def __init__(
@@ -492,8 +552,10 @@ class Sweep:
         resume: bool = True,
         recorder: Any = None,
         on_event: Callable[[SweepEvent], None] | None = None,
+        counters: Any = None,
     ) -> None:
         self.plan = plan
+        self.counters = counters
         self.session = session
         self._restart_fn = restart
         self.load = load
@@ -514,6 +576,11 @@ class Sweep:
         self.cells = [CellState(s, c) for s, c in plan.ordered_cells(seed)]
         if self.state_path is not None and resume and self.state_path.exists():
             self._load_state()
+
+    @property
+    def server_steps(self) -> int | None:
+        """The step count the server is running now, as far as the sweep knows (None: unknown or down)."""
+        return self._server_steps
 
     # -- state file ------------------------------------------------------------------------
 
@@ -601,6 +668,8 @@ class Sweep:
                     await self.load.stop()
                 except Exception:
                     pass
+            if self.counters is not None:
+                await self.counters.stop()
             self.current = None
             self.save()
         result = self.result()
@@ -745,13 +814,29 @@ class Sweep:
                 names[c.key] = c.label or c.key
         return others, names
 
-    def _start_segment(self, cell: CellState) -> Segment:
+    async def _counters_ready(self) -> bool:
+        """Whether this visit's samples can come from the engine's counters (says so when not)."""
+        ctr = self.counters
+        if ctr is None:
+            return False
+        ctr.rebase()  # no sample spans a restart or a load change
+        ctr.start()  # scraping only while a setting is measured (never a server that is restarting)
+        ok = bool(await ctr.wait_available(min(15.0, self.plan.attach_s)))
+        if not ok:
+            self._emit("source", f"the engine's counters are not available ({ctr.problem}); "
+                                 "falling back to the server log")
+        return ok
+
+    def _start_segment(self, cell: CellState, use_counters: bool = False) -> Segment:
         run = self._run
         assert run is not None
         settle = self.plan.settle
         seg = Segment(run.source, run.id, _config_json(run.config), _run=run,
                       _tp=len(run.throughput) + settle, _al=len(run.accept_len) + settle,
                       _ar=len(run.accept_rate) + settle)
+        if use_counters and self.counters is not None:
+            seg.kind = "counters"
+            seg._cm = len(self.counters.samples) + settle
         cell.segments.append(seg)
         cfg = _config_for(cell.steps, seg.config)
         cell.label = cfg.label
@@ -761,6 +846,8 @@ class Sweep:
         run = seg._run
         if run is None:
             return 0
+        if seg.kind == "counters":
+            return self._pull_counters(seg, run)
         before = len(seg.throughput)
         for name, idx_name in (("throughput", "_tp"), ("accept_len", "_al"), ("accept_rate", "_ar")):
             src = getattr(run, name)
@@ -771,6 +858,31 @@ class Sweep:
         if run.per_position is not None:
             seg.per_position = [round(v, 4) for v in run.per_position]
         return len(seg.throughput) - before
+
+    def _pull_counters(self, seg: Segment, run: Run) -> int:
+        """Counter samples since the last pull into the segment; the log's throughput alongside."""
+        if len(run.throughput) > seg._tp:
+            seg.log_throughput.extend(run.throughput[seg._tp:])
+            seg._tp = len(run.throughput)
+        samples = self.counters.samples if self.counters is not None else []
+        new = samples[seg._cm:]
+        seg._cm = max(seg._cm, len(samples))
+        for smp in new:
+            if smp.throughput is None:
+                continue
+            seg.throughput.append(smp.throughput)
+            if smp.accept_len is not None:
+                seg.accept_len.append(smp.accept_len)
+            if smp.accept_rate is not None:
+                seg.accept_rate.append(smp.accept_rate)
+            if smp.per_position and smp.drafts:
+                if len(seg._pp) != len(smp.per_position):
+                    seg._pp, seg._pw = [0.0] * len(smp.per_position), 0.0
+                seg._pp = [a + b * smp.drafts for a, b in zip(seg._pp, smp.per_position, strict=True)]
+                seg._pw += smp.drafts
+        if seg._pw:
+            seg.per_position = [round(v / seg._pw, 4) for v in seg._pp]
+        return sum(1 for smp in new if smp.throughput is not None)
 
     def _switched_run(self, steps: int) -> Run | None:
         """A newer run of the same configuration (the server restarted by itself) to follow instead."""
@@ -791,9 +903,10 @@ class Sweep:
         cell.status = ACTIVE
         if self.load is not None:
             await self.load.start(cell.concurrency)
-        seg = self._start_segment(cell)
+        use_counters = await self._counters_ready()
+        seg = self._start_segment(cell, use_counters)
         self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency} "
-                            f"({cell.n} samples so far)", cell)
+                            f"({cell.n} samples so far; source: {seg.kind})", cell)
         started = self._clock()
         base_elapsed = cell.elapsed_s
         last_progress = started
@@ -818,7 +931,7 @@ class Sweep:
                 newer = self._switched_run(cell.steps)
                 if newer is not None:
                     self._run = newer
-                    seg = self._start_segment(cell)
+                    seg = self._start_segment(cell, seg.kind == "counters")
                 n = cell.n
                 budget = cell.elapsed_s >= budget_s
                 target = points[cell.looks_done] if cell.looks_done < len(points) else None
@@ -853,6 +966,8 @@ class Sweep:
                 if now - self._last_save >= 5.0:
                     self.save()
         finally:
+            if self.counters is not None:
+                await self.counters.pause()
             if self.load is not None:
                 report = await self.load.stop()
                 cell.add_client(report)
@@ -872,7 +987,8 @@ class Sweep:
         verdicts = []
         for c in self.plan.concurrency:
             if any(cell.concurrency == c and cell.n for cell in self.cells):
-                verdicts.append(sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c))
+                v = sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c)
+                verdicts.append(verdict_sources(v, self.cells, c))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
                            str(self.state_path) if self.state_path else None)
 

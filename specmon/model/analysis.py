@@ -20,6 +20,7 @@ import numpy as np
 from specmon.model.session import Run, RunConfig, ServerState
 from specmon.model.stats import (
     MIN_SAMPLES_FOR_BATCHING,
+    MIN_SAMPLES_FOR_CI,
     Ratio,
     Summary,
     as_array,
@@ -31,8 +32,10 @@ from specmon.model.stats import (
 )
 from specmon.records import iso_timestamp
 
-#: A configuration needs this many counted throughput samples to enter the verdict.
-MIN_SAMPLES_FOR_VERDICT = 10
+#: A configuration enters the verdict once its throughput has an interval: no other floor. At
+#: small n the interval is wide (Student's t with few degrees of freedom), which is the honest
+#: answer; a fixed count would override intervals that are already far apart.
+MIN_SAMPLES_FOR_VERDICT = MIN_SAMPLES_FOR_CI
 
 
 def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
@@ -310,10 +313,11 @@ def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
 
 def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
     candidates = [r for r in rows if r.throughput is not None and r.throughput.n >= MIN_SAMPLES_FOR_VERDICT
-                  and r.key != "baseline file"]
+                  and r.throughput.se is not None and r.key != "baseline file"]
     if not candidates:
         return Verdict(None, None, None, False, None,
-                       f"Not enough data: no configuration has {MIN_SAMPLES_FOR_VERDICT} counted throughput samples.")
+                       f"Not enough data: no configuration has an interval yet ({MIN_SAMPLES_FOR_VERDICT} counted "
+                       "throughput samples).")
     ranked = sorted(candidates, key=lambda r: r.throughput.mean, reverse=True)  # type: ignore[union-attr]
     best = ranked[0]
     best.best = True

@@ -34,8 +34,8 @@ adds the adjusted critical value and the decisions.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow
@@ -125,8 +125,8 @@ class StoppingRule:
             raise ValueError("alpha must be in (0, 1)")
         if self.looks < 1:
             raise ValueError("looks must be at least 1")
-        if self.min_samples < 10:
-            raise ValueError("min_samples must be at least 10 (the analysis needs 10 for a verdict)")
+        if self.min_samples < 3:
+            raise ValueError("min_samples must be at least 3 (an interval needs 3 samples)")
         if self.max_samples < self.min_samples:
             raise ValueError("max_samples must be at least min_samples")
         if self.margin_pct <= 0 or self.precision_pct <= 0:
@@ -221,6 +221,35 @@ class SweepVerdict:
     diff: Difference | None
     level: float
     sentence: str
+    #: Not separated, and the adjusted interval of best − runner-up lies within ±margin_pct.
+    equivalent: bool = False
+    margin_pct: float | None = None
+    #: Which source the samples come from: ``counters``, ``log``, ``counters+log`` (mixed visits).
+    source: str = "log"
+    #: The other sources' view (see :func:`check_source`).
+    checks: tuple[SourceCheck, ...] = ()
+
+    @property
+    def sources_agree(self) -> bool | None:
+        """Whether every other source agrees (None when there is no other source)."""
+        return all(c.agrees for c in self.checks) if self.checks else None
+
+    def with_sources(self, source: str, checks: Sequence[SourceCheck]) -> SweepVerdict:
+        """The same verdict, saying which source it rests on and whether the others agree."""
+        names = {"counters": "the engine's counters (/metrics)", "log": "the server log",
+                 "counters+log": "the engine's counters and, where they were missing, the log"}
+        text = f" Rests on {names.get(source, source)}"
+        if checks:
+            parts = []
+            for c in checks:
+                gap = f"within {c.max_gap_pct:.1f}%" if c.max_gap_pct is not None else "no common settings"
+                if c.agrees:
+                    parts.append(f"{c.name} agrees ({gap})")
+                else:
+                    best = "no" if c.best_steps is None else f"{c.best_steps} steps as"
+                    parts.append(f"{c.name} DISAGREES ({best} fastest, {gap})")
+            text += "; " + ", ".join(parts)
+        return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
 
     @property
     def best(self) -> ConfigRow | None:
@@ -257,6 +286,11 @@ class SweepVerdict:
             "diff_tps": r(self.diff.diff) if self.diff else None,
             "diff_interval": [r(self.diff.low), r(self.diff.high)] if self.diff else None,
             "diff_level": round(self.level, 5),
+            "equivalent": self.equivalent,
+            "margin_pct": self.margin_pct,
+            "source": self.source,
+            "sources_agree": self.sources_agree,
+            "checks": [c.to_json() for c in self.checks],
             "sentence": self.sentence,
         }
 
@@ -287,10 +321,13 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
         return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best_tp = best.throughput
     diff = None
-    separated = False
+    separated = equivalent = False
+    margin = rule.margin_pct / 100.0 * best_tp.mean
     if runner is not None and runner.throughput is not None:
         diff = adjusted_difference(best_tp, runner.throughput, level)
         separated = diff.known and diff.low > 0  # type: ignore[operator]
+        equivalent = (not separated and diff.known and -margin < diff.low  # type: ignore[operator]
+                      and diff.high < margin)  # type: ignore[operator]
     base = analysis.baseline
     if best.is_baseline:
         head = f"{best.label} is fastest{at} ({best_tp.mean:.1f} tok/s)"
@@ -304,6 +341,51 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
         assert diff is not None
         tail = (f"; faster than {runner.label} by {diff.diff:.1f} tok/s "
                 f"({100 * level:.2f}% interval {diff.low:.1f}…{diff.high:.1f}, adjusted for repeated looks).")
+    elif equivalent:
+        assert diff is not None
+        tail = (f"; {runner.label} is equivalent within ±{rule.margin_pct:g}% "
+                f"({100 * level:.2f}% interval of the difference {diff.low:+.1f}…{diff.high:+.1f} tok/s): "
+                "either will do.")
+    elif diff is not None and diff.known:
+        tail = (f"; {runner.label} is not distinguishable ({100 * level:.2f}% interval of the difference "
+                f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
-    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail)
+    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCheck:
+    """Another source's view of the same settings, against the one the verdict rests on.
+
+    Attributes:
+        name: ``client`` (the load driver's per-request decode speed), ``log`` or ``counters``.
+        means: Mean tok/s per step count by this source.
+        best_steps: This source's fastest step count.
+        max_gap_pct: The largest ``|this/primary − 1|`` over settings both measured, in percent.
+        agrees: Same fastest setting (or the verdict separated nothing) and every gap within tolerance.
+    """
+
+    name: str
+    means: dict[int, float]
+    best_steps: int | None
+    max_gap_pct: float | None
+    agrees: bool
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready."""
+        return {"name": self.name, "means": {str(k): round(v, 2) for k, v in sorted(self.means.items())},
+                "best_steps": self.best_steps,
+                "max_gap_pct": None if self.max_gap_pct is None else round(self.max_gap_pct, 2),
+                "agrees": self.agrees}
+
+
+def check_source(name: str, means: Mapping[int, float], primary: Mapping[int, float], *,
+                 verdict_best: int | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
+    """Compare another source's means with the primary source's (see :class:`SourceCheck`)."""
+    best = max(means, key=lambda k: means[k]) if means else None
+    gaps = [abs(means[k] / primary[k] - 1) * 100 for k in means if k in primary and primary[k] > 0]
+    gap = max(gaps) if gaps else None
+    same_best = best == verdict_best or not separated
+    agrees = bool(gaps) and same_best and gap is not None and gap <= tolerance_pct
+    return SourceCheck(name, dict(means), best, gap, agrees)

@@ -16,7 +16,9 @@ What it does:
   ``GET /health`` answers 503 until ready, then 200. ``POST /v1/completions``
   takes a JSON body (``prompt``, ``max_tokens``), spends the simulated
   prefill+decode time, and answers an OpenAI-shaped completion with
-  ``usage``. Decode lines reflect the load actually served
+  ``usage`` (with ``"stream": true``: server-sent events, one chunk per
+  scheduling step that produced tokens, each with the running ``usage``, as
+  vLLM's ``continuous_usage_stats`` gives). Decode lines reflect the load actually served
   (``#running-req`` = requests decoding together); an idle server prints no
   decode lines, like SGLang. Also ``GET /v1/models`` and ``GET /get_server_info``.
 * Without ``--port``: a built-in client keeps ``--load-concurrency``
@@ -53,6 +55,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -108,6 +111,8 @@ class SimServer:
         self.engine: SimEngine | None = None
         self._wake = asyncio.Event()
         self._pending: dict[int, tuple[str, asyncio.Future[SimRequest]]] = {}
+        # Streamed requests: the running token count goes to their queue after every scheduling chunk.
+        self._streams: dict[int, tuple[SimRequest, asyncio.Queue[int]]] = {}
         self._shutdown_logged = False
         self._remaining: list[str] = []
 
@@ -204,6 +209,8 @@ class SimServer:
                 continue
             engine.step(max_cycles=4)
             await self._sleep_until(engine.now)
+            for req, queue in self._streams.values():
+                queue.put_nowait(req.generated)
             for req in engine.finished:
                 pending = self._pending.pop(id(req), None)
                 if pending is not None and not pending[1].done():
@@ -254,6 +261,9 @@ class SimServer:
             writer.close()
 
     async def _respond(self, writer: asyncio.StreamWriter, status: int, payload: Any, *, close: bool) -> None:
+        if isinstance(payload, _Stream):
+            await self._respond_stream(writer, payload, close=close)
+            return
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
         reason[503] = "Service Unavailable"
         data = b"" if payload is None else json.dumps(payload).encode()
@@ -264,6 +274,58 @@ class SimServer:
         )
         writer.write(head.encode("latin-1") + data)
         await writer.drain()
+
+    async def _respond_stream(self, writer: asyncio.StreamWriter, st: _Stream, *, close: bool) -> None:
+        """Server-sent events, one chunk per scheduling step that produced tokens (running usage in each)."""
+        head = ("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+                f"connection: {'close' if close else 'keep-alive'}\r\n\r\n")
+        writer.write(head.encode("latin-1"))
+        sent = 0
+
+        def chunk(payload: str) -> bytes:
+            data = f"data: {payload}\n\n".encode()
+            return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+        def usage(n: int) -> dict[str, int]:
+            return {"prompt_tokens": st.prompt_tokens, "completion_tokens": n, "total_tokens": st.prompt_tokens + n}
+
+        last_sent = 0.0
+
+        async def send(n: int) -> None:
+            nonlocal sent, last_sent
+            words = " ".join(self.rng.choice(_WORDS) for _ in range(n - sent))
+            event = {"id": st.rid, "object": "text_completion", "model": MODEL_PATH,
+                     "choices": [{"index": 0, "text": words, "finish_reason": None}], "usage": usage(n)}
+            writer.write(chunk(json.dumps(event)))
+            await writer.drain()
+            sent, last_sent = n, time.monotonic()
+
+        try:
+            while True:
+                getter = asyncio.ensure_future(st.queue.get())
+                stopper = asyncio.ensure_future(self.stop.wait())
+                waits: list[asyncio.Future[Any]] = [getter, st.done, stopper]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                n = getter.result() if getter.done() else st.req.generated
+                getter.cancel()
+                stopper.cancel()
+                if self.stop.is_set():
+                    break
+                finished = st.done.done() and st.queue.empty()
+                # The first token at once; then at most one chunk per STREAM_CHUNK_S of wall time, so a
+                # fast-forwarded simulation does not drown the client in tiny chunks.
+                if n > sent and (sent == 0 or finished or time.monotonic() - last_sent >= STREAM_CHUNK_S):
+                    await send(n)
+                if finished:
+                    if st.req.generated > sent:
+                        await send(st.req.generated)
+                    break
+            final = {"id": st.rid, "object": "text_completion", "model": MODEL_PATH, "choices": [],
+                     "usage": usage(sent)}
+            writer.write(chunk(json.dumps(final)) + chunk("[DONE]") + b"0\r\n\r\n")
+            await writer.drain()
+        finally:
+            self._streams.pop(id(st.req), None)
 
     async def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         if path in ("/health", "/health_generate"):
@@ -314,6 +376,10 @@ class SimServer:
             self.engine.advance_to(self.clock.now())
         self.engine.submit(req)
         self._wake.set()
+        if data.get("stream") is True:
+            queue: asyncio.Queue[int] = asyncio.Queue()
+            self._streams[id(req)] = (req, queue)
+            return 200, _Stream(req, queue, fut, prompt_tokens, f"cmpl-{uuid.uuid4().hex}")
         stopper = asyncio.ensure_future(self.stop.wait())
         waiting: set[asyncio.Future[Any]] = {fut, stopper}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -334,6 +400,21 @@ class SimServer:
                 "total_tokens": prompt_tokens + req.generated,
             },
         }
+
+
+#: Wall seconds between streamed chunks (after the first).
+STREAM_CHUNK_S = 0.02
+
+
+@dataclass
+class _Stream:
+    """A streamed completion in progress (answered as server-sent events)."""
+
+    req: SimRequest
+    queue: asyncio.Queue[int]
+    done: asyncio.Future[SimRequest]
+    prompt_tokens: int
+    rid: str
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

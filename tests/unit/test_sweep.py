@@ -51,7 +51,7 @@ def test_look_points_are_geometric_and_end_at_the_budget() -> None:
     assert rule.test_level == pytest.approx(1 - 0.05 / 10)
 
 
-@pytest.mark.parametrize("bad", [dict(alpha=0), dict(looks=0), dict(min_samples=5),
+@pytest.mark.parametrize("bad", [dict(alpha=0), dict(looks=0), dict(min_samples=2),
                                  dict(min_samples=100, max_samples=50), dict(margin_pct=0)])
 def test_rule_rejects_nonsense(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):

@@ -91,19 +91,26 @@ def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
         "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
     state = tmp_path / "state.json"
     try:
-        proc = specmon(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
+        proc = specmon(["sweep", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
                         "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
-                        "--format", "markdown", "--no-record"], tmp_path)
+                        "--format", "markdown", "--no-record", "--finish", "winner"], tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "### Concurrency 1" in proc.stdout and "**Verdict:** EAGLE3 2 steps" in proc.stdout
         assert "Cost model (concurrency 1)" in proc.stdout
+        # The simulator has no /metrics: the sweep says it falls back to the log, and rests on it.
+        assert "falling back to the server log" in proc.stderr and "Rests on the server log" in proc.stdout
         saved = json.loads(state.read_text())
         assert saved["finished"] is True and [c["status"] for c in saved["cells"]] == ["done", "done"]
-        # The real sweep leaves the server running (with the last setting), as the user's own server.
+        # --finish winner: measured 2 then 0, so a declared winner (2) means one more restart.
+        if "faster than no speculation" in proc.stdout:
+            assert "left running on the winner (2 speculative steps)" in proc.stderr
+            assert proc.stderr.count("start: result=started") == 3
+        else:
+            assert "no winner declared" in proc.stderr
         pid = int((work / "sim.pid").read_text().split()[0])
         assert alive(pid)
         # Run again: the finished sweep's verdict, without restarting anything.
-        again = specmon(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
+        again = specmon(["sweep", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
                          "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
                          "--format", "json", "--no-record"], tmp_path)
         assert again.returncode == 0 and "already finished" in again.stderr and "start:" not in again.stderr
@@ -146,5 +153,5 @@ def test_sweep_usage_errors(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPa
     assert code == 2 and "--yes" in err  # not a terminal: restarting needs explicit consent
     with pytest.raises(SystemExit):
         run_cli(["sweep", "--demo", "--steps", "1,1"], capsys)
-    code, _, err = run_cli(["sweep", "--demo", "--min-samples", "5"], capsys)
+    code, _, err = run_cli(["sweep", "--demo", "--min-samples", "2"], capsys)
     assert code == 2 and "min_samples" in err

@@ -1,0 +1,331 @@
+"""The engine's own counters as a source: Prometheus ``/metrics`` scraped about once a second.
+
+A server log gives one throughput figure per logging interval (vLLM: 10 s by
+default), so a decision needs minutes of it. The engine's counters can be read
+as often as we like: the difference of two scrapes is an exact count of what
+the engine did in between. :class:`MetricsScraper` reads ``/metrics`` every
+``interval_s`` (through the SSH local port forward for a remote server, or
+directly for a local one) and turns each difference into a
+:class:`CounterSample`:
+
+* **vLLM** (counters): ``vllm:generation_tokens_total`` gives tok/s;
+  ``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens_total``,
+  ``..._num_accepted_tokens_total`` and ``..._num_accepted_tokens_per_pos_total``
+  give accept length ``1 + accepted/drafts``, acceptance rate
+  ``accepted/draft_tokens`` and per-position acceptance ``accepted[pos]/drafts``
+  — the same definitions as vLLM's own ``SpecDecoding metrics`` log line.
+  Series summed over label sets (several engines/ranks add up).
+* **SGLang** (``--enable-metrics``): its speed and acceptance are *gauges*
+  set at every decode log line (``sglang:gen_throughput``,
+  ``sglang:spec_accept_length``, ``sglang:spec_accept_rate``); a sample is
+  taken when they change, never once per scrape (a gauge read twice is one
+  measurement, not two). ``sglang:generation_tokens_total`` only advances when
+  a request finishes, too coarse to time.
+
+Counter resets (a restart) are found by any counter going down: that interval
+is dropped and counting starts again from the new values. Missing series are
+simply absent figures (a server without speculation has no spec counters). A
+server without ``/metrics`` (404, connection refused, no known series) leaves
+:attr:`MetricsScraper.available` false with a reason: the caller falls back
+to the log and says so.
+
+The text format is parsed with ``prometheus_client.parser``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+VLLM_GEN = "vllm:generation_tokens_total"
+VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
+VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+SGL_GEN_TPS = "sglang:gen_throughput"
+SGL_ACCEPT_LEN = "sglang:spec_accept_length"
+SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
+SGL_GEN = "sglang:generation_tokens_total"
+_COUNTERS = (VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED)
+_GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One scrape: the series specmon reads (None when the server does not export one)."""
+
+    t: float
+    values: dict[str, float]
+    per_pos: tuple[float, ...] | None = None
+
+    @property
+    def engine(self) -> str | None:
+        """``vllm`` or ``sglang`` by the series seen; None when neither is there."""
+        if any(k.startswith("vllm:") for k in self.values):
+            return "vllm"
+        if any(k.startswith("sglang:") for k in self.values):
+            return "sglang"
+        return None
+
+    def get(self, name: str) -> float | None:
+        """A series' value (summed over label sets), or None."""
+        return self.values.get(name)
+
+
+def parse_snapshot(text: str, t: float) -> Snapshot:
+    """Read the series specmon uses from Prometheus text.
+
+    Raises:
+        ValueError: the text is not the Prometheus exposition format.
+    """
+    wanted = set(_COUNTERS) | set(_GAUGES) | {SGL_GEN}
+    values: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    gauge_seen: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == VLLM_PER_POS:
+                try:
+                    pos = int(s.labels.get("position", ""))
+                except ValueError:
+                    continue
+                per_pos[pos] = per_pos.get(pos, 0.0) + s.value
+            elif s.name in wanted and not math.isnan(s.value):
+                if s.name in _GAUGES:
+                    # A gauge per rank/DP group: their mean is the server's figure.
+                    gauge_seen[s.name] = gauge_seen.get(s.name, 0.0) + 1
+                values[s.name] = values.get(s.name, 0.0) + s.value
+    for name, count in gauge_seen.items():
+        values[name] /= count
+    pos_tuple = tuple(per_pos[i] for i in sorted(per_pos)) if per_pos else None
+    return Snapshot(t, values, pos_tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSample:
+    """What the engine did between two scrapes.
+
+    Attributes:
+        t: Time of the later scrape (the scraper's clock).
+        dt: Seconds between the two scrapes.
+        tokens: Tokens generated in between (None for gauge-based SGLang samples).
+        throughput: Generated tok/s.
+        accept_len: Mean acceptance length (accepted drafts + the bonus token per step).
+        accept_rate: Accepted draft tokens over drafted tokens (0..1).
+        per_position: Acceptance rate of each draft position (0..1).
+        drafts: Speculative steps in between (vLLM), weights the per-position figures.
+    """
+
+    t: float
+    dt: float
+    tokens: float | None
+    throughput: float | None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    per_position: tuple[float, ...] | None = None
+    drafts: float = 0.0
+
+
+def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
+    """The sample between two vLLM scrapes; None when nothing was generated or a counter reset.
+
+    A counter that went down means the server restarted: no sample (the caller
+    takes ``cur`` as the new base).
+    """
+    dt = cur.t - prev.t
+    if dt <= 0:
+        return None
+    for name in _COUNTERS:
+        a, b = prev.get(name), cur.get(name)
+        if a is not None and b is not None and b < a:
+            return None
+    if prev.per_pos is not None and cur.per_pos is not None and len(prev.per_pos) == len(cur.per_pos) \
+            and any(b < a for a, b in zip(prev.per_pos, cur.per_pos, strict=True)):
+        return None
+    g0, g1 = prev.get(VLLM_GEN), cur.get(VLLM_GEN)
+    if g0 is None or g1 is None:
+        return None
+    tokens = g1 - g0
+    if tokens <= 0:
+        return None  # idle: an interval without load says nothing about speed
+    accept_len = accept_rate = None
+    per_position = None
+    drafts = 0.0
+    d0, d1 = prev.get(VLLM_DRAFTS), cur.get(VLLM_DRAFTS)
+    acc0, acc1 = prev.get(VLLM_ACCEPTED), cur.get(VLLM_ACCEPTED)
+    if d0 is not None and d1 is not None and acc0 is not None and acc1 is not None and d1 > d0:
+        drafts = d1 - d0
+        accepted = acc1 - acc0
+        accept_len = 1.0 + accepted / drafts
+        t0, t1 = prev.get(VLLM_DRAFT_TOKENS), cur.get(VLLM_DRAFT_TOKENS)
+        if t0 is not None and t1 is not None and t1 > t0:
+            accept_rate = accepted / (t1 - t0)
+        if prev.per_pos is not None and cur.per_pos is not None and len(prev.per_pos) == len(cur.per_pos):
+            per_position = tuple((b - a) / drafts for a, b in zip(prev.per_pos, cur.per_pos, strict=True))
+    return CounterSample(cur.t, dt, tokens, tokens / dt, accept_len, accept_rate, per_position, drafts)
+
+
+def gauge_sample(prev: Snapshot | None, cur: Snapshot) -> CounterSample | None:
+    """An SGLang sample when its gauges moved since ``prev`` (a new decode log interval)."""
+    tps = cur.get(SGL_GEN_TPS)
+    if tps is None or tps <= 0:
+        return None
+    key = tuple(cur.get(n) for n in _GAUGES)
+    if prev is not None and tuple(prev.get(n) for n in _GAUGES) == key:
+        return None
+    dt = cur.t - prev.t if prev is not None else 0.0
+    rate = cur.get(SGL_ACCEPT_RATE)
+    return CounterSample(cur.t, dt, None, tps, cur.get(SGL_ACCEPT_LEN), rate)
+
+
+@dataclass
+class MetricsScraper:
+    """Scrapes ``url`` every ``interval_s`` seconds into :attr:`samples` (bounded by ``max_samples``).
+
+    Args:
+        url: ``http://127.0.0.1:PORT/metrics`` (for a remote server: the forwarded local port).
+        interval_s: Seconds between scrapes.
+        timeout_s: Upper bound on one scrape.
+        clock: Monotonic seconds.
+    """
+
+    url: str
+    interval_s: float = 1.0
+    timeout_s: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    max_samples: int = 200_000
+    samples: list[CounterSample] = field(default_factory=list)
+    #: Why there are no counters (None while they are fine or not tried yet).
+    problem: str | None = None
+    engine: str | None = None
+    scrapes: int = 0
+    resets: int = 0
+    _last: Snapshot | None = field(default=None, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+    _ok: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _scraped: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+
+    @property
+    def available(self) -> bool:
+        """Whether the last scrape read known series."""
+        return self._ok.is_set()
+
+    @property
+    def label(self) -> str:
+        """``counters`` or ``counters unavailable: ...`` for a status line."""
+        if self.available:
+            return f"counters ({self.url}, every {self.interval_s:g} s)"
+        return f"no counters: {self.problem or 'not read yet'}"
+
+    def rebase(self) -> None:
+        """Forget the last scrape: the next sample starts afresh (after a restart or a load change)."""
+        self._last = None
+
+    async def scrape_once(self) -> CounterSample | None:
+        """One scrape; adds and returns the sample it completes (None: none yet, or no metrics)."""
+        try:
+            return await self._scrape()
+        finally:
+            self._scraped.set()
+
+    async def _scrape(self) -> CounterSample | None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, trust_env=False)
+        t = self.clock()
+        self.scrapes += 1
+        try:
+            resp = await self._client.get(self.url)
+        except httpx.HTTPError as exc:
+            self._fail(f"cannot read {self.url} ({type(exc).__name__}: {exc or 'no detail'})")
+            return None
+        if resp.status_code != 200:
+            self._fail(f"{self.url} answered HTTP {resp.status_code} (does the server export metrics?)")
+            return None
+        try:
+            snap = parse_snapshot(resp.text, t)
+        except ValueError as exc:
+            self._fail(f"{self.url} is not Prometheus text ({exc})")
+            return None
+        if snap.engine is None:
+            self._fail(f"{self.url} has no vLLM or SGLang series (SGLang needs --enable-metrics)")
+            return None
+        self.engine = snap.engine
+        self.problem = None
+        self._ok.set()
+        prev, self._last = self._last, snap
+        if snap.engine == "sglang":
+            sample = gauge_sample(prev, snap)
+        elif prev is None:
+            return None
+        else:
+            sample = difference(prev, snap)
+            if sample is None and _went_down(prev, snap):
+                self.resets += 1
+        if sample is not None:
+            self.samples.append(sample)
+            if len(self.samples) > self.max_samples:
+                del self.samples[: len(self.samples) - self.max_samples]
+        return sample
+
+    def _fail(self, why: str) -> None:
+        self.problem = why
+        self._ok.clear()
+        self._last = None
+
+    async def wait_available(self, timeout_s: float, scrapes: int = 3) -> bool:
+        """Wait for known series: True at the first good scrape; False after ``scrapes`` failed
+        ones (a server that just became ready may need a moment) or ``timeout_s``."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                for _ in range(scrapes):
+                    self._scraped.clear()
+                    if self.available and self._last is not None:
+                        return True
+                    await self._scraped.wait()
+                    if self.available:
+                        return True
+        return self.available
+
+    async def _loop(self) -> None:
+        while True:
+            started = self.clock()
+            await self.scrape_once()
+            await asyncio.sleep(max(0.0, self.interval_s - (self.clock() - started)))
+
+    def start(self) -> None:
+        """Scrape in the background until :meth:`stop`."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def pause(self) -> None:
+        """Stop scraping (between measurements: no scrape hits a server that is restarting)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._last = None
+
+    async def stop(self) -> None:
+        """Stop scraping and close the connection."""
+        await self.pause()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def _went_down(prev: Snapshot, cur: Snapshot) -> bool:
+    return any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a for n in _COUNTERS)
+
+
+def metrics_url_for(port: int, host: str = "127.0.0.1", path: str = "/metrics") -> str:
+    """The usual metrics URL of a server listening on ``port`` (vLLM and SGLang serve it on the API port)."""
+    return f"http://{host}:{port}{path}"

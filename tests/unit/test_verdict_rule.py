@@ -1,0 +1,99 @@
+"""The sweep's verdict: decided by the intervals (no fixed sample floor), exact t, named source."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sst
+
+from specmon.control.sweep import CellState, Segment, analyses_from_cells, verdict_sources
+from specmon.model.stats import t_quantile
+from specmon.model.stopping import StoppingRule, check_source, sweep_verdict
+
+
+def _cell(steps: int, values: list[float], kind: str = "log", client: list[float] | None = None,
+          log: list[float] | None = None) -> CellState:
+    cell = CellState(steps, 1, status="done")
+    cell.segments.append(Segment("t", None, None, throughput=list(values), kind=kind, log_throughput=log or []))
+    if client is not None:
+        cell.client.update(decode_tps=client, requests=len(client), seconds=10.0,
+                           output_tokens=round(sum(client) / len(client) * 10.0))
+    return cell
+
+
+def _samples(mean: float, half95: float, n: int, seed: int) -> list[float]:
+    """n samples whose iid 95% half-width is about ``half95``."""
+    sd = half95 * math.sqrt(n) / float(sst.t.ppf(0.975, n - 1))
+    rng = random.Random(seed)
+    return [rng.gauss(mean, sd) for _ in range(n)]
+
+
+def test_the_issue_case_is_decided_at_nine_samples() -> None:
+    """Issue 13: 390.2 ± 22.9, 225.1 ± 10.3, 265.3 ± 10.9 tok/s at n = 9 each, which the old
+    10-sample floor called "Not enough data". The intervals decide: no speculation is fastest."""
+    cells = [_cell(0, _samples(390.2, 22.9, 9, 1)), _cell(1, _samples(225.1, 10.3, 9, 2)),
+             _cell(3, _samples(265.3, 10.9, 9, 3))]
+    v = sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1)
+    assert v.best is not None and v.best.steps == 0 and v.separated
+    assert "Not enough data" not in v.sentence
+
+
+def test_two_samples_give_no_interval_and_no_verdict() -> None:
+    cells = [_cell(0, [100.0, 101.0]), _cell(2, [120.0, 121.0])]
+    v = sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1)
+    assert v.best is None and not v.separated and "Not enough data" in v.sentence
+
+
+def test_equivalent_within_the_margin_is_said_with_the_margin() -> None:
+    rng = random.Random(4)
+    a = [rng.gauss(100.0, 0.5) for _ in range(400)]
+    b = [rng.gauss(100.05, 0.5) for _ in range(400)]
+    v = sweep_verdict(analyses_from_cells([_cell(0, a), _cell(2, b)], 1), StoppingRule(margin_pct=2.0), 1)
+    assert not v.separated and v.equivalent and "equivalent within ±2%" in v.sentence
+    assert v.to_json()["equivalent"] is True and v.to_json()["margin_pct"] == 2.0
+
+
+@pytest.mark.parametrize("df", [1.0, 2.5, 3.7, 8.0, 40.5])
+def test_t_quantile_is_exact_at_fractional_df(df: float) -> None:
+    for p in (0.975, 0.995, 0.9975):
+        assert t_quantile(p, df) == pytest.approx(float(sst.t.ppf(p, df)), rel=1e-12)
+    assert t_quantile(0.975, 2.5) == pytest.approx(3.5747, abs=1e-4)  # the table said 3.7425
+
+
+def test_the_verdict_names_its_source_and_the_others_view() -> None:
+    rng = random.Random(5)
+    fast = [rng.gauss(300, 5) for _ in range(200)]
+    slow = [rng.gauss(250, 5) for _ in range(200)]
+    cells = [_cell(0, slow, "counters", client=[262.0] * 5, log=[251.0] * 10),
+             _cell(3, fast, "counters", client=[316.0] * 5, log=[299.0] * 10)]
+    v = sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1)
+    v = verdict_sources(v, cells, 1)
+    assert v.source == "counters" and v.sources_agree is True
+    assert "Rests on the engine's counters" in v.sentence and "client agrees" in v.sentence
+    doc = v.to_json()
+    assert doc["source"] == "counters" and {c["name"] for c in doc["checks"]} == {"log", "client"}
+    # A client that ranks the other way is reported as disagreeing.
+    cells[0].client.update(output_tokens=4000)  # 400 tok/s over its 10 s
+    v2 = verdict_sources(sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1), cells, 1)
+    assert v2.sources_agree is False and "client DISAGREES" in v2.sentence
+
+
+def test_log_only_sweeps_say_so() -> None:
+    cells = [_cell(0, [100.0 + i % 3 for i in range(30)]), _cell(2, [110.0 + i % 3 for i in range(30)])]
+    v = verdict_sources(sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1), cells, 1)
+    assert v.source == "log" and v.checks == () and "Rests on the server log" in v.sentence
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.integers(0, 6), st.floats(10, 1000), min_size=1, max_size=5),
+       st.floats(0.5, 1.5))
+def test_check_source_gap_is_the_largest_relative_difference(primary: dict[int, float], scale: float) -> None:
+    other = {k: v * scale for k, v in primary.items()}
+    c = check_source("client", other, primary, verdict_best=max(primary, key=lambda k: primary[k]),
+                     separated=True, tolerance_pct=10.0)
+    assert c.max_gap_pct == pytest.approx(abs(scale - 1) * 100, abs=1e-6)
+    assert c.max_gap_pct is not None and c.agrees == (c.max_gap_pct <= 10.0)  # same best: only the gap decides
