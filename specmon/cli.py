@@ -15,14 +15,7 @@ from collections.abc import Sequence
 
 from specmon import __version__
 from specmon.commands.argtypes import positive_float, whole_number
-
-EXIT_OK, EXIT_NOTHING, EXIT_INPUT = 0, 1, 2
-
-
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
-    print(f"specmon: {message}", file=sys.stderr)
-    return code
-
+from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 # -- summarize ---------------------------------------------------------------------------------
 
@@ -31,22 +24,22 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from specmon.ingest.files import ingest_files
-    from specmon.ingest.logfiles import LogFileError
     from specmon.model.analysis import analyze
     from specmon.output.tables import render, to_rich
+    from specmon.sources.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
-        return _fail("give either --baseline FILE or --baseline-tps X, not both")
+        return fail("give either --baseline FILE or --baseline-tps X, not both")
     try:
         session = ingest_files(args.files, baseline=args.baseline, warmup=args.warmup,
                                jobs=args.jobs)
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
     if samples == 0:
         unparsed = session.counts.get("unparsed", 0)
         extra = f" ({unparsed} line(s) had a known marker but could not be parsed)" if unparsed else ""
-        return _fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
+        return fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
                      "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
                      "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
     analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
@@ -70,14 +63,14 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """``specmon parse FILE...``: every record as one JSON object per line."""
-    from specmon.ingest.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
     from specmon.parsing import LineParser, detect_engine
+    from specmon.sources.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
 
     try:
         for path in args.files:
             check_readable(path)
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     out = sys.stdout
     try:
         for path in args.files:
@@ -93,7 +86,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
                             d["file"] = path
                         out.write(json.dumps(d, ensure_ascii=False) + "\n")
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except BrokenPipeError:  # `specmon parse x | head`
         sys.stderr.close()
     return EXIT_OK

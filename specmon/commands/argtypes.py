@@ -34,9 +34,10 @@ def check_theme(name: str | None) -> str | None:
     """An error message when the theme does not exist, before any screen opens or host is reached."""
     if name is None:
         return None
-    from specmon.ui.theming import load_themes, theme_folders, user_theme_dir
+    from specmon import paths
+    from specmon.ui.theming import load_themes, theme_folders
 
-    themes, _ = load_themes(theme_folders(user_theme_dir()))
+    themes, _ = load_themes(theme_folders(paths.themes_dir()))
     if name in themes:
         return None
     return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"

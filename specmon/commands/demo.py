@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specmon.commands.exits import EXIT_OK, fail
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,8 +24,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["cmd_demo", "register", "run_demo"]
-
-EXIT_OK, EXIT_INPUT = 0, 2
 
 
 def _scale(text: str) -> float:
@@ -139,15 +139,13 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
         try:
             workdir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            print(f"specmon: cannot use --dir {workdir}: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INPUT
+            return fail(f"cannot use --dir {workdir}: {exc.strerror or exc}")
     if args.theme is not None:
         from specmon.commands.argtypes import check_theme
 
         problem = check_theme(args.theme)
         if problem:
-            print(f"specmon: {problem}", file=sys.stderr)
-            return EXIT_INPUT
+            return fail(problem)
 
     def leave(signum: int, frame: object) -> None:
         # Unwinds app.run(): the finally below stops the server.

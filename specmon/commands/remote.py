@@ -27,11 +27,11 @@ The flow:
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.exits import EXIT_INPUT, fail
 
 if TYPE_CHECKING:
     from specmon.control.launch import LaunchProfile
@@ -54,7 +54,6 @@ __all__ = [
     "with_restart",
 ]
 
-EXIT_OK, EXIT_INPUT = 0, 2
 #: Seconds between two looks at the source while the app starts (cheap: reads a dataclass).
 STARTUP_POLL_S = 0.05
 
@@ -125,7 +124,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
             what to do.
     """
     from specmon.config import ConfigError, load_config, split_destination
-    from specmon.ingest.logfiles import LogFileError, check_readable
+    from specmon.sources.logfiles import LogFileError, check_readable
     from specmon.sources.ssh import build_ssh_source
 
     try:
@@ -301,8 +300,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     try:
         plan = plan_connect(args)
     except ConnectError as exc:
-        print(f"specmon: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        return fail(str(exc))
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
@@ -321,7 +319,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.close()
     if outcome.message:
-        print(f"specmon: {outcome.message}", file=sys.stderr)
+        return fail(outcome.message, outcome.code)
     return outcome.code
 
 

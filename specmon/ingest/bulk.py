@@ -22,11 +22,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from specmon.ingest.logfiles import check_readable, file_year, head_lines
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import parse_datetime
 from specmon.records import Engine, ParsedRecord
+from specmon.sources.logfiles import check_readable, file_year, head_lines
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
 PIECE = 4 << 20

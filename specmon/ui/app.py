@@ -55,13 +55,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
+from specmon import paths
 from specmon.control.restart import RestartController
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
-from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders, user_theme_dir
+from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -630,7 +631,7 @@ class SpecmonApp(App[int]):
         if not analysis.rows:
             self.notify("nothing to export yet: the run table is empty", severity="warning")
             return
-        folder = self.export_dir if self.export_dir is not None else Path.cwd()
+        folder = self.export_dir if self.export_dir is not None else paths.export_dir()
         stamp = datetime.fromtimestamp(self.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
         base = folder / f"specmon-runs-{stamp}"
         n = 2
@@ -707,7 +708,7 @@ def make_app(
         sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
     """
     inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
-    user_dir = user_theme_dir() if user_themes is USER_THEMES else user_themes
+    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
     return SpecmonApp(
         inputs, replay_clock=replay_clock, options=options, clock=clock,
         theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),

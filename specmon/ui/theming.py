@@ -13,7 +13,8 @@ Where themes come from, later folders overriding earlier ones by name:
    installed wheel (``pyproject.toml`` maps the top-level ``themes/`` folder to
    it), or the ``themes/`` folder next to the ``specmon/`` package in a
    source checkout or an editable install, which does not map it;
-2. the user's folder, ``<user config dir>/specmon/themes`` (platformdirs).
+2. the user's folder, :func:`specmon.paths.themes_dir`
+   (``~/.config/specmon/themes`` on Linux).
 
 This module is named ``theming`` because ``specmon.themes`` is that data package.
 """
@@ -30,8 +31,7 @@ from pathlib import Path
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-__all__ = ["DEFAULT_THEME", "ThemeError", "builtin_theme_dirs", "load_theme", "load_themes",
-           "user_theme_dir"]
+__all__ = ["DEFAULT_THEME", "ThemeError", "builtin_theme_dirs", "load_theme", "load_themes"]
 
 DEFAULT_THEME = "specmon-dark"
 _FIELDS = {f.name: f for f in fields(Theme)}
@@ -54,13 +54,6 @@ def builtin_theme_dirs() -> list[Traversable]:
     # A source checkout or an editable install: the top-level folder beside the package.
     here = Path(__file__).resolve().parents[2] / "themes"
     return [here] if here.is_dir() else []
-
-
-def user_theme_dir() -> Path:
-    """``<user config dir>/specmon/themes`` (e.g. ``~/.config/specmon/themes`` on Linux)."""
-    from platformdirs import user_config_path
-
-    return user_config_path("specmon") / "themes"
 
 
 def load_theme(text: str, origin: str) -> Theme:

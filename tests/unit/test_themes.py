@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from specmon import paths
 from specmon.ui.theming import (
     DEFAULT_THEME,
     ThemeError,
@@ -14,7 +15,6 @@ from specmon.ui.theming import (
     load_theme,
     load_themes,
     theme_folders,
-    user_theme_dir,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_a_broken_file_is_reported_and_skipped(tmp_path: Path) -> None:
 
 
 def test_user_theme_dir_follows_the_config_home(isolated_home: Path) -> None:
-    assert user_theme_dir() == isolated_home / ".config" / "specmon" / "themes"
+    assert paths.themes_dir() == isolated_home / ".config" / "specmon" / "themes"
 
 
 #: The terminal UI's code (an exported HTML report has its own palette: themes do not apply there).

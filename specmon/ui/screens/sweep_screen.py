@@ -29,6 +29,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Static
 
+from specmon import paths
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
 from specmon.model.session import SessionEvent
@@ -447,7 +448,7 @@ class SweepFlow:
         from specmon.output import report as report_mod
 
         app = self.app
-        folder = app.export_dir if app.export_dir is not None else Path.cwd()
+        folder = app.export_dir if app.export_dir is not None else paths.export_dir()
         stamp = datetime.fromtimestamp(app.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
         path = folder / f"specmon-sweep-{stamp}.md"
         n = 2
