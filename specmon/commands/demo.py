@@ -87,8 +87,8 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     """
     from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
     from specmon.ui.app import DashboardOptions, make_app
-    from specmon.ui.screens.sweep_screen import SweepFlow
-    from specmon.ui.widgets.restart_progress import RestartFlow
+    from specmon.ui.flows.restart import RestartFlow
+    from specmon.ui.flows.sweep import SweepFlow
 
     setup = make_demo(
         workdir, steps=args.steps,

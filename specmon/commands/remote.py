@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from specmon.sources.base import LineSource
     from specmon.sources.ssh import SSHTailSource
     from specmon.ui.app import SpecmonApp
-    from specmon.ui.widgets.restart_progress import RestartFlow
+    from specmon.ui.flows.restart import RestartFlow
 
 __all__ = [
     "ConnectError",
@@ -218,7 +218,7 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.ssh import SSHTailSource
     from specmon.ssh import connect as sshconfig
-    from specmon.ui.widgets.restart_progress import live_restart
+    from specmon.ui.flows.restart import live_restart
 
     target = plan.source.target
     runner = ConnectingRunner(lambda: sshconfig.connect(target))

@@ -20,9 +20,9 @@ from specmon.control.demo import stop_demo_server
 from specmon.model.analysis import analyze
 from specmon.model.stopping import StoppingRule
 from specmon.output.recording import Recorder, is_recording
+from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.screens.sweep_screen import (
     SweepConfirmScreen,
-    SweepFlow,
     SweepScreen,
     SweepStopScreen,
     parse_step_list,
