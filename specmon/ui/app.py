@@ -706,7 +706,7 @@ def make_app(
     extra_theme_dirs: Sequence[Traversable | Path] = (),
     export_dir: Path | None = None,
     controller: DashboardController | None = None,
-    recorder: Any = None,
+    recorder: Recorder | None = None,
     sweeper: SweepFlow | None = None,
 ) -> SpecmonApp:
     """Build the dashboard for a source (or several inputs): the one factory.
