@@ -22,10 +22,11 @@ from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from rich.console import Console
+    from rich.markup import escape
 
     from specmon.ingest.files import ingest_files
     from specmon.model.analysis import analyze
-    from specmon.output.tables import render, to_rich
+    from specmon.output.tables import crash_lines, render, to_rich
     from specmon.sources.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
@@ -36,13 +37,20 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     except LogFileError as exc:
         return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
+    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
+    if samples == 0 and analysis.crashes:
+        # Nothing to summarise, but something to say: the server died before its first stats line.
+        c = analysis.crashes[-1]
+        where = f" (line {c.line} of {c.source}, run {c.run}: {c.label})" if c.line is not None else ""
+        more = f"; {len(analysis.crashes) - 1} earlier crash(es) too" if len(analysis.crashes) > 1 else ""
+        return fail(f"the server crashed at {c.clock}{where}: {c.error}{more} — "
+                     "no speculative-decoding lines before it", EXIT_NOTHING)
     if samples == 0:
         unparsed = session.counts.get("unparsed", 0)
         extra = f" ({unparsed} line(s) had a known marker but could not be parsed)" if unparsed else ""
         return fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
                      "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
                      "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
-    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
     if args.format == "table":
         console = Console()
         if not console.is_terminal:
@@ -51,6 +59,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
                                               f"engine {session.engine.value}"))
         if analysis.verdict.concurrency_note:
             console.print(f"[yellow]Note:[/] {analysis.verdict.concurrency_note}")
+        for text in crash_lines(analysis):
+            console.print(f"[bold red]Crash:[/] {escape(text)}")
         if session.counts.get("unparsed"):
             console.print(f"[yellow]{session.counts['unparsed']} line(s) with a known marker could not be "
                           f"parsed[/] (see --format json → unparsed_examples)")
@@ -82,8 +92,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
                     rec = parser.parse(text, n)
                     if rec is not None:
                         d = rec.to_json()
-                        if len(args.files) > 1:
-                            d["file"] = path
+                        d["file"] = path  # always: one schema whether one file or several
                         out.write(json.dumps(d, ensure_ascii=False) + "\n")
     except LogFileError as exc:
         return fail(str(exc))

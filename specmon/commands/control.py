@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
     s.add_argument("--order", choices=("given", "random", "interleave"), default="given",
                    help="measuring order (random and interleave keep drift from favouring one setting)")
+    s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
+                   help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
+                        "step counts it says could win (default grid)")
     s.add_argument("--seed", type=int, default=None, help="seed of the random order (and the demo server)")
     s.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     s.add_argument("--state", metavar="PATH", default=None,
@@ -181,9 +184,10 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                         max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1)
+                         max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
+                         strategy=args.strategy)
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                     max_minutes=args.max_minutes or 10.0)
+                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy)
 
 
 def _err(text: str) -> None:

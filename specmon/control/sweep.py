@@ -47,6 +47,7 @@ from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, buil
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
+from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
@@ -54,9 +55,14 @@ from specmon.records import Config, Decode, Engine, Spec
 from specmon.sources.base import stop_reading
 
 ORDERS = ("given", "random", "interleave")
+#: ``grid`` measures every setting; ``guided`` only those the cost model says could win (model/guided.py).
+STRATEGIES = ("grid", "guided")
 STATE_VERSION = 1
 
 PENDING, ACTIVE, DONE, FAILED = "pending", "active", "done", "failed"
+#: A setting the guided strategy did not restart for: the model bounds it below the best measured.
+SKIPPED = "skipped"
+SETTLED = (DONE, FAILED, SKIPPED)
 
 
 class SweepError(Exception):
@@ -122,6 +128,7 @@ class SweepPlan:
         stall_s: A setting fails when no sample arrives for this long.
         attach_s: How long to wait for the restarted server's run to show in the log.
         poll_s: How often the session is read.
+        strategy: ``grid`` (every setting) or ``guided`` (the cost model picks what to measure).
     """
 
     steps: tuple[int, ...]
@@ -134,6 +141,7 @@ class SweepPlan:
     stall_s: float = 180.0
     attach_s: float = 120.0
     poll_s: float = 1.0
+    strategy: str = "grid"
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -147,6 +155,10 @@ class SweepPlan:
             raise SweepError("concurrency values are whole numbers >= 1")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise SweepError("a concurrency is listed twice")
+        if self.strategy not in STRATEGIES:
+            raise SweepError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if self.strategy == "guided" and self.order == "interleave":
+            raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.order not in ORDERS:
             raise SweepError(f"order must be one of {', '.join(ORDERS)}, not {self.order!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -161,7 +173,8 @@ class SweepPlan:
                 "rule": {"alpha": r.alpha, "looks": r.looks, "min_samples": r.min_samples,
                          "max_samples": r.max_samples, "margin_pct": r.margin_pct,
                          "precision_pct": r.precision_pct},
-                "max_minutes": self.max_minutes, "settle": self.settle}
+                "max_minutes": self.max_minutes, "settle": self.settle,
+                **({"strategy": self.strategy} if self.strategy != "grid" else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""
@@ -396,6 +409,17 @@ class SweepResult:
         return {"client_best_steps": best, "client_agrees": None if server_best is None else best == server_best}
 
 
+def _measurement(cell: CellState) -> Measurement | None:
+    """A finished setting as the guided search sees it (None without throughput)."""
+    summary = cell.summary()
+    if summary is None or summary.mean <= 0:
+        return None
+    accepted = [v for seg in cell.segments for v in seg.accept_len]
+    accept_len = sum(accepted) / len(accepted) if accepted and cell.steps else 1.0
+    return Measurement(Setting.chain(cell.steps), summary.mean, summary.ci_half_width or 0.0, accept_len,
+                       cell.concurrency)
+
+
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
     """Analyse one concurrency's settings with :func:`specmon.model.analysis.analyze`.
 
@@ -546,7 +570,7 @@ class Sweep:
         if self.finished:
             self._emit("resume", "this sweep already finished; showing its verdict")
             return self.result()
-        done = sum(1 for c in self.cells if c.status in (DONE, FAILED))
+        done = sum(1 for c in self.cells if c.status in SETTLED)
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
         order = ", ".join(c.key for c in self.cells)
@@ -554,7 +578,9 @@ class Sweep:
                            f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
         self.save()
         try:
-            if self.plan.order == "interleave":
+            if self.plan.strategy == "guided":
+                await self._guided()
+            elif self.plan.order == "interleave":
                 await self._interleaved()
             else:
                 for cell in self.cells:
@@ -564,7 +590,7 @@ class Sweep:
                         continue
                     await self._visit(cell, until_done=True)
             if not self._stop_requested:
-                self.finished = all(c.status in (DONE, FAILED) for c in self.cells)
+                self.finished = all(c.status in SETTLED for c in self.cells)
         finally:
             if self.load is not None:
                 try:
@@ -594,6 +620,52 @@ class Sweep:
                 await self._visit(cell, until_done=False)
             forward = not forward
 
+    async def _guided(self) -> None:
+        """Measure the initial design, then whatever the fitted cost model says could still win.
+
+        Per concurrency: the settings measured so far (a resumed sweep keeps them)
+        feed :func:`specmon.model.guided.next_setting`; when it has nothing left,
+        every unmeasured setting is marked skipped with the model's bound.
+        """
+        for conc in self.plan.concurrency:
+            cells = {c.steps: c for c in self.cells if c.concurrency == conc}
+            space = [Setting.chain(s) for s in cells]
+            queue = [s.steps for s in initial_design(space)]
+            while not self._stop_requested:
+                measured = [m for c in cells.values() if c.status == DONE and (m := _measurement(c)) is not None]
+                if queue:
+                    steps = queue.pop(0)
+                elif not measured:
+                    return  # nothing measurable: every initial setting failed
+                else:
+                    nxt = next_setting(space, measured)
+                    if nxt is None:
+                        self._skip_rest(cells, space, measured)
+                        break
+                    steps = nxt.steps
+                cell = cells[steps]
+                if cell.status in SETTLED:
+                    continue
+                await self._visit(cell, until_done=True)
+                if cell.status == PENDING:
+                    return  # stopped (or interrupted) mid-setting: resume picks it up
+
+    def _skip_rest(self, cells: dict[int, CellState], space: Sequence[Setting],
+                   measured: Sequence[Measurement]) -> None:
+        model = Surrogate(list(measured))
+        best = max(measured, key=lambda m: m.tps)
+        left = [s for s in space if cells[s.steps].status not in SETTLED]
+        for s in left:
+            p = model.predict(s, best.concurrency)
+            cell = cells[s.steps]
+            cell.status, cell.reason = SKIPPED, "model"
+            cell.text = (f"the cost model bounds it at {p.upper:.1f} tok/s, below {best.setting.label()} "
+                         f"({best.tps:.1f})")
+        saved = len(left)
+        self._emit("guided", f"guided search: {len(space) - saved} of {len(space)} settings measured, "
+                             f"{saved} restart{'s' if saved != 1 else ''} saved")
+        self.save()
+
     async def _ensure_server(self, cell: CellState) -> bool:
         crashed = self._run is not None and self._run.state is ServerState.CRASHED
         if self._server_steps == cell.steps and self._run is not None and not crashed:
@@ -604,7 +676,7 @@ class Sweep:
         if ok:
             return True
         for c in self.cells:
-            if c.steps == cell.steps and c.status not in (DONE, FAILED):
+            if c.steps == cell.steps and c.status not in SETTLED:
                 c.status, c.reason, c.text = FAILED, "restart", why
         self._emit("failed", f"{cell.steps} steps: {why}", cell)
         self.save()

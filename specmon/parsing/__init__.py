@@ -19,7 +19,7 @@ from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.detect import detect_engine
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.parsing.prefix import read_prefix
-from specmon.records import Engine, Event, Lifecycle, ParsedRecord
+from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["LineParser", "parse_lines", "detect_engine"]
 
@@ -94,8 +94,11 @@ class LineParser:
         if ts is None:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
-        if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
-            self.engine = engine
+        if rec is not None and rec.kind != "unparsed":
+            if isinstance(rec, EngineStats | Spec):
+                rec.engine = engine  # spec / engine stats: two engines print them
+            if self.engine is Engine.UNKNOWN:
+                self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
         return rec

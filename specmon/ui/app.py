@@ -328,11 +328,11 @@ class SpecmonApp(App[int]):
         return worker
 
     async def _serve_metrics(self) -> None:
-        from specmon.output.prometheus import PrometheusExporter, render_metrics
+        from specmon.output.prometheus import PrometheusExporter
 
         assert self.options.prometheus_port is not None
         # The feeder's session, looked up at each scrape: a looped replay replaces it.
-        exporter = PrometheusExporter(lambda: render_metrics(self.feeder.session), self.options.prometheus_port)
+        exporter = PrometheusExporter(lambda: self.feeder.session, self.options.prometheus_port)
         try:
             await exporter.start()
         except OSError as exc:
