@@ -119,7 +119,8 @@ class DashboardController(Protocol):
     """Restart and sweep, provided by the control subsystem.
 
     The app only knows that these keys open screens the controller builds.
-    Optional, looked up with ``getattr``: ``attach(app)`` (called once on mount),
+    Optional, looked up with ``getattr``: ``attach(dashboard)`` (called once on mount, with a
+    :class:`~specmon.ui.flows.Dashboard`),
     ``unavailable_reason(action) -> str | None`` (greys ``r``/``s`` out, e.g.
     while a restart runs) and ``header_text() -> str`` (the header's mode slot).
     """
