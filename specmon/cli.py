@@ -3,7 +3,7 @@
 Expected failures (missing files, bad options, nothing to report) print one
 clear sentence on stderr and exit with a documented code; they never show a
 traceback. Exit codes: 0 success, 1 nothing found / no verdict possible,
-2 usage or input error.
+2 usage or input error, 3 a sweep could not measure every requested setting.
 """
 
 from __future__ import annotations
@@ -143,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
+    for command in sub.choices.values():
+        command.add_argument("--read-only", action="store_true",
+                             help="never restart, sweep, drive load or write an export: watch only "
+                                  "(refused where the action runs, not only hidden)")
     return p
 
 
@@ -159,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    if getattr(args, "read_only", False):
+        from specmon.control.guard import set_read_only
+
+        set_read_only("--read-only")
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ from pathlib import Path
 from platformdirs import user_config_path, user_data_path
 
 __all__ = ["config_dir", "config_file", "data_dir", "eta_history_file", "export_dir", "recordings_dir",
-           "sweeps_dir", "themes_dir"]
+           "servers_dir", "sweeps_dir", "themes_dir"]
 
 APP = "specmon"
 
@@ -47,6 +47,11 @@ def recordings_dir() -> Path:
 def sweeps_dir() -> Path:
     """``<user data dir>/specmon/sweeps``: the state files a headless sweep resumes from."""
     return data_dir() / "sweeps"
+
+
+def servers_dir() -> Path:
+    """``<user data dir>/specmon/servers``: the servers a session started and left running."""
+    return data_dir() / "servers"
 
 
 def eta_history_file() -> Path:

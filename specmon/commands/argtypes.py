@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import re
+
+# The one parser of a list of counts lives below both the commands and the dashboard.
+from specmon.control.counts import parse_step_list
 
 
 def positive_float(text: str) -> float:
@@ -16,18 +20,38 @@ def positive_float(text: str) -> float:
     return value
 
 
+# ASCII digits only: str.isdigit() also accepts "２" (full width) and "²", which int() reads or chokes on.
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def whole_number(text: str) -> int:
     """An integer ≥ 0 (``--warmup 0``)."""
-    if not text.isdigit():
+    if not _DIGITS.fullmatch(text):
         raise argparse.ArgumentTypeError(f"must be a whole number ≥ 0: {text!r}")
     return int(text)
 
 
 def positive_int(text: str) -> int:
     """An integer ≥ 1."""
-    if not text.isdigit() or int(text) < 1:
+    if not _DIGITS.fullmatch(text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text!r}")
     return int(text)
+
+
+def step_list(text: str) -> list[int]:
+    """``--steps 0,1,2,3,5``: step counts ≥ 0 (the profile's range is checked before any restart)."""
+    try:
+        return list(parse_step_list(text, 0, None))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def concurrency_list(text: str) -> list[int]:
+    """``--concurrency 1,4``: requests in flight, ≥ 1."""
+    try:
+        return list(parse_step_list(text, 1, None, what="concurrency levels"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def check_theme(name: str | None) -> str | None:

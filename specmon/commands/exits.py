@@ -2,18 +2,20 @@
 
 0: done; 1: nothing to report (no speculative-decoding lines, an empty sweep);
 2: bad input (a missing file, a wrong option, a host that refuses us), said in one
-sentence on stderr, never as a traceback.
+sentence on stderr, never as a traceback; 3: a sweep ran but could not measure every
+requested setting (its verdict, if any, covers only the others).
 """
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["EXIT_INPUT", "EXIT_NOTHING", "EXIT_OK", "fail"]
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_NOTHING", "EXIT_OK", "fail"]
 
 EXIT_OK = 0
 EXIT_NOTHING = 1
 EXIT_INPUT = 2
+EXIT_INCOMPLETE = 3
 
 
 def fail(message: str, code: int = EXIT_INPUT) -> int:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from specmon.control.guard import refuse
 from specmon.model.stats import Summary, summarize
 
 #: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
@@ -528,6 +529,7 @@ class LoadDriver:
         Returns:
             Every finished request and the aggregate figures.
         """
+        refuse("drive load against the server")
         if concurrency < 1:
             raise LoadError("concurrency must be at least 1")
         if max_requests is None and max_seconds is None and stop is None:
@@ -607,7 +609,12 @@ class BackgroundLoad:
         return self._task is not None and not self._task.done()
 
     async def start(self, concurrency: int) -> None:
-        """Start keeping ``concurrency`` requests in flight (stops a previous run first)."""
+        """Start keeping ``concurrency`` requests in flight (stops a previous run first).
+
+        Raises:
+            ReadOnlyError: specmon runs read-only (``--read-only``).
+        """
+        refuse("drive load against the server")
         if self.running:
             await self.stop()
         self._stop = asyncio.Event()

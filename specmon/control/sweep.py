@@ -38,11 +38,13 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
@@ -570,6 +572,8 @@ class Sweep:
         if self.finished:
             self._emit("resume", "this sweep already finished; showing its verdict")
             return self.result()
+        if read_only_reason() is not None:  # a finished sweep's verdict is shown; nothing new runs
+            raise SweepError(read_only_message("run a sweep (it restarts the server)"))
         done = sum(1 for c in self.cells if c.status in SETTLED)
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
@@ -893,6 +897,28 @@ def stderr_show(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+#: Raw log lines a :class:`LogFollower` keeps, and how many of them a failed start-up shows.
+RECENT_LINES, TAIL_SHOWN = 40, 12
+
+
+def log_tail(lines: Sequence[str], limit: int = TAIL_SHOWN) -> list[str]:
+    """The lines that say why a start-up failed: from the last ``Traceback`` on, else the last few.
+
+    Args:
+        lines: The log's last raw lines, oldest first.
+        limit: At most this many lines (the end of a long traceback: the error is last).
+
+    Returns:
+        Non-blank lines, oldest first.
+    """
+    kept = [line.rstrip() for line in lines if line.strip()]
+    for i in range(len(kept) - 1, -1, -1):
+        if "Traceback (most recent call last)" in kept[i]:
+            kept = kept[i:]
+            break
+    return kept[-limit:]
+
+
 class LogFollower:
     """Follows the server's log into a session, switching files at every restart.
 
@@ -906,10 +932,13 @@ class LogFollower:
         self._make = make_source
         self._source: Any = None
         self._task: asyncio.Task[None] | None = None
+        #: The last raw lines of the file followed now: a failed start-up shows them.
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
 
     async def follow(self, path: str, *, from_end: bool = False) -> None:
         """Stop following the old file; follow ``path`` (from its start, or its current end)."""
         await self.stop()
+        self.recent.clear()
         self._source = self._make(path, from_end)
         self.ingest.begin_source(getattr(self._source, "name", path))
         self._task = asyncio.ensure_future(self._pump(self._source))
@@ -917,6 +946,7 @@ class LogFollower:
     async def _pump(self, source: Any) -> None:
         async for batch in source.batches():
             self.ingest.feed(batch)
+            self.recent.extend(batch)
 
     async def stop(self) -> None:
         """Stop following."""
@@ -965,7 +995,7 @@ class PlanRestarter:
 
     def __init__(self, profile: LaunchProfile, runner: CommandRunner, *, host: str = "localhost",
                  follower: LogFollower | None = None, show: Callable[[str], None] = stderr_show,
-                 ready_poll_s: float | None = None) -> None:
+                 ready_poll_s: float | None = None, record_servers: bool = False) -> None:
         self.profile = profile
         self.runner = runner
         self.host = host
@@ -973,6 +1003,9 @@ class PlanRestarter:
         self.show = show
         self.ready_poll_s = ready_poll_s
         self.last_plan: CommandPlan | None = None
+        #: Record each server started in the user data dir (real servers, left running at the end).
+        self.record_servers = record_servers
+        self.started: Any = None  # the last start's ServerRecord, when recorded
 
     def plan_for(self, steps: int) -> CommandPlan:
         """The plan a restart with ``steps`` would run (for showing up front).
@@ -990,7 +1023,7 @@ class PlanRestarter:
             return RestartOutcome(False, str(exc))
         self.show(plan.describe())
         # Custom commands may append to the log: follow from its current end, before the restart.
-        # A managed start truncates the log: follow it from the start, after the restart.
+        # A managed start moves the old log aside and starts a new file: follow it from the start, after.
         if self.follower is not None:
             if plan.mode == "custom" and plan.log:
                 await self.follower.follow(plan.log, from_end=True)
@@ -1000,9 +1033,19 @@ class PlanRestarter:
         def on_step(ev: StepEvent) -> None:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
+                if ev.step.name == "start" and ev.outcome.ok and self.record_servers:
+                    from specmon.control.launch import ProcessIdentity
+                    from specmon.control.servers import record_started
 
-        report = await execute(plan, self.runner, on_step)
+                    try:
+                        who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
+                    except (KeyError, ValueError):
+                        return
+                    self.started = record_started(plan, who)
+
+        # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
+        report = await execute(plan, self.runner, on_step)
         if not report.ok:
             return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
         if self.follower is not None and plan.mode == "managed" and plan.log:
@@ -1015,8 +1058,13 @@ class PlanRestarter:
         ready = await wait_ready(plan, self.runner, sleep=sleep)
         if ready.state != "ready":
             last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
-            return RestartOutcome(False, f"server not ready ({ready.state}{': ' + last[0] if last else ''})",
-                                  plan.log)
+            text = f"server not ready ({ready.state}{': ' + last[0] if last else ''})"
+            if self.follower is not None:
+                await asyncio.sleep(0.4)  # its last words may still be on their way through the tail
+                tail = log_tail(self.follower.recent)
+                if tail:
+                    text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
+            return RestartOutcome(False, text, plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
 
     async def stop_server(self) -> str | None:
@@ -1026,6 +1074,12 @@ class PlanRestarter:
             return None
         self.show(f"stop:  {plan.stop.display}")
         result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        line = (result.stdout.strip().splitlines() or [""])[-1]
+        if "no-pidfile" in line:
+            # A start cut short may record its server a moment later: one more look.
+            await asyncio.sleep(1.0)
+            result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+            line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()
-        return (result.stdout.strip().splitlines() or [""])[-1]
+        return line

@@ -94,7 +94,8 @@ class RunConfig:
             return "no speculation"
         algo = self.algorithm or "spec"
         steps = "?" if self.steps is None else str(self.steps)
-        unit = "token" if self.engine is Engine.VLLM else "step"
+        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps.
+        unit = "token" if self.engine in (Engine.VLLM, Engine.LLAMACPP) else "step"
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"

@@ -46,6 +46,8 @@ class LineParser:
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
+        #: llama.cpp announces its speculative type and depth on two consecutive lines.
+        self._llama_setup = llamacpp.SpecSetup()
 
     def parse(self, text: str, lineno: int) -> ParsedRecord | None:
         """Parse one line (without its line ending).
@@ -112,6 +114,13 @@ class LineParser:
             ts, rank = read_prefix(message[:at], self.year)
             self.engine = Engine.SGLANG
             return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)
+        if llamacpp.SETUP_MARKER in message:
+            at = message.find(llamacpp.SETUP_MARKER)
+            ts, rank = read_prefix(message[:at], self.year)
+            setup = self._llama_setup.feed(message, lineno, ts if ts is not None else outer_ts, rank)
+            if setup is not None:
+                self.engine = Engine.LLAMACPP
+                return setup
         for marker in vllm.CONFIG_MARKERS:
             at = message.find(marker)
             if at >= 0:

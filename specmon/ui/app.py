@@ -60,6 +60,7 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
+from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
@@ -171,6 +172,10 @@ _COMMANDS = (
     ("sweep", "Sweep step counts", "Restart through a list of step counts and compare"),
     ("help", "Help", "What every number means, and every key"),
 )
+
+
+#: Actions read-only mode turns off (the key says why when pressed).
+_READ_ONLY_ACTIONS = frozenset({"restart", "sweep", "export"})
 
 
 class SpecmonApp(App[int]):
@@ -558,6 +563,8 @@ class SpecmonApp(App[int]):
             if row is None or row.throughput is None:
                 return "the current run has no counted throughput samples yet"
         elif action == "export":
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): nothing is written"
             if self.builder.analysis is None or not self.builder.analysis.rows:
                 return "the run table is empty"
         elif action in ("faster", "slower"):
@@ -570,8 +577,8 @@ class SpecmonApp(App[int]):
             if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
                 return "already at the slowest speed"
         elif action in ("restart", "sweep"):
-            if self.options.read_only:
-                return "read-only mode"
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): the server is not restarted"
             if self.controller is None:
                 return "no launch profile configured for this server"
             if self.sweeper is not None:
@@ -583,6 +590,19 @@ class SpecmonApp(App[int]):
             if reason is not None:
                 return reason(action)
         return None
+
+    def _read_only(self) -> str | None:
+        """Why actions are off: the process-wide switch (``--read-only``) or these options."""
+        return read_only_reason() or ("--read-only" if self.options.read_only else None)
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """Run an action; a key greyed out by read-only mode says why instead of doing nothing."""
+        handled = await super().run_action(action, default_namespace, namespaces)
+        if not handled and action in _READ_ONLY_ACTIONS and (default_namespace in (None, self)):
+            reason = self._unavailable_reason(action)
+            if reason is not None and reason.startswith("read-only mode"):
+                self.notify(reason, title=action, severity="warning", timeout=6)
+        return handled
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out (None) actions that cannot run now; hide speed keys when not replaying."""
@@ -644,6 +664,11 @@ class SpecmonApp(App[int]):
 
     def action_export(self) -> None:
         """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
+        try:
+            refuse("write the export")  # the action layer refuses even when the key was not greyed
+        except ReadOnlyError as exc:
+            self.notify(str(exc), severity="warning")
+            return
         session = self.feeder.session
         analysis = self.builder.analyze(session.runs)  # exactly the data seen so far
         if not analysis.rows:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from specmon.commands.demo import build_demo_app, register
+from specmon.control.counts import parse_step_list
 from specmon.control.demo import stop_demo_server
 from specmon.model.analysis import analyze
 from specmon.model.stopping import StoppingRule
@@ -25,7 +26,6 @@ from specmon.ui.screens.sweep_screen import (
     SweepConfirmScreen,
     SweepScreen,
     SweepStopScreen,
-    parse_step_list,
     sweep_progress_text,
 )
 from tests.support.app_factory import (
@@ -52,7 +52,7 @@ def demo_args(folder: Path, *extra: str) -> argparse.Namespace:
 def test_parse_step_list() -> None:
     assert parse_step_list("0,1,2,3,5", 0, 16) == (0, 1, 2, 3, 5)
     assert parse_step_list(" 2 , 0  4", 0, 16) == (2, 0, 4)
-    for bad, why in (("", "type step counts"), ("1,,x", "not a whole number"), ("1,-2", "not a whole number"),
+    for bad, why in (("", "type step counts"), ("1,,x", "empty item"), ("1,-2", "not a whole number"),
                      ("3,17", "out of range"), ("2,2", "twice"), ("1.5", "not a whole number")):
         with pytest.raises(ValueError, match=why):
             parse_step_list(bad, 0, 16)
