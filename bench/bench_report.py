@@ -33,8 +33,8 @@ BATCH = 2000  # lines per recorded batch (the feeder records what one read deliv
 
 def record_log(log: Path, recording: Path) -> None:
     """Record a log file as the dashboard's ``--record`` does: source entry, then raw line batches."""
-    from specmon.ingest.logfiles import file_year
     from specmon.output.recording import Recorder
+    from specmon.sources.logfiles import file_year
 
     with Recorder(recording, meta={"command": "watch"}) as rec:
         rec.source(str(log), baseline=False, year=file_year(log))

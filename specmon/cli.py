@@ -15,14 +15,7 @@ from collections.abc import Sequence
 
 from specmon import __version__
 from specmon.commands.argtypes import positive_float, whole_number
-
-EXIT_OK, EXIT_NOTHING, EXIT_INPUT = 0, 1, 2
-
-
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
-    print(f"specmon: {message}", file=sys.stderr)
-    return code
-
+from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 # -- summarize ---------------------------------------------------------------------------------
 
@@ -32,17 +25,17 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from specmon.ingest.files import ingest_files
-    from specmon.ingest.logfiles import LogFileError
     from specmon.model.analysis import analyze
     from specmon.output.tables import crash_lines, render, to_rich
+    from specmon.sources.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
-        return _fail("give either --baseline FILE or --baseline-tps X, not both")
+        return fail("give either --baseline FILE or --baseline-tps X, not both")
     try:
         session = ingest_files(args.files, baseline=args.baseline, warmup=args.warmup,
                                jobs=args.jobs)
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
     analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
     if samples == 0 and analysis.crashes:
@@ -50,12 +43,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         c = analysis.crashes[-1]
         where = f" (line {c.line} of {c.source}, run {c.run}: {c.label})" if c.line is not None else ""
         more = f"; {len(analysis.crashes) - 1} earlier crash(es) too" if len(analysis.crashes) > 1 else ""
-        return _fail(f"the server crashed at {c.clock}{where}: {c.error}{more} — "
+        return fail(f"the server crashed at {c.clock}{where}: {c.error}{more} — "
                      "no speculative-decoding lines before it", EXIT_NOTHING)
     if samples == 0:
         unparsed = session.counts.get("unparsed", 0)
         extra = f" ({unparsed} line(s) had a known marker but could not be parsed)" if unparsed else ""
-        return _fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
+        return fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
                      "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
                      "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
     if args.format == "table":
@@ -80,14 +73,14 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """``specmon parse FILE...``: every record as one JSON object per line."""
-    from specmon.ingest.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
     from specmon.parsing import LineParser, detect_engine
+    from specmon.sources.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
 
     try:
         for path in args.files:
             check_readable(path)
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     out = sys.stdout
     try:
         for path in args.files:
@@ -102,7 +95,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
                         d["file"] = path  # always: one schema whether one file or several
                         out.write(json.dumps(d, ensure_ascii=False) + "\n")
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except BrokenPipeError:  # `specmon parse x | head`
         sys.stderr.close()
     return EXIT_OK

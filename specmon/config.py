@@ -27,7 +27,6 @@ header line, then to no line at all.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from specmon import paths
 from specmon.control.launch import LaunchProfile
 from specmon.records import Engine
 
@@ -42,7 +42,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "Profile",
-    "default_config_path",
     "load_config",
     "locate_key",
     "split_destination",
@@ -195,20 +194,11 @@ def split_destination(
     return argument, None
 
 
-def default_config_path() -> Path:
-    """``$XDG_CONFIG_HOME/specmon/config.toml``, i.e. ``~/.config/specmon/config.toml``.
-
-    Resolved at call time (not import time) so tests can point HOME elsewhere.
-    """
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "specmon" / "config.toml"
-
-
 def load_config(path: Path | str | None = None) -> Config:
     """Read and validate a config file.
 
     Args:
-        path: The file; ``None`` means :func:`default_config_path`, where a
+        path: The file; ``None`` means :func:`specmon.paths.config_file`, where a
             missing file is fine (an empty config). A missing explicit path is
             an error.
 
@@ -220,7 +210,7 @@ def load_config(path: Path | str | None = None) -> Config:
             the message names the file and, when found, the line.
     """
     explicit = path is not None
-    file = Path(path).expanduser() if path is not None else default_config_path()
+    file = Path(path).expanduser() if path is not None else paths.config_file()
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list
+from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from collections.abc import Coroutine, Sequence
@@ -25,23 +26,6 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
 
 #: ``--finish``: what a profile sweep leaves running.
 FINISH_CHOICES = ("winner", "last", "none")
-
-
-def _int_list(text: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
-        values.append(int(part))
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"a value is listed twice in {text!r}")
-    return values
-
-
-#: Exit status of a sweep that ran but could not measure every requested setting (the verdict,
-#: if any, covers only the others). 0: all measured and a verdict; 1: no verdict; 2: bad input.
-EXIT_INCOMPLETE = 3
 
 
 def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str | None:
@@ -148,16 +132,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``specmon report RECORDING``."""
     import sys
 
-    from specmon.cli import EXIT_INPUT, EXIT_OK, _fail
     from specmon.output.recording import RecordingError
     from specmon.output.report import load_report, render_report
 
     if args.warmup is not None and args.warmup < 0:
-        return _fail("--warmup must be >= 0")
+        return fail("--warmup must be >= 0")
     try:
         data = load_report(args.recording, warmup=args.warmup)
     except RecordingError as exc:
-        return _fail(str(exc), EXIT_INPUT)
+        return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
     if data.read.truncated_tail:
         print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
@@ -168,12 +151,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         try:
             refuse(f"write {args.output}")
         except ReadOnlyError as exc:
-            return _fail(f"{exc}; leave out -o to print the report")
+            return fail(f"{exc}; leave out -o to print the report")
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as exc:
-            return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
+            return fail(f"cannot write {args.output}: {exc.strerror or exc}")
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -187,26 +170,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import asyncio
     import sys
 
-    from specmon.cli import EXIT_INPUT, _fail
 
     if getattr(args, "read_only", False):
-        return _fail("a sweep restarts the server and drives load: it cannot run with --read-only")
+        return fail("a sweep restarts the server and drives load: it cannot run with --read-only")
     if args.demo and args.profile:
-        return _fail("give a PROFILE or --demo, not both")
+        return fail("give a PROFILE or --demo, not both")
     if not args.demo and not args.profile:
-        return _fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
+        return fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
     if args.steps is None:
         if not args.demo:
-            return _fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
+            return fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
         args.steps = [0, 1, 2, 3, 5]
     if args.prometheus_port is not None and not 0 <= args.prometheus_port <= 65535:
-        return _fail("--prometheus-port must be 0..65535")
+        return fail("--prometheus-port must be 0..65535")
     if args.record and args.no_record:
-        return _fail("give --record PATH or --no-record, not both")
+        return fail("give --record PATH or --no-record, not both")
     try:
         plan = _plan(args)
     except ValueError as exc:  # SweepError and the rule's own checks
-        return _fail(str(exc), EXIT_INPUT)
+        return fail(str(exc), EXIT_INPUT)
     signalled: list[int] = []
     try:
         return asyncio.run(_until_signal(_sweep_main(args, plan), signalled))
@@ -320,7 +302,6 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     import json
     import sys
 
-    from specmon.cli import EXIT_NOTHING, EXIT_OK
     from specmon.control.sweep import analyses_from_cells
     from specmon.model.costmodel import build_cost_model
 
@@ -414,7 +395,6 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     import sys
     import tempfile
 
-    from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.runner import LocalRunner
@@ -437,11 +417,11 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             stop_grace_s=5, stop_signal="TERM")
         problem = check_steps(profile, plan.steps, "the demo server")
         if problem:
-            return _fail(problem, EXIT_INPUT)
+            return fail(problem, EXIT_INPUT)
         try:
             load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
         except LoadError as exc:
-            return _fail(str(exc), EXIT_INPUT)
+            return fail(str(exc), EXIT_INPUT)
         session = Session()
         rec = _recorder(args, "sweep-demo", None, {"command": "sweep --demo", "steps": list(plan.steps)})
         ingest = RecordedIngest(session, rec)
@@ -453,7 +433,7 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
                           resume=False, recorder=rec, on_event=_on_event)
         except SweepError as exc:
-            return _fail(str(exc), EXIT_INPUT)
+            return fail(str(exc), EXIT_INPUT)
         try:
             result = await _with_prometheus(args, session, sweep.run())
         finally:
@@ -480,43 +460,43 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
 
     from pydantic import ValidationError
 
-    from specmon.cli import EXIT_INPUT, _fail
+    from specmon import paths
     from specmon.config import ConfigError, load_config
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.sweep import LogFollower, PlanRestarter, finished_state
     from specmon.model.session import Session
-    from specmon.output.recording import RecordedIngest, default_recording_dir
+    from specmon.output.recording import RecordedIngest
 
     try:
         config = load_config(args.config)
         profile = config.profile(args.profile)
     except ConfigError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if not profile.launch:
-        return _fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
+        return fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
                      "the server (see `specmon sweep --help` and the README's launch profiles)")
     try:
         launch = LaunchProfile.model_validate(profile.launch)
     except ValidationError as exc:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        return _fail(f"profile {args.profile!r} [launch]: {msgs}")
+        return fail(f"profile {args.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
     problem = check_steps(launch, plan.steps, f"profile {args.profile!r}")
     if problem:
-        return _fail(problem)
+        return fail(problem)
     restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
     try:
         plans = [restarter_probe.plan_for(s) for s in plan.steps]
     except LaunchError as exc:
-        return _fail(f"profile {args.profile!r}: {exc}")
+        return fail(f"profile {args.profile!r}: {exc}")
     if not args.no_load and launch.port is None:
-        return _fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
+        return fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
                      "or pass --no-load to measure the server's own traffic")
     # One state file per profile *and plan*: rerunning the same command resumes it; a sweep with
     # other steps or settings starts its own instead of tripping over the old one.
     digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
-    state = args.state or str(default_recording_dir().parent / "sweeps" /
+    state = args.state or str(paths.sweeps_dir() /
                               f"{re.sub(r'[^A-Za-z0-9_.-]', '_', args.profile)}-{digest}.json")
     if args.fresh:
         import os
@@ -528,10 +508,10 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         _err(plans[0].describe())
         if not args.yes:
             if not sys.stdin.isatty():
-                return _fail("this restarts the server; pass --yes to confirm when not at a terminal")
+                return fail("this restarts the server; pass --yes to confirm when not at a terminal")
             answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
             if answer not in ("y", "yes"):
-                return _fail("cancelled", 1)
+                return fail("cancelled", 1)
     session = Session()
     rec = _recorder(args, "sweep", None, {"command": "sweep", "profile": args.profile, "host": host,
                                           "steps": list(plan.steps)})
@@ -550,7 +530,7 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
             try:
                 load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
             except LoadError as exc:
-                return _fail(str(exc), EXIT_INPUT)
+                return fail(str(exc), EXIT_INPUT)
         target_url = _metrics_target(args, profile, launch)
         counters = _scraper(target_url) if target_url else None
         return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
@@ -564,14 +544,13 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
                              load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                              counters: Any = None) -> int:
     """Run a profile's sweep (local or remote alike), finish as asked, and print its result."""
-    from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.sweep import Sweep, SweepError
 
     try:
         sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
                       recorder=rec, on_event=_on_event, counters=counters)
     except SweepError as exc:
-        return _fail(str(exc), EXIT_INPUT)
+        return fail(str(exc), EXIT_INPUT)
     if counters is not None:
         _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
     try:
@@ -642,7 +621,6 @@ async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
 
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
-    from specmon.cli import EXIT_INPUT, _fail
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
     from specmon.control.runner import SSHRunner
     from specmon.control.sweep import LogFollower, PlanRestarter
@@ -652,11 +630,11 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
     try:
         target = target_from_options(None, profile=profile)
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         link = await connect(target)
     except SSHError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     try:
         follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(target, path,
                                                                            lines=0 if from_end else None))
@@ -685,13 +663,13 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
                     local[(host, port)] = await stack.enter_async_context(
                         forwarded_base_url(link.conn, port, remote_host=host))
                 except Exception as exc:
-                    return _fail(f"cannot forward a local port to {host}:{port} on {target.label}: {exc}")
+                    return fail(f"cannot forward a local port to {host}:{port} on {target.label}: {exc}")
             load = None
             if not args.no_load:
                 try:
                     load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])))
                 except LoadError as exc:
-                    return _fail(str(exc), EXIT_INPUT)
+                    return fail(str(exc), EXIT_INPUT)
             counters = None
             if metrics:
                 m = urlsplit(metrics)

@@ -12,14 +12,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.exits import fail
 
 if TYPE_CHECKING:  # annotations only: the dashboard (Textual) is imported inside the commands
     from specmon.ui.app import DashboardOptions
 
 __all__ = ["register"]
-
-EXIT_OK, EXIT_INPUT = 0, 2
-
 
 def _speed(text: str) -> float | None:
     if text.lower() == "max":
@@ -31,11 +29,6 @@ def _speed(text: str) -> float | None:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"speed must be positive: {text!r}")
     return value
-
-
-def _fail(message: str) -> int:
-    print(f"specmon: {message}", file=sys.stderr)
-    return EXIT_INPUT
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -104,18 +97,18 @@ def _recorded_warmup(path: str) -> int | None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``specmon replay FILE...``: the dashboard driven by saved logs."""
-    from specmon.ingest.logfiles import LogFileError, check_readable
+    from specmon.sources.logfiles import LogFileError, check_readable
 
     if args.baseline and args.baseline_tps is not None:
-        return _fail("give either --baseline FILE or --baseline-tps X, not both")
+        return fail("give either --baseline FILE or --baseline-tps X, not both")
     try:
         for path in [*args.baseline, *args.files]:
             check_readable(path)
     except LogFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     problem = check_theme(args.theme)
     if problem:
-        return _fail(problem)
+        return fail(problem)
     from specmon.ui.app import replay_app
 
     if args.warmup is None and args.files:
@@ -129,7 +122,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """``specmon watch PATH``: the dashboard following a local log."""
     problem = check_theme(args.theme)
     if problem:
-        return _fail(problem)
+        return fail(problem)
     from specmon.ui.app import watch_app
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})

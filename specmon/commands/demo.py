@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specmon.commands.exits import EXIT_OK, fail
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,8 +24,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["cmd_demo", "register", "run_demo"]
-
-EXIT_OK, EXIT_INPUT = 0, 2
 
 
 def _scale(text: str) -> float:
@@ -90,8 +90,8 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     """
     from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
     from specmon.ui.app import DashboardOptions, make_app
-    from specmon.ui.screens.sweep_screen import SweepFlow
-    from specmon.ui.widgets.restart_progress import RestartFlow
+    from specmon.ui.flows.restart import RestartFlow
+    from specmon.ui.flows.sweep import SweepFlow
 
     setup = make_demo(
         workdir, steps=args.steps,
@@ -135,9 +135,8 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
     from specmon.control.demo import stop_demo_server
 
     if getattr(args, "read_only", False):
-        print("specmon: the demo starts and restarts a simulated server: it cannot run with --read-only "
-              "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)", file=sys.stderr)
-        return EXIT_INPUT
+        return fail("the demo starts and restarts a simulated server: it cannot run with --read-only "
+                    "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)")
     created = args.dir is None
     if created:
         workdir = Path(tempfile.mkdtemp(prefix="specmon-demo-"))
@@ -146,15 +145,13 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
         try:
             workdir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            print(f"specmon: cannot use --dir {workdir}: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INPUT
+            return fail(f"cannot use --dir {workdir}: {exc.strerror or exc}")
     if args.theme is not None:
         from specmon.commands.argtypes import check_theme
 
         problem = check_theme(args.theme)
         if problem:
-            print(f"specmon: {problem}", file=sys.stderr)
-            return EXIT_INPUT
+            return fail(problem)
 
     app: Any = None
     signalled: list[int] = []

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.exits import EXIT_INPUT, fail
 
 if TYPE_CHECKING:
     from specmon.control.launch import LaunchProfile
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from specmon.sources.base import LineSource
     from specmon.sources.ssh import SSHTailSource
     from specmon.ui.app import SpecmonApp
-    from specmon.ui.widgets.restart_progress import RestartFlow
+    from specmon.ui.flows.restart import RestartFlow
 
 __all__ = [
     "ConnectError",
@@ -54,7 +55,6 @@ __all__ = [
     "with_restart",
 ]
 
-EXIT_OK, EXIT_INPUT = 0, 2
 #: Seconds between two looks at the source while the app starts (cheap: reads a dataclass).
 STARTUP_POLL_S = 0.05
 
@@ -125,7 +125,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
             what to do.
     """
     from specmon.config import ConfigError, load_config, split_destination
-    from specmon.ingest.logfiles import LogFileError, check_readable
+    from specmon.sources.logfiles import LogFileError, check_readable
     from specmon.sources.ssh import build_ssh_source
 
     try:
@@ -219,7 +219,7 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.ssh import SSHTailSource
     from specmon.ssh import connect as sshconfig
-    from specmon.ui.widgets.restart_progress import live_restart
+    from specmon.ui.flows.restart import live_restart
 
     target = plan.source.target
     runner = ConnectingRunner(lambda: sshconfig.connect(target))
@@ -301,8 +301,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     try:
         plan = plan_connect(args)
     except ConnectError as exc:
-        print(f"specmon: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        return fail(str(exc))
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
@@ -321,7 +320,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.close()
     if outcome.message:
-        print(f"specmon: {outcome.message}", file=sys.stderr)
+        fail(outcome.message, outcome.code)
     left = _left_running(flow)
     if left:
         print(f"specmon: {left}", file=sys.stderr)

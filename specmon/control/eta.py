@@ -24,12 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specmon import paths
+
 __all__ = [
     "HISTORY_KEPT",
     "TIMED_PHASES",
     "EtaEstimate",
     "EtaStore",
-    "default_store_path",
     "estimate",
 ]
 
@@ -40,13 +41,6 @@ HISTORY_KEPT = 10
 #: Hosts remembered (the least recently restarted ones are forgotten first).
 HOSTS_KEPT = 50
 _VERSION = 1
-
-
-def default_store_path() -> Path:
-    """``<user data dir>/specmon/restart_times.json`` (platformdirs; resolved at call time)."""
-    from platformdirs import user_data_path
-
-    return user_data_path("specmon") / "restart_times.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +63,13 @@ class EtaStore:
     """Phase durations of earlier restarts, per host, persisted as JSON.
 
     Args:
-        path: The JSON file; None means :func:`default_store_path`. A missing or
+        path: The JSON file; None means :func:`specmon.paths.eta_history_file`. A missing or
             damaged file is an empty history (an estimate is a nicety: it must
             never stop a restart).
     """
 
     def __init__(self, path: Path | str | None = None) -> None:
-        self.path = Path(path) if path is not None else default_store_path()
+        self.path = Path(path) if path is not None else paths.eta_history_file()
         self._hosts: dict[str, list[dict[str, float]]] = {}
         self.problem: str | None = None
         self._load()

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from specmon import paths
 from specmon.control.launch import ALIVE_SCRIPT, CommandPlan, ProcessIdentity, parse_result_line
 from specmon.control.runner import CommandRunner
 
@@ -29,10 +30,8 @@ __all__ = ["ServerRecord", "check_record", "forget", "load_record", "record_star
 
 
 def records_dir() -> Path:
-    """``<user data dir>/specmon/servers`` (resolved at call time, so tests' XDG_DATA_HOME applies)."""
-    from platformdirs import user_data_path
-
-    return user_data_path("specmon") / "servers"
+    """Where the records of servers left running are kept: :func:`specmon.paths.servers_dir`."""
+    return paths.servers_dir()
 
 
 def _path(host: str, pidfile: str) -> Path:

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from operator import add, itemgetter
 from typing import Any
 
-from specmon.ingest.logfiles import check_readable, head_lines, log_year
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
 from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
 from specmon.parsing.prefix import stamp_value
 from specmon.records import Engine, ParsedRecord
+from specmon.sources.logfiles import check_readable, head_lines, log_year
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
 PIECE = 4 << 20

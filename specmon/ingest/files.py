@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from specmon.ingest.logfiles import check_readable, head_lines, iter_line_batches, log_year
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
+from specmon.sources.logfiles import check_readable, head_lines, iter_line_batches, log_year
 
 
 def ingest_lines(session: Session, parser: LineParser, lines: Iterable[str], first_lineno: int = 1) -> int:

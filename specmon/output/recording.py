@@ -39,7 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from specmon import __version__
+from specmon import __version__, paths
 from specmon.model.session import Run, Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.records import (
@@ -61,7 +61,7 @@ VERSION = 1
 DEFAULT_FLUSH_INTERVAL = 0.5
 
 __all__ = [
-    "FORMAT", "Recorder", "RecordedIngest", "RecordingError", "default_recording_dir", "is_recording",
+    "FORMAT", "Recorder", "RecordedIngest", "RecordingError", "is_recording",
     "new_recording_path", "read_recording", "record_from_json", "recording_lines", "replay_recording",
 ]
 
@@ -70,19 +70,9 @@ class RecordingError(Exception):
     """A file that is not a readable recording; the message says why."""
 
 
-def default_recording_dir() -> Path:
-    """``<user data dir>/specmon/recordings`` (``~/.local/share/specmon/recordings`` on Linux).
-
-    Resolved at call time so tests can point ``XDG_DATA_HOME``/``HOME`` elsewhere.
-    """
-    from platformdirs import user_data_path
-
-    return user_data_path("specmon") / "recordings"
-
-
 def new_recording_path(kind: str, directory: Path | None = None) -> Path:
     """A fresh file name such as ``sweep-20260212-091403.jsonl`` (never an existing file)."""
-    base = directory if directory is not None else default_recording_dir()
+    base = directory if directory is not None else paths.recordings_dir()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = base / f"{kind}-{stamp}.jsonl"
     i = 1

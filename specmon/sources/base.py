@@ -40,6 +40,21 @@ class SourceStatus:
     events: list[str] = field(default_factory=list)  # messages for the event log (stderr, ...)
 
 
+class LogProfile(Protocol):
+    """What a tail reads from a profile (:class:`specmon.config.Profile` has these).
+
+    A protocol, not the config model: sources sit below the config, which also
+    holds launch profiles (control), so they name only the fields they read.
+    """
+
+    @property
+    def log(self) -> str | None: ...
+    @property
+    def log_glob(self) -> str | None: ...
+    @property
+    def lines(self) -> int | None: ...
+
+
 @runtime_checkable
 class LineSource(Protocol):
     """A source of complete log lines."""

@@ -26,13 +26,9 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.sources.base import ConnectionState, LogProfile, SourceStatus
 from specmon.sources.lines import LineSplitter
-
-if TYPE_CHECKING:
-    from specmon.config import Profile
 
 __all__ = ["LocalTailSource", "build_local_source", "newest_match", "start_of_last_lines"]
 
@@ -260,7 +256,7 @@ class LocalTailSource:
 def build_local_source(
     path: str | None,
     *,
-    profile: Profile | None = None,
+    profile: LogProfile | None = None,
     lines: int | None = None,
 ) -> LocalTailSource:
     """Build the source for ``specmon watch`` from CLI options and a profile.

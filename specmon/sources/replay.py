@@ -21,10 +21,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-from specmon.ingest.logfiles import LogFileError, check_readable, file_year, iter_line_batches
 from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.prefix import read_prefix
 from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.sources.logfiles import LogFileError, check_readable, file_year, iter_line_batches
 
 __all__ = ["ReplayClock", "ReplaySource", "SPEED_STEPS", "line_time", "speed_text"]
 

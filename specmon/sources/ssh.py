@@ -62,7 +62,7 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import asyncssh
 
@@ -71,7 +71,11 @@ from specmon.sources.lines import LineSplitter
 from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect, target_from_options
 
 if TYPE_CHECKING:
-    from specmon.config import Profile
+    from specmon.sources.base import LogProfile
+    from specmon.ssh.connect import HostProfile
+
+    class RemoteLogProfile(HostProfile, LogProfile, Protocol):
+        """Where the host is and where its log is: what ``specmon connect`` reads."""
 
 __all__ = ["Backoff", "SSHTailSource", "build_ssh_source", "status_line", "tail_command"]
 
@@ -626,7 +630,7 @@ def build_ssh_source(
     destination: str | None,
     *,
     log: str | None = None,
-    profile: Profile | None = None,
+    profile: RemoteLogProfile | None = None,
     port: int | None = None,
     identity: str | None = None,
     jump: str | None = None,

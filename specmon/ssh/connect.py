@@ -38,12 +38,9 @@ import socket
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import asyncssh
-
-if TYPE_CHECKING:
-    from specmon.config import Profile
 
 __all__ = [
     "DEFAULT_KEEPALIVE_COUNT_MAX",
@@ -186,10 +183,29 @@ class SSHTarget:
         return f"{text}:{self.port}" if self.port else text
 
 
+class HostProfile(Protocol):
+    """What connecting reads from a profile (:class:`specmon.config.Profile` has these).
+
+    A protocol, not the config model: the SSH layer sits below the config, which
+    also holds launch profiles (control), so it names only the fields it reads.
+    """
+
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def identity(self) -> str | None: ...
+    @property
+    def jump(self) -> str | None: ...
+
+
 def target_from_options(
     destination: str | None,
     *,
-    profile: Profile | None = None,
+    profile: HostProfile | None = None,
     port: int | None = None,
     identity: str | None = None,
     jump: str | None = None,

@@ -24,9 +24,12 @@ Extension points for the commands built on this app:
   (``reconnecting in 4 s (attempt 2)``, latency, failures);
 * ``controller``: an object with ``restart_screen()`` and ``sweep_screen()``;
   ``r`` and ``s`` push those screens, and are greyed out without a controller or
-  with ``DashboardOptions(read_only=True)``; a controller that holds a
-  ``RestartController`` (the restart flow) gets a ``sweeper``
-  (:class:`~specmon.ui.screens.sweep_screen.SweepFlow`) that ``s`` drives instead;
+  with ``DashboardOptions(read_only=True)``; a restart flow
+  (:class:`~specmon.ui.flows.restart.RestartFlow`) with a controller gets a ``sweeper``
+  (:class:`~specmon.ui.flows.sweep.SweepFlow`) that ``s`` drives instead. The flows
+  are handed a :class:`~specmon.ui.flows.Dashboard` on mount and tell the app what
+  happened with messages (:mod:`specmon.ui.messages`): lines for the event log, and
+  changes that refresh the keys;
 * ``recorder``: a :class:`~specmon.output.recording.Recorder` the feeder records every
   line into (closed when the app ends); ``DashboardOptions.prometheus_port``
   serves ``/metrics`` from the app's own loop while it runs;
@@ -48,6 +51,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -55,14 +59,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
+from specmon import paths
 from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
-from specmon.control.restart import RestartController
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
-from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders, user_theme_dir
+from specmon.ui.flows import Dashboard
+from specmon.ui.flows.restart import RestartFlow
+from specmon.ui.flows.sweep import SweepFlow
+from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -73,7 +81,6 @@ from specmon.ui.widgets.throughput_plot import ThroughputPlot
 
 if TYPE_CHECKING:
     from specmon.output.recording import Recorder
-    from specmon.ui.screens.sweep_screen import SweepFlow
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
 
@@ -113,7 +120,8 @@ class DashboardController(Protocol):
     """Restart and sweep, provided by the control subsystem.
 
     The app only knows that these keys open screens the controller builds.
-    Optional, looked up with ``getattr``: ``attach(app)`` (called once on mount),
+    Optional, looked up with ``getattr``: ``attach(dashboard)`` (called once on mount, with a
+    :class:`~specmon.ui.flows.Dashboard`),
     ``unavailable_reason(action) -> str | None`` (greys ``r``/``s`` out, e.g.
     while a restart runs) and ``header_text() -> str`` (the header's mode slot).
     """
@@ -225,10 +233,8 @@ class SpecmonApp(App[int]):
         self.feeder = Feeder(inputs, warmup=self.options.warmup, loop=self.options.loop,
                              replay_clock=replay_clock, clock=clock, recorder=recorder)
         self.recorder = recorder
-        if sweeper is None and isinstance(getattr(controller, "controller", None), RestartController):
-            from specmon.ui.screens.sweep_screen import SweepFlow
-
-            sweeper = SweepFlow(controller)
+        if sweeper is None and isinstance(controller, RestartFlow):
+            sweeper = controller.sweep_flow()
         self.sweeper = sweeper
         self.exporter: Any = None
         self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
@@ -290,17 +296,30 @@ class SpecmonApp(App[int]):
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
         self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
-        attach = getattr(self.controller, "attach", None)
+        dashboard = Dashboard(screen=self.screen_stack[0], feeder=self.feeder, clock=self.clock,
+                              export_dir=self.export_dir, recorder=self.recorder,
+                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows))
+        attach: Callable[[Dashboard], None] | None = getattr(self.controller, "attach", None)
         if attach is not None:
-            attach(self)
+            attach(dashboard)
         if self.sweeper is not None:
-            self.sweeper.attach(self)
+            self.sweeper.attach(dashboard)
         if self.recorder is not None:
             self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
         if self.options.prometheus_port is not None:
             self._start_worker(self._serve_metrics, name="prometheus", group="export",
                                description="serve Prometheus metrics")
         self._tick()
+
+    @on(FlowLogged)
+    def _flow_logged(self, message: FlowLogged) -> None:
+        """A flow's line for the event log (the restart and sweep flows post them)."""
+        self.feeder.session.events.append(SessionEvent(0, message.ts, message.level, message.text))
+
+    @on(FlowChanged)
+    def _flow_changed(self, message: FlowChanged) -> None:
+        """A flow started, ended or adopted a server: ``r`` and ``s`` may have changed."""
+        self.refresh_bindings()
 
     def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,
                       description: str) -> Worker[None]:
@@ -655,7 +674,7 @@ class SpecmonApp(App[int]):
         if not analysis.rows:
             self.notify("nothing to export yet: the run table is empty", severity="warning")
             return
-        folder = self.export_dir if self.export_dir is not None else Path.cwd()
+        folder = self.export_dir if self.export_dir is not None else paths.export_dir()
         stamp = datetime.fromtimestamp(self.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
         base = folder / f"specmon-runs-{stamp}"
         n = 2
@@ -713,8 +732,8 @@ def make_app(
     extra_theme_dirs: Sequence[Traversable | Path] = (),
     export_dir: Path | None = None,
     controller: DashboardController | None = None,
-    recorder: Any = None,
-    sweeper: Any = None,
+    recorder: Recorder | None = None,
+    sweeper: SweepFlow | None = None,
 ) -> SpecmonApp:
     """Build the dashboard for a source (or several inputs): the one factory.
 
@@ -732,7 +751,7 @@ def make_app(
         sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
     """
     inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
-    user_dir = user_theme_dir() if user_themes is USER_THEMES else user_themes
+    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
     return SpecmonApp(
         inputs, replay_clock=replay_clock, options=options, clock=clock,
         theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),

@@ -3,9 +3,10 @@
 One file per theme; its keys are the fields of :class:`textual.theme.Theme`
 (``name``, ``primary``, ``secondary``, ``accent``, ``background``, ``surface``,
 ``panel``, ``success``, ``warning``, ``error``, ``foreground``, ``dark``, ...),
-plus an optional ``[variables]`` table. An unknown key is an error (a typo
-would otherwise silently fall back to a default colour); a broken file is
-reported and skipped, never fatal.
+plus an optional ``[variables]`` table, validated by :class:`ThemeFile` (a pydantic
+model, like the config's profiles). An unknown key is an error (a typo would
+otherwise silently fall back to a default colour); a broken file is reported,
+naming the file, and skipped, never fatal.
 
 Where themes come from, later folders overriding earlier ones by name:
 
@@ -13,7 +14,8 @@ Where themes come from, later folders overriding earlier ones by name:
    installed wheel (``pyproject.toml`` maps the top-level ``themes/`` folder to
    it), or the ``themes/`` folder next to the ``specmon/`` package in a
    source checkout or an editable install, which does not map it;
-2. the user's folder, ``<user config dir>/specmon/themes`` (platformdirs).
+2. the user's folder, :func:`specmon.paths.themes_dir`
+   (``~/.config/specmon/themes`` on Linux).
 
 This module is named ``theming`` because ``specmon.themes`` is that data package.
 """
@@ -22,25 +24,98 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Annotated
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-__all__ = ["DEFAULT_THEME", "ThemeError", "builtin_theme_dirs", "load_theme", "load_themes",
-           "user_theme_dir"]
+__all__ = ["DEFAULT_THEME", "ThemeError", "ThemeFile", "builtin_theme_dirs", "load_theme", "load_themes"]
 
 DEFAULT_THEME = "specmon-dark"
-_FIELDS = {f.name: f for f in fields(Theme)}
-_COLOUR_KEYS = ("primary", "secondary", "warning", "error", "success", "accent", "foreground",
-                "background", "surface", "panel", "boost")
 
 
 class ThemeError(ValueError):
     """A theme file that cannot be used, with a message naming the file."""
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+def _colour(value: str) -> str:
+    try:
+        Color.parse(value)
+    except ColorParseError:
+        raise ValueError(f"{value!r} is not a colour") from None
+    return value
+
+
+#: A colour as Textual parses it: ``#RRGGBB``, ``rgb(...)``, a name such as ``ansi_red``.
+Colour = Annotated[StrictStr, AfterValidator(_colour)]
+#: A number; strict, so ``"0.2"`` (a string) is an error rather than a silent conversion.
+Number = Annotated[float, Field(strict=True)]
+
+
+class ThemeFile(BaseModel):
+    """One theme file: the fields of :class:`textual.theme.Theme`, nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[StrictStr, AfterValidator(_non_empty)]
+    primary: Colour
+    secondary: Colour | None = None
+    warning: Colour | None = None
+    error: Colour | None = None
+    success: Colour | None = None
+    accent: Colour | None = None
+    foreground: Colour | None = None
+    background: Colour | None = None
+    surface: Colour | None = None
+    panel: Colour | None = None
+    boost: Colour | None = None
+    dark: StrictBool = True
+    luminosity_spread: Number = 0.15
+    text_alpha: Number = 0.95
+    variables: dict[str, StrictStr] = Field(default_factory=dict)
+    ansi: StrictBool = False
+
+    def to_theme(self) -> Theme:
+        """The Textual theme (keys the file left out keep Textual's defaults)."""
+        return Theme(**self.model_dump(exclude_unset=True))
+
+
+def _theme_error(exc: ValidationError, origin: str) -> ThemeError:
+    """One sentence per problem, the file named first."""
+    problems: list[str] = []
+    unknown = False
+    for error in exc.errors():
+        loc = error["loc"]
+        key = str(loc[0]) if loc else "(top level)"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            problems.append(f"unknown key {key!r}")
+            unknown = True
+        elif kind == "missing":
+            problems.append(f"'{key}' is required")
+        elif key == "variables":
+            problems.append("[variables] must map names to strings")
+        elif kind == "bool_type":
+            problems.append(f"'{key}' must be true or false")
+        elif kind.startswith("float"):
+            problems.append(f"'{key}' must be a number")
+        elif kind == "string_type":
+            problems.append(f"'{key}' must be a string, not {error['input']!r}")
+        else:
+            problems.append(f"'{key}': {error['msg'].removeprefix('Value error, ')}")
+    if unknown:
+        problems.append(f"a theme has {', '.join(ThemeFile.model_fields)}")
+    return ThemeError(f"{origin}: {'; '.join(dict.fromkeys(problems))}")
 
 
 def builtin_theme_dirs() -> list[Traversable]:
@@ -56,13 +131,6 @@ def builtin_theme_dirs() -> list[Traversable]:
     return [here] if here.is_dir() else []
 
 
-def user_theme_dir() -> Path:
-    """``<user config dir>/specmon/themes`` (e.g. ``~/.config/specmon/themes`` on Linux)."""
-    from platformdirs import user_config_path
-
-    return user_config_path("specmon") / "themes"
-
-
 def load_theme(text: str, origin: str) -> Theme:
     """Build a Theme from the text of one TOML file.
 
@@ -71,40 +139,17 @@ def load_theme(text: str, origin: str) -> Theme:
         origin: Where it came from, for messages.
 
     Raises:
-        ThemeError: Invalid TOML, an unknown key, a missing name or primary, a bad colour.
+        ThemeError: Invalid TOML, an unknown key, a missing name or primary, a bad colour;
+            the message names ``origin``.
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ThemeError(f"{origin}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise ThemeError(f"{origin}: unknown key(s) {', '.join(unknown)}; "
-                         f"a theme has {', '.join(sorted(_FIELDS))}")
-    for key in ("name", "primary"):
-        if not isinstance(data.get(key), str) or not data[key].strip():
-            raise ThemeError(f"{origin}: '{key}' is required and must be a non-empty string")
-    for key in _COLOUR_KEYS:
-        value = data.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise ThemeError(f"{origin}: '{key}' must be a colour string, not {value!r}")
-        try:
-            Color.parse(value)
-        except ColorParseError:
-            raise ThemeError(f"{origin}: '{key}' = {value!r} is not a colour") from None
-    if "dark" in data and not isinstance(data["dark"], bool):
-        raise ThemeError(f"{origin}: 'dark' must be true or false")
-    variables = data.get("variables", {})
-    if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
-        raise ThemeError(f"{origin}: [variables] must map names to strings")
-    for key in ("luminosity_spread", "text_alpha"):
-        if key in data and not isinstance(data[key], (int, float)):
-            raise ThemeError(f"{origin}: '{key}' must be a number")
-    if "ansi" in data and not isinstance(data["ansi"], bool):
-        raise ThemeError(f"{origin}: 'ansi' must be true or false")
-    return Theme(**data)
+    try:
+        return ThemeFile.model_validate(data).to_theme()
+    except ValidationError as exc:
+        raise _theme_error(exc, origin) from None
 
 
 def _entries(folder: Traversable | Path) -> list[Traversable | Path]:

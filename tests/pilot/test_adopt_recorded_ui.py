@@ -10,7 +10,7 @@ from pathlib import Path
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import RestartController
 from specmon.control.runner import LocalRunner
-from specmon.ui.widgets.restart_progress import RestartFlow
+from specmon.ui.flows.restart import RestartFlow
 from tests.support.app_factory import StaticSource, source_app, wait_for
 from tests.support.logtext import campaign
 from tests.support.ptyproc import running

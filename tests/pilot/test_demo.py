@@ -168,14 +168,3 @@ def test_server_is_stopped_when_specmon_fails(isolated_home: Path, tmp_path: Pat
         assert folder.exists()  # --dir given: kept
     finally:
         kill_left_over(folder)
-
-
-def test_demo_core_and_command_module_do_not_import_textual() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys, specmon.control.demo, specmon.commands.demo, specmon.control.restart, specmon.control.eta; "
-            "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]; "
-            "print(bad); sys.exit(1 if bad else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr

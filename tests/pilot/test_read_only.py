@@ -21,7 +21,7 @@ from specmon.control.runner import Result, execute
 from specmon.control.sweep import PlanRestarter, Sweep, SweepError, SweepPlan
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
-from specmon.ui.widgets.restart_progress import RestartFlow
+from specmon.ui.flows.restart import RestartFlow
 from tests.support.app_factory import StaticSource, settle_source, source_app
 from tests.support.logtext import campaign
 

@@ -293,9 +293,9 @@ async def test_connect_without_profile_adopts_the_server_over_ssh(
     from specmon.control.restart import ConnectingRunner
     from specmon.sources.local import LocalTailSource
     from specmon.ui.app import make_app
+    from specmon.ui.flows.restart import live_restart
     from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
     from specmon.ui.screens.restart_dialog import RestartDialog
-    from specmon.ui.widgets.restart_progress import live_restart
     from tests.support.app_factory import FIXED_NOW, options, wait_for
     from tests.support.fakeserver import FAKE_SERVER
 

@@ -26,14 +26,11 @@ from specmon.control.restart import (
 from specmon.control.runner import LocalRunner, Result
 from specmon.sim.logwriter import format_line, startup_script
 from specmon.sim.model import SpecConfig
+from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog, parse_steps
 from specmon.ui.theming import load_themes, theme_folders
-from specmon.ui.widgets.restart_progress import (
-    RestartFlow,
-    RestartProgressPanel,
-    progress_bar,
-)
+from specmon.ui.widgets.restart_progress import RestartProgressPanel, progress_bar
 from tests.support.app_factory import StaticSource, header_text, source_app, wait_for
 from tests.support.logtext import ready, server_args
 
@@ -402,3 +399,38 @@ async def test_header_text_follows_the_running_restart(isolated_home: Path) -> N
         gate.set()
         await wait_for(pilot, lambda: not c.busy, "the restart to end")
         assert flow.header_text() == ""
+
+
+async def test_the_flow_tells_the_app_with_past_tense_messages(isolated_home: Path) -> None:
+    """``RestartFlow.Started`` then ``.Finished`` (with the failure) reach the app; ``.Logged`` lines land in the log."""
+    from textual.message import Message
+
+    from tests.support.restarting import EXITED, STARTED, STOPPED, WAITING, ScriptedRunner
+
+    runner = ScriptedRunner({"specmon-stop": STOPPED, "specmon-start": STARTED}, [WAITING, EXITED])
+    c = RestartController(fixed_profile(), runner, host="gpu-box", current_steps=1, ready_poll_s=0.05)
+    flow = RestartFlow(c)
+    app = source_app(live_source(), controller=flow)
+    seen: dict[int, Message] = {}  # a bubbling message passes the panel, the screen and the app: once each
+
+    def hook(message: Message) -> None:
+        if isinstance(message, RestartFlow.Started | RestartFlow.Finished | RestartFlow.Logged):
+            seen.setdefault(id(message), message)
+
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        flow.start_now(2)
+        await wait_for(pilot, lambda: any(isinstance(m, RestartFlow.Finished) for m in seen.values()),
+                       "RestartFlow.Finished")
+        await pilot.pause()
+        messages = list(seen.values())
+        kinds = [type(m).__name__ for m in messages if not isinstance(m, RestartFlow.Logged)]
+        assert kinds == ["Started", "Finished"]
+        started, finished = (m for m in messages if not isinstance(m, RestartFlow.Logged))
+        assert isinstance(started, RestartFlow.Started) and started.plan.steps == 2
+        assert isinstance(finished, RestartFlow.Finished)
+        assert finished.progress is not None and finished.progress.failed
+        logged = [m.text for m in messages if isinstance(m, RestartFlow.Logged)]
+        assert any(t.startswith("restart to 2 steps") for t in logged)
+        texts = [e.text for e in app.feeder.session.events]
+        assert [t for t in texts if t in logged] == logged  # every line, in the order posted
+        assert app.check_action("restart", ()) is True

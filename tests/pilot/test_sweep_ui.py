@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from specmon.commands.demo import build_demo_app, register
+from specmon.control.counts import parse_step_list
 from specmon.control.demo import stop_demo_server
 from specmon.model.analysis import analyze
 from specmon.model.stopping import StoppingRule
 from specmon.output.recording import Recorder, is_recording
+from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.screens.sweep_screen import (
     SweepConfirmScreen,
-    SweepFlow,
     SweepScreen,
     SweepStopScreen,
-    parse_step_list,
     sweep_progress_text,
 )
 from tests.support.app_factory import (

@@ -137,20 +137,3 @@ def test_console_script_runs_as_a_process(sweep_files: list[str]) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"]["best_steps"] == 2
-
-
-def test_core_never_imports_textual() -> None:
-    code = ("import sys; import specmon.cli, specmon.parsing, specmon.model.session, specmon.model.stats, specmon.model.analysis, "
-            "specmon.output.tables, specmon.ingest.files, specmon.records, specmon.ingest.logfiles; "
-            "import importlib, pkgutil, specmon\n"
-            "for m in ('specmon.sources', 'specmon.control', 'specmon.sim'):\n"
-            "    pkg = importlib.import_module(m)\n"
-            "    for info in pkgutil.iter_modules(pkg.__path__):\n"
-            "        importlib.import_module(m + '.' + info.name)\n"
-            "for name in ('config', 'sshconfig'):\n"
-            "    try: importlib.import_module('specmon.' + name)\n"
-            "    except ModuleNotFoundError: pass\n"
-            "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
-            "print(bad); sys.exit(1 if bad else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from specmon import paths
 from specmon.config import (
     Config,
     ConfigError,
     Profile,
-    default_config_path,
     load_config,
     locate_key,
 )
@@ -120,10 +120,10 @@ def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
 def test_missing_default_file_is_empty_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    assert default_config_path() == tmp_path / ".config" / "specmon" / "config.toml"
+    assert paths.config_file() == tmp_path / ".config" / "specmon" / "config.toml"
     assert load_config() == Config()
-    default_config_path().parent.mkdir(parents=True)
-    default_config_path().write_text(GOOD)
+    paths.config_file().parent.mkdir(parents=True)
+    paths.config_file().write_text(GOOD)
     assert load_config().profile("kimi").log == "/data/logs/sglang.log"
 
 

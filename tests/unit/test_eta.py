@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from specmon import paths
 from specmon.control.eta import (
     HISTORY_KEPT,
     TIMED_PHASES,
     EtaStore,
-    default_store_path,
     estimate,
 )
 
@@ -75,7 +75,8 @@ def test_unwritable_store_reports_instead_of_raising(tmp_path: Path) -> None:
 
 def test_default_path_is_in_the_user_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert default_store_path() == tmp_path / "data" / "specmon" / "restart_times.json"
+    assert paths.eta_history_file() == tmp_path / "data" / "specmon" / "restart_times.json"
+    assert EtaStore().path == paths.eta_history_file()
 
 
 def test_no_history_no_estimate() -> None:

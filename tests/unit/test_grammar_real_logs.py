@@ -87,7 +87,7 @@ def test_year_less_stamps_take_the_year_of_a_dated_line_not_the_mtime(tmp_path: 
     import os
 
     from specmon.ingest.files import ingest_files
-    from specmon.ingest.logfiles import log_year
+    from specmon.sources.logfiles import log_year
 
     log = tmp_path / "vllm.log"
     lines = ["2024-12-30T10:00:00.000000000Z INFO 12-30 10:00:00 [api_server.py:1] vLLM API server version 0.8.5"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
-import sys
 import threading
 import urllib.request
 from array import array
@@ -164,12 +162,3 @@ async def test_port_in_use_is_a_clear_error() -> None:
         second = PrometheusExporter(Session(), first.port)
         with pytest.raises(OSError, match=f"cannot serve Prometheus metrics on 127.0.0.1:{first.port}"):
             await second.start()
-
-
-def test_my_modules_never_import_textual() -> None:
-    code = ("import sys\n"
-            "import specmon.output.recording, specmon.output.report, specmon.output.prometheus, specmon.model.costmodel, specmon.model.stopping\n"
-            "import specmon.control.load, specmon.control.sweep, specmon.commands.control\n"
-            "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
-            "assert not bad, bad\n")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from specmon import paths
 from specmon.ingest.files import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
@@ -21,7 +22,6 @@ from specmon.output.recording import (
     RecordedIngest,
     Recorder,
     RecordingError,
-    default_recording_dir,
     is_recording,
     new_recording_path,
     read_recording,
@@ -172,9 +172,9 @@ def test_is_recording_and_lines_for_paced_replay(tmp_path: Path) -> None:
 
 def test_file_is_private_and_lives_in_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert default_recording_dir() == tmp_path / "data" / "specmon" / "recordings"
+    assert paths.recordings_dir() == tmp_path / "data" / "specmon" / "recordings"
     path = new_recording_path("watch")
-    assert path.parent == default_recording_dir() and path.name.startswith("watch-")
+    assert path.parent == paths.recordings_dir() and path.name.startswith("watch-")
     with Recorder(path):
         pass
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from specmon.cli import main
-from specmon.ingest.logfiles import file_year
 from specmon.output import recording as recmod
 from specmon.output.recording import ReadStats, Recorder, read_recording, write_lines_recording
 from specmon.output.report import load_report, text_chart
+from specmon.sources.logfiles import file_year
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = [ROOT / "sample_logs" / f"sim_eagle3_{n}.log" for n in ("nospec", "1step", "2step", "3step")]

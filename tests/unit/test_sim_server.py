@@ -238,8 +238,3 @@ def test_invalid_arguments_fail_cleanly(tmp_path: Path) -> None:
     assert no_dir.returncode == 2 and "cannot open log" in no_dir.stderr and "Traceback" not in no_dir.stderr
     bad_scale = run("--steps", "2", "--log", str(tmp_path / "b.log"), "--time-scale", "0")
     assert bad_scale.returncode == 2 and "--time-scale" in bad_scale.stderr
-
-
-def test_server_does_not_import_textual() -> None:
-    code = "import sys, specmon.sim.server, specmon.sim.sweep; sys.exit('textual' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], timeout=DEADLINE).returncode == 0

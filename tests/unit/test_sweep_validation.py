@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from specmon.cli import main
 from specmon.commands import argtypes
 from specmon.commands.argtypes import parse_step_list
-from specmon.commands.control import EXIT_INCOMPLETE
+from specmon.commands.exits import EXIT_INCOMPLETE
 from specmon.ui.screens import sweep_screen
 from tests.support.net import free_port
 

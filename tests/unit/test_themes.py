@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from specmon import paths
 from specmon.ui.theming import (
     DEFAULT_THEME,
     ThemeError,
@@ -14,7 +15,6 @@ from specmon.ui.theming import (
     load_theme,
     load_themes,
     theme_folders,
-    user_theme_dir,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,16 +60,20 @@ def test_user_folder_adds_and_overrides(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('name = "x"\nprimary = "#123456"\nprimray = "#123456"\n', "unknown key(s) primray"),
+    ('name = "x"\nprimary = "#123456"\nprimray = "#123456"\n', "unknown key 'primray'; a theme has name, primary"),
     ('primary = "#123456"\n', "'name' is required"),
     ('name = "x"\n', "'primary' is required"),
     ('name = "x"\nprimary = "not-a-colour"\n', "is not a colour"),
     ('name = "x"\nprimary = "#123456"\ndark = "yes"\n', "'dark' must be true or false"),
-    ('name = "x"\nprimary = "#123456"\nvariables = "nope"\n', "[variables]"),
+    ('name = "x"\nprimary = "#123456"\nvariables = "nope"\n', "[variables] must map names to strings"),
+    ('name = "x"\nprimary = "#123456"\nvariables = {a = 1}\n', "[variables] must map names to strings"),
+    ('name = " "\nprimary = "#123456"\n', "'name': must not be empty"),
+    ('name = "x"\nprimary = 3\n', "'primary' must be a string, not 3"),
+    ('name = "x"\nprimary = "#123456"\ntext_alpha = "0.5"\n', "'text_alpha' must be a number"),
     ("name = \n", "not valid TOML"),
 ])
 def test_bad_theme_files_are_clear_errors(text: str, message: str) -> None:
-    with pytest.raises(ThemeError, match=re.escape(message)):
+    with pytest.raises(ThemeError, match="^" + re.escape("bad.toml: ") + ".*" + re.escape(message)):
         load_theme(text, "bad.toml")
 
 
@@ -83,7 +87,7 @@ def test_a_broken_file_is_reported_and_skipped(tmp_path: Path) -> None:
 
 
 def test_user_theme_dir_follows_the_config_home(isolated_home: Path) -> None:
-    assert user_theme_dir() == isolated_home / ".config" / "specmon" / "themes"
+    assert paths.themes_dir() == isolated_home / ".config" / "specmon" / "themes"
 
 
 #: The terminal UI's code (an exported HTML report has its own palette: themes do not apply there).

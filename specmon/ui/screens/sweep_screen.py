@@ -1,24 +1,15 @@
-"""The dashboard's sweep: ``s`` → step list → every plan's commands, confirmed once → a sweep worker.
+"""The sweep's screens: the step list, the one confirmation of every plan, the offer to stop.
 
 :class:`SweepScreen` asks for the step counts (``0,1,2,3,5`` by default),
 :class:`SweepConfirmScreen` shows the commands of *every* restart the sweep
 may run, on which host, for one confirmation (nothing runs before it), and
-:class:`SweepFlow` runs :class:`~specmon.control.sweep.Sweep` in a named async
-worker on the dashboard's own session: restarts through the restart flow's
-controller (each plan's commands go to the event log as it runs, the restart
-panel shows its phases), a progress line under the header, and at the end the
-verdict in the event log and a Markdown report (:mod:`specmon.output.report`) in the
-export folder. A second ``s`` during a sweep offers to stop it.
+:class:`SweepStopScreen` offers to stop a running sweep. The flow that opens
+them and runs the sweep is :mod:`specmon.ui.flows.sweep`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import calendar
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from textual.app import ComposeResult
@@ -28,18 +19,13 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Static
 
-from specmon.commands.argtypes import parse_step_list
-from specmon.control.launch import LaunchError, build_plan
-from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
-from specmon.model.session import SessionEvent
+from specmon.control.counts import parse_step_list
 
-__all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepFlow", "SweepScreen", "SweepStopScreen",
+__all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
            "StepListValidator", "parse_step_list", "sweep_progress_text"]
 
 #: What the step list starts with (the real campaign's counts, 0 = the baseline).
 DEFAULT_STEPS = "0,1,2,3,5"
-#: Seconds between two refreshes of the progress line.
-PROGRESS_TICK_S = 0.5
 
 
 class StepListValidator(Validator):
@@ -236,251 +222,3 @@ class SweepStopScreen(ModalScreen[bool]):
     def action_cancel(self) -> None:
         """Keep going."""
         self.dismiss(False)
-
-
-class SweepFlow:
-    """Runs sweeps on the dashboard through its restart flow (``app.sweeper``).
-
-    Args:
-        restart_flow: The app's controller: a restart flow holding a ``RestartController``
-            in ``.controller`` (None while the running server is being adopted) and a
-            progress ``.panel``.
-        plan_options: More :class:`SweepPlan` fields (budgets, rule, poll interval).
-        load_url: ``http://127.0.0.1:PORT`` of the server's API for the built-in load
-            (default: the launch profile's ``port`` when the commands run on this
-            machine; else the server's own traffic is measured).
-        load_options: More :class:`~specmon.control.load.LoadConfig` fields.
-    """
-
-    def __init__(self, restart_flow: Any, *, plan_options: dict[str, Any] | None = None,
-                 load_url: str | None = None, load_options: dict[str, Any] | None = None) -> None:
-        self.flow = restart_flow
-        self.plan_options = dict(plan_options or {})
-        self.load_url = load_url
-        self.load_options = dict(load_options or {})
-        self.app: Any = None
-        self.sweep: Sweep | None = None
-        self.result: SweepResult | None = None
-        self.report_path: Path | None = None
-        self.line = Static("", id="sweep-progress", markup=False)
-        self.line.display = False
-
-    # -- the app's side ---------------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """Whether a sweep is in progress."""
-        return self.sweep is not None
-
-    def attach(self, app: Any) -> None:
-        """Mount the progress line under the header (called by the app on mount)."""
-        if self.app is not None:
-            return
-        self.app = app
-        base = app.screen_stack[0]
-        anchor = base.query("#header")
-        if anchor:
-            base.mount(self.line, after=anchor.first())
-        else:
-            base.mount(self.line)
-        app.set_interval(PROGRESS_TICK_S, self._refresh, name="sweep progress")
-
-    def unavailable_reason(self) -> str | None:
-        """Why ``s`` cannot run now, or None (during a sweep ``s`` offers to stop it)."""
-        if self.running:
-            return None
-        c = getattr(self.flow, "controller", None)
-        if c is None:
-            reason = getattr(self.flow, "unavailable_reason", None)
-            return (reason("restart") if reason is not None else None) or "no restart controller"
-        if c.busy:
-            return "a restart is in progress"
-        return None
-
-    def open(self) -> None:
-        """``s``: the step list, or, during a sweep, the offer to stop it."""
-        if self.app is None:
-            return
-        if self.sweep is not None:
-            sweep = self.sweep
-
-            def done(stop: bool | None) -> None:
-                if stop and self.sweep is sweep:
-                    sweep.request_stop()
-                    self._event("warning", "sweep: stopping after the current poll (what was measured is kept)")
-
-            self.app.push_screen(SweepStopScreen(sweep_progress_text(sweep.snapshot())), callback=done)
-            return
-        c = self.flow.controller
-        lo, hi = c.steps_range
-        minutes = self.plan_options.get("max_minutes", 10.0)
-        budget = f", at most {minutes:g} min each" if minutes else ""
-        self.app.push_screen(SweepScreen(host=c.host, lo=lo, hi=hi, budget=budget, on_choose=self.choose))
-
-    # -- steps --------------------------------------------------------------------------------------
-
-    def _load_url(self) -> str | None:
-        if self.load_url is not None:
-            return self.load_url
-        c = self.flow.controller
-        port = getattr(c.profile, "port", None)
-        local = type(c.runner).__name__ == "LocalRunner"
-        return f"http://127.0.0.1:{port}" if port and local else None
-
-    def choose(self, steps: tuple[int, ...]) -> None:
-        """The step list was chosen: build every plan and show them all for one confirmation."""
-        c = self.flow.controller
-        if c is None or self.app is None:
-            return
-        try:
-            plan = SweepPlan(tuple(steps), **self.plan_options)
-            # Built here only to be shown: the sweep builds (and shows again) each one as it runs.
-            texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None).describe()
-                     for i, s in enumerate(steps)]
-        except (LaunchError, SweepError, ValueError) as exc:
-            self.app.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
-            return
-        text = "\n\n".join(texts)
-        url = self._load_url()
-        load = (f"Load: the built-in driver keeps requests going to {url}." if url else
-                "Load: none from specmon — the server's own traffic is measured.")
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run(plan, text)
-            else:
-                self._event("info", "sweep cancelled: nothing was run")
-
-        self.app.push_screen(SweepConfirmScreen(c.host, steps, text, load), callback=done)
-
-    def run(self, plan: SweepPlan, shown: str) -> None:
-        """Start a confirmed sweep in a worker (``shown``: the commands the user confirmed)."""
-        from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
-
-        c = self.flow.controller
-        app = self.app
-        load = None
-        url = self._load_url()
-        if url is not None:
-            try:
-                load = BackgroundLoad(LoadDriver(LoadConfig(url, **self.load_options)), cap_s=6 * 3600.0)
-            except LoadError as exc:
-                self._event("warning", f"sweep: no load ({exc}); the server's own traffic is measured")
-        restart = controller_restarter(c, show=self._show_plan)
-
-        def on_progress(view: Any) -> None:
-            self.flow.panel.view = view
-
-        try:
-            sweep = Sweep(plan, session=app.feeder.session, restart=restart, load=load,
-                          recorder=getattr(app, "recorder", None), on_event=self._on_event)
-        except SweepError as exc:
-            app.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
-            return
-        self.sweep = sweep
-        self.result = None
-        c.listeners.append(on_progress)
-        self._event("info", f"sweep of {', '.join(map(str, plan.steps))} steps on {c.host}: confirmed, running")
-        self.line.display = True
-        self._refresh()
-        app.run_worker(self._run(sweep, on_progress), name="sweep", group="control", description="sweep step counts",
-                       exit_on_error=False)
-        app.refresh_bindings()
-
-    async def _run(self, sweep: Sweep, on_progress: Callable[[Any], None]) -> None:
-        c = self.flow.controller
-        app = self.app
-        try:
-            result = await sweep.run()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._event("error", f"sweep failed: {type(exc).__name__}: {exc}")
-            app.notify(f"sweep failed: {exc}", severity="error", timeout=10)
-            return
-        finally:
-            if on_progress in c.listeners:
-                c.listeners.remove(on_progress)
-            self.sweep = None
-            self.line.display = False
-            app.refresh_bindings()
-        self.result = result
-        verdict = result.verdict
-        sentence = verdict.sentence if verdict is not None else "no verdict: nothing was measured"
-        state = "finished" if result.finished else "stopped"
-        self._event("info", f"sweep {state}: {sentence}")
-        for cell in result.cells:
-            if cell.status == "failed":
-                self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
-        path = await self._write_report(result)
-        if path is not None:
-            app.notify(f"{sentence}\nreport: {path}", title=f"sweep {state}", timeout=15)
-
-    # -- the report ------------------------------------------------------------------------------
-
-    async def _write_report(self, result: SweepResult) -> Path | None:
-        from specmon.output import report as report_mod
-
-        app = self.app
-        folder = app.export_dir if app.export_dir is not None else Path.cwd()
-        stamp = datetime.fromtimestamp(app.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
-        path = folder / f"specmon-sweep-{stamp}.md"
-        n = 2
-        while path.exists():
-            path = folder / f"specmon-sweep-{stamp}-{n}.md"
-            n += 1
-        try:
-            recorder = getattr(app, "recorder", None)
-            if recorder is not None and not recorder.closed:
-                # The recording holds the lines, the restarts and the verdict: the full report.
-                recorder.flush()
-                data = await asyncio.to_thread(report_mod.load_report, recorder.path)
-            else:
-                data = _report_from_session(app.feeder.session, result, path)
-            text = report_mod.to_markdown(data)
-            await asyncio.to_thread(path.write_text, text, encoding="utf-8")
-        except Exception as exc:
-            self._event("error", f"sweep report not written: {exc}")
-            app.notify(f"sweep report not written: {exc}", severity="error", timeout=10)
-            return None
-        self.report_path = path
-        self._event("info", f"sweep report written to {path}")
-        return path
-
-    # -- helpers ---------------------------------------------------------------------------------
-
-    def _refresh(self) -> None:
-        sweep = self.sweep
-        if sweep is not None:
-            self.line.update(sweep_progress_text(sweep.snapshot()))
-
-    def _show_plan(self, text: str) -> None:
-        for line in text.splitlines():
-            if line.strip():
-                self._event("info", "  " + line)
-
-    def _on_event(self, ev: SweepEvent) -> None:
-        self._event("warning" if ev.kind == "failed" else "info", f"sweep: {ev.text}")
-
-    def _event(self, level: str, text: str) -> None:
-        app = self.app
-        feeder = getattr(app, "feeder", None)
-        if feeder is None:
-            return
-        ts = feeder.log_now()
-        if ts is None:
-            # Log times are naive local time read as UTC: put ours on the same scale.
-            now = app.clock()
-            ts = calendar.timegm(time.localtime(now)) + now % 1.0
-        feeder.session.events.append(SessionEvent(0, ts, level, text))
-
-
-def _report_from_session(session: Any, result: SweepResult, path: Path) -> Any:
-    """A report's data from the live session (no recording): the table and the sweep's verdict."""
-    from specmon.model.analysis import analyze
-    from specmon.model.costmodel import build_cost_model
-    from specmon.output.report import ReportData
-
-    analysis = analyze(session.runs)
-    return ReportData(str(path), session, analysis, [], "log time", {r.id: r.label for r in session.runs},
-                      [result.to_json()], [], {}, build_cost_model(analysis))

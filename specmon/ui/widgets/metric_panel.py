@@ -114,3 +114,18 @@ class MetricPanel(Vertical):
             # An empty sparkline draws a flat line that reads as "zero": show nothing instead.
             spark.visible = bool(view.series)
         self._view = view
+
+    def on_resize(self) -> None:
+        """Fit the texts to the new width now, not at the next :meth:`show`.
+
+        A view shown before the first layout was fitted to no width (the short forms:
+        no window size, ``steps + 1``); without this it stayed so until the view
+        changed or the next tick, and what a snapshot showed depended on which came first.
+        """
+        view = self._view
+        width = max(10, self.content_size.width)
+        if view is None or width == self._width:
+            return
+        self._width = width
+        self._value.update(value_text(view, width))
+        self._delta.update(delta_text(view, width))

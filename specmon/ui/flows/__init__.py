@@ -1,0 +1,56 @@
+"""The dashboard's multi-step flows: restart (``r``) and sweep (``s``).
+
+A flow opens screens, runs its work in a worker on the widget it owns, and posts
+past-tense messages (:mod:`specmon.ui.messages`) that the app handles; what it
+reads from the dashboard is handed over once, in ``attach``, as a
+:class:`Dashboard`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from specmon.ingest.live import Feeder
+    from specmon.output.recording import Recorder
+    from specmon.ui.views import RowView
+
+__all__ = ["Dashboard", "event_time"]
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """What a flow reads from the dashboard it runs on (the app builds it on mount).
+
+    Attributes:
+        screen: The base screen, where the flow mounts its widget (under ``#header``).
+        feeder: The feeder: its session, its source, the log's time.
+        clock: Wall clock (``time.time`` scale).
+        export_dir: Where reports go (None: :func:`specmon.paths.export_dir`).
+        recorder: The recording of this session, if any.
+        table_rows: The run table's rows now (the restart dialog shows what was measured).
+    """
+
+    screen: Screen[Any]
+    feeder: Feeder
+    clock: Callable[[], float]
+    export_dir: Path | None
+    recorder: Recorder | None
+    table_rows: Callable[[], list[RowView]]
+
+
+def event_time(dashboard: Dashboard) -> float:
+    """Now, on the event log's scale: the log's own time, else the wall clock read as the log would."""
+    ts = dashboard.feeder.log_now()
+    if ts is not None:
+        return ts
+    # Log times are naive local time read as UTC: put ours on the same scale.
+    now = dashboard.clock()
+    return calendar.timegm(time.localtime(now)) + now % 1.0

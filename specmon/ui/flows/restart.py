@@ -1,0 +1,409 @@
+"""The dashboard's restart: ``r`` → step count → the exact commands → run, with a progress panel.
+
+:class:`RestartFlow` is what the dashboard is given as its ``controller``: it
+opens the step-count dialog, then the confirmation screen with the exact
+commands, then runs that confirmed plan in a worker and keeps the panel
+(:class:`~specmon.ui.widgets.restart_progress.RestartProgressPanel`) up to date.
+Every command it runs was on screen first — in the confirmation screen, or
+(the demo's first start) in the event log just before. It tells the app what
+happened with messages (``RestartFlow.Started``, ``RestartFlow.Finished``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.timer import Timer
+
+from specmon.control.adopt import AdoptError
+from specmon.control.eta import EtaStore
+from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile
+from specmon.control.restart import (
+    Phase,
+    RestartController,
+    RestartError,
+    RestartProgress,
+    SourceFactory,
+    SwitchingSource,
+    controller_for_running_server,
+    plan_label,
+)
+from specmon.control.runner import CommandRunner
+from specmon.sources.base import LineSource
+from specmon.ui.flows import Dashboard, event_time
+from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.views import RowView, duration_text
+from specmon.ui.widgets.restart_progress import RestartProgressPanel, phase_counter
+
+if TYPE_CHECKING:
+    from specmon.ui.flows.sweep import SweepFlow
+
+__all__ = ["RestartFlow", "live_restart"]
+
+#: Seconds the panel stays up after "ready" (the table has the new row by then).
+READY_LINGER_S = 12.0
+#: Seconds between two refreshes of the panel (elapsed time moves).
+PANEL_TICK_S = 0.25
+
+
+class RestartFlow:
+    """The dashboard's restart: ``r`` → step count → exact commands → run, with a progress panel.
+
+    Given to the app as its ``controller``; :meth:`attach` connects it once the
+    app runs (the app calls it on mount). Messages, posted from the panel:
+    ``Logged`` (a line for the event log), ``Changed`` (a server was adopted, or not),
+    ``Started`` (a confirmed plan runs) and ``Finished`` (it ended: ready or failed).
+
+    Args:
+        controller: Builds, shows and runs the plans; None while ``adopt`` looks
+            for the server.
+        initial_steps: Start the server with this step count as soon as the
+            dashboard is up (``specmon demo``); the commands go to the event log first.
+        note: Said in the event log and a notification once the dashboard is up.
+        adopt: No profile: once the dashboard is up, find the running server —
+            ``adopt(show)`` returns the controller and a note saying which
+            process ``r`` restarts (:func:`live_restart` builds it).
+    """
+
+    class Logged(FlowLogged):
+        """A line for the event log."""
+
+    class Changed(FlowChanged):
+        """The adoption ended (a controller, or the reason there is none)."""
+
+    class Started(FlowChanged):
+        """A confirmed plan started running."""
+
+        def __init__(self, plan: CommandPlan) -> None:
+            super().__init__()
+            self.plan = plan
+
+    class Finished(FlowChanged):
+        """A restart ended: ``progress.phase`` is READY, or where it failed."""
+
+        def __init__(self, progress: RestartProgress | None) -> None:
+            super().__init__()
+            #: None when the controller refused to start (another restart ran).
+            self.progress = progress
+
+    def __init__(self, controller: RestartController | None, *, initial_steps: int | None = None,
+                 note: str | None = None,
+                 adopt: Callable[[Callable[[str], None]], Awaitable[tuple[RestartController, str]]] | None = None,
+                 ) -> None:
+        if controller is None and adopt is None:
+            raise ValueError("RestartFlow needs a controller or a way to adopt the running server")
+        self.controller = controller
+        self.adopt = adopt
+        self.adopt_problem: str | None = None
+        self.initial_steps = initial_steps
+        self.note = note
+        self.dashboard: Dashboard | None = None
+        self.panel = RestartProgressPanel(on_go_back=self.go_back, on_dismiss=self.dismiss, id="restart-progress")
+        self._visible = False
+        self._hide_timer: Timer | None = None
+        self.runs = 0
+
+    # -- the app's side of the interface --------------------------------------------------
+
+    def sweep_flow(self) -> SweepFlow | None:
+        """The dashboard's sweep on this restart flow (``s``), when a controller is there to restart with."""
+        from specmon.ui.flows.sweep import SweepFlow
+
+        return SweepFlow(self) if self.controller is not None else None
+
+    def attach(self, dashboard: Dashboard) -> None:
+        """Connect to the running dashboard: follow log switches, mount the panel, start the first server.
+
+        Called once, when the app is mounted; later calls do nothing.
+        """
+        if self.dashboard is not None:
+            return
+        self.dashboard = dashboard
+        feeder = dashboard.feeder
+        source = feeder.source
+        if isinstance(source, SwitchingSource) and source.on_begin is None:
+            # The dashboard starts a new input in its session where the new log begins.
+            source.on_begin = lambda name: feeder.session.begin_source(name)
+        base = dashboard.screen
+        anchor = base.query("#header")
+        if anchor:
+            base.mount(self.panel, after=anchor.first())
+        else:
+            base.mount(self.panel)
+        self.panel.set_interval(PANEL_TICK_S, self._refresh, name="restart progress")
+        if self.note:
+            self._event("info", self.note)
+            self._notify(self.note, "information")
+        if self.controller is None and self.adopt is not None:
+            self.panel.run_worker(self._adopt(), name="adopt", group="control",
+                                  description="find the running server", exit_on_error=False)
+        elif self.controller is not None and self.controller.record_servers:
+            self.panel.run_worker(self._adopt_recorded(), name="adopt recorded", group="control",
+                                  description="the server an earlier session left running", exit_on_error=False)
+        if self.initial_steps is not None:
+            steps, self.initial_steps = self.initial_steps, None
+            self.start_now(steps)
+
+    async def _adopt(self) -> None:
+        assert self.adopt is not None
+        try:
+            controller, note = await self.adopt(lambda text: self._event("info", text))
+        except (AdoptError, LaunchError, OSError) as exc:
+            self.adopt_problem = f"no launch profile, and the running server cannot be adopted: {exc}"
+            self._event("warning", f"restart unavailable: {self.adopt_problem}")
+        except Exception as exc:
+            self.adopt_problem = f"no launch profile, and finding the running server failed: {exc}"
+            self._event("warning", f"restart unavailable: {self.adopt_problem}")
+        else:
+            self.controller = controller
+            self._event("info", note)
+            self._notify(note, "information")
+        self.panel.post_message(self.Changed())
+
+    async def _adopt_recorded(self) -> None:
+        assert self.controller is not None
+        try:
+            note = await self.controller.adopt_recorded()
+        except Exception as exc:  # a failed look is a note, never a crash
+            note = f"could not check the server an earlier session left running: {exc}"
+        if note:
+            self._event("info", note)
+            self._notify(note, "information")
+        self.panel.post_message(self.Changed())
+
+    def unavailable_reason(self, action: str) -> str | None:
+        """Why ``r`` (or ``s``) cannot run now, or None."""
+        if action == "sweep":
+            return "sweeps run headless for now: `specmon sweep PROFILE` or `specmon sweep --demo`"
+        if self.controller is None:
+            return self.adopt_problem or "looking for the server process on the host…"
+        if self.controller.busy:
+            return "a restart is in progress"
+        return None
+
+    def header_text(self) -> str:
+        """What the header's mode slot says while a restart runs: ``restart: loading weights 29/64``."""
+        c = self.controller
+        view = c.progress if c is not None and c.busy else None
+        if view is None:
+            return ""
+        text = f"restart → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}"
+        if view.eta is not None and view.eta.remaining_s is not None:
+            text += f" · ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
+        return text
+
+    def restart_screen(self) -> Screen[Any]:
+        """The step-count dialog; choosing leads to the confirmation screen."""
+        from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog
+
+        c = self.controller
+        if c is None:
+            raise RuntimeError(self.unavailable_reason("restart"))
+        self._note_current()
+        lo, hi = c.steps_range
+        rows = self._measured_rows()
+        return RestartDialog(host=c.host, lo=lo, hi=hi, current_steps=c.current_steps, rule=c.draft_rule(),
+                             measured=[MeasuredStep.from_row(r) for r in rows], on_choose=self.choose)
+
+    def sweep_screen(self) -> Screen[Any]:
+        """Sweeps are not driven from the dashboard yet (``unavailable_reason`` says so)."""
+        raise RuntimeError(self.unavailable_reason("sweep"))
+
+    # -- steps of the flow ------------------------------------------------------------------
+
+    def choose(self, steps: int) -> None:
+        """The dialog chose ``steps``: build the plan and show it for confirmation."""
+        if self.controller is None:
+            return
+        try:
+            plan = self.controller.plan_for(steps)
+        except (LaunchError, RestartError) as exc:
+            self._notify(f"cannot restart with {steps} steps: {exc}", "error")
+            return
+        self._confirm(plan, "Restart")
+
+    def go_back(self) -> None:
+        """Back to the configuration before the last restart (confirmed like any restart)."""
+        if self.controller is None:
+            return
+        try:
+            plan = self.controller.go_back_plan()
+        except (LaunchError, RestartError) as exc:
+            self._notify(f"cannot go back: {exc}", "error")
+            return
+        self._confirm(plan, "Go back")
+
+    def _confirm(self, plan: CommandPlan, title: str) -> None:
+        from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+
+        assert self.controller is not None
+        screen = ConfirmCommandsScreen(self.controller, plan, now_steps=self.controller.current_steps,
+                                       eta_text=self._usual_time(), title=title)
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.run(plan, screen.text)
+            else:
+                self._event("info", "restart cancelled: nothing was run")
+
+        self.panel.app.push_screen(screen, callback=done)
+
+    def start_now(self, steps: int) -> None:
+        """Start ``steps`` without a dialog (the demo's first start): the commands go to the event log first."""
+        if self.controller is None:
+            return
+        try:
+            plan = self.controller.plan_for(steps)
+        except (LaunchError, RestartError) as exc:
+            self._notify(f"cannot start with {steps} steps: {exc}", "error")
+            return
+        self.run(plan, self.controller.describe(plan))
+
+    def run(self, plan: CommandPlan, shown: str) -> None:
+        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first."""
+        self._event("info", f"restart to {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
+        for line in shown.splitlines():
+            if line.strip() and not line.startswith("host:"):
+                self._event("info", "  " + line)
+        self._show()
+        self.runs += 1
+        self.panel.run_worker(self._run(plan), name="restart", group="control", description="restart the server",
+                              exit_on_error=False)
+        self.panel.post_message(self.Started(plan))
+
+    async def _run(self, plan: CommandPlan) -> None:
+        assert self.controller is not None
+        try:
+            final = await self.controller.run(plan, on_progress=self._progress)
+        except RestartError as exc:
+            self._notify(f"restart refused: {exc}", "error")
+            self.panel.post_message(self.Finished(None))
+            return
+        self._progress(final)
+        took = duration_text(final.elapsed_s) or "0s"
+        if final.phase is Phase.READY:
+            self._event("info", f"restart {final.message} after {took}")
+            self._notify(f"{final.message} — a new run begins", "information")
+            self._hide_timer = self.panel.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
+        else:
+            self._event("error", f"restart {final.phase.text} after {took}: {final.message}")
+            self._notify(f"restart {final.phase.text}: {final.message}", "error")
+            self.panel.focus()
+        self.panel.post_message(self.Finished(final))
+
+    def dismiss(self) -> None:
+        """Hide the panel."""
+        self._visible = False
+        self.panel.view = None
+        if self.dashboard is not None and self.panel.has_focus:
+            self.dashboard.screen.set_focus(None)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _auto_hide(self) -> None:
+        view = self.panel.view
+        c = self.controller
+        if view is not None and view.phase is Phase.READY and c is not None and not c.busy:
+            self.dismiss()
+
+    def _show(self) -> None:
+        self._visible = True
+        if self._hide_timer is not None:
+            self._hide_timer.stop()
+            self._hide_timer = None
+
+    def _progress(self, view: RestartProgress) -> None:
+        if self._visible:
+            self.panel.view = view
+
+    def _refresh(self) -> None:
+        c = self.controller
+        if self._visible and c is not None and c.busy:
+            self.panel.view = c.progress
+
+    def _note_current(self) -> None:
+        run = self.dashboard.feeder.session.current if self.dashboard is not None else None
+        if run is not None and run.config is not None and self.controller is not None:
+            self.controller.note_running_steps(run.config.steps)
+
+    def _measured_rows(self) -> list[RowView]:
+        if self.dashboard is None:
+            return []
+        try:
+            return self.dashboard.table_rows()
+        except Exception:  # the dialog opens without them rather than not at all
+            return []
+
+    def _usual_time(self) -> str | None:
+        if self.controller is None:
+            return None
+        store = self.controller.eta_store
+        host = self.controller.host
+        if store is None or not store.count(host):
+            return None
+        total = sum(store.medians(host).values())
+        n = store.count(host)
+        return f"usually {duration_text(total) or '0s'} on {host}, from {n} earlier restart{'' if n == 1 else 's'}"
+
+    def _event(self, level: str, text: str) -> None:
+        if self.dashboard is not None:
+            self.panel.post_message(self.Logged(level, text, event_time(self.dashboard)))
+
+    def _notify(self, text: str, severity: SeverityLevel) -> None:
+        if self.dashboard is not None:
+            self.panel.notify(text, severity=severity, timeout=8)
+
+
+def live_restart(
+    source: LineSource,
+    make_source: SourceFactory,
+    runner: CommandRunner,
+    *,
+    host: str,
+    launch: LaunchProfile | None,
+    log: str | None = None,
+    eta_store: EtaStore | None = None,
+    pidfile: str | None = None,
+) -> tuple[SwitchingSource, RestartFlow]:
+    """Restart for a dashboard on a live server (``specmon connect``, ``specmon watch``).
+
+    With a launch profile, ``r`` restarts through it. Without one, the running
+    server is adopted once the dashboard is up: the fixed read-only probe finds
+    the process writing ``log``, and ``r`` restarts it with its own command line,
+    the step flag rewritten (stopped by PID and start time the first time).
+
+    Args:
+        source: The tail the dashboard reads now.
+        make_source: ``(path, from_start) -> LineSource``: tails of the new log after a restart.
+        runner: Where commands run (``ConnectingRunner`` for SSH, ``LocalRunner`` here).
+        host: The host label.
+        launch: The profile's launch table, if any.
+        log: The log followed (picks the server to adopt).
+        eta_store: Restart times (default: the user data dir's).
+        pidfile: Where an adopted server's successors record their PID
+            (default ``/tmp/specmon-{port}.pid`` on the host).
+
+    Returns:
+        The source to give the app (it follows the new log after each restart)
+        and the controller to give it.
+    """
+    switching = SwitchingSource(source, make_source)
+    common: dict[str, Any] = {"host": host, "eta_store": eta_store if eta_store is not None else EtaStore(),
+                              "make_source": make_source, "on_log_switch": switching.switch}
+    if launch is not None:
+        # A real server: recorded when started, adopted by the next session if it still runs.
+        return switching, RestartFlow(RestartController(launch, runner, record_servers=True, **common))
+
+    async def adopt(show: Callable[[str], None]) -> tuple[RestartController, str]:
+        controller, server = await controller_for_running_server(runner, log=log, show=show, pidfile=pidfile,
+                                                                 **common)
+        steps = server.spec.steps
+        now = "steps chosen by the engine" if steps is None else plan_label(steps)
+        note = (f"found the {server.engine} server on {host}: PID {server.pid} ({now}); r restarts it with another "
+                "step count, from its own command line (the commands are shown first)")
+        return controller, note
+
+    return switching, RestartFlow(None, adopt=adopt)
