@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class ConnectionState(str, Enum):
@@ -37,6 +37,8 @@ class SourceStatus:
     retry_at: float | None = None  # time.time() of the next reconnect attempt
     attempts: int = 0  # consecutive failed attempts
     latency_ms: float | None = None  # round trip, where the source can measure it
+    lost: int = 0  # reports of bytes destroyed on the host before they could be read
+    overlong: int = 0  # lines longer than the line cap, delivered cut to it
     events: list[str] = field(default_factory=list)  # messages for the event log (stderr, ...)
 
 
@@ -57,7 +59,7 @@ class LineSource(Protocol):
         ...
 
 
-async def stop_reading(source: LineSource | None, task: asyncio.Task | None, timeout: float = 5.0) -> None:
+async def stop_reading(source: LineSource | None, task: asyncio.Task[Any] | None, timeout: float = 5.0) -> None:
     """Close a source, then give the task that reads it ``timeout`` seconds to end.
 
     A task that does not end in time is cancelled; one that failed is not re-raised:
