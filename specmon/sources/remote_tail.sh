@@ -6,7 +6,8 @@
 # file it was rotated to (looked up by inode next to PATH), and only then PATH.
 #
 # Everything goes to stdout as frames, in the order it happened, so the reader can
-# never attribute bytes to the wrong file or offset. Header lines are ASCII:
+# never attribute bytes to the wrong file or offset. It starts with "\nS specmon-tail 1\n";
+# then header lines are ASCII:
 #   O dev ino offset namelen\n<name>  now reading the file dev:ino from offset
 #   D start n\n<n bytes>              bytes [start, start+n) of that file; start <= offset:
 #                                     the first (offset - start) bytes were sent before and
@@ -21,7 +22,8 @@
 #   U\n                               PATH exists but cannot be opened (said once, likewise)
 #   X kind\n                          fatal, then exit 3: kind is directory or notregular
 #   H\n                               heartbeat while idle: a closed channel kills us on write
-# Needs GNU stat (-c), GNU dd (iflag=skip_bytes,count_bytes), head -c, find -inum, sleep N.N.
+# Needs GNU stat (-c), GNU dd (iflag=skip_bytes,count_bytes), head -c, GNU find (-inum,
+# -printf), sort, awk, sleep N.N.
 
 set -u
 LC_ALL=C
@@ -31,6 +33,8 @@ overlap=64
 chunk=1048576
 cdev='' cino='' said_missing=0 idle=0
 exec 4>&1
+# First, a marker: anything a login script printed before it is not ours.
+printf '\nS specmon-tail 1\n'
 
 frame_open() {  # $1 = the name the file was opened by
     printf 'O %s %s %s %s\n%s' "$cdev" "$cino" "$off" "${#1}" "$1"
@@ -82,6 +86,41 @@ open_path() {  # start on PATH (after a rotation, a loss, or at first)
     return 1
 }
 
+next_in_chain() {  # $1 = mtime of the file just finished: "dev:ino name" of the next one
+    # The oldest file next to PATH (PATH included) whose name starts with PATH's name,
+    # modified after $1 and not read yet (compressed rotations are skipped).
+    find "$dir" -maxdepth 1 -type f -printf '%T@ %D %i %f\n' 2>/dev/null | sort -n |
+        after="$1" seen="$seen" base="$base" awk '
+            { id = $2 ":" $3; t = $1; name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name) }
+            t > ENVIRON["after"] + 0 && index(name, ENVIRON["base"]) == 1 &&
+            index(ENVIRON["seen"] " ", " " id " ") == 0 && name !~ /[.](gz|bz2|xz|zst|lz4|Z)$/ {
+                print id " " name; exit
+            }'
+}
+
+advance() {  # $1 = mtime of the file just finished: open the file written after it
+    tries=0
+    while [ "$tries" -lt 5 ]; do
+        next=$(next_in_chain "$1")
+        [ -n "$next" ] || break
+        name=${next#* }
+        # Rotated again between the listing and the open: look again.
+        if open_file "$dir/$name" && [ "$cdev:$cino" = "${next%% *}" ]; then
+            if [ "$name" = "$base" ]; then frame_open "$path"; else frame_open "$dir/$name"; fi
+            return 0
+        fi
+        exec 3<&-
+        cdev='' cino=''
+        tries=$(( tries + 1 ))
+    done
+    open_path || :
+}
+
+dir=$(dirname -- "$path")
+case $dir in -*) dir=./$dir ;; esac
+base=$(basename -- "$path")
+seen=''
+
 # -- where to start --------------------------------------------------------------
 if [ -n "$want_ino" ]; then
     found=''
@@ -89,8 +128,6 @@ if [ -n "$want_ino" ]; then
     if [ $# -eq 2 ] && [ "$1" = "$want_dev" ] && [ "$2" = "$want_ino" ]; then
         found=$path
     else
-        dir=$(dirname -- "$path")
-        case $dir in -*) dir=./$dir ;; esac
         saved_ifs=$IFS
         IFS='
 '
@@ -145,10 +182,15 @@ while :; do
             # (a stat taken after the switch was seen), then move on.
             size=$(stat -L -c '%s' -- /dev/fd/3)
             if [ "$size" -gt "$off" ]; then continue; fi
+            mtime=$(find -L /dev/fd/3 -maxdepth 0 -printf '%T@' 2>/dev/null)
             printf 'R %s %s %s\n' "$cdev" "$cino" "$off"
             exec 3<&-
+            seen="$seen $cdev:$cino"
             cdev='' cino='' off=0
-            open_path || :
+            # Usually the next file is the new PATH; after more than one rotation since the
+            # last look (a long disconnection) the rotated files in between come first,
+            # oldest first.
+            advance "$mtime"
             continue
         fi
     elif [ "$said_missing" = 0 ]; then

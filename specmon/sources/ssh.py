@@ -242,15 +242,28 @@ class FrameReader:
     """
 
     MAX_HEADER = 256
+    MARKER = b"\nS specmon-tail 1\n"
+    MAX_NOISE = 1 << 16
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._body: tuple[str, tuple[int, ...], int] | None = None
+        self._synced = False
+        self.noise = b""  # what the remote login scripts printed before the helper's marker
 
     def feed(self, data: bytes) -> list[Frame]:
         """Add bytes; return the frames they complete."""
         self._buf += data
         frames: list[Frame] = []
+        if not self._synced:
+            found = self._buf.find(self.MARKER)
+            if found < 0:
+                if len(self._buf) > self.MAX_NOISE:
+                    raise ProtocolError(f"no helper output, only {bytes(self._buf[:60])!r}")
+                return frames
+            self.noise = bytes(self._buf[:found])
+            del self._buf[: found + len(self.MARKER)]
+            self._synced = True
         while True:
             if self._body is not None:
                 kind, fields, size = self._body
@@ -425,7 +438,7 @@ class SSHTailSource:
                 except ProtocolError as exc:
                     reason = f"the remote helper sent {exc}"
                 except (asyncssh.Error, OSError) as exc:
-                    reason = f"connection lost: {getattr(exc, 'reason', None) or exc}"
+                    reason = f"connection lost: {getattr(exc, 'reason', None) or str(exc) or type(exc).__name__}"
                 finally:
                     self._link = None
                     link.close()
@@ -611,7 +624,7 @@ class SSHTailSource:
         self._queue = queue
         frames = FrameReader()
         self._data = None
-        self._resumed = self._identity is not None and self.status.lines > 0
+        self._resumed = self._identity is not None and offset > 0
         chan, created = await conn.create_session(lambda: _TailSession(queue), command, encoding=None)
         session = cast(_TailSession, created)
         self.status.state = ConnectionState.LIVE
@@ -646,6 +659,10 @@ class SSHTailSource:
                                 lines.extend(self._on_frame(frame, path))
                         except _Restart:
                             restart = True
+                        if frames.noise:
+                            for text in frames.noise.decode("utf-8", "replace").splitlines():
+                                self._event(f"remote: {text}")
+                            frames.noise = b""
                     elif kind == _ERR:
                         data = cast(bytes, payload)
                         session.consumed(len(data))
@@ -691,8 +708,10 @@ class SSHTailSource:
                 raise ProtocolError(f"resumed at {offset}, expected {self._split.read_position}")
             if self._identity is not None and (dev, ino) != self._identity and offset == 0 and self._reading:
                 self._event(f"{path} is a new file: following it from its start")
-            elif name != path:
+            elif name != path and offset:
                 self._event(f"{path} was rotated while disconnected: reading the rest of {name} first")
+            elif name != path:
+                self._event(f"reading {name} (rotated meanwhile) before the new {path}")
             self._identity = (dev, ino)
             self._reading = name
             if self._missing_said:
@@ -764,13 +783,14 @@ class SSHTailSource:
         if data[overlap - check : overlap] != known[len(known) - check :]:
             # Same identity, other bytes before our offset: the file was replaced (inode
             # reused) or truncated and rewritten between two polls. Start it again.
+            # The file keeps its identity: read that file (wherever it is now) from 0.
             self._lose(
-                f"{path} changed before byte {position} (replaced, or truncated and rewritten): "
-                "reading it again from the start; lines written to the old content after that may be lost",
+                f"{self._reading or path} changed before byte {position} (replaced, or truncated and "
+                "rewritten): reading it again from the start; lines written to the old content after "
+                "that may be lost",
                 self._split.offset, None,
             )
             self._split.reset(0)
-            self._identity = None
             raise _Restart
         self._resumed = False
         new = data[overlap:]
