@@ -3,7 +3,7 @@
 Expected failures (missing files, bad options, nothing to report) print one
 clear sentence on stderr and exit with a documented code; they never show a
 traceback. Exit codes: 0 success, 1 nothing found / no verdict possible,
-2 usage or input error.
+2 usage or input error, 3 a sweep could not measure every requested setting.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ def _fail(message: str, code: int = EXIT_INPUT) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from rich.console import Console
+    from rich.markup import escape
 
     from specmon.ingest.files import ingest_files
     from specmon.ingest.logfiles import LogFileError
     from specmon.model.analysis import analyze
-    from specmon.output.tables import render, to_rich
+    from specmon.output.tables import crash_lines, render, to_rich
 
     if args.baseline and args.baseline_tps is not None:
         return _fail("give either --baseline FILE or --baseline-tps X, not both")
@@ -43,13 +44,20 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     except LogFileError as exc:
         return _fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
+    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
+    if samples == 0 and analysis.crashes:
+        # Nothing to summarise, but something to say: the server died before its first stats line.
+        c = analysis.crashes[-1]
+        where = f" (line {c.line} of {c.source}, run {c.run}: {c.label})" if c.line is not None else ""
+        more = f"; {len(analysis.crashes) - 1} earlier crash(es) too" if len(analysis.crashes) > 1 else ""
+        return _fail(f"the server crashed at {c.clock}{where}: {c.error}{more} — "
+                     "no speculative-decoding lines before it", EXIT_NOTHING)
     if samples == 0:
         unparsed = session.counts.get("unparsed", 0)
         extra = f" ({unparsed} line(s) had a known marker but could not be parsed)" if unparsed else ""
         return _fail(f"no speculative-decoding lines found in {', '.join(args.files)}{extra}: "
                      "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
                      "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
-    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
     if args.format == "table":
         console = Console()
         if not console.is_terminal:
@@ -58,6 +66,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
                                               f"engine {session.engine.value}"))
         if analysis.verdict.concurrency_note:
             console.print(f"[yellow]Note:[/] {analysis.verdict.concurrency_note}")
+        for text in crash_lines(analysis):
+            console.print(f"[bold red]Crash:[/] {escape(text)}")
         if session.counts.get("unparsed"):
             console.print(f"[yellow]{session.counts['unparsed']} line(s) with a known marker could not be "
                           f"parsed[/] (see --format json → unparsed_examples)")
@@ -89,8 +99,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
                     rec = parser.parse(text, n)
                     if rec is not None:
                         d = rec.to_json()
-                        if len(args.files) > 1:
-                            d["file"] = path
+                        d["file"] = path  # always: one schema whether one file or several
                         out.write(json.dumps(d, ensure_ascii=False) + "\n")
     except LogFileError as exc:
         return _fail(str(exc))
@@ -141,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
+    for command in sub.choices.values():
+        command.add_argument("--read-only", action="store_true",
+                             help="never restart, sweep, drive load or write an export: watch only "
+                                  "(refused where the action runs, not only hidden)")
     return p
 
 
@@ -157,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    if getattr(args, "read_only", False):
+        from specmon.control.guard import set_read_only
+
+        set_read_only("--read-only")
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -121,6 +121,9 @@ class EngineStats(Record):
     prefix_cache_hit_rate: float | None = None  # percent, as printed
     engine_index: int | None = None  # 0 for "Engine 000"; None for V0 / aggregated
     engines_aggregated: int | None = None  # N for "N Engines Aggregated"
+    #: The engine whose marker the line carried (llama.cpp's eval line is one too); set by the
+    #: line parser; not part of equality (the same numbers are the same record).
+    engine: Engine = field(default=Engine.UNKNOWN, compare=False)
 
 
 @dataclass(slots=True)
@@ -136,6 +139,8 @@ class Spec(Record):
     per_position: tuple[float, ...] | None = None
     accepted_throughput: float | None = None
     drafted_throughput: float | None = None
+    #: The engine whose marker the line carried: vLLM and llama.cpp both print spec metrics.
+    engine: Engine = field(default=Engine.UNKNOWN, compare=False)
 
 
 @dataclass(slots=True)

@@ -9,30 +9,43 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import positive_float, positive_int
+from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Sequence
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
-    from specmon.control.load import LoadConfig, LoadControl
+    from specmon.control.load import LoadConfig
     from specmon.control.runner import Result
-    from specmon.control.sweep import SweepEvent, SweepPlan, SweepResult
+    from specmon.control.sweep import LoadControl, SweepEvent, SweepPlan, SweepResult
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest, Recorder
 
 
-def _int_list(text: str) -> list[int]:
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
-        values.append(int(part))
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"a value is listed twice in {text!r}")
-    return values
+#: Exit status of a sweep that ran but could not measure every requested setting (the verdict,
+#: if any, covers only the others). 0: all measured and a verdict; 1: no verdict; 2: bad input.
+EXIT_INCOMPLETE = 3
+
+
+def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str | None:
+    """One sentence when a requested step count is outside the profile's range, before any restart.
+
+    Args:
+        profile: The launch profile the sweep restarts with.
+        steps: The requested step counts.
+        whose: Names the profile in the message (``profile 'kimi'``, ``the demo server``).
+
+    Returns:
+        The message, or None when every step count can be started.
+    """
+    lo, hi = profile.steps_min, profile.steps_max
+    bad = [s for s in steps if not lo <= s <= hi]
+    if not bad:
+        return None
+    listed = ", ".join(str(s) for s in bad)
+    extra = " (0 needs a no-speculation command)" if 0 in bad and lo > 0 else ""
+    return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,9 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="a profile of the config file with a [launch] section (not with --demo)")
     s.add_argument("--demo", action="store_true",
                    help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 3 minutes)")
-    s.add_argument("--steps", type=_int_list, default=None, metavar="LIST",
+    s.add_argument("--steps", type=step_list, default=None, metavar="LIST",
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
-    s.add_argument("--concurrency", type=_int_list, default=[1], metavar="LIST",
+    s.add_argument("--concurrency", type=concurrency_list, default=[1], metavar="LIST",
                    help="requests in flight, e.g. 1 or 1,4 (default 1: what a single user feels)")
     s.add_argument("--min-samples", type=positive_int, default=None, metavar="N",
                    help="counted samples before the first look (default 40)")
@@ -65,6 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
     s.add_argument("--order", choices=("given", "random", "interleave"), default="given",
                    help="measuring order (random and interleave keep drift from favouring one setting)")
+    s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
+                   help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
+                        "step counts it says could win (default grid)")
     s.add_argument("--seed", type=int, default=None, help="seed of the random order (and the demo server)")
     s.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     s.add_argument("--state", metavar="PATH", default=None,
@@ -125,6 +141,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
               "skipped", file=sys.stderr)
     if args.output:
+        from specmon.control.guard import ReadOnlyError, refuse
+
+        try:
+            refuse(f"write {args.output}")
+        except ReadOnlyError as exc:
+            return _fail(f"{exc}; leave out -o to print the report")
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -145,6 +167,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from specmon.cli import EXIT_INPUT, _fail
 
+    if getattr(args, "read_only", False):
+        return _fail("a sweep restarts the server and drives load: it cannot run with --read-only")
     if args.demo and args.profile:
         return _fail("give a PROFILE or --demo, not both")
     if not args.demo and not args.profile:
@@ -161,12 +185,55 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan = _plan(args)
     except ValueError as exc:  # SweepError and the rule's own checks
         return _fail(str(exc), EXIT_INPUT)
+    signalled: list[int] = []
     try:
-        return asyncio.run(_sweep_main(args, plan))
+        return asyncio.run(_until_signal(_sweep_main(args, plan), signalled))
     except KeyboardInterrupt:
         print("specmon: sweep interrupted; run the same command again to continue where it stopped",
               file=sys.stderr)
         return 130
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        import signal as signals
+
+        name = signals.Signals(signalled[0]).name
+        _err(f"specmon: sweep stopped by {name}; run the same command again to continue where it stopped")
+        if not args.demo:
+            _err("specmon: the server is left running (a real server is never stopped by a signal to specmon); "
+                 "the next connect or sweep with this profile adopts it")
+        return 128 + signalled[0]
+
+
+async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) -> int:
+    """Run ``coro``; SIGTERM and SIGHUP cancel it like Ctrl+C, so its clean-up runs.
+
+    The ``finally`` blocks then stop the load driver and close the forwards, and the demo
+    stops its simulated server and removes its folder; a real server is left running.
+    """
+    import asyncio
+    import signal
+
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        if not signalled:
+            signalled.append(signum)
+            task.cancel()
+
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (RuntimeError, ValueError):
+            break  # not the main thread (embedded, tests): signals are not ours to handle here
+        handled.append(sig)
+    try:
+        return await task
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
 
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
@@ -182,15 +249,19 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                         max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1)
+                         max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
+                         strategy=args.strategy)
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                     max_minutes=args.max_minutes or 10.0)
+                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy)
 
 
 def _err(text: str) -> None:
     import sys
 
-    print(text, file=sys.stderr, flush=True)
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 
 
 def _on_event(ev: SweepEvent) -> None:
@@ -238,7 +309,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         cost = build_cost_model(analyses_from_cells(result.cells, verdict.concurrency or 1),
                                 concurrency=verdict.concurrency)
     doc["cost_model"] = cost.to_json() if cost else None
-    doc.update(extra)
+    doc.update({k: v for k, v in extra.items() if not k.startswith("_")})
     if args.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -270,6 +341,14 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         # A sweep never stops the server for good: say so, it is still using the GPUs.
         _err("sweep: the server is left running with the last configuration measured; "
              "restart it with the winner from the dashboard (r) or your own command")
+        record = getattr(extra.get("_restarter"), "started", None)
+        if record is not None:
+            _err(f"sweep: {record.left_running_text()}")
+    failed = [c for c in result.cells if c.status == "failed"]
+    if failed:
+        _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
+             f"(exit {EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
     if verdict is None or verdict.best is None:
         return EXIT_NOTHING
     return EXIT_OK
@@ -335,6 +414,9 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
             health_url="http://127.0.0.1:{port}/health", steps_min=0, steps_max=32, start_timeout_s=60,
             stop_grace_s=5, stop_signal="TERM")
+        problem = check_steps(profile, plan.steps, "the demo server")
+        if problem:
+            return _fail(problem, EXIT_INPUT)
         try:
             load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
         except LoadError as exc:
@@ -399,6 +481,9 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return _fail(f"profile {args.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
+    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}")
+    if problem:
+        return _fail(problem)
     restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
     try:
         plans = [restarter_probe.plan_for(s) for s in plan.steps]
@@ -437,7 +522,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         from specmon.sources.local import LocalTailSource
 
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(path, lines=0 if from_end else None))
-        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err)
+        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err,
+                                  record_servers=True)
         load = None
         if not args.no_load:
             try:
@@ -468,7 +554,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         await follower.stop()
     if result is None:
         return EXIT_INPUT
-    return _print_result(args, result, {"recording": str(rec.path) if rec else None})
+    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "_restarter": restarter})
 
 
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
@@ -491,7 +577,8 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
     try:
         follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(target, path,
                                                                            lines=0 if from_end else None))
-        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err)
+        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err,
+                                  record_servers=True)
 
         async def run(load: LoadControl | None) -> int:
             return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower)

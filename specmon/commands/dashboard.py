@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
+
+if TYPE_CHECKING:  # annotations only: the dashboard (Textual) is imported inside the commands
+    from specmon.ui.app import DashboardOptions
 
 __all__ = ["register"]
 
@@ -44,11 +48,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="batches in the rolling means (default 20)")
 
 
-def _options(args: argparse.Namespace, **extra: object):  # type: ignore[no-untyped-def]
+def _options(args: argparse.Namespace, *, baseline_tps: float | None = None, loop: bool = False) -> DashboardOptions:
     from specmon.ui.app import DashboardOptions
 
-    return DashboardOptions(theme=args.theme, warmup=args.warmup, window=max(1, args.window),
-                            prometheus_port=getattr(args, "prometheus_port", None), **extra)
+    return DashboardOptions(theme=args.theme, baseline_tps=baseline_tps, warmup=args.warmup,
+                            window=max(1, args.window), loop=loop,
+                            prometheus_port=getattr(args, "prometheus_port", None))
 
 
 def _port(text: str) -> int:

@@ -77,7 +77,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 
 
 def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -> tuple[Any, Any]:
@@ -131,6 +134,10 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
 
     from specmon.control.demo import stop_demo_server
 
+    if getattr(args, "read_only", False):
+        print("specmon: the demo starts and restarts a simulated server: it cannot run with --read-only "
+              "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)", file=sys.stderr)
+        return EXIT_INPUT
     created = args.dir is None
     if created:
         workdir = Path(tempfile.mkdtemp(prefix="specmon-demo-"))
@@ -149,9 +156,18 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             print(f"specmon: {problem}", file=sys.stderr)
             return EXIT_INPUT
 
+    app: Any = None
+    signalled: list[int] = []
+
     def leave(signum: int, frame: object) -> None:
-        # Unwinds app.run(): the finally below stops the server.
-        raise SystemExit(128 + signum)
+        # Like `q`: ask the running app to exit from its own loop (the wake-up is signal-safe), so
+        # its workers are cancelled, the terminal is restored and app.run() returns; the finally
+        # below stops the server and removes the folder. Before the app runs, unwind at once.
+        signalled.append(signum)
+        loop = getattr(app, "_loop", None)
+        if loop is None or loop.is_closed() or len(signalled) > 1:
+            raise SystemExit(128 + signum)
+        loop.call_soon_threadsafe(app.exit)
 
     previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
     setup = None
@@ -167,6 +183,8 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             app_kwargs["recorder"] = recorder
         app, setup = build_demo_app(args, workdir, **app_kwargs)
         code = run_app(app)
+        if signalled:
+            code = 128 + signalled[0]
     finally:
         if recorder is not None:
             recorder.close()

@@ -322,7 +322,26 @@ def cmd_connect(args: argparse.Namespace) -> int:
             recorder.close()
     if outcome.message:
         print(f"specmon: {outcome.message}", file=sys.stderr)
+    left = _left_running(flow)
+    if left:
+        print(f"specmon: {left}", file=sys.stderr)
     return outcome.code
+
+
+def _left_running(flow: Any) -> str | None:
+    """A real server this session started (or adopted from a record) keeps running: say so."""
+    controller = getattr(flow, "controller", None)
+    plan = getattr(controller, "last_plan", None)
+    if controller is None or getattr(controller, "started", None) is None:
+        return None
+    from specmon.control.launch import expand
+    from specmon.control.servers import load_record
+
+    profile = controller.profile
+    pidfile = plan.pidfile if plan is not None else expand(
+        profile.pidfile_template(), {"port": str(profile.port)} if profile.port is not None else {})
+    record = load_record(controller.host, pidfile) if pidfile else None
+    return record.left_running_text() if record is not None else None
 
 
 # -- the command line ------------------------------------------------------------------------------

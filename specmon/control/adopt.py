@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import shlex
 from collections.abc import Sequence
@@ -117,6 +118,7 @@ for d in /proc/[0-9]*; do
   fi
   printf 'withheld\0%s\0' "${#held[@]}"
   (( ${#held[@]} )) && printf '%s\0' "${held[@]}"
+  printf 'stderr\0%s\0' "$(readlink "$d/fd/2" 2>/dev/null)"
   printf 'end\0'
 done
 printf 'specmon-done\0'
@@ -166,6 +168,7 @@ class ServerProcess:
         cwd: Its working directory (``None`` when unreadable).
         stdout: Where its stdout goes (``/proc/PID/fd/1``): a file path, or
             something like ``pipe:[123]``; ``None`` when unreadable.
+        stderr: The same for its stderr (``/proc/PID/fd/2``).
         env: The allow-listed, non-secret part of its environment.
         env_readable: False when its environment could not be read (another user).
         withheld_env: Names (only) of variables not copied: secret-looking
@@ -180,6 +183,7 @@ class ServerProcess:
     argv: tuple[str, ...]
     cwd: str | None
     stdout: str | None
+    stderr: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_readable: bool = True
     withheld_env: tuple[str, ...] = ()
@@ -205,10 +209,58 @@ class ServerProcess:
     @property
     def log_path(self) -> str | None:
         """Its stdout when that is a plain file path (not a pipe, tty or /dev/null)."""
-        out = self.stdout
-        if not out or not out.startswith("/") or out.startswith("/dev/") or out.endswith(" (deleted)"):
-            return None
-        return out
+        return _file_path(self.stdout)
+
+    def writes(self, log: str) -> str | None:
+        """How this server provably writes ``log``, or None when nothing shows it does.
+
+        Proof is its stdout or stderr resolving to that path, or a log-file argument
+        (``--log-file PATH``, ``--log=PATH``: any flag with ``log`` in its name) naming
+        it, relative paths taken from its working directory.
+
+        Returns:
+            ``"stdout"``, ``"stderr"``, ``"--log-file"`` (the flag), or None.
+        """
+        want = posixpath.normpath(log)
+        for name, where in (("stdout", self.stdout), ("stderr", self.stderr)):
+            path = _file_path(where)
+            if path is not None and posixpath.normpath(path) == want:
+                return name
+        argv = self.argv
+        for i, token in enumerate(argv):
+            flag, eq, value = token.partition("=")
+            if not _LOG_FLAG.fullmatch(flag):
+                continue
+            values = [value] if eq else ([argv[i + 1]] if i + 1 < len(argv) else [])
+            for v in values:
+                full = v if v.startswith("/") or not self.cwd else posixpath.join(self.cwd, v)
+                if posixpath.normpath(full) == want:
+                    return flag
+        return None
+
+    def output_text(self) -> str:
+        """Where its output goes, for a message: ``writes /x.log``, ``writes to a pipe``."""
+        path = self.log_path or _file_path(self.stderr)
+        if path is not None:
+            return f"writes {path}"
+        where = self.stdout or ""
+        if where.startswith("pipe:"):
+            return "writes to a pipe"
+        if where.startswith("socket:"):
+            return "writes to a socket (journald?)"
+        if where.startswith("/dev/"):
+            return f"writes to {where}"
+        return "writes nowhere specmon can read"
+
+
+#: A command-line flag that names a log file (``--log-file``, ``--log``, ``--uvicorn-log-path``, ...).
+_LOG_FLAG = re.compile(r"--[a-z0-9-]*log[a-z0-9-]*")
+
+
+def _file_path(where: str | None) -> str | None:
+    if not where or not where.startswith("/") or where.startswith("/dev/") or where.endswith(" (deleted)"):
+        return None
+    return where
 
 
 # --------------------------------------------------------------------------- probe
@@ -296,6 +348,10 @@ def parse_probe(output: str) -> list[ServerProcess]:
                 withheld.append(key)
         expect("withheld")
         withheld += [take() for _ in range(take_int())]
+        stderr = None
+        if i < len(items) and items[i] == "stderr":  # where fd 2 goes (older probes did not say)
+            take()
+            stderr = take() or None
         expect("end")
         engine = classify(argv)
         if engine is None:
@@ -310,6 +366,7 @@ def parse_probe(output: str) -> list[ServerProcess]:
                 argv=argv,
                 cwd=cwd or None,
                 stdout=stdout or None,
+                stderr=stderr,
                 env=env,
                 env_readable=env_readable,
                 withheld_env=tuple(sorted(set(withheld))),
@@ -458,7 +515,8 @@ def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecS
         old = _last_int(argv, "--num-speculative-tokens")
         if old is not None:
             steps = old
-            method = method or (_flag_values(argv, "--speculative-model") or [None])[-1]
+            models = _flag_values(argv, "--speculative-model")
+            method = method or (models[-1] if models else None)
         if steps is None and method is None:
             return SpecSettings(steps=0)
         return SpecSettings(steps=steps, method=method)
@@ -650,7 +708,7 @@ def profile_from_server(
     Args:
         server: The adopted server.
         log: Log path template; default: the file its stdout goes to now
-            (restarts truncate it).
+            (a restart moves it aside to LOG.<UTC time> and starts a new one).
         pidfile: Pidfile template; default ``/tmp/specmon-{port}.pid``.
         steps_max: Largest step count offered.
         stop_grace_s: Seconds between SIGINT and SIGKILL.

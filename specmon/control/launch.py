@@ -16,8 +16,8 @@ How commands are made safe:
 - every value substituted into a template is a validated ``int`` (``bool``,
   ``float`` and ``str`` are refused) or a validated absolute path;
 - control characters (newline, NUL, ESC, ...) are refused everywhere;
-- the host-side logic is a handful of fixed shell scripts (module constants,
-  reviewed once); every variable piece of data reaches them as a positional
+- the host-side logic is a handful of fixed POSIX shell scripts (the
+  ``scripts/*.sh`` resources beside this module, reviewed once); every variable piece of data reaches them as a positional
   argument, and the whole command is built with :func:`shlex.join`, so no value
   is ever parsed as shell syntax;
 - a managed server is stopped only by the PID recorded when specmon started it,
@@ -31,6 +31,7 @@ import fnmatch
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -363,6 +364,9 @@ def _check_url(url: str) -> None:
 
 # --------------------------------------------------------------------------- plans
 
+#: What a managed start does with the log it starts into (the confirmation says it).
+KEEP_LOG_NOTE = "an earlier {log} is kept, moved aside to {name}.<UTC time> (never overwritten)"
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessIdentity:
@@ -462,168 +466,38 @@ class CommandPlan:
         if self.draft_tokens is not None and self.steps:
             spec += f", {self.draft_tokens} draft tokens"
         lines = [f"host:  {self.host}   ({spec})", f"stop:  {self.stop.display}", f"start: {self.start.display}"]
+        if self.mode == "managed" and self.log is not None:
+            lines.append(f"log:   {KEEP_LOG_NOTE.format(log=self.log, name=self.log.rsplit('/', 1)[-1])}")
         lines.append(f"ready: {self.ready.display}")
         if exact:
             lines += ["", "exact commands:", f"[stop]  {self.stop.command}", f"[start] {self.start.command}"]
         return "\n".join(lines)
 
 
-# The host-side scripts. They are run as `sh -c SCRIPT NAME ARGS...`: data only
-# ever arrives as positional parameters, never spliced into script text. They
-# stick to POSIX sh (Debian's dash), because the login shell that SSH hands the
-# command to may be anything; `sh -c` gives a known one.
+# The host-side scripts live in specmon/control/scripts/*.sh (shipped as package
+# data, checked with `sh -n` and shellcheck by the tests). They are run as
+# `sh -c SCRIPT NAME ARGS...`: data only ever arrives as positional parameters,
+# never spliced into script text. They stick to POSIX sh (Debian's dash),
+# because the login shell that SSH hands the command to may be anything;
+# `sh -c` gives a known one. proc.sh (procinfo, alive, isnum) is prepended to each.
 
-# procinfo PID: sets st (state), pg (process group) and stt (start time) from
-# /proc/PID/stat; the comm field may hold spaces and ')' so split after the
-# last ') '. alive PID START: the process exists, is not a zombie (a PID 1 that
-# does not reap leaves zombies behind) and has the recorded start time.
-_PROC_FUNCS = r"""
-procinfo() {
-  line=
-  { read -r line < "/proc/$1/stat"; } 2>/dev/null
-  [ -n "$line" ] || return 1
-  rest=${line##*) }
-  set -f; set -- $rest; set +f
-  st=$1 pg=$3 stt=${20}
-}
-alive() { procinfo "$1" && [ "$st" != Z ] && [ "$st" != X ] && [ "$stt" = "$2" ]; }
-isnum() { case $1 in ''|*[!0-9]*) return 1;; esac; }
-"""
+#: The script files, in the order a command is assembled from them.
+SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh")
 
-STOP_SCRIPT = (
-    _PROC_FUNCS
-    + r"""
-pidfile=$1 grace=$2 sig=$3 pid=$4 start=$5
-say() { echo "specmon-stop $*"; }
-group_alive() {
-  for d in /proc/[0-9]*; do
-    procinfo "${d#/proc/}" || continue
-    if [ "$pg" = "$1" ] && [ "$st" != Z ]; then return 0; fi
-  done
-  return 1
-}
-if [ -z "$pid" ]; then
-  if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
-  if [ ! -e "$pidfile" ]; then say result=not-running reason=no-pidfile; exit 0; fi
-  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
-  read -r pid start junk < "$pidfile" || true
-  from=pidfile
-else
-  from=adopted
-fi
-if ! isnum "$pid" || ! isnum "$start"; then say result=refused reason=pidfile-malformed; exit 2; fi
-if ! alive "$pid" "$start"; then
-  reason=exited
-  if procinfo "$pid" && [ "$stt" != "$start" ]; then reason=pid-reused; fi
-  if [ "$from" = pidfile ]; then rm -f -- "$pidfile"; fi
-  say result=not-running reason=$reason pid=$pid
-  exit 0
-fi
-procinfo "$pid"
-group=
-if [ "$pg" = "$pid" ]; then group=1; fi
-# A server started from a non-interactive shell with `&` inherits SIGINT
-# ignored and cannot un-ignore it; send TERM instead of waiting for nothing.
-if [ "$sig" = INT ]; then
-  mask=$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
-  case $mask in *[!0-9a-fA-F]*|'') ;; *) if [ $(( 0x$mask & 2 )) -ne 0 ]; then sig=TERM; fi;; esac
-fi
-if ! kill -s "$sig" "$pid" 2>/dev/null; then say result=failed reason=signal-denied pid=$pid; exit 1; fi
-gone() {
-  alive "$pid" "$start" && return 1
-  if [ -n "$group" ] && [ -z "$group_empty" ]; then
-    if group_alive "$pid"; then return 1; fi
-    group_empty=1
-  fi
-  return 0
-}
-group_empty=
-result=stopped
-i=0
-ticks=$((grace * 5))
-while ! gone; do
-  if [ "$i" -ge "$ticks" ]; then
-    result=killed
-    if [ -n "$group" ] && [ -z "$group_empty" ]; then kill -s KILL -- "-$pid" 2>/dev/null
-    else kill -s KILL "$pid" 2>/dev/null; fi
-    j=0
-    while ! gone && [ "$j" -lt 50 ]; do sleep 0.2; j=$((j + 1)); done
-    if ! gone; then say result=failed reason=still-alive pid=$pid signal=KILL; exit 1; fi
-    break
-  fi
-  sleep 0.2
-  i=$((i + 1))
-done
-if [ "$from" = pidfile ]; then rm -f -- "$pidfile"; fi
-say result=$result pid=$pid signal=$sig
-"""
-)
 
-START_SCRIPT = (
-    _PROC_FUNCS
-    + r"""
-pidfile=$1 log=$2 cwd=$3
-shift 3
-say() { echo "specmon-start $*"; }
-while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
-shift
-if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
-if [ -e "$pidfile" ]; then
-  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
-  read -r opid ostart junk < "$pidfile" || true
-  if isnum "$opid" && isnum "$ostart" && alive "$opid" "$ostart"; then
-    say result=refused reason=already-running pid=$opid; exit 2
-  fi
-  rm -f -- "$pidfile"
-fi
-if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
-if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
-if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
-if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
-if ! setsid -f true < /dev/null > /dev/null 2>&1; then say result=failed reason=setsid-without-fork-option; exit 2; fi
-# setsid -f forks in the foreground: a job started with `&` would get SIGINT
-# ignored for good. The new process records its own PID and start time, then
-# execs the server, so the recorded PID is the server's.
-setsid -f sh -c '
-  line=; read -r line < "/proc/$$/stat"; rest=${line##*) }
-  stt=$(set -f; set -- $rest; echo "${20}"); pidfile=$1; shift 2
-  tmp=$(mktemp "$pidfile.XXXXXX") || exit 125
-  echo "$$ $stt" > "$tmp" && mv -f -- "$tmp" "$pidfile" || exit 125
-  exec nohup "$@"' specmon-server "$pidfile" -- "$@" < /dev/null > "$log" 2>&1
-i=0
-while [ ! -s "$pidfile" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-pid= start=
-if [ -s "$pidfile" ]; then read -r pid start junk < "$pidfile" || true; fi
-if ! isnum "$pid"; then say result=failed reason=no-pidfile; exit 1; fi
-say result=started pid=$pid starttime=$start
-"""
-)
+def script_text(name: str) -> str:
+    """The text of one host-side script resource (``stop.sh``, ...), as shipped."""
+    return (resources.files("specmon.control") / "scripts" / name).read_text(encoding="utf-8")
 
-READY_SCRIPT = (
-    _PROC_FUNCS
-    + r"""
-pidfile=$1 log=$2 marker=$3 url=$4
-say() { echo "specmon-ready $*"; }
-if [ -n "$pidfile" ]; then
-  pid= start=
-  if [ -f "$pidfile" ]; then read -r pid start junk < "$pidfile" || true; fi
-  if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then say result=exited; exit 3; fi
-fi
-if [ -n "$marker" ] && ! grep -F -q -e "$marker" "$log" 2>/dev/null; then say result=waiting reason=marker; exit 1; fi
-if [ -n "$url" ]; then
-  if command -v curl >/dev/null 2>&1; then
-    curl -fsS --noproxy '*' -m 5 -o /dev/null "$url" >/dev/null 2>&1 || { say result=waiting reason=health; exit 1; }
-  elif command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import sys, urllib.request as u
-u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=5)' "$url" >/dev/null 2>&1 \
-      || { say result=waiting reason=health; exit 1; }
-  else
-    say result=error reason=no-http-client; exit 4
-  fi
-fi
-say result=ready
-"""
-)
+
+def _script(name: str) -> str:
+    return "\n" + script_text("proc.sh") + script_text(name)
+
+
+STOP_SCRIPT = _script("stop.sh")
+START_SCRIPT = _script("start.sh")
+READY_SCRIPT = _script("ready.sh")
+ALIVE_SCRIPT = _script("alive.sh")
 
 
 def build_plan(
@@ -764,7 +638,7 @@ def _managed_plan(
         shown += f"cd {shlex.quote(cwd)} && "
     if shown_env:
         shown += shlex.join(shown_env) + " "
-    shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >{shlex.quote(log)} 2>&1 &"
+    shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >>{shlex.quote(log)} 2>&1 &"
     shown += f"   (PID recorded in {pidfile})"
     start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0)
     return CommandPlan(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from specmon.control.guard import refuse
 from specmon.model.stats import Summary, summarize
 
 #: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
@@ -491,7 +492,9 @@ class LoadDriver:
                     for choice in data.get("choices") or []:
                         if not isinstance(choice, dict):
                             continue
-                        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                        delta = choice.get("delta")
+                        if not isinstance(delta, dict):
+                            delta = {}
                         text = choice.get("text") or delta.get("content") or ""
                         if text:
                             pieces += 1
@@ -526,6 +529,7 @@ class LoadDriver:
         Returns:
             Every finished request and the aggregate figures.
         """
+        refuse("drive load against the server")
         if concurrency < 1:
             raise LoadError("concurrency must be at least 1")
         if max_requests is None and max_seconds is None and stop is None:
@@ -569,8 +573,8 @@ class LoadDriver:
             done.set()
             for w in workers:
                 w.cancel()
-            for w in waiters:
-                w.cancel()
+            for waiter in waiters:
+                waiter.cancel()
             await asyncio.gather(*workers, *waiters, return_exceptions=True)
             report.ended_at = self._clock()
         return report
@@ -605,7 +609,12 @@ class BackgroundLoad:
         return self._task is not None and not self._task.done()
 
     async def start(self, concurrency: int) -> None:
-        """Start keeping ``concurrency`` requests in flight (stops a previous run first)."""
+        """Start keeping ``concurrency`` requests in flight (stops a previous run first).
+
+        Raises:
+            ReadOnlyError: specmon runs read-only (``--read-only``).
+        """
+        refuse("drive load against the server")
         if self.running:
             await self.stop()
         self._stop = asyncio.Event()

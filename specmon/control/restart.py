@@ -25,7 +25,7 @@ The new log is followed twice: the controller reads it into a private session
 dashboard to follow it too (``on_log_switch``), usually through a
 :class:`SwitchingSource`, so the run table gains the new run. The log path can
 change with the step count (``sglang_{steps}step.log``); a managed start
-truncates it, so it is read from its start.
+moves the old one aside (never truncates it), so the new file is read from its start.
 
 Nothing here imports Textual.
 """
@@ -44,14 +44,18 @@ import asyncssh
 
 from specmon.control.adopt import AdoptError, ServerProcess, probe_servers, profile_from_server
 from specmon.control.eta import TIMED_PHASES, EtaEstimate, EtaStore, estimate
+from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import (
     CommandPlan,
     LaunchProfile,
     PlanStep,
     ProcessIdentity,
     build_plan,
+    expand,
+    parse_result_line,
 )
 from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
+from specmon.control.servers import check_record, forget, load_record, record_started
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.records import Engine, Event, Lifecycle
@@ -352,16 +356,21 @@ class SwitchingSource:
                 aclose = getattr(gen, "aclose", None)
                 if aclose is not None:
                     await aclose()
-            if self._closed:
+            if self._is_closed():
                 return
             if inner is self._inner:
                 # The tail ended by itself (a failed source): wait for a switch or the end.
                 self._changed.clear()
                 await self._changed.wait()
-                if self._closed:
+                if self._is_closed():
                     return
             if self.on_begin is not None:
                 self.on_begin(self._inner.name)
+
+    def _is_closed(self) -> bool:
+        # A method, not the attribute: close() runs while batches() awaits, which a
+        # narrowed ``self._closed`` (False since the loop test) would hide from mypy.
+        return self._closed
 
     async def switch(self, path: str, from_start: bool) -> None:
         """Follow ``path`` from now on (from its start, or from its current end)."""
@@ -420,6 +429,9 @@ class RestartController:
         clock: Monotonic seconds (injected in tests).
         sleep: Awaitable sleep (injected in tests).
         ready_poll_s: Seconds between readiness checks (None: the plan's own).
+        record_servers: Record every server a managed start leaves running in the user data
+            directory (:mod:`specmon.control.servers`), so the next session adopts it. Real
+            servers only (``connect``); the demo stops its own.
     """
 
     def __init__(
@@ -436,6 +448,7 @@ class RestartController:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         ready_poll_s: float | None = None,
+        record_servers: bool = False,
     ) -> None:
         if not isinstance(profile, LaunchProfile):
             raise TypeError("RestartController needs a validated LaunchProfile")
@@ -463,6 +476,9 @@ class RestartController:
         self.last_plan: CommandPlan | None = None
         #: Whether the last run was cancelled half-way (its start may still land).
         self.interrupted = False
+        self.record_servers = record_servers
+        #: The server the last managed start launched (PID, start time), once it reported it.
+        self.started: ProcessIdentity | None = None
 
     # -- state for the UI ----------------------------------------------------------------
 
@@ -553,8 +569,11 @@ class RestartController:
             The final view: ``READY``, ``CRASHED``, ``TIMEOUT`` or ``FAILED``.
 
         Raises:
-            RestartError: busy, or ``plan`` was not built here, not shown, or already run.
+            RestartError: read-only mode, busy, or ``plan`` was not built here, not shown, or already run.
         """
+        if read_only_reason() is not None:
+            self.withdraw(plan)
+            raise RestartError(read_only_message("restart the server"))
         if self._busy:
             raise RestartError("a restart is already in progress")
         if not isinstance(plan, CommandPlan) or plan is not self._offered:
@@ -597,7 +616,7 @@ class RestartController:
         plan = a.plan
         emit()
         # A custom start may append to the same log: follow it from its end, before the stop.
-        # A managed start truncates it (and a new path is a new file): follow from the start, after.
+        # A managed start moves the old log aside and starts a new file: follow it from the start, after.
         new_file = before is not None and before.log != plan.log
         early = plan.mode == "custom" and plan.log is not None and not new_file
 
@@ -612,6 +631,9 @@ class RestartController:
                 if ev.step.name == "stop" and ev.outcome.ok:
                     # The adopted process is gone: from now on the pidfile names the server.
                     self.adopted = None
+                    self.started = None
+                if ev.step.name == "start" and ev.outcome.ok:
+                    self._note_started(plan, ev.outcome.fields)
             emit()
 
         report = await execute(plan, self.runner, on_step)
@@ -673,6 +695,46 @@ class RestartController:
                                            f"({_last_result(ready.last)})")
         else:
             self._finish(a, Phase.FAILED, f"the readiness check cannot run: {_last_result(ready.last)}")
+
+    def _note_started(self, plan: CommandPlan, fields: dict[str, str]) -> None:
+        try:
+            self.started = ProcessIdentity(int(fields.get("pid", "")), int(fields.get("starttime", "")))
+        except ValueError:
+            return
+        if self.record_servers:
+            # At once, not at exit: a terminal that dies with SIGKILL still leaves the record.
+            record_started(plan, self.started)
+
+    async def adopt_recorded(self) -> str | None:
+        """Look for the server an earlier session left running with this profile; adopt it if it runs.
+
+        Runs the fixed read-only ``alive.sh`` (PID and start time, and the pidfile still naming
+        it). A running server becomes the current one (its step count is known, the first
+        restart stops it by its pidfile); a gone one is forgotten.
+
+        Returns:
+            What to tell the user, or None when nothing was recorded.
+        """
+        if self.profile.mode != "managed":
+            return None
+        values = {"port": str(self.profile.port)} if self.profile.port is not None else {}
+        pidfile = expand(self.profile.pidfile_template(), values)
+        record = load_record(self.host, pidfile)
+        if record is None:
+            return None
+        state = await check_record(record, self.runner)
+        if state == "running":
+            if self.current_steps is None:
+                self.current_steps = record.steps
+            self.started = record.identity
+            return record.adopted_text()
+        if state == "unknown":
+            return f"could not check the server specmon left running on {self.host} (PID {record.pid})"
+        forget(self.host, pidfile)
+        if state == "gone":
+            return f"the server specmon left running on {self.host} (PID {record.pid}) has exited since"
+        return (f"the server specmon left running on {self.host} (PID {record.pid}) still runs, but "
+                f"{pidfile} names another process now: not adopted")
 
     def _settle_steps(self, a: _Attempt) -> None:
         steps = a.plan.steps
@@ -805,6 +867,11 @@ class RestartController:
         await self._stop_tail()
         show(f"stop:  {step.display}")
         result = await self.runner.run(step.command, step.timeout_s)
+        fields = parse_result_line(result.stdout, "specmon-stop")
+        if fields.get("result") in ("stopped", "killed", "not-running") and self.last_plan is not None \
+                and self.last_plan.pidfile is not None:
+            forget(self.host, self.last_plan.pidfile)
+            self.started = None
         lines = (result.stdout.strip() or result.stderr.strip()).splitlines()
         return lines[-1] if lines else f"exit {result.exit_status}"
 
@@ -834,7 +901,8 @@ async def controller_for_running_server(
     """Adopt the SGLang/vLLM server running on the host: a controller that restarts it.
 
     Lists the servers with the fixed probe (:data:`specmon.control.adopt.PROBE_COMMAND`,
-    read-only), picks the one whose output goes to ``log`` (or the only one),
+    read-only), picks the one that provably writes ``log`` (its stdout/stderr, or a
+    log-file argument; with no ``log``, the only one) and refuses any other,
     and builds a managed profile from its own command line with the step flag
     rewritten. The first restart stops it by PID and start time; the plans are
     shown and confirmed like any other.
@@ -862,22 +930,40 @@ async def controller_for_running_server(
         raise AdoptError(f"no SGLang or vLLM server is running on {host}")
     chosen = servers
     if log is not None:
-        chosen = [s for s in servers if s.log_path == log]
-        if not chosen and len(servers) > 1:
-            found = ", ".join(f"PID {s.pid} ({s.log_path or s.stdout or 'output not in a file'})" for s in servers)
-            raise AdoptError(f"no server on {host} writes {log}; found {found}: write a launch profile")
+        # Only a server that provably writes the followed log (fd 1/2, or a log-file argument):
+        # restarting another one would stop a server the dashboard is not even watching.
+        chosen = [s for s in servers if s.writes(log)]
         if not chosen:
-            chosen = servers
+            raise AdoptError(not_adopting(servers, log, host))
     if len(chosen) > 1:
         found = ", ".join(f"PID {s.pid}" for s in chosen)
         raise AdoptError(f"{len(chosen)} servers run on {host} ({found}): say which log to follow")
     server = chosen[0]
+    if show is not None and log is not None:
+        show(f"adopting PID {server.pid} ({_ENGINE_NAMES[server.engine]}): its {server.writes(log)} is {log}")
     extra: dict[str, object] = {"pidfile": pidfile} if pidfile is not None else {}
     profile = profile_from_server(server, log=log if log and server.log_path != log else None,
                                   **extra)  # type: ignore[arg-type]
     controller = RestartController(profile, runner, host=host, adopted=server.identity,
                                    current_steps=server.spec.steps, **controller_kwargs)  # type: ignore[arg-type]
     return controller, server
+
+
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
+def not_adopting(servers: list[ServerProcess], log: str, host: str) -> str:
+    """What was found when no server provably writes ``log``: one sentence, ending in the refusal.
+
+    ``1 vLLM server found on gpu-box (PID 123) but it writes /x.log, not /y.log: not adopting; ...``
+    """
+    advice = "not adopting; follow the log it writes, or write a launch profile"
+    if len(servers) == 1:
+        s = servers[0]
+        return (f"1 {_ENGINE_NAMES[s.engine]} server found on {host} (PID {s.pid}) but it {s.output_text()}, "
+                f"not {log}: {advice}")
+    found = "; ".join(f"{_ENGINE_NAMES[s.engine]} PID {s.pid} {s.output_text()}" for s in servers)
+    return f"{len(servers)} servers found on {host} ({found}) but none writes {log}: {advice}"
 
 
 class ConnectingRunner:

@@ -19,6 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import asyncssh
 
+from specmon.control.guard import refuse
 from specmon.control.launch import CommandPlan, PlanStep, parse_result_line
 
 
@@ -236,9 +237,11 @@ async def execute(plan: CommandPlan, runner: CommandRunner, on_step: StepCallbac
 
     Raises:
         TypeError: ``plan`` is not a CommandPlan.
+        ReadOnlyError: specmon runs read-only (``--read-only``).
     """
     if not isinstance(plan, CommandPlan):
         raise TypeError("execute() runs only a CommandPlan built by build_plan()")
+    refuse("restart the server")  # read-only: not one command of the plan runs
     outcomes: list[StepOutcome] = []
     for step in plan.steps_in_order:
         await _notify(on_step, StepEvent(step, "started"))

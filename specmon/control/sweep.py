@@ -38,15 +38,18 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
-from specmon.model.analysis import Analysis, analyze, summarize_runs
+from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
+from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, sweep_verdict
@@ -54,9 +57,14 @@ from specmon.records import Config, Decode, Engine, Spec
 from specmon.sources.base import stop_reading
 
 ORDERS = ("given", "random", "interleave")
+#: ``grid`` measures every setting; ``guided`` only those the cost model says could win (model/guided.py).
+STRATEGIES = ("grid", "guided")
 STATE_VERSION = 1
 
 PENDING, ACTIVE, DONE, FAILED = "pending", "active", "done", "failed"
+#: A setting the guided strategy did not restart for: the model bounds it below the best measured.
+SKIPPED = "skipped"
+SETTLED = (DONE, FAILED, SKIPPED)
 
 
 class SweepError(Exception):
@@ -122,6 +130,7 @@ class SweepPlan:
         stall_s: A setting fails when no sample arrives for this long.
         attach_s: How long to wait for the restarted server's run to show in the log.
         poll_s: How often the session is read.
+        strategy: ``grid`` (every setting) or ``guided`` (the cost model picks what to measure).
     """
 
     steps: tuple[int, ...]
@@ -134,6 +143,7 @@ class SweepPlan:
     stall_s: float = 180.0
     attach_s: float = 120.0
     poll_s: float = 1.0
+    strategy: str = "grid"
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -147,6 +157,10 @@ class SweepPlan:
             raise SweepError("concurrency values are whole numbers >= 1")
         if len(set(self.concurrency)) != len(self.concurrency):
             raise SweepError("a concurrency is listed twice")
+        if self.strategy not in STRATEGIES:
+            raise SweepError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if self.strategy == "guided" and self.order == "interleave":
+            raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.order not in ORDERS:
             raise SweepError(f"order must be one of {', '.join(ORDERS)}, not {self.order!r}")
         if self.max_minutes is not None and not self.max_minutes > 0:
@@ -161,7 +175,8 @@ class SweepPlan:
                 "rule": {"alpha": r.alpha, "looks": r.looks, "min_samples": r.min_samples,
                          "max_samples": r.max_samples, "margin_pct": r.margin_pct,
                          "precision_pct": r.precision_pct},
-                "max_minutes": self.max_minutes, "settle": self.settle}
+                "max_minutes": self.max_minutes, "settle": self.settle,
+                **({"strategy": self.strategy} if self.strategy != "grid" else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""
@@ -335,11 +350,11 @@ class SweepResult:
 
     def to_json(self) -> dict[str, Any]:
         """The document ``specmon sweep --format json`` prints."""
-        rows: dict[tuple[int, int], Any] = {}
+        rows: dict[tuple[int, int], ConfigRow] = {}
         for v in self.verdicts:
-            for row in v.analysis.rows:
-                if row.steps is not None and v.concurrency is not None:
-                    rows[(row.steps, v.concurrency)] = row
+            for measured in v.analysis.rows:
+                if measured.steps is not None and v.concurrency is not None:
+                    rows[(measured.steps, v.concurrency)] = measured
         runs = []
         for cell in self.cells:
             row = rows.get((cell.steps, cell.concurrency))
@@ -394,6 +409,17 @@ class SweepResult:
         best = max(means, key=lambda s: means[s])
         server_best = v.best.steps if v.best else None
         return {"client_best_steps": best, "client_agrees": None if server_best is None else best == server_best}
+
+
+def _measurement(cell: CellState) -> Measurement | None:
+    """A finished setting as the guided search sees it (None without throughput)."""
+    summary = cell.summary()
+    if summary is None or summary.mean <= 0:
+        return None
+    accepted = [v for seg in cell.segments for v in seg.accept_len]
+    accept_len = sum(accepted) / len(accepted) if accepted and cell.steps else 1.0
+    return Measurement(Setting.chain(cell.steps), summary.mean, summary.ci_half_width or 0.0, accept_len,
+                       cell.concurrency)
 
 
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
@@ -546,7 +572,9 @@ class Sweep:
         if self.finished:
             self._emit("resume", "this sweep already finished; showing its verdict")
             return self.result()
-        done = sum(1 for c in self.cells if c.status in (DONE, FAILED))
+        if read_only_reason() is not None:  # a finished sweep's verdict is shown; nothing new runs
+            raise SweepError(read_only_message("run a sweep (it restarts the server)"))
+        done = sum(1 for c in self.cells if c.status in SETTLED)
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
         order = ", ".join(c.key for c in self.cells)
@@ -554,7 +582,9 @@ class Sweep:
                            f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
         self.save()
         try:
-            if self.plan.order == "interleave":
+            if self.plan.strategy == "guided":
+                await self._guided()
+            elif self.plan.order == "interleave":
                 await self._interleaved()
             else:
                 for cell in self.cells:
@@ -564,7 +594,7 @@ class Sweep:
                         continue
                     await self._visit(cell, until_done=True)
             if not self._stop_requested:
-                self.finished = all(c.status in (DONE, FAILED) for c in self.cells)
+                self.finished = all(c.status in SETTLED for c in self.cells)
         finally:
             if self.load is not None:
                 try:
@@ -594,6 +624,52 @@ class Sweep:
                 await self._visit(cell, until_done=False)
             forward = not forward
 
+    async def _guided(self) -> None:
+        """Measure the initial design, then whatever the fitted cost model says could still win.
+
+        Per concurrency: the settings measured so far (a resumed sweep keeps them)
+        feed :func:`specmon.model.guided.next_setting`; when it has nothing left,
+        every unmeasured setting is marked skipped with the model's bound.
+        """
+        for conc in self.plan.concurrency:
+            cells = {c.steps: c for c in self.cells if c.concurrency == conc}
+            space = [Setting.chain(s) for s in cells]
+            queue = [s.steps for s in initial_design(space)]
+            while not self._stop_requested:
+                measured = [m for c in cells.values() if c.status == DONE and (m := _measurement(c)) is not None]
+                if queue:
+                    steps = queue.pop(0)
+                elif not measured:
+                    return  # nothing measurable: every initial setting failed
+                else:
+                    nxt = next_setting(space, measured)
+                    if nxt is None:
+                        self._skip_rest(cells, space, measured)
+                        break
+                    steps = nxt.steps
+                cell = cells[steps]
+                if cell.status in SETTLED:
+                    continue
+                await self._visit(cell, until_done=True)
+                if cell.status == PENDING:
+                    return  # stopped (or interrupted) mid-setting: resume picks it up
+
+    def _skip_rest(self, cells: dict[int, CellState], space: Sequence[Setting],
+                   measured: Sequence[Measurement]) -> None:
+        model = Surrogate(list(measured))
+        best = max(measured, key=lambda m: m.tps)
+        left = [s for s in space if cells[s.steps].status not in SETTLED]
+        for s in left:
+            p = model.predict(s, best.concurrency)
+            cell = cells[s.steps]
+            cell.status, cell.reason = SKIPPED, "model"
+            cell.text = (f"the cost model bounds it at {p.upper:.1f} tok/s, below {best.setting.label()} "
+                         f"({best.tps:.1f})")
+        saved = len(left)
+        self._emit("guided", f"guided search: {len(space) - saved} of {len(space)} settings measured, "
+                             f"{saved} restart{'s' if saved != 1 else ''} saved")
+        self.save()
+
     async def _ensure_server(self, cell: CellState) -> bool:
         crashed = self._run is not None and self._run.state is ServerState.CRASHED
         if self._server_steps == cell.steps and self._run is not None and not crashed:
@@ -604,7 +680,7 @@ class Sweep:
         if ok:
             return True
         for c in self.cells:
-            if c.steps == cell.steps and c.status not in (DONE, FAILED):
+            if c.steps == cell.steps and c.status not in SETTLED:
                 c.status, c.reason, c.text = FAILED, "restart", why
         self._emit("failed", f"{cell.steps} steps: {why}", cell)
         self.save()
@@ -821,6 +897,28 @@ def stderr_show(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+#: Raw log lines a :class:`LogFollower` keeps, and how many of them a failed start-up shows.
+RECENT_LINES, TAIL_SHOWN = 40, 12
+
+
+def log_tail(lines: Sequence[str], limit: int = TAIL_SHOWN) -> list[str]:
+    """The lines that say why a start-up failed: from the last ``Traceback`` on, else the last few.
+
+    Args:
+        lines: The log's last raw lines, oldest first.
+        limit: At most this many lines (the end of a long traceback: the error is last).
+
+    Returns:
+        Non-blank lines, oldest first.
+    """
+    kept = [line.rstrip() for line in lines if line.strip()]
+    for i in range(len(kept) - 1, -1, -1):
+        if "Traceback (most recent call last)" in kept[i]:
+            kept = kept[i:]
+            break
+    return kept[-limit:]
+
+
 class LogFollower:
     """Follows the server's log into a session, switching files at every restart.
 
@@ -834,10 +932,13 @@ class LogFollower:
         self._make = make_source
         self._source: Any = None
         self._task: asyncio.Task[None] | None = None
+        #: The last raw lines of the file followed now: a failed start-up shows them.
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)
 
     async def follow(self, path: str, *, from_end: bool = False) -> None:
         """Stop following the old file; follow ``path`` (from its start, or its current end)."""
         await self.stop()
+        self.recent.clear()
         self._source = self._make(path, from_end)
         self.ingest.begin_source(getattr(self._source, "name", path))
         self._task = asyncio.ensure_future(self._pump(self._source))
@@ -845,6 +946,7 @@ class LogFollower:
     async def _pump(self, source: Any) -> None:
         async for batch in source.batches():
             self.ingest.feed(batch)
+            self.recent.extend(batch)
 
     async def stop(self) -> None:
         """Stop following."""
@@ -893,7 +995,7 @@ class PlanRestarter:
 
     def __init__(self, profile: LaunchProfile, runner: CommandRunner, *, host: str = "localhost",
                  follower: LogFollower | None = None, show: Callable[[str], None] = stderr_show,
-                 ready_poll_s: float | None = None) -> None:
+                 ready_poll_s: float | None = None, record_servers: bool = False) -> None:
         self.profile = profile
         self.runner = runner
         self.host = host
@@ -901,6 +1003,9 @@ class PlanRestarter:
         self.show = show
         self.ready_poll_s = ready_poll_s
         self.last_plan: CommandPlan | None = None
+        #: Record each server started in the user data dir (real servers, left running at the end).
+        self.record_servers = record_servers
+        self.started: Any = None  # the last start's ServerRecord, when recorded
 
     def plan_for(self, steps: int) -> CommandPlan:
         """The plan a restart with ``steps`` would run (for showing up front).
@@ -918,7 +1023,7 @@ class PlanRestarter:
             return RestartOutcome(False, str(exc))
         self.show(plan.describe())
         # Custom commands may append to the log: follow from its current end, before the restart.
-        # A managed start truncates the log: follow it from the start, after the restart.
+        # A managed start moves the old log aside and starts a new file: follow it from the start, after.
         if self.follower is not None:
             if plan.mode == "custom" and plan.log:
                 await self.follower.follow(plan.log, from_end=True)
@@ -928,9 +1033,19 @@ class PlanRestarter:
         def on_step(ev: StepEvent) -> None:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
+                if ev.step.name == "start" and ev.outcome.ok and self.record_servers:
+                    from specmon.control.launch import ProcessIdentity
+                    from specmon.control.servers import record_started
 
-        report = await execute(plan, self.runner, on_step)
+                    try:
+                        who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
+                    except (KeyError, ValueError):
+                        return
+                    self.started = record_started(plan, who)
+
+        # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
+        report = await execute(plan, self.runner, on_step)
         if not report.ok:
             return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
         if self.follower is not None and plan.mode == "managed" and plan.log:
@@ -943,8 +1058,13 @@ class PlanRestarter:
         ready = await wait_ready(plan, self.runner, sleep=sleep)
         if ready.state != "ready":
             last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
-            return RestartOutcome(False, f"server not ready ({ready.state}{': ' + last[0] if last else ''})",
-                                  plan.log)
+            text = f"server not ready ({ready.state}{': ' + last[0] if last else ''})"
+            if self.follower is not None:
+                await asyncio.sleep(0.4)  # its last words may still be on their way through the tail
+                tail = log_tail(self.follower.recent)
+                if tail:
+                    text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
+            return RestartOutcome(False, text, plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
 
     async def stop_server(self) -> str | None:
@@ -954,6 +1074,12 @@ class PlanRestarter:
             return None
         self.show(f"stop:  {plan.stop.display}")
         result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        line = (result.stdout.strip().splitlines() or [""])[-1]
+        if "no-pidfile" in line:
+            # A start cut short may record its server a moment later: one more look.
+            await asyncio.sleep(1.0)
+            result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+            line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()
-        return (result.stdout.strip().splitlines() or [""])[-1]
+        return line

@@ -184,6 +184,7 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     size = p.stat().st_size
     year = file_year(p)
     engine = detect_engine(head_lines(p))
+    session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
     tasks = [(str(p), a, b, engine.value, year) for a, b in _pieces(str(p), size)]
     workers = jobs or os.cpu_count() or 1

@@ -28,7 +28,11 @@ def ingest_file(session: Session, path: str, *, baseline: bool = False) -> None:
     session.begin_source(path, baseline=baseline)
     # The engine decides a few ambiguous markers (SGLang's "Application startup complete"
     # comes before its warm-up; vLLM's is its ready line): recognise it from the head first.
-    parser = LineParser(year=file_year(path), engine=detect_engine(head_lines(path)))
+    engine = detect_engine(head_lines(path))
+    # The file's signature lines break a tie of the per-line engine markers (and name the
+    # engine of a log with no stats line at all).
+    session.set_engine_hint(engine)
+    parser = LineParser(year=file_year(path), engine=engine)
     n = 1
     for batch in iter_line_batches(path):
         n = ingest_lines(session, parser, batch, n)

@@ -331,7 +331,8 @@ class RecordingSource:
         self._closed = False
         self.status.state = ConnectionState.LIVE
         self.status.detail = f"replaying {self.path}"
-        clock, jumped, out = self.clock, False, []
+        clock, jumped = self.clock, False
+        out: list[str] = []
         try:
             f = open(self.path, "rb")
         except OSError as exc:

@@ -12,10 +12,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
-from specmon.model.session import Run, RunConfig
+from specmon.model.session import Run, RunConfig, ServerState
 from specmon.model.stats import (
     MIN_SAMPLES_FOR_BATCHING,
     Ratio,
@@ -27,6 +29,7 @@ from specmon.model.stats import (
     summarize,
     t975,
 )
+from specmon.records import iso_timestamp
 
 #: A configuration needs this many counted throughput samples to enter the verdict.
 MIN_SAMPLES_FOR_VERDICT = 10
@@ -119,6 +122,53 @@ class Verdict:
     concurrency_note: str | None = None
 
 
+@dataclass(frozen=True)
+class Crash:
+    """A run that ended in a crash: which run, when, and the line that names the cause."""
+
+    run: int
+    label: str
+    source: str
+    line: int | None
+    at: float | None  # log time (naive, read as UTC), when the log gave one
+    error: str
+    served: bool  # whether the run produced samples before it died
+
+    @property
+    def when(self) -> str:
+        """``2026-02-12 11:19:18``, or ``an unknown time``."""
+        if self.at is None:
+            return "an unknown time"
+        return datetime.fromtimestamp(self.at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    @property
+    def clock(self) -> str:
+        """``11:19:18``, or ``an unknown time``."""
+        return self.when[11:] if self.at is not None else self.when
+
+    @property
+    def sentence(self) -> str:
+        """``run 3 (EAGLE3 3 steps) crashed at 2026-02-12 11:19:18 (line 93 of x.log): CUDA out of ...``"""
+        where = f" (line {self.line} of {self.source})" if self.line is not None and self.source else ""
+        return f"run {self.run} ({self.label}) crashed at {self.when}{where}: {self.error}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The crash as ``summarize --format json`` prints it."""
+        return {"run": self.run, "label": self.label, "source": self.source, "line": self.line,
+                "time": iso_timestamp(self.at), "error": self.error, "served": self.served}
+
+
+def crashes(runs: Iterable[Run]) -> list[Crash]:
+    """The crashes among the runs (served or not), in run order."""
+    out = []
+    for r in runs:
+        if r.state is not ServerState.CRASHED:
+            continue
+        error = r.crash_cause or r.crash_detail or "the server crashed (no message)"
+        out.append(Crash(r.id, r.label, r.source, r.crash_line, r.crash_at, error, r.used))
+    return out
+
+
 @dataclass
 class Analysis:
     """Everything the table and the verdict show."""
@@ -126,6 +176,7 @@ class Analysis:
     rows: list[ConfigRow]
     baseline: Baseline | None
     verdict: Verdict
+    crashes: list[Crash] = field(default_factory=list)
 
 
 def row_key(run: Run) -> RunConfig | str:
@@ -165,7 +216,7 @@ def _per_position(runs: Sequence[Run]) -> tuple[float, ...] | None:
     return tuple(s / n for s in sums)
 
 
-def row_order(row: ConfigRow) -> tuple:
+def row_order(row: ConfigRow) -> tuple[int, int, int, str]:
     # Baseline file first, then by step count (no speculation = 0), unknown configurations last.
     cfg = row.config
     if row.key == "baseline file":
@@ -218,7 +269,10 @@ def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None) -> Analys
         baseline_tps: an exact baseline throughput given by the user; wins over
             a baseline file, which wins over a no-speculation run in the data.
     """
-    return assemble(build_rows(runs), baseline_tps=baseline_tps)
+    runs = list(runs)
+    analysis = assemble(build_rows(runs), baseline_tps=baseline_tps)
+    analysis.crashes = crashes(runs)
+    return analysis
 
 
 def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,

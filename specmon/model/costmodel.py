@@ -239,7 +239,7 @@ def build_cost_model(analysis: Analysis, *, concurrency: int | None = None) -> C
     if not rows:
         return None
     points: list[CostPoint] = []
-    conc_used = Counter()
+    conc_used: Counter[int] = Counter()
     for row in sorted(rows, key=lambda r: r.steps):  # type: ignore[arg-type, return-value]
         steps = int(row.steps)  # type: ignore[arg-type]
         if steps > 0 and (row.accept_len is None or row.accept_len.mean <= 0):

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
     Config,
     Decode,
@@ -34,6 +35,7 @@ from specmon.records import (
     Event,
     Lifecycle,
     ParsedRecord,
+    Prefill,
     Spec,
     Unparsed,
 )
@@ -92,7 +94,8 @@ class RunConfig:
             return "no speculation"
         algo = self.algorithm or "spec"
         steps = "?" if self.steps is None else str(self.steps)
-        unit = "token" if self.engine is Engine.VLLM else "step"
+        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps.
+        unit = "token" if self.engine in (Engine.VLLM, Engine.LLAMACPP) else "step"
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"
@@ -135,12 +138,21 @@ class Run:
     last_at: float | None = None
     last_line: int = 0
     load_progress: tuple[int, int] | None = None
-    crash_detail: str | None = None
+    crash_detail: str | None = None  # the latest words of a crash (the dashboard's)
+    #: The line that best names what killed the run — an OOM, else the exception line, else the
+    #: first crash message; never a bare "Traceback" header or the parent's later sigquit — its
+    #: line number and log time.
+    crash_cause: str | None = None
+    crash_line: int | None = None
+    crash_at: float | None = None
+    _cause_weight: int = 0
+    #: The engine whose stats lines this run's first samples carried (UNKNOWN until then).
+    engine: Engine = Engine.UNKNOWN
     # Counted samples (after warm-up and idle exclusion), compact.
-    throughput: array = field(default_factory=lambda: array("f"))
-    concurrency: array = field(default_factory=lambda: array("I"))  # 0 = unknown
-    accept_len: array = field(default_factory=lambda: array("f"))
-    accept_rate: array = field(default_factory=lambda: array("f"))
+    throughput: array[float] = field(default_factory=lambda: array("f"))
+    concurrency: array[int] = field(default_factory=lambda: array("I"))  # 0 = unknown
+    accept_len: array[float] = field(default_factory=lambda: array("f"))
+    accept_rate: array[float] = field(default_factory=lambda: array("f"))
     per_position_sum: list[float] = field(default_factory=list)
     per_position_n: int = 0
     accepted: int = 0
@@ -149,9 +161,9 @@ class Run:
     excluded_idle: int = 0
     ranks: set[str] = field(default_factory=set)
     # Live series (all samples, warm-up included, so the screen moves from the first line).
-    live_throughput: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
-    live_accept_len: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
-    live_accept_rate: deque = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_throughput: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_len: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
+    live_accept_rate: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
     _ranks: dict[str | None, _RankState] = field(default_factory=dict)
     _spec_seen: int = 0
 
@@ -175,6 +187,15 @@ class Run:
         return tuple(s / self.per_position_n for s in self.per_position_sum)
 
 
+def _cause_weight(event: Event, detail: str) -> int:
+    """How well a crash line names the cause: OOM 3, an exception line 2, other words 1, a header 0."""
+    if event is Event.OOM:
+        return 3
+    if EXCEPTION_LINE.match(detail):
+        return 2
+    return 0 if "Traceback" in detail else 1
+
+
 class Session:
     """Ingests records, in order, from one or more sources, and keeps the runs.
 
@@ -189,7 +210,12 @@ class Session:
         self.lines = 0
         self.events: deque[SessionEvent] = deque(maxlen=EVENTS_KEPT)
         self.unparsed: deque[Unparsed] = deque(maxlen=UNPARSED_KEPT)
+        #: The engine that wrote the input: the majority of the per-line engine markers
+        #: (each stats / configuration record knows its engine), ties broken by ``engine_hint``.
         self.engine = Engine.UNKNOWN
+        #: What the file's signature lines say (``detect_engine``): decides when the lines do not.
+        self.engine_hint = Engine.UNKNOWN
+        self.engine_votes: Counter[Engine] = Counter()
         self.state = ServerState.UNKNOWN
         self._current: Run | None = None
         self._source = ""
@@ -217,6 +243,30 @@ class Session:
         """The run records are going to now."""
         return self._current
 
+    def set_engine_hint(self, engine: Engine) -> None:
+        """The engine a file's signature lines name: it decides while the records do not."""
+        self.engine_hint = engine
+        self._decide_engine()
+
+    def _vote(self, engine: Engine, n: int = 1) -> None:
+        self.engine_votes[engine] += n
+        if engine is not self.engine:
+            self._decide_engine()
+
+    def _decide_engine(self) -> None:
+        votes = self.engine_votes
+        if not votes:
+            self.engine = self.engine_hint
+            return
+        top = max(votes.values())
+        tied = [e for e, n in votes.items() if n == top]
+        if len(tied) == 1:
+            self.engine = tied[0]
+        elif self.engine_hint in tied:
+            self.engine = self.engine_hint
+        elif self.engine not in tied:
+            self.engine = tied[0]  # the first engine seen among the tied ones
+
     # -- ingestion ---------------------------------------------------------------------------
 
     def ingest(self, rec: ParsedRecord) -> None:
@@ -235,6 +285,8 @@ class Session:
             self._lifecycle(rec)
         elif isinstance(rec, Config):
             self._config(rec)
+        elif isinstance(rec, Prefill):
+            self._vote(Engine.SGLANG)
         elif isinstance(rec, Unparsed):
             self.unparsed.append(rec)
             if self.counts["unparsed"] in (1, 10, 100, 1000) or self.counts["unparsed"] % 10000 == 0:
@@ -269,9 +321,13 @@ class Session:
     def _sample(self, rec: Decode | EngineStats, tput: float | None, conc: int | None,
                 acc_len: float | None, acc_rate: float | None, *, idle_by_gap: bool,
                 idle: bool = False) -> None:
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.SGLANG if isinstance(rec, Decode) else Engine.VLLM
+        # A record built without an engine (tests, the sweep's synthetic stats) is vLLM's, as before.
+        engine = Engine.SGLANG if isinstance(rec, Decode) else (rec.engine if rec.engine is not Engine.UNKNOWN
+                                                                else Engine.VLLM)
+        self._vote(engine)
         run = self._run_for_sample(rec)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = engine
         self._touch(run, rec)
         if run.state is not ServerState.SERVING:
             run.state = self.state = ServerState.SERVING
@@ -279,8 +335,8 @@ class Session:
                          idle_by_gap, idle, self._warmup_for())
 
     def ingest_decode_columns(self, ranks: list[str | None], ts: list[float | None], running: list[int],
-                              tput: list[float], acc_len: list[float] | None,
-                              acc_rate: list[float] | None, first_line: int, last_line: int) -> None:
+                              tput: list[float], acc_len: list[float | None] | None,
+                              acc_rate: list[float | None] | None, first_line: int, last_line: int) -> None:
         """Take a block of consecutive, well-formed SGLang decode lines as columns.
 
         The bulk path of ``summarize`` on large files: the same rules as
@@ -290,10 +346,11 @@ class Session:
         if not n:
             return
         self.counts["decode"] += n
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.SGLANG
+        self._vote(Engine.SGLANG, n)
         first = Decode(first_line, ts[0], ranks[0])
         run = self._run_for_sample(first)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = Engine.SGLANG
         run.last_line = last_line
         for t in reversed(ts):
             if t is not None:
@@ -408,9 +465,11 @@ class Session:
             rs.gap_ema = 0.9 * rs.gap_ema + 0.1 * gap
 
     def _spec(self, rec: Spec) -> None:
-        if self.engine is Engine.UNKNOWN:
-            self.engine = Engine.VLLM
+        engine = rec.engine if rec.engine is not Engine.UNKNOWN else Engine.VLLM
+        self._vote(engine)
         run = self._run_for_sample(rec)
+        if run.engine is Engine.UNKNOWN:
+            run.engine = engine
         self._touch(run, rec)
         run._spec_seen += 1
         if rec.mean_acceptance_length is not None:
@@ -440,7 +499,8 @@ class Session:
 
     def _config(self, rec: Config) -> None:
         cfg = RunConfig.from_record(rec)
-        self.engine = cfg.engine
+        if cfg.engine is not Engine.UNKNOWN:
+            self._vote(cfg.engine)
         run = self._current
         ended = run is not None and run.state in (ServerState.CRASHED, ServerState.STOPPED)
         if run is None or run.used or ended or (run.config is not None and run.config != cfg):
@@ -483,6 +543,11 @@ class Session:
             level = "error"
             if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
                 run.crash_detail = rec.detail
+            weight = _cause_weight(ev, rec.detail)
+            if run.crash_cause is None or weight > run._cause_weight:
+                run.crash_cause, run._cause_weight, run.crash_line = rec.detail, weight, rec.line
+                # An exception line inside a traceback has no time of its own: the traceback's.
+                run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
             run.state = ServerState.CRASHED
         elif ev is Event.RETRACT:
             level = "warning"

@@ -36,102 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow
-from specmon.model.stats import Ratio, Summary, welch_df
+from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
 
-# --------------------------------------------------------------------------- quantiles
-
-
-@lru_cache(maxsize=256)
-def normal_quantile(p: float) -> float:
-    """The ``p`` quantile of the standard normal distribution (0 < p < 1).
-
-    Bisection on ``erfc``: slower than a rational approximation but exact to
-    double precision, and the rule needs only a handful of distinct levels.
-    """
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"probability must be in (0, 1), got {p}")
-    lo, hi = -40.0, 40.0
-    for _ in range(120):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def _beta_cf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)),
-                    -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-14:
-            break
-    return h
-
-
-def _t_two_sided_tail(t: float, df: float) -> float:
-    """P(|T| > t) for Student's t with ``df`` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2)."""
-    if t <= 0:
-        return 1.0
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    # The continued fraction converges fast for x < (a+1)/(a+b+2); use symmetry otherwise.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_cf(a, b, x) / a
-    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
-
-
-@lru_cache(maxsize=4096)
-def _t_quantile_exact(p: float, df: float) -> float:
-    tail = 2.0 * (1.0 - p)
-    lo, hi = 0.0, 1.0
-    while _t_two_sided_tail(hi, df) > tail:
-        hi *= 2.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if _t_two_sided_tail(mid, df) > tail:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The upper ``p`` quantile of Student's t (``p`` > 0.5), for fractional ``df``.
-
-    For ``df >= 6`` the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5)
-    is accurate to better than 0.1% at the levels used here and costs
-    nothing; below that the exact tail (incomplete beta) is inverted.
-    """
-    if not 0.5 < p < 1.0:
-        raise ValueError(f"p must be in (0.5, 1), got {p}")
-    if df <= 0 or math.isnan(df):
-        return math.inf
-    if math.isinf(df):
-        return normal_quantile(p)
-    if df < 6:
-        return _t_quantile_exact(p, round(df, 2))
-    z = normal_quantile(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+#: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
+_Key = TypeVar("_Key", bound=Hashable)
 
 
 # --------------------------------------------------------------------------- the rule
@@ -249,11 +160,11 @@ class StoppingRule:
     def decide(
         self,
         this: Summary,
-        others: Mapping[Hashable, Summary],
+        others: Mapping[_Key, Summary],
         *,
         budget_spent: bool = False,
         label: str = "this setting",
-        names: Mapping[Hashable, str] | None = None,
+        names: Mapping[_Key, str] | None = None,
     ) -> Decision:
         """Judge one setting at a look.
 
@@ -371,21 +282,22 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     v = analysis.verdict
     level = rule.test_level
     at = f" at concurrency {concurrency}" if concurrency else ""
-    if v.best is None or v.best.throughput is None:
-        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
     best, runner = v.best, v.runner_up
+    if best is None or best.throughput is None:
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
+    best_tp = best.throughput
     diff = None
     separated = False
     if runner is not None and runner.throughput is not None:
-        diff = adjusted_difference(best.throughput, runner.throughput, level)
+        diff = adjusted_difference(best_tp, runner.throughput, level)
         separated = diff.known and diff.low > 0  # type: ignore[operator]
     base = analysis.baseline
     if best.is_baseline:
-        head = f"{best.label} is fastest{at} ({best.throughput.mean:.1f} tok/s)"
+        head = f"{best.label} is fastest{at} ({best_tp.mean:.1f} tok/s)"
     elif v.speedup is not None and base is not None:
         head = f"{best.label}: {_pct_text(v.speedup)} over {base.label}{at}"
     else:
-        head = f"{best.label}: {best.throughput.mean:.1f} tok/s{at} (no baseline measured)"
+        head = f"{best.label}: {best_tp.mean:.1f} tok/s{at} (no baseline measured)"
     if runner is None:
         tail = "; nothing else to compare with."
     elif separated:

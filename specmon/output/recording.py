@@ -40,7 +40,7 @@ from typing import Any
 
 from specmon import __version__
 from specmon.model.session import Run, Session
-from specmon.parsing import LineParser
+from specmon.parsing import LineParser, detect_engine
 from specmon.records import (
     Config,
     Decode,
@@ -134,7 +134,13 @@ class Recorder:
         self._thread.start()
         # A clean interpreter exit flushes too; a weak reference keeps the recorder collectable.
         ref = weakref.ref(self)
-        self._atexit = lambda: (r := ref()) is not None and r.close()
+
+        def close_at_exit() -> None:
+            recorder = ref()
+            if recorder is not None:
+                recorder.close()
+
+        self._atexit = close_at_exit
         atexit.register(self._atexit)
 
     @property
@@ -368,33 +374,65 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
         raise RecordingError(f"{p}: {exc.strerror or exc}") from None
     try:
         first = True
-        for raw in f:
-            complete = raw.endswith(b"\n")
-            try:
-                entry = json.loads(raw.decode("utf-8", errors="replace"))
-                if not isinstance(entry, dict) or "type" not in entry:
-                    raise ValueError("not an entry")
-            except ValueError:
-                if first:
-                    raise RecordingError(f"{p}: not a specmon recording (first line is not JSON)") from None
-                if not complete:
-                    stats.truncated_tail = True
-                else:
-                    stats.bad_lines += 1
-                continue
-            if first:
-                if entry.get("type") != "meta" or entry.get("format") != FORMAT:
-                    raise RecordingError(f"{p}: not a specmon recording (no '{FORMAT}' header)")
-                if int(entry.get("version", 0)) > VERSION:
-                    raise RecordingError(f"{p}: recording version {entry.get('version')} is newer than this "
-                                         f"specmon understands ({VERSION}); upgrade specmon")
-                first = False
-            stats.entries += 1
-            yield entry
+        for chunk in _chunks(f):
+            if not first and chunk[-1].endswith(b"\n"):
+                # Whole lines decoded as one JSON array, at C speed; a damaged line in the chunk
+                # makes it fail, and then the chunk is read line by line below.
+                try:
+                    items = json.loads(b"[" + b",".join(chunk) + b"]")
+                except ValueError:
+                    items = None
+                if items is not None and all(isinstance(e, dict) and "type" in e for e in items):
+                    stats.entries += len(items)
+                    yield from items
+                    continue
+            yield from _read_lines(p, chunk, stats, first)
+            first = False
         if first:
             raise RecordingError(f"{p}: empty file, not a specmon recording")
     finally:
         f.close()
+
+
+#: Bytes of whole lines decoded at once (bounded memory whatever the file's size).
+_CHUNK_BYTES = 1 << 21
+
+
+def _chunks(f: Any) -> Iterator[list[bytes]]:
+    """The first line alone (the header is checked apart), then about _CHUNK_BYTES of lines at a time."""
+    head = f.readline()
+    if not head:
+        return
+    yield [head]
+    while chunk := f.readlines(_CHUNK_BYTES):
+        yield chunk
+
+
+def _read_lines(p: Path, chunk: list[bytes], stats: ReadStats, first: bool) -> Iterator[dict[str, Any]]:
+    """The entries of a chunk one line at a time: skips and counts what cannot be read."""
+    for raw in chunk:
+        complete = raw.endswith(b"\n")
+        try:
+            entry = json.loads(raw.decode("utf-8", errors="replace"))
+            if not isinstance(entry, dict) or "type" not in entry:
+                raise ValueError("not an entry")
+        except ValueError:
+            if first:
+                raise RecordingError(f"{p}: not a specmon recording (first line is not JSON)") from None
+            if not complete:
+                stats.truncated_tail = True
+            else:
+                stats.bad_lines += 1
+            continue
+        if first:
+            if entry.get("type") != "meta" or entry.get("format") != FORMAT:
+                raise RecordingError(f"{p}: not a specmon recording (no '{FORMAT}' header)")
+            if int(entry.get("version", 0)) > VERSION:
+                raise RecordingError(f"{p}: recording version {entry.get('version')} is newer than this "
+                                     f"specmon understands ({VERSION}); upgrade specmon")
+            first = False
+        stats.entries += 1
+        yield entry
 
 
 def is_recording(path: str | os.PathLike[str]) -> bool:
@@ -415,7 +453,7 @@ def recording_lines(path: str | os.PathLike[str]) -> Iterator[tuple[float | None
             yield entry.get("t"), str(entry.get("src", "")), str(entry.get("text", ""))
 
 
-_KINDS: dict[str, type] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
+_KINDS: dict[str, type[ParsedRecord]] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
 
 
 def record_from_json(data: dict[str, Any]) -> ParsedRecord:
@@ -443,25 +481,41 @@ def record_from_json(data: dict[str, Any]) -> ParsedRecord:
         elif f.name in ("per_position", "progress") and value is not None:
             value = tuple(value)
         kwargs[f.name] = value
-    return cls(**kwargs)
+    rec: ParsedRecord = cls(**kwargs)
+    return rec
+
+
+#: Raw lines replayed together: a block of plain stats lines goes through the bulk path.
+REPLAY_BLOCK = 8192
+#: What engine detection looks at, as ``summarize`` does (``head_lines`` + ``detect_engine``).
+_HEAD_LINES, _HEAD_BYTES = 5000, 1 << 20
+
+#: ``on_samples(log times, receive times, throughputs, run id)``: a bulk block's decode samples.
+SamplesCallback = Callable[[Sequence[float | None], Sequence[float | None], Sequence[float], int], None]
 
 
 def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                      stats: ReadStats | None = None,
                      on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
-                     on_entry: Callable[[dict[str, Any]], None] | None = None) -> Session:
-    """Rebuild the session a recording captured.
+                     on_entry: Callable[[dict[str, Any]], None] | None = None,
+                     on_samples: SamplesCallback | None = None) -> Session:
+    """Rebuild the session a recording captured, streaming (memory bounded by a block of lines).
 
     Raw lines are parsed again per source, in order, with the recorded
-    warm-up (``warmup`` overrides it). A source that recorded parsed records
-    but no raw lines is rebuilt from those records.
+    warm-up (``warmup`` overrides it), the way ``summarize`` reads a log: the
+    engine is recognised from each source's first lines, and blocks made only of
+    plain stats lines take the bulk path, which gives what the line parser gives.
+    A source that recorded parsed records but no raw lines is rebuilt from those records.
 
     Args:
         path: The recording.
         warmup: Override the recorded warm-up.
         stats: Receives what reading skipped (truncated tail, bad lines).
         on_record: Called after each record is ingested, with the line's receive time.
-        on_entry: Called with every entry (restarts, verdicts, meta), in order.
+        on_entry: Called with every entry but the raw lines (meta, records, runs, restarts,
+            verdicts), in order.
+        on_samples: Called for the decode samples of a block read in bulk (no records are built
+            for them). Without it, every line goes through the line parser and ``on_record``.
 
     Raises:
         RecordingError: as for :func:`read_recording`.
@@ -469,44 +523,120 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     entries = read_recording(path, stats)
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
+    detected: set[str] = set()
     has_lines: set[str] = set()
     pending_records: list[tuple[str, dict[str, Any]]] = []
-    current = ""
+    block: list[tuple[int, str, Any]] = []  # (line number, text, receive time): smaller than the entries
+    block_src: str | None = None  # None: no block open (a source may be named "")
+
+    def flush_block() -> None:
+        if block:
+            assert session is not None and block_src is not None
+            if block_src not in detected:
+                detected.add(block_src)
+                _detect(session, parsers[block_src], block)
+            _replay_block(session, parsers[block_src], block, on_record, on_samples)
+            block.clear()
+
+    first = next(entries, None)
+    if first is not None:
+        if on_entry is not None:
+            on_entry(first)
+        recorded = first.get("warmup")
+        session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
+    append = block.append
     for entry in entries:
         kind = entry["type"]
+        if kind == "line":  # the bulk of a recording: kept cheap
+            src = entry.get("src", "")
+            if src != block_src or len(block) >= REPLAY_BLOCK:
+                if not isinstance(src, str):
+                    src = str(src)
+                flush_block()
+                block_src = src
+                if src not in parsers:
+                    # Lines before any source entry (a hand-made file): one implicit source.
+                    assert session is not None
+                    session.begin_source(src)
+                    parsers[src] = LineParser()
+                has_lines.add(src)
+            n, text = entry.get("n", 0), entry.get("text", "")
+            append((n if type(n) is int else int(n), text if type(text) is str else str(text), entry.get("t")))
+            continue
         if on_entry is not None:
             on_entry(entry)
-        if session is None:
-            recorded = entry.get("warmup")
-            session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
-            continue
+        assert session is not None
         if kind == "meta" and entry.get("event") == "source":
+            flush_block()
             _flush_records(session, pending_records, has_lines, on_record)
             current = str(entry.get("source", ""))
             session.begin_source(current, baseline=bool(entry.get("baseline")))
             year = entry.get("year")
             parsers[current] = LineParser(year=year if isinstance(year, int) else None)
-        elif kind == "line":
+            detected.discard(current)
+            block_src = None  # the next line, even of the same name, opens a block of this source
+        elif kind == "record":
             src = str(entry.get("src", ""))
-            parser = parsers.get(src)
-            if parser is None:
-                # Lines before any source entry (a hand-made file): one implicit source.
-                session.begin_source(src)
-                parser = parsers[src] = LineParser()
-                current = src
-            has_lines.add(src)
-            rec = parser.parse(str(entry.get("text", "")), int(entry.get("n", 0)))
+            if src not in has_lines:  # lines are authoritative: their source's records are not kept
+                pending_records.append((src, entry))
+    if session is None:  # pragma: no cover - read_recording raises for empty files
+        raise RecordingError(f"{path}: empty recording")
+    flush_block()
+    _flush_records(session, pending_records, has_lines, on_record)
+    return session
+
+
+def _detect(session: Session, parser: LineParser, block: list[tuple[int, str, Any]]) -> None:
+    """Recognise a source's engine from its first lines, as ``summarize`` does from the file's head."""
+    head: list[str] = []
+    size = 0
+    for _, text, _ in block[:_HEAD_LINES]:
+        size += len(text) + 1
+        if size > _HEAD_BYTES:
+            break
+        head.append(text)
+    engine = detect_engine(head)
+    session.set_engine_hint(engine)
+    if parser.engine is Engine.UNKNOWN:
+        parser.engine = engine
+
+
+def _replay_block(session: Session, parser: LineParser, block: list[tuple[int, str, Any]],
+                  on_record: Callable[[float | None, ParsedRecord, Session], None] | None,
+                  on_samples: SamplesCallback | None) -> None:
+    """Parse and ingest consecutive raw lines of one source: in bulk when they allow it."""
+    texts = [text for _, text, _ in block]
+    piece = None
+    if on_samples is not None or on_record is None:
+        from specmon.ingest.bulk import bulk_piece
+
+        if not parser.in_traceback:
+            piece = bulk_piece([t.encode("utf-8", errors="replace") for t in texts], parser.engine, parser.year)
+    if piece is None:
+        parse = parser.parse
+        for n, text, t in block:
+            rec = parse(text, n)
             session.lines += 1
             if rec is not None:
                 session.ingest(rec)
                 if on_record is not None:
-                    on_record(entry.get("t"), rec, session)
-        elif kind == "record":
-            pending_records.append((str(entry.get("src", "")), entry))
-    if session is None:  # pragma: no cover - read_recording raises for empty files
-        raise RecordingError(f"{path}: empty recording")
-    _flush_records(session, pending_records, has_lines, on_record)
-    return session
+                    on_record(t, rec, session)
+        return
+    # The parser state the line path would leave: stats lines end a traceback and name the engine.
+    if piece.tput or piece.prefill:
+        parser.in_traceback = False
+        if parser.engine is Engine.UNKNOWN:
+            parser.engine = Engine.SGLANG
+    session.counts["prefill"] += piece.prefill
+    if piece.tput:
+        session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
+                                      piece.acc_len, piece.acc_rate,
+                                      block[0][0], block[-1][0])
+        if on_samples is not None and session.current is not None:
+            # bulk_piece takes decode lines in order by this same test.
+            recv = [t for _, text, t in block if "Decode batch" in text]
+            on_samples(piece.ts, recv, piece.tput, session.current.id)
+    session.lines += len(block)
 
 
 def _flush_records(session: Session, pending: list[tuple[str, dict[str, Any]]], has_lines: set[str],

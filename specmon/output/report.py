@@ -23,15 +23,19 @@ import html
 import json
 import math
 import os
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
+
+import numpy as np
 
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.session import Session
 from specmon.output.recording import ReadStats, replay_recording
-from specmon.output.tables import HEADERS, row_cells, to_csv
+from specmon.output.tables import HEADERS, crash_lines, row_cells, to_csv
 from specmon.output.tables import to_json as table_json
 from specmon.records import Decode, EngineStats, ParsedRecord
 
@@ -52,6 +56,33 @@ class SeriesPoint:
     run: int
 
 
+class Series(Sequence[SeriesPoint]):
+    """Throughput samples in time order, kept as three arrays (millions of points cost MB, not GB).
+
+    Indexing and iteration give :class:`SeriesPoint` objects made on the fly.
+    """
+
+    def __init__(self, t: np.ndarray, tps: np.ndarray, run: np.ndarray) -> None:
+        self.t, self.tps, self.run = t, tps, run
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    @overload
+    def __getitem__(self, i: int) -> SeriesPoint: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[SeriesPoint]: ...
+
+    def __getitem__(self, i: int | slice) -> SeriesPoint | list[SeriesPoint]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return SeriesPoint(float(self.t[i]), float(self.tps[i]), int(self.run[i]))
+
+    def __iter__(self) -> Iterator[SeriesPoint]:
+        for t, v, r in zip(self.t.tolist(), self.tps.tolist(), self.run.tolist(), strict=True):
+            yield SeriesPoint(t, v, r)
+
+
 @dataclass
 class ReportData:
     """Everything a report shows, independent of the format."""
@@ -59,7 +90,7 @@ class ReportData:
     path: str
     session: Session
     analysis: Analysis
-    series: list[SeriesPoint]
+    series: Sequence[SeriesPoint]
     time_basis: str  # "log time" or "receive time"
     run_labels: dict[int, str]
     sweep_verdicts: list[dict[str, Any]] = field(default_factory=list)
@@ -84,20 +115,51 @@ class ReportData:
         return self.analysis.verdict.sentence
 
 
+class _RunLength:
+    """A column of floats kept as (value, repeat) pairs: receive times repeat per batch and run ids
+    per run, so a million samples take a few entries (NaN repeats like any value)."""
+
+    def __init__(self) -> None:
+        self.values, self.counts = array("d"), array("q")
+
+    def add(self, value: float, n: int = 1) -> None:
+        if self.values:
+            last = self.values[-1]
+            if last == value or (last != last and value != value):
+                self.counts[-1] += n
+                return
+        self.values.append(value)
+        self.counts.append(n)
+
+    def extend(self, values: Iterable[float]) -> None:
+        for v in values:
+            self.add(v)
+
+    def expand(self) -> np.ndarray:
+        return np.repeat(np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.counts, dtype=np.int64))
+
+
 def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> ReportData:
     """Replay a recording and gather what a report needs.
 
     Raises:
         RecordingError: not a readable recording.
     """
-    raw: list[tuple[float | None, float | None, float, int]] = []  # (log time, receive time, tps, run)
+    # Columns of (log time, receive time, tps, run); NaN for a missing time. Arrays, not tuples:
+    # a 2M-line recording has a million samples.
+    log_t, tps_col = array("d"), array("d")
+    recv_t, run_col = _RunLength(), _RunLength()
+    nan = math.nan
     verdicts: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
 
     def on_record(t: float | None, rec: ParsedRecord, session: Session) -> None:
         if isinstance(rec, (Decode, EngineStats)) and rec.gen_throughput is not None and session.current:
-            raw.append((rec.timestamp, t, float(rec.gen_throughput), session.current.id))
+            log_t.append(nan if rec.timestamp is None else rec.timestamp)
+            recv_t.add(nan if t is None else float(t))
+            tps_col.append(float(rec.gen_throughput))
+            run_col.add(session.current.id)
 
     def on_entry(entry: dict[str, Any]) -> None:
         kind = entry.get("type")
@@ -109,25 +171,42 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
             meta[str(entry["event"])] = entry
 
     stats = ReadStats()
-    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry)
+
+    def on_samples(ts: Sequence[float | None], recv: Sequence[float | None], tps: Sequence[float],
+                   run: int) -> None:
+        log_t.extend(nan if v is None else v for v in ts)
+        recv_t.extend(nan if v is None else float(v) for v in recv)
+        tps_col.extend(tps)
+        run_col.add(run, len(tps))
+
+    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry,
+                               on_samples=on_samples)
     analysis = analyze(session.runs)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall
     # back to receive times when any sample lacks one.
-    use_log = bool(raw) and all(r[0] is not None for r in raw)
+    lt = np.frombuffer(log_t, dtype=np.float64)
+    use_log = bool(len(lt)) and not bool(np.isnan(lt).any())
     basis = "log time" if use_log else "receive time"
-    points = [(r[0] if use_log else r[1], r[2], r[3]) for r in raw]
-    points = [p for p in points if p[0] is not None]
-    t0 = min((p[0] for p in points), default=0.0)
-    series = [SeriesPoint(float(p[0]) - t0, p[1], p[2]) for p in points]  # type: ignore[arg-type]
-    series.sort(key=lambda p: p.t)
+    when = lt if use_log else recv_t.expand()
+    tps = np.frombuffer(tps_col, dtype=np.float64)
+    runs = run_col.expand().astype(np.uint32)
+    keep = ~np.isnan(when)
+    if not keep.all():
+        when, tps, runs = when[keep], tps[keep], runs[keep]
+    t0 = float(when.min()) if len(when) else 0.0
+    when = when - t0
+    if len(when) > 1 and not bool((when[1:] >= when[:-1]).all()):
+        order = np.argsort(when, kind="stable")  # the same order as a stable sort by time
+        when, tps, runs = when[order], tps[order], runs[order]
+    series = Series(when, tps, runs)
     labels = {r.id: r.label for r in session.runs}
     return ReportData(str(path), session, analysis, series, basis, labels, verdicts, restarts, meta,
                       build_cost_model(analysis), stats)
 
 
-def _downsample(series: list[SeriesPoint], limit: int = MAX_POINTS) -> list[SeriesPoint]:
+def _downsample(series: Sequence[SeriesPoint], limit: int = MAX_POINTS) -> list[SeriesPoint]:
     if len(series) <= limit:
-        return series
+        return list(series)
     step = len(series) / limit
     return [series[int(i * step)] for i in range(limit)]
 
@@ -158,10 +237,14 @@ def text_chart(data: ReportData, width: int = CHART_WIDTH, height: int = CHART_H
     if not series:
         return ["(no throughput samples)"]
     t_end = max(p.t for p in series) or 1.0
-    cols: list[list[SeriesPoint]] = [[] for _ in range(width)]
+    # Per column: the running sum, the count and the last run (not the points: there may be millions).
+    sums, counts, last = [0.0] * width, [0] * width, [0] * width
     for p in series:
-        cols[min(width - 1, int(p.t / t_end * (width - 1)))].append(p)
-    means = [(sum(p.tps for p in c) / len(c), c[-1].run) if c else None for c in cols]
+        x = min(width - 1, int(p.t / t_end * (width - 1)))
+        sums[x] += p.tps
+        counts[x] += 1
+        last[x] = p.run
+    means = [(sums[x] / counts[x], last[x]) if counts[x] else None for x in range(width)]
     values = [m[0] for m in means if m]
     lo, hi = min(values), max(values)
     if hi - lo < 1e-9:
@@ -223,6 +306,8 @@ def to_markdown(data: ReportData) -> str:
         if row.best:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
+    if data.analysis.crashes:
+        lines += ["", "## Crashes", "", *(f"- {t}" for t in crash_lines(data.analysis))]
     lines += ["", "## Throughput over time", "", "```", *text_chart(data), "```"]
     if data.cost is not None:
         lines += ["", "## Cost model", "", "```", *data.cost.lines(), "```"]
@@ -297,6 +382,9 @@ def to_html(data: ReportData) -> str:
         items = "".join(f"<li>{esc(_when(r))}: {esc(str(r.get('steps')))} steps — "
                         f"{'ready' if r.get('ok') else esc('failed: ' + str(r.get('detail', '')))}</li>" for r in finished)
         restarts = f"<h2>Restarts</h2>\n<ul>{items}</ul>"
+    crashes = ""
+    if data.analysis.crashes:
+        crashes = "<h2>Crashes</h2>\n<ul>" + "".join(f"<li>{esc(t)}</li>" for t in crash_lines(data.analysis)) + "</ul>"
     title = esc(f"specmon report — {os.path.basename(data.path)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -314,6 +402,7 @@ p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6
 <h2>Configurations</h2>
 <table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in HEADERS)}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
+{crashes}
 <h2>Throughput over time</h2>
 {_svg_chart(data)}
 {cost}

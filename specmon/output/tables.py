@@ -17,6 +17,7 @@ from rich.table import Table
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
+from specmon.records import Engine, iso_timestamp
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -60,6 +61,19 @@ def row_cells(row: ConfigRow) -> list[str]:
 HEADERS = ["configuration", "n", "tok/s ± 95% CI", "vs baseline (95% CI)", "accept len", "accept rate"]
 
 
+def _row_engine(row: ConfigRow, session: Session) -> Engine:
+    """The engine of a row: its configuration's, else its runs' stats lines', else the session's."""
+    if row.config is not None:
+        return row.config.engine
+    for run in row.runs:
+        if run.config is not None:
+            return run.config.engine
+    for run in row.runs:
+        if run.engine is not Engine.UNKNOWN:
+            return run.engine
+    return session.engine
+
+
 def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
     """The stable JSON document of ``summarize --format json``."""
     counts = {k: session.counts.get(k, 0) for k in
@@ -70,8 +84,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
         vs = row.vs_baseline
         runs.append({
             "label": row.label,
-            "engine": cfg.engine.value if cfg else (row.runs[0].config.engine.value
-                                                    if row.runs and row.runs[0].config else session.engine.value),
+            "engine": _row_engine(row, session).value,
             "algorithm": cfg.algorithm if cfg else None,
             "steps": cfg.steps if cfg else None,
             "topk": cfg.topk if cfg else None,
@@ -92,6 +105,8 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
             "excluded_warmup": sum(r.excluded_warmup for r in row.runs),
             "excluded_idle": sum(r.excluded_idle for r in row.runs),
             "crashed": any(r.crash_detail for r in row.runs),
+            "crash": next((c.to_json() for c in reversed(analysis.crashes) if c.run in {r.id for r in row.runs}),
+                          None),
         })
     b = analysis.baseline
     v = analysis.verdict
@@ -118,6 +133,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
             "sentence": v.sentence,
             "concurrency_note": v.concurrency_note,
         },
+        "crashes": [c.to_json() for c in analysis.crashes],
         "unparsed_examples": [{"line": u.line, "reason": u.reason, "text": u.text[:300]}
                               for u in list(session.unparsed)[:20]],
     }
@@ -130,7 +146,8 @@ def to_csv(analysis: Analysis) -> str:
     w.writerow(["label", "steps", "draft_tokens", "topk", "samples", "tps_mean", "tps_ci95_low",
                 "tps_ci95_high", "tps_median", "tps_p10", "tps_p90", "vs_baseline_pct",
                 "vs_baseline_ci95_low", "vs_baseline_ci95_high", "accept_len_mean", "accept_rate_mean",
-                "is_baseline", "best"])
+                "is_baseline", "best", "crashed", "crash_run", "crash_time", "crash_line", "crash_error"])
+    shown: set[int] = set()
     for row in analysis.rows:
         cfg, t, vs = row.config, row.throughput, row.vs_baseline
 
@@ -145,8 +162,25 @@ def to_csv(analysis: Analysis) -> str:
                     f(vs.pct if vs else None), f(vs.ci95_low if vs else None), f(vs.ci95_high if vs else None),
                     f(row.accept_len.mean if row.accept_len else None),
                     f(row.accept_rate.mean if row.accept_rate else None),
-                    int(row.is_baseline), int(row.best)])
+                    int(row.is_baseline), int(row.best), *_crash_cells(analysis, {r.id for r in row.runs})])
+        shown.update(r.id for r in row.runs)
+    # A run that crashed before its first sample has no row of its own: one row says so.
+    for c in analysis.crashes:
+        if c.run not in shown:
+            w.writerow([c.label, *[""] * 3, 0, *[""] * 11, 0, 0, *_crash_cells(analysis, {c.run})])
     return out.getvalue()
+
+
+def _crash_cells(analysis: Analysis, run_ids: set[int]) -> list[str | int]:
+    crash = next((c for c in reversed(analysis.crashes) if c.run in run_ids), None)
+    if crash is None:
+        return [0, "", "", "", ""]
+    return [1, crash.run, iso_timestamp(crash.at) or "", "" if crash.line is None else crash.line, crash.error]
+
+
+def crash_lines(analysis: Analysis) -> list[str]:
+    """One sentence per crashed run (empty when none crashed)."""
+    return [c.sentence for c in analysis.crashes]
 
 
 def to_markdown(analysis: Analysis) -> str:
@@ -159,6 +193,11 @@ def to_markdown(analysis: Analysis) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"**Verdict:** {analysis.verdict.sentence}")
+    if analysis.crashes:
+        lines.append("")
+        lines.append("**Crashes:**")
+        lines.append("")
+        lines.extend(f"- {t}" for t in crash_lines(analysis))
     if analysis.verdict.concurrency_note:
         lines.append("")
         lines.append(f"_Note:_ {analysis.verdict.concurrency_note}")

@@ -11,7 +11,7 @@ final exception line) and for the engine it has recognised.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from specmon.parsing import llamacpp, sglang, vllm
@@ -19,7 +19,7 @@ from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.detect import detect_engine
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.parsing.prefix import read_prefix
-from specmon.records import Engine, Event, Lifecycle, ParsedRecord
+from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["LineParser", "parse_lines", "detect_engine"]
 
@@ -27,6 +27,9 @@ _REMNANT = re.compile(r"\[[0-9;]{1,8}m")
 # A vLLM-style level+time prefix, for the message part of traceback lines.
 _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
+
+#: An engine's stats-line parser: (message, line number, timestamp, rank) -> record.
+StatsParser = Callable[[str, int, float | None, str | None], ParsedRecord | None]
 
 
 class LineParser:
@@ -43,6 +46,8 @@ class LineParser:
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
+        #: llama.cpp announces its speculative type and depth on two consecutive lines.
+        self._llama_setup = llamacpp.SpecSetup()
 
     def parse(self, text: str, lineno: int) -> ParsedRecord | None:
         """Parse one line (without its line ending).
@@ -82,7 +87,7 @@ class LineParser:
             text = _REMNANT.sub("", text[:64]) + text[64:]
         return strip_outer(text)
 
-    def _stats(self, text, lineno, marker, fn, engine):  # type: ignore[no-untyped-def]
+    def _stats(self, text: str, lineno: int, marker: str, fn: StatsParser, engine: Engine) -> ParsedRecord | None:
         message, outer_ts = self._clean(text)
         at = message.find(marker)
         if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text
@@ -91,8 +96,11 @@ class LineParser:
         if ts is None:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
-        if rec is not None and self.engine is Engine.UNKNOWN and rec.kind != "unparsed":
-            self.engine = engine
+        if rec is not None and rec.kind != "unparsed":
+            if isinstance(rec, EngineStats | Spec):
+                rec.engine = engine  # spec / engine stats: two engines print them
+            if self.engine is Engine.UNKNOWN:
+                self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
         return rec
@@ -106,6 +114,13 @@ class LineParser:
             ts, rank = read_prefix(message[:at], self.year)
             self.engine = Engine.SGLANG
             return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)
+        if llamacpp.SETUP_MARKER in message:
+            at = message.find(llamacpp.SETUP_MARKER)
+            ts, rank = read_prefix(message[:at], self.year)
+            setup = self._llama_setup.feed(message, lineno, ts if ts is not None else outer_ts, rank)
+            if setup is not None:
+                self.engine = Engine.LLAMACPP
+                return setup
         for marker in vllm.CONFIG_MARKERS:
             at = message.find(marker)
             if at >= 0:

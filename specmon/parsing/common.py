@@ -83,7 +83,7 @@ def parse_hms(hms: str) -> float | None:
 def parse_fraction(frac: str) -> float:
     """The fractional-seconds part ``.123`` (or ``.123456789``) as seconds; 0 if absent."""
     if len(frac) > 1 and frac[0] in ".," and frac[1:].isdigit():
-        return int(frac[1:]) / (10 ** (len(frac) - 1))
+        return int(frac[1:]) / 10.0 ** (len(frac) - 1)
     return 0.0
 
 

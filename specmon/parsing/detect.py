@@ -22,22 +22,47 @@ _SIGNS: dict[Engine, tuple[tuple[str, int], ...]] = {
 # Line shapes: SGLang's "[date time TPn]" prefix, vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]",
 # llama.cpp's "slot name: id N" / "srv name:" — telling even in logs with no stats line yet.
 _SHAPES: dict[Engine, re.Pattern[str]] = {
-    Engine.SGLANG: re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: (?:DP|PP|TP|EP)\d+)+\] "),
+    # SGLang's prefix with rank tags anywhere, or bare ("[2025-09-04 07:15:26] ") at the start of
+    # a line: vLLM prints "LEVEL MM-DD", llama.cpp no brackets, TGI / TensorRT-LLM other shapes.
+    Engine.SGLANG: re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "
+                              r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] "),
     Engine.VLLM: re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2} \[?[\w./]+\.py:\d+\]"),
     Engine.LLAMACPP: re.compile(r"(?:^|\| |\s)(?:slot +\w+: +id +\d+|srv +\w+:)"),
 }
 
 
+#: A line's shape (its prefix) is as telling as a marker: a word such as "vLLM" inside a
+#: llama.cpp line must not outweigh the line's own form.
+_SHAPE_WEIGHT = 3
+
+
+def line_engine(line: str) -> tuple[Engine, int]:
+    """The engine one line's own markers name, and how tellingly (UNKNOWN, 0: none or a tie).
+
+    A line is written by one engine: it votes for the engine its markers favour, never for
+    two. A llama.cpp line that happens to hold a vLLM-ish word cannot outvote its own shape.
+    """
+    best, best_score, tied = Engine.UNKNOWN, 0, False
+    for engine, signs in _SIGNS.items():
+        score = 0
+        for sign, weight in signs:
+            if sign in line:
+                score += weight
+        if _SHAPES[engine].search(line):
+            score += _SHAPE_WEIGHT
+        if score > best_score:
+            best, best_score, tied = engine, score, False
+        elif score and score == best_score:
+            tied = True
+    return (Engine.UNKNOWN, 0) if tied else (best, best_score)
+
+
 def detect_engine(lines: Iterable[str], limit: int = 5000) -> Engine:
-    """The engine whose signature lines dominate the first ``limit`` lines, or UNKNOWN."""
+    """The engine most of the first ``limit`` lines name (each line votes once), or UNKNOWN."""
     score = dict.fromkeys(_SIGNS, 0)
     for line in islice(lines, limit):
-        for engine, signs in _SIGNS.items():
-            for sign, weight in signs:
-                if sign in line:
-                    score[engine] += weight
-        for engine, shape in _SHAPES.items():
-            if shape.search(line):
-                score[engine] += 1
+        engine, weight = line_engine(line)
+        if weight:
+            score[engine] += weight
     best = max(score, key=lambda e: score[e])
     return best if score[best] > 0 else Engine.UNKNOWN

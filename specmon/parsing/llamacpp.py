@@ -4,6 +4,12 @@ llama.cpp logs speculation once per finished request (``draft acceptance rate =
 ...`` or, since 2026, ``draft acceptance = ..., mean acceptance length = ...,
 acceptance rate per position = (...)``) and the request's generation speed in
 the ``eval time = ... tokens per second`` line of the same ``print_timing`` block.
+
+The configuration comes from the start-up lines of ``common_speculative``:
+``adding speculative implementation 'draft-simple'`` then its parameters on the
+next line (``- n_max=4, ...`` for a draft model, ``- size_key=3, size_value=4, ...``
+for ``ngram-map-k``), or ``no implementations specified for speculative decoding``
+(no speculation). :class:`SpecSetup` pairs the two lines into one ``Config``.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, to_float
-from specmon.records import EngineStats, Spec, Unparsed
+from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
 EVAL_MARKER = "eval time ="
+#: Every start-up line about the speculative set-up carries this (module ``common_speculative``).
+SETUP_MARKER = "common_specu"
 
 _SPEC = re.compile(
     r"draft acceptance(?: rate)? = (?P<rate>[\d.]+|nan) \(\s*(?P<acc>\d+) accepted /\s*(?P<gen>\d+) generated\)"
@@ -57,3 +65,35 @@ def parse_eval(message: str, line: int, ts: float | None, rank: str | None) -> E
     if m is None:
         return None
     return EngineStats(line, ts, rank, gen_throughput=to_float(m.group("tps")), running=None)
+
+
+_IMPL = re.compile(r"adding speculative implementation '(?P<type>[\w.-]+)'")
+# The draft depth of each kind of implementation: n_max (draft models, ngram-mod),
+# size_value / size_m (the n-gram maps and ngram-simple).
+_DEPTH = re.compile(r"^-\s.*?\b(?:n_max|size_value|size_m)=(?P<n>\d+)")
+_NOSPEC = "no implementations specified for speculative decoding"
+
+
+class SpecSetup:
+    """Pairs ``adding speculative implementation 'T'`` with its parameter line into a ``Config``."""
+
+    def __init__(self) -> None:
+        self.pending: str | None = None
+
+    def feed(self, message: str, line: int, ts: float | None, rank: str | None) -> Config | None:
+        """Read one line holding :data:`SETUP_MARKER`; a ``Config`` once the depth is known."""
+        at = message.find(SETUP_MARKER)
+        body = message[message.find(":", at) + 1:].strip() if at >= 0 else message
+        if _NOSPEC in body:
+            self.pending = None
+            return Config(line, ts, rank, engine=Engine.LLAMACPP, algorithm=None, steps=0)
+        m = _IMPL.search(body)
+        if m is not None:
+            self.pending = m.group("type")
+            return None
+        if self.pending is not None:
+            d = _DEPTH.search(body)
+            if d is not None:
+                kind, self.pending = self.pending, None
+                return Config(line, ts, rank, engine=Engine.LLAMACPP, algorithm=kind, steps=int(d.group("n")))
+        return None

@@ -315,7 +315,8 @@ class SimServer:
         self.engine.submit(req)
         self._wake.set()
         stopper = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait({fut, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {fut, stopper}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         if not fut.done():
             self._pending.pop(id(req), None)

@@ -46,9 +46,17 @@ class SourceStatus:
 class LineSource(Protocol):
     """A source of complete log lines."""
 
-    #: What the header shows: ``host:path``, a file path, ``replay: a.log``.
-    name: str
-    status: SourceStatus
+    # Read-only for readers of a source (a property or a plain attribute both satisfy it):
+    # a source that follows another (the switching source) forwards the current one's.
+    @property
+    def name(self) -> str:
+        """What the header shows: ``host:path``, a file path, ``replay: a.log``."""
+        ...
+
+    @property
+    def status(self) -> SourceStatus:
+        """Connection state, as the header and event log show it."""
+        ...
 
     def batches(self) -> AsyncIterator[list[str]]:
         """Yield lists of complete lines, without their line endings, in order."""

@@ -520,7 +520,9 @@ def _auth_message(hop: ResolvedHop, what: str) -> str:
         offered.append("the SSH agent's keys")
     configured = hop.options.config.get("IdentityFile")
     identity_files = hop.options.kwargs.get("client_keys") or configured
-    if identity_files:
+    if isinstance(identity_files, str | os.PathLike):  # one path given on its own
+        identity_files = [identity_files]
+    if isinstance(identity_files, list | tuple) and identity_files:
         offered.extend(_tilde(os.path.expanduser(str(p))) for p in identity_files)
     else:
         home_ssh = Path("~/.ssh").expanduser()

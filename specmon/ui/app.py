@@ -40,13 +40,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -55,6 +55,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
+from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
 from specmon.control.restart import RestartController
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
@@ -69,6 +70,10 @@ from specmon.ui.widgets.position_bars import PositionBars
 from specmon.ui.widgets.run_table import RunTable
 from specmon.ui.widgets.status_header import StatusHeader
 from specmon.ui.widgets.throughput_plot import ThroughputPlot
+
+if TYPE_CHECKING:
+    from specmon.output.recording import Recorder
+    from specmon.ui.screens.sweep_screen import SweepFlow
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
 
@@ -161,6 +166,10 @@ _COMMANDS = (
 )
 
 
+#: Actions read-only mode turns off (the key says why when pressed).
+_READ_ONLY_ACTIONS = frozenset({"restart", "sweep", "export"})
+
+
 class SpecmonApp(App[int]):
     """The specmon dashboard.
 
@@ -205,8 +214,8 @@ class SpecmonApp(App[int]):
         theme_dirs: Sequence[Traversable | Path] = (),
         export_dir: Path | None = None,
         controller: DashboardController | None = None,
-        recorder: Any = None,
-        sweeper: Any = None,
+        recorder: Recorder | None = None,
+        sweeper: SweepFlow | None = None,
     ) -> None:
         super().__init__()
         self.options = options or DashboardOptions()
@@ -280,8 +289,7 @@ class SpecmonApp(App[int]):
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
-        self.run_worker(self._ingest, name="ingest", group="source", description="read the log source",
-                        exit_on_error=False)
+        self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
         attach = getattr(self.controller, "attach", None)
         if attach is not None:
             attach(self)
@@ -290,16 +298,28 @@ class SpecmonApp(App[int]):
         if self.recorder is not None:
             self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
         if self.options.prometheus_port is not None:
-            self.run_worker(self._serve_metrics, name="prometheus", group="export",
-                            description="serve Prometheus metrics", exit_on_error=False)
+            self._start_worker(self._serve_metrics, name="prometheus", group="export",
+                               description="serve Prometheus metrics")
         self._tick()
 
+    def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,
+                      description: str) -> Worker[None]:
+        """Start a non-fatal async worker from a callable.
+
+        A callable, not a coroutine object: a worker that never starts (shutdown) leaves
+        nothing behind. The annotated result tells mypy the worker's type, which Textual's
+        ``run_worker`` cannot infer from a callable that returns a coroutine.
+        """
+        worker: Worker[None] = self.run_worker(work, name=name, group=group, description=description,
+                                               exit_on_error=False)
+        return worker
+
     async def _serve_metrics(self) -> None:
-        from specmon.output.prometheus import PrometheusExporter, render_metrics
+        from specmon.output.prometheus import PrometheusExporter
 
         assert self.options.prometheus_port is not None
         # The feeder's session, looked up at each scrape: a looped replay replaces it.
-        exporter = PrometheusExporter(lambda: render_metrics(self.feeder.session), self.options.prometheus_port)
+        exporter = PrometheusExporter(lambda: self.feeder.session, self.options.prometheus_port)
         try:
             await exporter.start()
         except OSError as exc:
@@ -478,8 +498,8 @@ class SpecmonApp(App[int]):
         job = self.builder.prepare(self.feeder.session.runs)
         # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing
         # behind; an explicit description, as the default is repr(work) (every sample).
-        self.run_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
-                        group="analysis", description="run table statistics", exit_on_error=False)
+        self._start_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
+                           group="analysis", description="run table statistics")
 
     async def _analyze(self, job: AnalysisJob, seq: int, generation: int) -> None:
         started = time.perf_counter()
@@ -524,6 +544,8 @@ class SpecmonApp(App[int]):
             if row is None or row.throughput is None:
                 return "the current run has no counted throughput samples yet"
         elif action == "export":
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): nothing is written"
             if self.builder.analysis is None or not self.builder.analysis.rows:
                 return "the run table is empty"
         elif action in ("faster", "slower"):
@@ -536,19 +558,32 @@ class SpecmonApp(App[int]):
             if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
                 return "already at the slowest speed"
         elif action in ("restart", "sweep"):
-            if self.options.read_only:
-                return "read-only mode"
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): the server is not restarted"
             if self.controller is None:
                 return "no launch profile configured for this server"
             if self.sweeper is not None:
                 if action == "sweep":
-                    return self.sweeper.unavailable_reason()  # type: ignore[no-any-return]
+                    return self.sweeper.unavailable_reason()
                 if self.sweeper.running:
                     return "a sweep is running (s offers to stop it)"
-            reason = getattr(self.controller, "unavailable_reason", None)
+            reason: Callable[[str], str | None] | None = getattr(self.controller, "unavailable_reason", None)
             if reason is not None:
                 return reason(action)
         return None
+
+    def _read_only(self) -> str | None:
+        """Why actions are off: the process-wide switch (``--read-only``) or these options."""
+        return read_only_reason() or ("--read-only" if self.options.read_only else None)
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """Run an action; a key greyed out by read-only mode says why instead of doing nothing."""
+        handled = await super().run_action(action, default_namespace, namespaces)
+        if not handled and action in _READ_ONLY_ACTIONS and (default_namespace in (None, self)):
+            reason = self._unavailable_reason(action)
+            if reason is not None and reason.startswith("read-only mode"):
+                self.notify(reason, title=action, severity="warning", timeout=6)
+        return handled
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out (None) actions that cannot run now; hide speed keys when not replaying."""
@@ -610,6 +645,11 @@ class SpecmonApp(App[int]):
 
     def action_export(self) -> None:
         """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
+        try:
+            refuse("write the export")  # the action layer refuses even when the key was not greyed
+        except ReadOnlyError as exc:
+            self.notify(str(exc), severity="warning")
+            return
         session = self.feeder.session
         analysis = self.builder.analyze(session.runs)  # exactly the data seen so far
         if not analysis.rows:

@@ -693,7 +693,7 @@ def nice_ceiling(x: float) -> float:
     """The next "round" number at or above ``x`` (1, 2, 2.5, 5 × a power of ten)."""
     if x <= 0:
         return 1.0
-    exp = 10 ** math.floor(math.log10(x))
+    exp = 10.0 ** math.floor(math.log10(x))
     for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if m * exp >= x:
             return m * exp

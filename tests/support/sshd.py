@@ -359,9 +359,30 @@ class OpenSSHServer:
             self.process.wait(10)
 
 
+def clear_stale_pyenv_lock(max_age_s: float = 60.0) -> None:
+    """Remove a pyenv rehash lock that a killed SSH session left behind.
+
+    On this project's machines root's ``~/.bashrc`` runs ``pyenv init``, which
+    rehashes under the lock file ``$PYENV_ROOT/shims/.pyenv-shim``, in every SSH
+    session sshd starts. A test that kills a session mid-rehash (the drop tests
+    kill the per-connection sshd) leaves the lock, and every later SSH command
+    then waits pyenv's 60 s lock timeout before it runs: starts time out, tails
+    never begin. A rehash holds the lock well under a second, so an old one is stale.
+    """
+    real_home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # sshd's sessions use the account's home, not $HOME
+    for candidate in {real_home / ".pyenv" / "shims" / ".pyenv-shim",
+                      Path(os.environ.get("PYENV_ROOT", real_home / ".pyenv")) / "shims" / ".pyenv-shim"}:
+        try:
+            if time.time() - candidate.stat().st_mtime > max_age_s:
+                candidate.unlink()
+        except OSError:
+            pass
+
+
 def start_openssh_server(home: ClientHome, directory: Path) -> OpenSSHServer:
     """Start sshd on a free loopback port trusting the client key; wait until it listens."""
     require_sshd()
+    clear_stale_pyenv_lock()
     directory.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation dir
     host_key = asyncssh.generate_private_key("ssh-ed25519")

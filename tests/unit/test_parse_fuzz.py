@@ -27,6 +27,7 @@ from specmon.parsing import LineParser, parse_lines
 from specmon.records import (
     Config,
     Decode,
+    Engine,
     EngineStats,
     Lifecycle,
     Prefill,
@@ -81,6 +82,9 @@ def check(rec: Any, lineno: int) -> None:
                 continue
             value = getattr(rec, name)
             if value is None or isinstance(value, bool):
+                continue
+            if name == "engine":
+                assert isinstance(value, Engine), (name, value, rec)  # the engine whose marker the line carried
                 continue
             if isinstance(value, int):
                 assert value >= 0, (name, value, rec)

@@ -6,6 +6,8 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specmon.model.stats import (
     batch_means,
@@ -14,18 +16,64 @@ from specmon.model.stats import (
     ratio,
     summarize,
     t975,
+    t_quantile,
 )
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.706), (3, 3.182), (10, 2.228), (30, 2.042),
                                               (60, 2.000), (120, 1.980), (1e9, 1.960)])
 def test_t975_table_values(df: float, expected: float) -> None:
-    assert t975(df) == pytest.approx(expected, abs=1e-3)
+    assert t975(df) == pytest.approx(expected, abs=1e-3)  # printed tables round to 3 decimals
 
 
-def test_t975_interpolates_monotonically() -> None:
-    values = [t975(d) for d in (1, 1.5, 2, 5, 29.5, 31, 45, 90, 500, 10_000)]
+@pytest.mark.parametrize(("p", "df", "expected"), [
+    (0.975, 2.5, 3.574655),     # the old interpolated table said 3.7425 here (+4.7%)
+    (0.975, 1.0, 12.706205),
+    (0.975, 7.3, 2.345067),
+    (0.975, 1.5, 6.016663),
+    (0.975, 1e7, 1.959964),
+    (0.975, math.inf, 1.959964),  # the standard normal
+    (0.9975, 3.0, 7.453319),
+    (0.9975, 4.6, 5.039558),
+    (0.9975, math.inf, 2.807034),
+])
+def test_t_quantile_exact_values_at_fractional_df(p: float, df: float, expected: float) -> None:
+    assert t_quantile(p, df) == pytest.approx(expected, abs=2e-6)
+
+
+def _t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for x >= 0, by Simpson's rule on the density (independent of scipy)."""
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    steps = 4000
+    h = x / steps
+    total = 0.0
+    for i in range(steps + 1):
+        w = 1 if i in (0, steps) else (4 if i % 2 else 2)
+        t = i * h
+        total += w * math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
+    return 0.5 + total * h / 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(df=st.floats(min_value=1.0, max_value=400.0), p=st.floats(min_value=0.6, max_value=0.999))
+def test_t_quantile_inverts_the_t_distribution(df: float, p: float) -> None:
+    q = t_quantile(p, df)
+    assert _t_cdf(q, df) == pytest.approx(p, abs=1e-7)
+    assert t_quantile(1 - p, df) == pytest.approx(-q, rel=1e-12)  # symmetric
+
+
+def test_closed_forms_at_one_and_two_df() -> None:
+    for p in (0.6, 0.9, 0.975, 0.9975):
+        assert t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-12)  # Cauchy
+        assert t_quantile(p, 2) == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-12)
+
+
+def test_t975_decreases_with_df_and_no_df_means_no_interval() -> None:
+    values = [t975(d) for d in (1, 1.5, 2, 5, 29.5, 31, 45, 90, 500, 10_000, math.inf)]
     assert values == sorted(values, reverse=True)
+    assert t975(0) == math.inf and t975(-1) == math.inf and t975(math.nan) == math.inf
+    with pytest.raises(ValueError, match="probability"):
+        t_quantile(1.0, 5)
 
 
 def test_quantile_type7() -> None:
@@ -48,8 +96,8 @@ def test_summarize_hand_computed() -> None:
     assert s.batches == 4 and s.df == 3
     se = math.sqrt(80 / 3) / 2  # sd of [2.5, 6.5, 10.5, 14.5] over sqrt(4)
     assert s.se == pytest.approx(se)
-    assert s.ci95_low == pytest.approx(8.5 - 3.182 * se)
-    assert s.ci95_high == pytest.approx(8.5 + 3.182 * se)
+    assert s.ci95_low == pytest.approx(8.5 - 3.1824463 * se)
+    assert s.ci95_high == pytest.approx(8.5 + 3.1824463 * se)
 
 
 def test_summarize_small_samples() -> None:
@@ -58,7 +106,7 @@ def test_summarize_small_samples() -> None:
     assert one is not None and one.ci95_low is None and one.median == 5.0
     three = summarize([1.0, 2.0, 3.0])
     assert three is not None and three.batches == 3
-    assert three.ci95_low == pytest.approx(2 - 4.303 * 1 / math.sqrt(3))
+    assert three.ci95_low == pytest.approx(2 - 4.3026527 * 1 / math.sqrt(3))
 
 
 def test_ratio_against_exact_number_hand_computed() -> None:
@@ -67,7 +115,7 @@ def test_ratio_against_exact_number_hand_computed() -> None:
     r = ratio(a, 8.5 / 1.1)  # a is 10% faster than this number
     assert r is not None
     assert r.pct == pytest.approx(10.0)
-    half = 3.182 * (a.se / a.mean) * 1.1 * 100
+    half = 3.182446 * (a.se / a.mean) * 1.1 * 100
     assert r.ci95_low == pytest.approx(10 - half, rel=1e-3)
     assert r.ci95_high == pytest.approx(10 + half, rel=1e-3)
 

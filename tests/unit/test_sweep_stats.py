@@ -22,10 +22,12 @@ import statistics
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specmon.control.sweep import Sweep, SweepPlan
-from specmon.model.stats import t975
-from specmon.model.stopping import t_quantile
+from specmon.model.stats import Summary, difference, summarize, t975, t_quantile, welch_df
+from specmon.model.stopping import adjusted_difference
 from specmon.sim.model import DEFAULT_MODEL, SpecConfig
 from tests.support.sweepsim import CAMPAIGN, SEEDS, SimWorld, line_sampler, run_sweep
 
@@ -42,13 +44,40 @@ def test_fast_sampler_has_the_models_distribution() -> None:
     assert statistics.stdev(ours) == pytest.approx(statistics.stdev(theirs), rel=0.05)
 
 
-def test_t_quantile_matches_the_table_and_known_values() -> None:
-    for df in (1, 2, 3, 4, 5, 7, 10, 20, 30):
-        assert t_quantile(0.975, df) == pytest.approx(t975(df), abs=2e-3)
+def test_t_quantile_known_values_at_the_rules_levels() -> None:
     # Two-sided 99.5% (the rule's level at alpha 0.05, 5 looks): standard table values.
     for df, expected in ((3, 7.453), (5, 4.773), (10, 3.581), (30, 3.030)):
-        assert t_quantile(0.9975, df) == pytest.approx(expected, abs=2e-3)
+        assert t_quantile(0.9975, df) == pytest.approx(expected, abs=1e-3)
     assert t_quantile(0.9975, math.inf) == pytest.approx(2.807, abs=1e-3)
+    for df in (1, 2.5, 7.3, 30, 1e6):
+        assert t975(df) == t_quantile(0.975, df)
+
+
+def _summary(mean: float, se: float, df: float) -> Summary:
+    return Summary(n=100, mean=mean, median=mean, p10=mean, p90=mean, sd=se * 10, se=se, df=df,
+                   ci95_low=None, ci95_high=None, batches=int(df) + 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(se_a=st.floats(0.01, 10.0), se_b=st.floats(0.01, 10.0), df_a=st.floats(2.0, 60.0), df_b=st.floats(2.0, 60.0))
+def test_dashboard_and_sweep_intervals_use_one_quantile(se_a: float, se_b: float, df_a: float, df_b: float) -> None:
+    """The dashboard's Welch interval (model/stats.py) and the sweep's (model/stopping.py) at the same
+    level are the same numbers, at fractional Welch degrees of freedom too: one quantile function."""
+    a, b = _summary(94.0, se_a, df_a), _summary(91.7, se_b, df_b)
+    d, lo, hi = difference(a, b)
+    adj = adjusted_difference(a, b, 0.95)
+    assert (adj.diff, adj.low, adj.high) == (d, lo, hi)
+    df = welch_df(se_a, df_a, se_b, df_b)
+    assert df is not None and lo is not None
+    assert d - lo == pytest.approx(t_quantile(0.975, df) * math.hypot(se_a, se_b), rel=1e-12)
+
+
+def test_summaries_use_the_exact_quantile_at_their_df() -> None:
+    rng = random.Random(5)
+    for n in (3, 5, 12, 40, 500):
+        s = summarize([rng.gauss(90.0, 5.0) for _ in range(n)])
+        assert s is not None and s.se is not None and s.df is not None and s.ci95_low is not None
+        assert s.mean - s.ci95_low == pytest.approx(t_quantile(0.975, s.df) * s.se, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- the campaign

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Static
 
+from specmon.commands.argtypes import parse_step_list
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
 from specmon.model.session import SessionEvent
@@ -38,33 +38,8 @@ __all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepFlow", "SweepScreen", "S
 
 #: What the step list starts with (the real campaign's counts, 0 = the baseline).
 DEFAULT_STEPS = "0,1,2,3,5"
-_ITEM = re.compile(r"[0-9]{1,3}")
 #: Seconds between two refreshes of the progress line.
 PROGRESS_TICK_S = 0.5
-
-
-def parse_step_list(text: str, lo: int, hi: int) -> tuple[int, ...]:
-    """Read ``0,1,2,3,5`` (commas and/or spaces): whole numbers in ``[lo, hi]``, each once.
-
-    Raises:
-        ValueError: the list is empty, holds something else than digits, a count out of
-            range or a count twice; the message says which, for the user.
-    """
-    items = [t for t in re.split(r"[,\s]+", text.strip()) if t]
-    if not items:
-        raise ValueError(f"type step counts separated by commas, {lo} to {hi} (0 = no speculation)")
-    steps: list[int] = []
-    for item in items:
-        if not _ITEM.fullmatch(item):
-            shown = item if len(item) <= 12 else item[:11] + "…"
-            raise ValueError(f"{shown!r} is not a whole number: digits only, {lo} to {hi}")
-        value = int(item)
-        if not lo <= value <= hi:
-            raise ValueError(f"{value} is out of range: this profile allows {lo} to {hi}")
-        if value in steps:
-            raise ValueError(f"{value} is listed twice")
-        steps.append(value)
-    return tuple(steps)
 
 
 class StepListValidator(Validator):

@@ -283,6 +283,9 @@ class RestartFlow:
         if self.controller is None and self.adopt is not None:
             app.run_worker(self._adopt(), name="adopt", group="control",
                            description="find the running server", exit_on_error=False)
+        elif getattr(self.controller, "record_servers", False):
+            app.run_worker(self._adopt_recorded(), name="adopt recorded", group="control",
+                           description="the server an earlier session left running", exit_on_error=False)
         if self.initial_steps is not None:
             steps, self.initial_steps = self.initial_steps, None
             self.start_now(steps)
@@ -299,6 +302,17 @@ class RestartFlow:
             self._event("warning", f"restart unavailable: {self.adopt_problem}")
         else:
             self.controller = controller
+            self._event("info", note)
+            self._notify(note, "information")
+        self._changed()
+
+    async def _adopt_recorded(self) -> None:
+        assert self.controller is not None
+        try:
+            note = await self.controller.adopt_recorded()
+        except Exception as exc:  # a failed look is a note, never a crash
+            note = f"could not check the server an earlier session left running: {exc}"
+        if note:
             self._event("info", note)
             self._notify(note, "information")
         self._changed()
@@ -544,7 +558,8 @@ def live_restart(
     common: dict[str, Any] = {"host": host, "eta_store": eta_store if eta_store is not None else EtaStore(),
                               "make_source": make_source, "on_log_switch": switching.switch}
     if launch is not None:
-        return switching, RestartFlow(RestartController(launch, runner, **common))
+        # A real server: recorded when started, adopted by the next session if it still runs.
+        return switching, RestartFlow(RestartController(launch, runner, record_servers=True, **common))
 
     async def adopt(show: Callable[[str], None]) -> tuple[RestartController, str]:
         controller, server = await controller_for_running_server(runner, log=log, show=show, pidfile=pidfile,

@@ -1,0 +1,114 @@
+"""Benchmark: ``specmon report`` on a 2,000,000-line recording against ``summarize`` on the same lines.
+
+Not a test (the machines are shared and noisy): it prints figures. It writes the
+log of ``bench_summarize.py``, records it the way ``--record`` does (the
+dashboard's feeder: a ``source`` entry, then the raw lines in batches through
+:class:`specmon.output.recording.Recorder`), then times, in the same run and
+best of ``--repeat``, ``specmon summarize LOG --format json`` and ``specmon report
+RECORDING --format json``, each in its own process, with that process's peak RSS
+(``wait4``). It also checks that both give the same table. Targets (issue 10):
+report RSS ≤ 150 MB, report time ≤ 2× summarize.
+
+Usage: python bench/bench_report.py [--lines N] [--repeat N] [--src DIR] [--keep DIR]
+``--src`` runs another checkout's code (e.g. the commit before a change) on the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_summarize import write_log  # a sibling script, not a package
+
+BATCH = 2000  # lines per recorded batch (the feeder records what one read delivered)
+
+
+def record_log(log: Path, recording: Path) -> None:
+    """Record a log file as the dashboard's ``--record`` does: source entry, then raw line batches."""
+    from specmon.ingest.logfiles import file_year
+    from specmon.output.recording import Recorder
+
+    with Recorder(recording, meta={"command": "watch"}) as rec:
+        rec.source(str(log), baseline=False, year=file_year(log))
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lineno, batch = 1, []
+            for line in f:
+                batch.append(line.rstrip("\n"))
+                if len(batch) == BATCH:
+                    rec.batch(str(log), lineno, batch)
+                    lineno += len(batch)
+                    batch = []
+            if batch:
+                rec.batch(str(log), lineno, batch)
+
+
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall time (s), peak RSS (MB) of that one process, and its stdout."""
+    with tempfile.TemporaryFile() as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if proc.stderr:
+            proc.stderr.close()
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err}")
+        out.seek(0)
+        return elapsed, usage.ru_maxrss / 1024, out.read().decode()
+
+
+def best(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, float, str]:
+    results = [run_measured(argv, env) for _ in range(repeat)]
+    return min(r[0] for r in results), max(r[1] for r in results), results[-1][2]
+
+
+def table_of(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(r["label"], r["samples"], r["throughput"] and r["throughput"]["mean"]) for r in doc["runs"]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--src", type=Path, help="run the specmon package found in this directory")
+    ap.add_argument("--keep", type=Path, help="write (or reuse) bench.log and bench.jsonl here")
+    args = ap.parse_args()
+    env = dict(os.environ)
+    if args.src:
+        env["PYTHONPATH"] = str(args.src.resolve())
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        log, recording = where / "bench.log", where / "bench.jsonl"
+        if not (log.exists() and recording.exists()):
+            t = time.perf_counter()
+            write_log(log, args.lines)
+            recording.unlink(missing_ok=True)
+            record_log(log, recording)
+            print(f"wrote {args.lines:,} lines and their recording in {time.perf_counter() - t:.1f} s")
+        print(f"log {log.stat().st_size / 1e6:.0f} MB, recording {recording.stat().st_size / 1e6:.0f} MB")
+        subprocess.run(["cat", str(log), str(recording)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+        py = [sys.executable, "-m", "specmon"]
+        s_time, s_rss, s_out = best([*py, "summarize", str(log), "--format", "json"], env, args.repeat)
+        r_time, r_rss, r_out = best([*py, "report", str(recording), "--format", "json"], env, args.repeat)
+        same = table_of(json.loads(s_out)) == table_of(json.loads(r_out))
+        print(f"{'':28s} {'time (best of ' + str(args.repeat) + ')':>20s} {'peak RSS':>10s}")
+        print(f"{'summarize LOG --format json':28s} {s_time:18.2f} s {s_rss:7.0f} MB")
+        print(f"{'report REC --format json':28s} {r_time:18.2f} s {r_rss:7.0f} MB")
+        print(f"report / summarize time: {r_time / s_time:.2f}  (target ≤ 2)   report RSS target ≤ 150 MB")
+        print(f"same table from both: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

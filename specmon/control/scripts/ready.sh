@@ -1,0 +1,22 @@
+# shellcheck shell=sh
+# specmon-ready PIDFILE LOG MARKER URL: exit 0 ready, 1 not yet, 3 the server is gone.
+pidfile=$1 log=$2 marker=$3 url=$4
+say() { echo "specmon-ready $*"; }
+if [ -n "$pidfile" ]; then
+  pid='' start=''
+  if [ -f "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
+  if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then say result=exited; exit 3; fi
+fi
+if [ -n "$marker" ] && ! grep -F -q -e "$marker" "$log" 2>/dev/null; then say result=waiting reason=marker; exit 1; fi
+if [ -n "$url" ]; then
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS --noproxy '*' -m 5 -o /dev/null "$url" >/dev/null 2>&1 || { say result=waiting reason=health; exit 1; }
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import sys, urllib.request as u
+u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=5)' "$url" >/dev/null 2>&1 \
+      || { say result=waiting reason=health; exit 1; }
+  else
+    say result=error reason=no-http-client; exit 4
+  fi
+fi
+say result=ready

@@ -1,0 +1,50 @@
+# shellcheck shell=sh
+# specmon-start PIDFILE LOG CWD [NAME=VALUE...] -- ARGV...: start a managed server detached.
+# Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments.
+pidfile=$1 log=$2 cwd=$3
+shift 3
+say() { echo "specmon-start $*"; }
+# NAME=VALUE arguments up to "--" are the environment.
+# shellcheck disable=SC2163
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
+shift
+if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
+if [ -e "$pidfile" ]; then
+  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
+  read -r opid ostart _ < "$pidfile" || true
+  if isnum "$opid" && isnum "$ostart" && alive "$opid" "$ostart"; then
+    say result=refused reason=already-running pid=$opid; exit 2
+  fi
+  rm -f -- "$pidfile"
+fi
+if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
+if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
+if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
+if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
+if ! setsid -f true < /dev/null > /dev/null 2>&1; then say result=failed reason=setsid-without-fork-option; exit 2; fi
+# Never destroy a log: a non-empty one is moved aside to LOG.<UTC time> (with
+# .N when that name is taken), so the new run starts a new file from byte 0
+# and the earlier run stays whole beside it.
+if [ -s "$log" ]; then
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
+  kept="$log.$stamp" n=1
+  while [ -e "$kept" ] || [ -L "$kept" ]; do kept="$log.$stamp.$n"; n=$((n + 1)); done
+  if ! mv -- "$log" "$kept" 2>/dev/null; then say result=failed reason=log-not-movable; exit 2; fi
+  echo "specmon-start-kept $kept"
+fi
+# setsid -f forks in the foreground: a job started with `&` would get SIGINT
+# ignored for good. The new process records its own PID and start time, then
+# execs the server, so the recorded PID is the server's.
+setsid -f sh -c '
+  line=; read -r line < "/proc/$$/stat"; rest=${line##*) }
+  # shellcheck disable=SC2086
+  stt=$(set -f; set -- $rest; echo "${20}"); pidfile=$1; shift 2
+  tmp=$(mktemp "$pidfile.XXXXXX") || exit 125
+  echo "$$ $stt" > "$tmp" && mv -f -- "$tmp" "$pidfile" || exit 125
+  exec nohup "$@"' specmon-server "$pidfile" -- "$@" < /dev/null >> "$log" 2>&1
+i=0
+while [ ! -s "$pidfile" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+pid='' start=''
+if [ -s "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
+if ! isnum "$pid"; then say result=failed reason=no-pidfile; exit 1; fi
+say result=started pid=$pid starttime=$start

@@ -1,0 +1,214 @@
+"""The real-server kits of ``shared/`` (vLLM's CPU build, llama.cpp's ``llama-server``) for tests.
+
+Where things are, never as an absolute path of this machine:
+
+* the kits: ``$SPECMON_SHARED``, else ``shared/`` beside the project (``../shared``
+  from the project root, as CI clones it);
+* the vLLM venv and model: ``$VLLM_VENV`` / ``$VLLM_MODEL`` (the kit's defaults
+  ``/tmp/vllmenv`` and ``/tmp/tinyllama``);
+* llama.cpp's build: ``$LLAMA_PREFIX`` (the kit's default ``/tmp/llamacpp``).
+
+A missing kit skips the test with the command that installs it, except under
+``CI=true``, where it fails: CI installs the kits, so a missing one is a broken CI.
+Servers listen on ports 18100-18199 (another helper's servers use 18200-18299).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specmon.control.launch import LaunchProfile
+
+PROJECT = Path(__file__).resolve().parents[2]
+PORTS = range(18100, 18200)
+
+#: Every variable the vLLM kit's serve.sh sets to keep vLLM on the loopback and offline,
+#: plus statistics every second (vLLM logs them every 10 s by default) so samples come fast.
+VLLM_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+            "VLLM_HOST_IP": "127.0.0.1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1"}
+
+
+def shared_dir() -> Path:
+    """``$SPECMON_SHARED`` or ``shared/`` beside the project."""
+    env = os.environ.get("SPECMON_SHARED")
+    return Path(env) if env else PROJECT.parent / "shared"
+
+
+def vllm_venv() -> Path:
+    return Path(os.environ.get("VLLM_VENV", "/tmp/vllmenv"))
+
+
+def vllm_model() -> Path:
+    return Path(os.environ.get("VLLM_MODEL", "/tmp/tinyllama"))
+
+
+def llama_prefix() -> Path:
+    return Path(os.environ.get("LLAMA_PREFIX", "/tmp/llamacpp"))
+
+
+def require(missing: str | None) -> None:
+    """Skip (or, under CI=true, fail) when a kit is missing; ``missing`` says what and how to install it."""
+    if missing is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must install the real-server kits first: {missing}")
+    pytest.skip(missing)
+
+
+def vllm_missing() -> str | None:
+    kit = shared_dir() / "real_server"
+    if not (kit / "load_gen.py").exists():
+        return f"no vLLM kit at {kit} (set SPECMON_SHARED to the folder holding real_server/)"
+    if not (vllm_venv() / "bin" / "vllm").exists():
+        return f"the vLLM kit is not installed: no {vllm_venv() / 'bin' / 'vllm'} (run {kit / 'setup.sh'})"
+    if not vllm_model().is_dir():
+        return f"the model is missing: no {vllm_model()} (run {kit / 'setup.sh'})"
+    return None
+
+
+def llama_missing() -> str | None:
+    kit = shared_dir() / "real_server_llamacpp"
+    if not (kit / "load_gen.py").exists():
+        return f"no llama.cpp kit at {kit} (set SPECMON_SHARED to the folder holding real_server_llamacpp/)"
+    prefix = llama_prefix()
+    for path in (prefix / "bin" / "llama-server", prefix / "models" / "tiny-f16.gguf",
+                 prefix / "models" / "tiny-draft-f16.gguf"):
+        if not path.exists():
+            return f"the llama.cpp kit is not built: no {path} (run {kit / 'setup.sh'} {prefix})"
+    return None
+
+
+def free_port() -> int:
+    """A port of 18100-18199 nobody listens on now."""
+    for port in PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 18100-18199")
+
+
+# --------------------------------------------------------------------------- launch profiles
+
+
+#: vLLM is ready in 25-40 s on an idle 2-core machine; at a load average of 30 it took 529 s
+#: (measured): the bounds only turn a hang into a failure.
+def vllm_profile(folder: Path, port: int, *, env: dict[str, str] | None = None,
+                 ready_marker: str = "Application startup complete", start_timeout_s: int = 900) -> LaunchProfile:
+    """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``."""
+    common = [str(vllm_venv() / "bin" / "vllm"), "serve", str(vllm_model()), "--host", "127.0.0.1",
+              "--port", "{port}", "--max-model-len", "1024"]
+    return LaunchProfile(
+        mode="managed", engine="vllm",
+        argv=[*common, "--speculative-config",
+              '{"method": "ngram", "num_speculative_tokens": {steps}, "prompt_lookup_max": 4}'],
+        nospec_argv=common, env=VLLM_ENV if env is None else env, log=str(folder / "vllm_{steps}.log"),
+        pidfile=str(folder / "vllm.pid"), port=port, steps_min=0, steps_max=8, ready_marker=ready_marker,
+        health_url=f"http://127.0.0.1:{port}/health", start_timeout_s=start_timeout_s, stop_grace_s=60,
+    )
+
+
+def llama_profile(folder: Path, port: int, *, ready_marker: str = "llama_server: listening on") -> LaunchProfile:
+    """The llama.cpp kit's server with a draft model, ``--spec-draft-n-max {steps}`` (docs/llamacpp.md).
+
+    ``-lv 4``: at 3, llama.cpp does not log its speculative set-up, so runs would be unlabelled.
+    """
+    prefix = llama_prefix()
+    common = [str(prefix / "bin" / "llama-server"), "-m", str(prefix / "models" / "tiny-f16.gguf"),
+              "--host", "127.0.0.1", "--port", "{port}", "-c", "2048", "-np", "2", "-t", "1", "-tb", "1",
+              "--no-webui", "--metrics", "--log-colors", "off", "--log-prefix", "--log-timestamps", "-lv", "4"]
+    return LaunchProfile(
+        mode="managed", engine="llamacpp",
+        argv=[*common, "-md", str(prefix / "models" / "tiny-draft-f16.gguf"), "--spec-type", "draft-simple",
+              "--spec-draft-n-max", "{steps}", "--spec-draft-n-min", "0", "-td", "1", "-tbd", "1"],
+        nospec_argv=common, log=str(folder / "llama_{steps}.log"), pidfile=str(folder / "llama.pid"),
+        port=port, steps_min=0, steps_max=16, ready_marker=ready_marker,
+        health_url=f"http://127.0.0.1:{port}/health", start_timeout_s=120, stop_grace_s=60,
+    )
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def server_argv(pidfile: str | None) -> list[str]:
+    """The command line of the process a pidfile names (empty when it is gone)."""
+    try:
+        pid = int(Path(pidfile or "").read_text().split()[0])
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except (OSError, ValueError, IndexError):
+        return []
+
+
+@contextmanager
+def background_load(kit: Path, port: int, out: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The kit's bounded load generator against 127.0.0.1:port; stopped by its PID on the way out."""
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, str(kit / "load_gen.py"), "--port", str(port), *args],
+                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_specmon(args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``specmon ARGS`` as a user runs it (this interpreter, this environment), bounded."""
+    try:
+        return subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True,
+                              timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=PROJECT)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"specmon {' '.join(args)} did not finish within {timeout_s:g} s;\nstderr so far:\n"
+                             f"{(exc.stderr or b'')[-3000:]!r}") from None
+
+
+def sweep_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The ``--format json`` document a finished sweep printed, with its stderr if it printed none."""
+    try:
+        doc: dict[str, Any] = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"sweep printed no JSON (exit {result.returncode});\nstdout: {result.stdout[-2000:]}"
+                             f"\nstderr: {result.stderr[-4000:]}") from None
+    return doc
+
+
+async def wait_until(pilot: Any, condition: Callable[[], bool], what: str, limit_s: float) -> None:
+    """Let the app run until ``condition()`` holds; the bound only turns a hang into a clear failure."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened within {limit_s:g} s: {what}")
+        await pilot.pause(0.5)
+
+
+def stop_server(pidfile: str | None, sig: int = signal.SIGINT, late_s: float = 90.0) -> None:
+    """Stop the server a pidfile names, waiting ``late_s`` for a pidfile that is not there yet.
+
+    A start whose SSH command timed out on a loaded machine still runs on the host, and its
+    server records its PID later: stopping only what is recorded now would orphan it.
+    """
+    from tests.support.connecting import pid_in, stop_by_pidfile
+
+    deadline = time.monotonic() + late_s
+    while pid_in(pidfile) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    stop_by_pidfile(pidfile, sig)

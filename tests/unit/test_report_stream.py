@@ -1,0 +1,155 @@
+"""``report`` reads a recording in bounded memory and gives summarize's numbers for the same lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specmon.cli import main
+from specmon.ingest.logfiles import file_year
+from specmon.output import recording as recmod
+from specmon.output.recording import ReadStats, Recorder, read_recording, write_lines_recording
+from specmon.output.report import load_report, text_chart
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = [ROOT / "sample_logs" / f"sim_eagle3_{n}.log" for n in ("nospec", "1step", "2step", "3step")]
+
+
+def _json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _recorded_as_feeder(log: Path, path: Path, batch: int = 37) -> None:
+    """What ``--record`` writes: a source entry, then the raw lines in batches."""
+    lines = log.read_text().splitlines()
+    with Recorder(path, meta={"command": "watch"}) as rec:
+        rec.source(str(log), baseline=False, year=file_year(log))
+        for i in range(0, len(lines), batch):
+            rec.batch(str(log), i + 1, lines[i:i + batch])
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_report_numbers_equal_summarize(log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Same lines, same table: runs, samples, means, intervals, crashes, verdict."""
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec)
+    summary = _json(["summarize", str(log), "--format", "json"], capsys)
+    report = _json(["report", str(rec), "--format", "json"], capsys)
+    for key in ("lines", "engine", "counts", "runs", "verdict", "crashes"):
+        assert report[key] == summary[key], key
+
+
+def test_chunked_read_equals_line_by_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding whole chunks gives the entries and skip counts reading line by line gives,
+    with damaged lines and a truncated tail anywhere."""
+    path = tmp_path / "r.jsonl"
+    write_lines_recording(path, [(str(p), p.read_text().splitlines()) for p in LOGS[:2]])
+    raw = path.read_bytes().split(b"\n")
+    raw.insert(50, b"{not json")
+    raw.insert(300, b"")
+    raw.insert(700, b'["a list"]')
+    path.write_bytes(b"\n".join(raw)[:-40])  # and a truncated last line
+    monkeypatch.setattr(recmod, "_CHUNK_BYTES", 1 << 12)
+    small, s1 = list(read_recording(path, st1 := ReadStats())), st1
+    monkeypatch.setattr(recmod, "_CHUNK_BYTES", 1)  # one line per chunk: the line-by-line path
+    single, s2 = list(read_recording(path, st2 := ReadStats())), st2
+    assert small == single
+    assert (s1.entries, s1.bad_lines, s1.truncated_tail) == (s2.entries, s2.bad_lines, s2.truncated_tail)
+    assert s1.bad_lines == 3 and s1.truncated_tail
+
+
+def test_series_and_chart_from_columns(tmp_path: Path) -> None:
+    """The series is time-ordered, one point per throughput sample, and the chart draws every run."""
+    path = tmp_path / "r.jsonl"
+    write_lines_recording(path, [(str(p), p.read_text().splitlines()) for p in LOGS])
+    data = load_report(path)
+    ts = [p.t for p in data.series]
+    assert ts == sorted(ts) and ts[0] == 0.0
+    assert len(data.series) == data.session.counts["decode"]
+    assert {p.run for p in data.series} == {r.id for r in data.session.runs if r.used}
+    chart = "\n".join(text_chart(data))
+    assert all(f"{c} = run" in chart for c in "ABCD")
+
+
+def _big_log(path: Path, n: int, seed: int) -> None:
+    """Long runs of plain decode/prefill/access lines (the bulk path), a restart with another
+    configuration in the middle, a second rank, and a crash at the end."""
+    import random
+
+    rng = random.Random(seed)
+    out = ["[2026-08-23 08:59:00] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+           "speculative_num_steps=2, speculative_eagle_topk=1, speculative_num_draft_tokens=3, tp_size=1)",
+           "[2026-08-23 08:59:59] The server is fired up and ready to roll!"]
+    for i in range(n):
+        s = i // 4
+        ts = f"2026-08-23 {9 + s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+        if i == n // 2:
+            out.append(f"[{ts}] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+                       "speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)")
+            out.append(f"[{ts}] The server is fired up and ready to roll!")
+        x = rng.random()
+        rank = "TP0" if rng.random() < 0.9 else "DP1 TP0"
+        if x < 0.6:
+            out.append(f"[{ts} {rank}] Decode batch, #running-req: {rng.randint(1, 4)}, #token: 900, token usage: "
+                       f"0.02, accept len: {rng.uniform(1.6, 2.6):.2f}, accept rate: {rng.uniform(0.5, 0.9):.2f}, "
+                       f"cuda graph: True, gen throughput (token/s): {rng.uniform(58, 120):.2f}, #queue-req: 0")
+        elif x < 0.8:
+            out.append(f"[{ts} {rank}] Prefill batch, #new-seq: 1, #new-token: 90, #cached-token: 0, token usage: "
+                       "0.02, #running-req: 0, #queue-req: 0, cuda graph: False, input throughput (token/s): 12.5")
+        else:
+            out.append(f'[{ts}] INFO:     127.0.0.1:4000 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+    out += ["[2026-08-23 12:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "x.py", line 1, in f', "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB"]
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_report_equals_summarize_through_the_bulk_path(seed: int, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of plain stats lines take the bulk path in both commands: the numbers, the series
+    and the crash are the ones the line-by-line replay gives."""
+    log = tmp_path / "big.log"
+    _big_log(log, 40_000, seed)
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec, batch=500)
+    summary = _json(["summarize", str(log), "--format", "json", "--jobs", "1"], capsys)
+    report = _json(["report", str(rec), "--format", "json"], capsys)
+    for key in ("lines", "engine", "counts", "runs", "verdict", "crashes"):
+        assert report[key] == summary[key], key
+    assert report["crashes"] and "CUDA out of memory" in report["crashes"][0]["error"]
+    from specmon.ingest import bulk
+
+    fast = load_report(rec)
+    monkeypatch.setattr(bulk, "bulk_piece", lambda *a: None)  # the line parser only
+    single = load_report(rec)
+    assert list(fast.series) == list(single.series)
+    assert text_chart(fast) == text_chart(single)
+
+
+def test_report_names_the_crash_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording whose last run crashed: Markdown, HTML, JSON and CSV reports say so."""
+    log = tmp_path / "big.log"
+    _big_log(log, 3000, 3)
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec)
+    for fmt, needle in (("markdown", "## Crashes"), ("html", "<h2>Crashes</h2>"), ("json", '"crashes"'),
+                        ("csv", "crash_error")):
+        assert main(["report", str(rec), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert needle in out and "CUDA out of memory" in out, fmt
+
+
+def test_hand_made_recording_without_source_entries(tmp_path: Path) -> None:
+    """Lines with no source entry (and no ``src``) form one implicit source, as before."""
+    lines = LOGS[2].read_text().splitlines()
+    path = tmp_path / "hand.jsonl"
+    entries = [{"type": "meta", "event": "start", "format": recmod.FORMAT, "version": 1}]
+    entries += [{"type": "line", "n": i, "text": t} for i, t in enumerate(lines, 1)]
+    path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
+    data = load_report(path)
+    assert data.session.lines == len(lines) and [r.source for r in data.session.runs] == [""]
+    assert data.analysis.rows and data.analysis.rows[0].samples > 0
