@@ -303,6 +303,12 @@ def cmd_connect(args: argparse.Namespace) -> int:
     except ConnectError as exc:
         print(f"specmon: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    from specmon.commands.terminal import no_terminal
+
+    problem = None if args.headless else no_terminal("connect")
+    if problem:
+        print(f"specmon: {problem}", file=sys.stderr)
+        return EXIT_INPUT
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
