@@ -51,10 +51,14 @@ def record_log(log: Path, recording: Path) -> None:
 
 
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall time (s), peak RSS (MB) of that one process, and its stdout."""
+    """Wall time (s), peak RSS (MB) of the largest process of its tree (``wait4``), and its stdout.
+
+    Run from the temporary directory: ``python -m`` puts the current directory first on the
+    path, which would shadow ``--src``.
+    """
     with tempfile.TemporaryFile() as out:
         t = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -102,9 +106,9 @@ def main() -> int:
         s_time, s_rss, s_out = best([*py, "summarize", str(log), "--format", "json"], env, args.repeat)
         r_time, r_rss, r_out = best([*py, "report", str(recording), "--format", "json"], env, args.repeat)
         same = table_of(json.loads(s_out)) == table_of(json.loads(r_out))
-        print(f"{'':28s} {'time (best of ' + str(args.repeat) + ')':>20s} {'peak RSS':>10s}")
-        print(f"{'summarize LOG --format json':28s} {s_time:18.2f} s {s_rss:7.0f} MB")
-        print(f"{'report REC --format json':28s} {r_time:18.2f} s {r_rss:7.0f} MB")
+        print(f"{'':28s} {'time (best of ' + str(args.repeat) + ')':>20s} {'peak RSS (largest process)':>28s}")
+        print(f"{'summarize LOG --format json':28s} {s_time:18.2f} s {s_rss:25.0f} MB")
+        print(f"{'report REC --format json':28s} {r_time:18.2f} s {r_rss:25.0f} MB")
         print(f"report / summarize time: {r_time / s_time:.2f}  (target ≤ 2)   report RSS target ≤ 150 MB")
         print(f"same table from both: {same}")
     return 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import multiprocessing as mp
 import os
 import threading
 import time
@@ -391,7 +392,7 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
                     items = json.loads(b"[" + b",".join(chunk) + b"]")
                 except ValueError:
                     items = None
-                if items is not None and all(isinstance(e, dict) and "type" in e for e in items):
+                if items is not None and all(type(e) is dict and "type" in e for e in items):
                     stats.entries += len(items)
                     yield from items
                     continue
@@ -503,6 +504,11 @@ _HEAD_LINES, _HEAD_BYTES = 5000, 1 << 20
 SamplesCallback = Callable[[Sequence[float | None], Sequence[float | None], Sequence[float], int], None]
 
 
+#: Recordings at least this big are read and pre-parsed by a second process while this one
+#: feeds the session (the way ``summarize`` splits a big log over the cores).
+PIPELINE_MIN_BYTES = 32 << 20
+
+
 def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                      stats: ReadStats | None = None,
                      on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
@@ -515,6 +521,8 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     engine is recognised from each source's first lines, and blocks made only of
     plain stats lines take the bulk path, which gives what the line parser gives.
     A source that recorded parsed records but no raw lines is rebuilt from those records.
+    A big recording is read, decoded and bulk-parsed by a second process (its results are
+    used only when this process's parser state agrees with what they assumed).
 
     Args:
         path: The recording.
@@ -529,101 +537,215 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     Raises:
         RecordingError: as for :func:`read_recording`.
     """
-    entries = read_recording(path, stats)
+    bulk = on_samples is not None or on_record is None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    if bulk and size >= PIPELINE_MIN_BYTES and "fork" in mp.get_all_start_methods():
+        ops: Iterator[_Op] = _ops_from_worker(path, stats)
+    else:
+        ops = _replay_ops(path, stats, bulk)
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
-    detected: set[str] = set()
     has_lines: set[str] = set()
     pending_records: list[tuple[str, dict[str, Any]]] = []
-    block: list[tuple[int, str, Any]] = []  # (line number, text, receive time): smaller than the entries
-    block_src: str | None = None  # None: no block open (a source may be named "")
-
-    def flush_block() -> None:
-        if block:
-            assert session is not None and block_src is not None
-            if block_src not in detected:
-                detected.add(block_src)
-                _detect(session, parsers[block_src], block)
-            _replay_block(session, parsers[block_src], block, on_record, on_samples)
-            block.clear()
-
-    first = next(entries, None)
-    if first is not None:
-        if on_entry is not None:
-            on_entry(first)
-        recorded = first.get("warmup")
-        session = Session(warmup=warmup if warmup is not None else (recorded if isinstance(recorded, int) else None))
-    append = block.append
-    for entry in entries:
-        kind = entry["type"]
-        if kind == "line":  # the bulk of a recording: kept cheap
-            src = entry.get("src", "")
-            if src != block_src or len(block) >= REPLAY_BLOCK:
-                if not isinstance(src, str):
-                    src = str(src)
-                flush_block()
-                block_src = src
-                if src not in parsers:
-                    # Lines before any source entry (a hand-made file): one implicit source.
-                    assert session is not None
-                    session.begin_source(src)
-                    parsers[src] = LineParser()
-                has_lines.add(src)
-            n, text = entry.get("n", 0), entry.get("text", "")
-            append((n if type(n) is int else int(n), text if type(text) is str else str(text), entry.get("t")))
+    for op in ops:
+        kind = op[0]
+        if kind == "block":
+            assert session is not None
+            _, src, block, piece, engine_used, detected = op
+            parser = parsers[src]
+            if detected is not None:
+                session.set_engine_hint(detected)
+                if parser.engine is Engine.UNKNOWN:
+                    parser.engine = detected
+            if piece is not None and (parser.in_traceback or parser.engine is not engine_used):
+                piece = None  # it assumed another parser state: redo it here
+                if bulk and not parser.in_traceback:
+                    piece = _bulk(block, parser)
+            _apply_block(session, parser, block, piece, on_record, on_samples)
             continue
-        if on_entry is not None:
-            on_entry(entry)
-        assert session is not None
-        if kind == "meta" and entry.get("event") == "source":
-            flush_block()
-            _flush_records(session, pending_records, has_lines, on_record)
-            current = str(entry.get("source", ""))
-            session.begin_source(current, baseline=bool(entry.get("baseline")))
-            year = entry.get("year")
-            parsers[current] = LineParser(year=year if isinstance(year, int) else None)
-            detected.discard(current)
-            block_src = None  # the next line, even of the same name, opens a block of this source
-        elif kind == "record":
-            src = str(entry.get("src", ""))
-            if src not in has_lines:  # lines are authoritative: their source's records are not kept
-                pending_records.append((src, entry))
+        if kind == "entry":
+            entry = op[1]
+            if on_entry is not None:
+                on_entry(entry)
+            if session is None:
+                recorded = entry.get("warmup")
+                session = Session(warmup=warmup if warmup is not None
+                                  else (recorded if isinstance(recorded, int) else None))
+                continue
+            if entry["type"] == "meta" and entry.get("event") == "source":
+                _flush_records(session, pending_records, has_lines, on_record)
+                current = str(entry.get("source", ""))
+                session.begin_source(current, baseline=bool(entry.get("baseline")))
+                year = entry.get("year")
+                parsers[current] = LineParser(year=year if isinstance(year, int) else None)
+            elif entry["type"] == "record":
+                src = str(entry.get("src", ""))
+                if src not in has_lines:  # lines are authoritative: their source's records are not kept
+                    pending_records.append((src, entry))
+        elif kind == "implicit":
+            assert session is not None
+            session.begin_source(op[1])
+            parsers[op[1]] = LineParser()
+        elif kind == "has_lines":
+            has_lines.add(op[1])
+        elif kind == "stats" and stats is not None:
+            st = op[1]
+            stats.entries, stats.bad_lines, stats.truncated_tail = st.entries, st.bad_lines, st.truncated_tail
     if session is None:  # pragma: no cover - read_recording raises for empty files
         raise RecordingError(f"{path}: empty recording")
-    flush_block()
     _flush_records(session, pending_records, has_lines, on_record)
     return session
 
 
-def _detect(session: Session, parser: LineParser, block: list[tuple[int, str, Any]]) -> None:
-    """Recognise a source's engine from its first lines, as ``summarize`` does from the file's head."""
+#: What the reading side hands the session side, in order (see :func:`_replay_ops`).
+_Op = tuple[Any, ...]
+
+
+@dataclass
+class _Block:
+    """Consecutive raw lines of one source: numbers, texts and receive times."""
+
+    ns: list[int]
+    texts: list[str]
+    ts: list[Any]
+
+
+def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool) -> Iterator[_Op]:
+    """Read a recording into ordered operations: entries, new implicit sources, and blocks of
+    raw lines with their bulk parse (made with the parser state this side can know: the year,
+    the engine recognised from the source's first lines, no traceback open)."""
+    local = ReadStats()
+    years: dict[str, int | None] = {}
+    engines: dict[str, Engine] = {}
+    seen: set[str] = set()
+    block = _Block([], [], [])
+    block_src: str | None = None  # None: no block open (a source may be named "")
+
+    def flush() -> Iterator[_Op]:
+        if not block.ns or block_src is None:
+            return
+        detected = None
+        if block_src not in engines:
+            detected = _detect_head(block.texts)
+            engines[block_src] = detected
+        engine = engines[block_src]
+        piece = _bulk(block, LineParser(year=years.get(block_src), engine=engine)) if bulk else None
+        if piece is not None and (piece.tput or piece.prefill) and engine is Engine.UNKNOWN:
+            engines[block_src] = Engine.SGLANG
+        yield ("block", block_src, _Block(block.ns[:], block.texts[:], block.ts[:]), piece, engine, detected)
+        block.ns.clear()
+        block.texts.clear()
+        block.ts.clear()
+
+    ns_append, texts_append, ts_append = block.ns.append, block.texts.append, block.ts.append
+    for entry in read_recording(path, local):
+        kind = entry["type"]
+        if kind == "line":  # the bulk of a recording: kept cheap
+            src = entry.get("src", "")
+            if src != block_src or len(block.ns) >= REPLAY_BLOCK:
+                if not isinstance(src, str):
+                    src = str(src)
+                yield from flush()
+                block_src = src
+                if src not in years:
+                    # Lines before any source entry (a hand-made file): one implicit source.
+                    years[src] = None
+                    yield ("implicit", src)
+                if src not in seen:
+                    seen.add(src)
+                    yield ("has_lines", src)
+            n, text = entry.get("n", 0), entry.get("text", "")
+            ns_append(n if type(n) is int else int(n))
+            texts_append(text if type(text) is str else str(text))
+            ts_append(entry.get("t"))
+            continue
+        yield from flush()
+        if kind == "meta" and entry.get("event") == "source":
+            name = str(entry.get("source", ""))
+            year = entry.get("year")
+            years[name] = year if isinstance(year, int) else None
+            engines.pop(name, None)
+            seen.discard(name)
+            block_src = None  # the next line, even of the same name, opens a block of this source
+        yield ("entry", entry)
+    yield from flush()
+    if stats is not None:
+        yield ("stats", local)
+
+
+def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None) -> Iterator[_Op]:
+    """:func:`_replay_ops` run in a forked process, its operations passed back in batches."""
+    ctx = mp.get_context("fork")
+    queue: Any = ctx.Queue(maxsize=8)  # bounded: the reader never runs far ahead
+    proc = ctx.Process(target=_worker, args=(str(path), stats is not None, queue), daemon=True)
+    proc.start()
+    try:
+        while True:
+            batch = queue.get()
+            if batch is None:
+                break
+            if isinstance(batch, RecordingError):
+                raise batch
+            yield from batch
+    finally:
+        if proc.is_alive():
+            proc.terminate()  # its own child, stopped by the handle that started it
+        proc.join(timeout=5)
+        queue.close()
+
+
+def _worker(path: str, with_stats: bool, queue: Any) -> None:
+    try:
+        batch: list[_Op] = []
+        for op in _replay_ops(path, ReadStats() if with_stats else None, True):
+            batch.append(op)
+            if op[0] == "block" or len(batch) >= 256:
+                queue.put(batch)
+                batch = []
+        if batch:
+            queue.put(batch)
+        queue.put(None)
+    except RecordingError as exc:
+        queue.put(exc)
+    except BaseException as exc:  # the parent must not wait forever for a reader that died
+        queue.put(RecordingError(f"{path}: reading failed: {exc}"))
+
+
+def _detect_head(texts: list[str]) -> Engine:
+    """The engine of a source's first lines, as ``summarize`` recognises a file's head."""
     head: list[str] = []
     size = 0
-    for _, text, _ in block[:_HEAD_LINES]:
+    for text in texts[:_HEAD_LINES]:
         size += len(text) + 1
         if size > _HEAD_BYTES:
             break
         head.append(text)
-    engine = detect_engine(head)
-    session.set_engine_hint(engine)
-    if parser.engine is Engine.UNKNOWN:
-        parser.engine = engine
+    return detect_engine(head)
 
 
-def _replay_block(session: Session, parser: LineParser, block: list[tuple[int, str, Any]],
-                  on_record: Callable[[float | None, ParsedRecord, Session], None] | None,
-                  on_samples: SamplesCallback | None) -> None:
-    """Parse and ingest consecutive raw lines of one source: in bulk when they allow it."""
-    texts = [text for _, text, _ in block]
-    piece = None
-    if on_samples is not None or on_record is None:
-        from specmon.ingest.bulk import bulk_piece
+def _bulk(block: _Block, parser: LineParser) -> Any:
+    """The bulk parse of a block (``bulk_piece``), or None when it must be read line by line."""
+    from specmon.ingest.bulk import bulk_piece
 
-        if not parser.in_traceback:
-            piece = bulk_piece([t.encode("utf-8", errors="replace") for t in texts], parser.engine, parser.year)
+    texts = block.texts
+    # One encode of the joined block instead of one per line (raw lines hold no newline;
+    # a hand-made one that does is encoded line by line).
+    raw = "\n".join(texts).encode("utf-8", errors="replace").split(b"\n")
+    if len(raw) != len(texts):
+        raw = [t.encode("utf-8", errors="replace") for t in texts]
+    return bulk_piece(raw, parser.engine, parser.year)
+
+
+def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any,
+                 on_record: Callable[[float | None, ParsedRecord, Session], None] | None,
+                 on_samples: SamplesCallback | None) -> None:
+    """Ingest a block of raw lines: its bulk parse when there is one, else line by line."""
     if piece is None:
         parse = parser.parse
-        for n, text, t in block:
+        for n, text, t in zip(block.ns, block.texts, block.ts, strict=True):
             rec = parse(text, n)
             session.lines += 1
             if rec is not None:
@@ -639,13 +761,12 @@ def _replay_block(session: Session, parser: LineParser, block: list[tuple[int, s
     session.counts["prefill"] += piece.prefill
     if piece.tput:
         session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
-                                      piece.acc_len, piece.acc_rate,
-                                      block[0][0], block[-1][0])
+                                      piece.acc_len, piece.acc_rate, block.ns[0], block.ns[-1])
         if on_samples is not None and session.current is not None:
             # bulk_piece takes decode lines in order by this same test.
-            recv = [t for _, text, t in block if "Decode batch" in text]
+            recv = [t for text, t in zip(block.texts, block.ts, strict=True) if "Decode batch" in text]
             on_samples(piece.ts, recv, piece.tput, session.current.id)
-    session.lines += len(block)
+    session.lines += len(block.ns)
 
 
 def _flush_records(session: Session, pending: list[tuple[str, dict[str, Any]]], has_lines: set[str],

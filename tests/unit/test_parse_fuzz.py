@@ -81,6 +81,9 @@ def check(rec: Any, lineno: int) -> None:
             if name in ("line", "timestamp", "rank"):
                 continue
             value = getattr(rec, name)
+            if name == "engine":  # the engine whose marker the line carried
+                assert isinstance(value, Engine), (name, value)
+                continue
             if value is None or isinstance(value, bool):
                 continue
             if name == "engine":

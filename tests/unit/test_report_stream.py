@@ -153,3 +153,38 @@ def test_hand_made_recording_without_source_entries(tmp_path: Path) -> None:
     data = load_report(path)
     assert data.session.lines == len(lines) and [r.source for r in data.session.runs] == [""]
     assert data.analysis.rows and data.analysis.rows[0].samples > 0
+
+
+def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big recording is read by a second process: same session, series and skip counts as in-process,
+    and that process is gone afterwards."""
+    import multiprocessing as mp
+
+    log = tmp_path / "big.log"
+    _big_log(log, 20_000, 4)
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(log, rec, batch=300)
+    with rec.open("ab") as f:
+        f.write(b'{"type": "line", "src": "x", "n": 1, "te')  # a truncated tail
+    monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 1 << 60)
+    local = load_report(rec)
+    monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
+    piped = load_report(rec)
+    assert not mp.active_children()
+    assert list(piped.series) == list(local.series)
+    assert piped.session.lines == local.session.lines and piped.session.counts == local.session.counts
+    assert (piped.read.entries, piped.read.truncated_tail) == (local.read.entries, True)
+    from specmon.output.tables import to_json
+
+    assert to_json(piped.session, piped.analysis) == to_json(local.session, local.analysis)
+
+
+def test_the_reading_process_reports_a_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a recording: the same one-sentence error through the second process."""
+    from specmon.output.recording import RecordingError
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("hello\n")
+    monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
+    with pytest.raises(RecordingError, match="not a specmon recording"):
+        load_report(bad)
