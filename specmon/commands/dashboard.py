@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from specmon.commands.argtypes import check_theme, positive_float, whole_number
 from specmon.commands.exits import fail
+from specmon.commands.terminal import no_terminal
 
 if TYPE_CHECKING:  # annotations only: the dashboard (Textual) is imported inside the commands
     from specmon.ui.app import DashboardOptions
@@ -95,6 +96,15 @@ def _recorded_warmup(path: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _not_a_log(path: str | None) -> str | None:
+    """A sentence when the path to watch names a directory (an empty dashboard otherwise)."""
+    import os
+
+    if path and os.path.isdir(os.path.expanduser(path)):
+        return f"{path} is a directory, not a log file: pass the log itself, e.g. specmon watch {path}/server.log"
+    return None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """``specmon replay FILE...``: the dashboard driven by saved logs."""
     from specmon.sources.logfiles import LogFileError, check_readable
@@ -106,7 +116,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             check_readable(path)
     except LogFileError as exc:
         return fail(str(exc))
-    problem = check_theme(args.theme)
+    problem = check_theme(args.theme) or no_terminal("replay")
     if problem:
         return fail(problem)
     from specmon.ui.app import replay_app
@@ -121,6 +131,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """``specmon watch PATH``: the dashboard following a local log."""
     problem = check_theme(args.theme)
+    if problem:
+        return fail(problem)
+    problem = _not_a_log(args.path) or no_terminal("watch")
     if problem:
         return fail(problem)
     from specmon.ui.app import watch_app

@@ -112,6 +112,12 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``specmon demo``."""
+    from specmon.commands.terminal import no_terminal
+
+    problem = no_terminal("demo")
+    if problem:
+        print(f"specmon: {problem}", file=sys.stderr)
+        return 2
     return run_demo(args, lambda app: app.run())
 
 

@@ -302,6 +302,11 @@ def cmd_connect(args: argparse.Namespace) -> int:
         plan = plan_connect(args)
     except ConnectError as exc:
         return fail(str(exc))
+    from specmon.commands.terminal import no_terminal
+
+    problem = None if args.headless else no_terminal("connect")
+    if problem:
+        return fail(problem)
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})

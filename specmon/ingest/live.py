@@ -322,6 +322,7 @@ class RecordingSource:
         self.status.detail = f"replaying {self.path}"
         clock, jumped = self.clock, False
         out: list[str] = []
+        damaged = 0
         try:
             f = open(self.path, "rb")
         except OSError as exc:
@@ -340,7 +341,10 @@ class RecordingSource:
                 try:
                     entry = json.loads(raw)
                 except ValueError:
-                    continue  # a truncated last line (the recorder was killed)
+                    # A truncated last line (the recorder was killed) is expected; damage
+                    # in the middle is counted and said once, at the end.
+                    damaged += raw.endswith(b"\n")
+                    continue
                 text = str(entry.get("text", ""))
                 if clock.speed is not None:
                     ts = line_time(text, self.year)
@@ -362,6 +366,9 @@ class RecordingSource:
                 yield self._deliver(out)
         finally:
             f.close()
+            if damaged:
+                self.status.events.append(f"{self.path}: {damaged} damaged recording entr"
+                                          f"{'y' if damaged == 1 else 'ies'} skipped")
         self.status.state = ConnectionState.ENDED
         self.status.detail = f"replay of {self.path} finished"
 

@@ -27,6 +27,7 @@ Replay re-parses the recorded raw lines per source, in order, into a fresh
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -110,6 +111,9 @@ class Recorder:
             raise ValueError("flush_interval must be in (0, 1] seconds")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # A session that records nothing but meta (a refused connect) leaves no file behind.
+        self._created = not self.path.exists()
+        self._has_data = False
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._clock = clock
         self._buffer: list[str] = []
@@ -145,6 +149,8 @@ class Recorder:
         """Queue one entry (a ``t`` receive time is added when missing)."""
         if self._fd is None:
             return
+        if entry.get("type") != "meta":
+            self._has_data = True
         if "t" not in entry:
             entry = {**entry, "t": round(self._clock(), 6)}
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=_jsonable) + "\n"
@@ -240,6 +246,9 @@ class Recorder:
             fd, self._fd = self._fd, None
             if fd is not None:
                 os.close(fd)
+        if self._created and not self._has_data:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
         atexit.unregister(self._atexit)
 
     def __enter__(self) -> Recorder:

@@ -37,6 +37,8 @@ class SourceStatus:
     retry_at: float | None = None  # time.time() of the next reconnect attempt
     attempts: int = 0  # consecutive failed attempts
     latency_ms: float | None = None  # round trip, where the source can measure it
+    lost: int = 0  # reports of bytes destroyed on the host before they could be read
+    overlong: int = 0  # lines longer than the line cap, delivered cut to it
     events: list[str] = field(default_factory=list)  # messages for the event log (stderr, ...)
 
 

@@ -4,47 +4,135 @@ Shared by the local and the SSH tail: both receive bytes in arbitrary chunks
 (a line can straddle two reads or two SSH packets) and must hand only complete
 lines to the parser, while knowing the byte offset just past the last complete
 line so a reader can resume exactly there.
+
+Linear time whatever the chunking: each chunk is searched once, and the bytes
+of an unfinished line are kept as a list of pieces joined once, when its newline
+arrives (joining and re-searching the whole pending buffer on every chunk made a
+single 40 MB line take 17 s). A line longer than ``max_line`` bytes is cut to
+``max_line`` bytes (memory stays bounded however long it grows), counted in
+:attr:`LineSplitter.overlong`, and its real length kept in
+:attr:`LineSplitter.longest`; offsets always count the real bytes.
 """
 
 from __future__ import annotations
 
-__all__ = ["LineSplitter"]
+__all__ = ["DEFAULT_MAX_LINE", "LineSplitter"]
+
+DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: no engine's log line comes near it
 
 
 class LineSplitter:
     """Accumulate bytes; release complete lines decoded with replacement characters.
 
+    Args:
+        offset: Byte offset in the file of the first byte that will be fed.
+        encoding: Text encoding of the lines (invalid bytes become U+FFFD).
+        max_line: Longest line kept, in bytes (excluding the newline); longer
+            lines are cut to this length.
+
     Attributes:
         offset: Byte offset in the file just past the last complete line released.
-        pending: Bytes of the incomplete last line, not yet released.
         tail: The last (up to ``TAIL_SIZE``) bytes before ``offset``, when known: a
             resuming reader compares them with the file to detect that it was
             replaced (inode numbers get reused) or rewritten.
+        overlong: How many released lines were longer than ``max_line`` (and cut).
+        longest: Real length in bytes of the longest over-long line, 0 if none.
     """
 
     TAIL_SIZE = 64
-    __slots__ = ("offset", "pending", "encoding", "tail")
+    __slots__ = (
+        "offset", "encoding", "tail", "max_line", "overlong", "longest",
+        "_parts", "_kept", "_plen", "_recent",
+    )
 
-    def __init__(self, offset: int = 0, encoding: str = "utf-8") -> None:
+    def __init__(self, offset: int = 0, encoding: str = "utf-8", max_line: int = DEFAULT_MAX_LINE) -> None:
+        if max_line < 1:
+            raise ValueError("max_line must be at least 1 byte")
         self.offset = offset
-        self.pending = b""
         self.encoding = encoding
+        self.max_line = max_line
         self.tail = b""
+        self.overlong = 0
+        self.longest = 0
+        self._parts: list[bytes] = []  # the kept (at most max_line) bytes of the unfinished line
+        self._kept = 0
+        self._plen = 0  # real length of the unfinished line
+        self._recent = b""  # the last TAIL_SIZE bytes before read_position
+
+    @property
+    def pending(self) -> bytes:
+        """The kept bytes of the incomplete last line (at most ``max_line``)."""
+        if len(self._parts) > 1:
+            self._parts = [b"".join(self._parts)]
+        return self._parts[0] if self._parts else b""
+
+    @property
+    def pending_length(self) -> int:
+        """Real length of the incomplete last line, in bytes."""
+        return self._plen
 
     @property
     def read_position(self) -> int:
         """Offset of the next byte to read: completed lines plus the pending part."""
-        return self.offset + len(self.pending)
+        return self.offset + self._plen
+
+    @property
+    def recent(self) -> bytes:
+        """The last (up to ``TAIL_SIZE``) bytes before :attr:`read_position`."""
+        return self._recent
 
     def reset(self, offset: int = 0) -> None:
         """Start counting at ``offset`` of a (new) file; forget pending and tail bytes."""
         self.offset = offset
-        self.pending = b""
         self.tail = b""
+        self._recent = b""
+        self._clear_pending()
 
     def drop_pending(self) -> None:
         """Forget the incomplete line (it will be read again whole on resume)."""
-        self.pending = b""
+        self._clear_pending()
+        self._recent = self.tail
+
+    def take_pending(self) -> str | None:
+        """Release the incomplete last line as a line (its file ended); None if there is none."""
+        if not self._plen:
+            return None
+        line = self._finish(b"")
+        self.offset += self._plen
+        self.tail = self._recent
+        self._clear_pending()
+        return line
+
+    def _clear_pending(self) -> None:
+        self._parts = []
+        self._kept = 0
+        self._plen = 0
+
+    def _keep(self, data: bytes) -> None:
+        """Add bytes to the unfinished line, keeping at most ``max_line`` of them."""
+        self._plen += len(data)
+        room = self.max_line - self._kept
+        if room > 0 and data:
+            piece = data[:room]
+            self._parts.append(piece)
+            self._kept += len(piece)
+
+    def _decode(self, line: bytes, length: int) -> str:
+        if length > self.max_line:
+            self.overlong += 1
+            self.longest = max(self.longest, length)
+            line = line[: self.max_line]
+        elif line.endswith(b"\r"):
+            line = line[:-1]
+        return line.decode(self.encoding, errors="replace")
+
+    def _finish(self, head: bytes) -> str:
+        """The unfinished line completed by ``head`` (the bytes before its newline)."""
+        length = self._plen + len(head)
+        if not self._parts:
+            return self._decode(head, length)
+        room = self.max_line + 1 - self._kept  # one byte more: a kept "\r" must stay visible
+        return self._decode(b"".join(self._parts) + head[: max(0, room)], length)
 
     def feed(self, data: bytes) -> list[str]:
         """Add bytes; return the lines they complete, without line endings.
@@ -55,16 +143,25 @@ class LineSplitter:
         """
         if not data:
             return []
-        buffer = self.pending + data
-        end = buffer.rfind(b"\n")
-        if end < 0:
-            self.pending = buffer
+        recent = self._recent
+        self._recent = (recent + data[-self.TAIL_SIZE :])[-self.TAIL_SIZE :]
+        first = data.find(b"\n")
+        if first < 0:
+            self._keep(data)
             return []
-        complete, self.pending = buffer[: end + 1], buffer[end + 1 :]
-        self.offset += len(complete)
-        self.tail = (self.tail + complete)[-self.TAIL_SIZE :]
-        lines = complete[:-1].split(b"\n")
-        return [
-            (line[:-1] if line.endswith(b"\r") else line).decode(self.encoding, errors="replace")
-            for line in lines
-        ]
+        last = data.rfind(b"\n")
+        lines = [self._finish(data[:first])]
+        if last > first:
+            middle = data[first + 1 : last]
+            if len(middle) <= self.max_line:
+                lines.extend(self._decode(raw, 0) for raw in middle.split(b"\n"))
+            else:
+                lines.extend(self._decode(raw, len(raw)) for raw in middle.split(b"\n"))
+        self.offset += self._plen + last + 1
+        if last + 1 >= self.TAIL_SIZE:
+            self.tail = data[last + 1 - self.TAIL_SIZE : last + 1]
+        else:
+            self.tail = (recent + data[: last + 1])[-self.TAIL_SIZE :]
+        self._clear_pending()
+        self._keep(data[last + 1 :])
+        return lines

@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from specmon.sources.base import ConnectionState, LogProfile, SourceStatus
-from specmon.sources.lines import LineSplitter
+from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
 
 __all__ = ["LocalTailSource", "build_local_source", "newest_match", "start_of_last_lines"]
 
@@ -95,6 +96,7 @@ class LocalTailSource:
         chunk_size: Most bytes read for one batch.
         clock: Wall clock for ``status.last_line_at`` (injected in tests).
         sleep: Awaitable sleep (injected in tests).
+        max_line: Longest line delivered, in bytes; longer lines are cut (and counted).
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class LocalTailSource:
         chunk_size: int = 1 << 20,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         self.path = Path(path).expanduser()
         self.name = str(self.path)
@@ -117,7 +120,7 @@ class LocalTailSource:
         self._sleep = sleep
         self._fd: int | None = None
         self._inode: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
-        self._split = LineSplitter()
+        self._split = LineSplitter(max_line=max_line)
         self._closed = asyncio.Event()
         self._first_open = True
 
@@ -190,14 +193,14 @@ class LocalTailSource:
             out = self._read_available()  # the writer may have added a last bit
             if out:
                 return out
-            rest = self._split.pending
+            rest = self._split.take_pending()
             self._close_fd()
             if info is None:
                 self._event(f"{self.path} was removed or renamed; waiting for a new file")
                 self._set_waiting(f"file not found: {self.path} (waiting for it)")
             else:
                 self._event(f"{self.path} was rotated: following the new file from its start")
-            tail = [rest.decode(self._split.encoding, errors="replace")] if rest else []
+            tail = [rest] if rest is not None else []
             self._split.reset(0)
             if info is not None:
                 self._open()
@@ -223,6 +226,15 @@ class LocalTailSource:
             self._set_waiting(f"cannot open {self.path}: {exc.strerror}")
             return False
         info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            os.close(fd)
+            self._set_waiting(f"{self.path} is a directory, not a log file: pass the log itself")
+            if self._first_open:
+                # At start-up this is a mistake to say and stop at; later (the log replaced by
+                # a directory) it is shown and polled like a missing file.
+                self.status.state = ConnectionState.FAILED
+                self._closed.set()
+            return False
         self._fd = fd
         self._inode = (info.st_dev, info.st_ino)
         start = 0

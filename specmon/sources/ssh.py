@@ -1,73 +1,79 @@
-"""Follow a remote log over SSH, surviving network drops without losing or repeating lines.
+"""Follow a remote log over SSH, losing and repeating no line across drops, rotation and truncation.
 
 How it reads
-    On the first connection the source ``stat``\\ s the file (inode, size S),
-    reads the last N lines *of the first S bytes* with one bounded command, and
-    then follows from byte S with ``exec tail -c +S+1 -F -- <path>`` on one
-    channel. That is ``tail -F -n N`` split in two so the byte offset of
-    every delivered line is known exactly. ``exec`` makes the remote tail die
-    with the channel's shell; nothing relies on signals (OpenSSH refuses them
-    for root sessions).
+    On the first connection the source ``stat``\\ s the file (device, inode,
+    size S) and reads the last N lines *of the first S bytes* with one bounded
+    command. It then runs a small fixed POSIX ``sh`` helper on the host
+    (``remote_tail.sh``, shipped in this package, started with ``exec sh -c
+    <script> specmon-tail <quoted args>`` so it dies with the channel) that
+    follows the file **by identity and byte offset**: it holds the file open,
+    polls its size, sends new bytes with ``dd`` and says, in the same stream
+    and in the order it happened, which file (device:inode) the bytes belong
+    to and at which offset they start. Each data frame repeats up to 64 bytes
+    before the offset, so the client checks that the file is still the one it
+    was reading (an inode number reused by a new file, a file truncated and
+    regrown between two polls). Nothing depends on parsing ``tail -F``'s
+    stderr notices, which raced the new file's bytes.
 
 What it tracks
-    The byte offset just past the last *complete* line delivered (a partial
-    last line is held back until its newline arrives) and the file's inode.
+    The file identity (device, inode) and the byte offset just past the last
+    *complete* line delivered (a partial last line is held back until its
+    newline arrives, and re-read whole after a drop).
+
+Rotation (``mv log log.1`` + a new ``log``)
+    The helper notices the path names another file, reads the old one (still
+    open) to its end, says so, and only then starts the new one at byte 0.
+    After a drop it first looks the old file up by inode (the path itself,
+    else a file next to it, e.g. ``log.1``), finishes it from the saved
+    offset, then moves on to the new one. No line is lost or doubled.
+
+Truncation
+    The open file's size fell below the offset: reading starts again at 0 and
+    an event says so.
+
+The one exception: bytes destroyed on the host before they were read
+    When the file read before a drop no longer exists anywhere (deleted, or
+    rotated away and deleted), or was truncated, while disconnected, what was
+    written to it after the saved offset is gone from the host. The source
+    reports it: an event and a :class:`Loss` entry (which file, from which
+    offset, and how many bytes when the host could still tell), counted in
+    ``status.lost``. Likewise a file truncated within one poll (0.2 s) of a
+    write loses that write; the truncation itself is reported.
 
 Reconnecting
     On a lost connection it retries with full-jitter exponential backoff
     (base 1 s, factor 2, cap 30 s; ``status.retry_at`` drives the header's
-    countdown). After reconnecting it ``stat``\\ s the file again:
-
-    * same inode, size >= offset, and the last 64 bytes before the offset
-      unchanged: resume with ``tail -c +offset+1 -F``. No line is lost and none
-      is delivered twice (the held-back partial line is re-read whole).
-    * same inode number but those bytes differ (deleted and recreated: inode
-      numbers get reused): read the new file from 0, with an event.
-    * another inode (rotated while away): the old file is looked for by inode
-      next to the log (``server.log.1`` etc.). If found, what was written to it
-      after the offset is delivered first ("recovered N lines" event); if not,
-      an event says lines may be missing. Then the new file is read from 0.
-    * size < offset (truncated while away): read again from 0, with an event.
-    * file missing: an event; ``tail -F`` waits for it to reappear.
-
-    Authentication, host-key and configuration failures are never retried:
-    the source goes to ``FAILED`` with the explanation in ``status.detail``.
-
-Rotation while connected
-    ``tail -F`` follows it and reports it on stderr ("has been replaced",
-    "file truncated", "has appeared"); the source then resets its offset to 0
-    and learns the new inode. stdout and stderr travel as separate streams,
-    so this reset is best effort: if the link also drops within moments of a
-    rotation, the resume position may be off by what arrived in between (the
-    reconnect checks above still catch a shrunken or replaced file).
+    countdown). Authentication, host-key and configuration failures are never
+    retried, nor is a log path that names a directory: the source goes to
+    ``FAILED`` with one sentence in ``status.detail``.
 
 Status
-    ``bytes`` (all bytes received), ``lines``, ``last_line_at`` (so a silent
-    server is visible), ``latency_ms`` (round trip of a small ``stat`` exec,
-    repeated every ``probe_interval`` seconds, which also proves the link is
-    alive), ``attempts`` and ``retry_at``. Remote stderr lines and every
-    connection change are appended to ``events``; the exact commands run on
-    the host are announced there before they run.
+    ``bytes`` (all log bytes received), ``lines``, ``last_line_at`` (so a
+    silent server is visible), ``latency_ms`` (round trip of a small ``stat``
+    exec, repeated every ``probe_interval`` seconds), ``attempts``,
+    ``retry_at``, ``lost`` and ``overlong`` (lines cut to the line cap).
+    Every connection change and the exact commands run on the host (the
+    helper's arguments) are appended to ``events``.
 
-Remote requirements: a POSIX shell with GNU-style ``stat -c``, ``tail -F``,
-``head -c`` and ``find -inum`` (any Linux host).
+Remote requirements: a POSIX ``sh``, GNU coreutils (``stat -c``, ``dd
+iflag=skip_bytes``, ``head -c``, ``sleep 0.2``) and ``find -inum``: any Linux host.
 """
 
 from __future__ import annotations
 
 import asyncio
-import posixpath
 import random
 import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING, Protocol, cast
 
 import asyncssh
 
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.sources.lines import LineSplitter
+from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
 from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect, target_from_options
 
 if TYPE_CHECKING:
@@ -77,13 +83,15 @@ if TYPE_CHECKING:
     class RemoteLogProfile(HostProfile, LogProfile, Protocol):
         """Where the host is and where its log is: what ``specmon connect`` reads."""
 
-__all__ = ["Backoff", "SSHTailSource", "build_ssh_source", "status_line", "tail_command"]
+__all__ = [
+    "Backoff", "Frame", "FrameReader", "Loss", "SSHTailSource", "build_ssh_source", "helper_script",
+    "status_line", "tail_command",
+]
 
 DEFAULT_LINES = 1000
 _MAX_BATCH_BYTES = 1 << 20
 _PAUSE_ABOVE = 8 << 20  # stop reading the channel when this much is queued
 _RESUME_BELOW = 1 << 20
-_MAX_RECOVER_BYTES = 64 << 20
 
 
 class Backoff:
@@ -117,23 +125,50 @@ class Backoff:
         return self._rand() * self.ceiling(attempt)
 
 
-def tail_command(path: str, offset: int) -> str:
-    """The follow command: from byte ``offset`` (0-based) of ``path``, forever.
+HELPER_NAME = "remote_tail.sh"
+POLL_INTERVAL = 0.2
 
-    >>> tail_command("/var/log/my server.log", 0)
-    "exec tail -c +1 -F -- '/var/log/my server.log'"
+
+def helper_script() -> str:
+    """The reviewed POSIX ``sh`` helper run on the host (``specmon/sources/remote_tail.sh``).
+
+    Whole-line comments and blank lines are left out of what is sent (the script has
+    no heredocs, so that changes nothing it does).
     """
-    return f"exec tail -c +{offset + 1} -F -- {shlex.quote(path)}"
+    text = resources.files("specmon.sources").joinpath(HELPER_NAME).read_text(encoding="utf-8")
+    kept = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join(kept) + "\n"
+
+
+def tail_command(
+    path: str, offset: int, identity: tuple[int, int] | None = None, poll: float = POLL_INTERVAL
+) -> str:
+    """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
+
+    Every argument is quoted; the script is a fixed resource, never built from input.
+
+    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2")
+    True
+    """
+    dev, ino = (str(identity[0]), str(identity[1])) if identity else ("", "")
+    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}"])
+
+
+def tail_command_summary(path: str, offset: int, identity: tuple[int, int] | None) -> str:
+    """What the event log shows for :func:`tail_command` (the script itself is long)."""
+    where = f"file {identity[0]}:{identity[1]}" if identity else "the file"
+    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where} from byte {offset}"
 
 
 _OUT, _ERR, _CLOSED, _WAKE = range(4)
 
 
-def _stdout_bytes(out: bytes | str | None) -> bytes:
-    """A command's output run with ``encoding=None``: asyncssh types it ``bytes | str``."""
-    if isinstance(out, str):  # not with encoding=None; encoded rather than lost if it ever is
+def _stdout(result: asyncssh.SSHCompletedProcess) -> bytes:
+    """A command's stdout as bytes (commands run with ``encoding=None``)."""
+    out = result.stdout
+    if isinstance(out, str):
         return out.encode("utf-8", "surrogateescape")
-    return out or b""
+    return bytes(out or b"")
 
 
 class _TailSession(asyncssh.SSHClientSession[bytes]):
@@ -178,16 +213,124 @@ class _TailSession(asyncssh.SSHClientSession[bytes]):
 
 @dataclass(slots=True)
 class _FileInfo:
+    dev: int
     inode: int
     size: int
 
 
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One message of the helper: a kind letter, its numeric fields, and its body bytes."""
+
+    kind: str
+    fields: tuple[int, ...] = ()
+    body: bytes = b""
+
+
+class ProtocolError(Exception):
+    """The helper's output is not what it sends (a wrong script, a login banner on stdout)."""
+
+
+# kind -> (number of integer fields, index of the field giving the body length, or None)
+_FRAMES: dict[bytes, tuple[int, int | None]] = {
+    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (3, None),
+    b"G": (3, None), b"M": (0, None), b"U": (0, None), b"H": (0, None),
+}
+
+
+class FrameReader:
+    """Cut the helper's stdout into :class:`Frame`\\ s, whatever the packet boundaries.
+
+    Linear: the buffer is only searched for a header's newline, and bodies are
+    taken by length.
+    """
+
+    MAX_HEADER = 256
+    MARKER = b"\nS specmon-tail 1\n"
+    MAX_NOISE = 1 << 16
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._body: tuple[str, tuple[int, ...], int] | None = None
+        self._synced = False
+        self.noise = b""  # what the remote login scripts printed before the helper's marker
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add bytes; return the frames they complete."""
+        self._buf += data
+        frames: list[Frame] = []
+        if not self._synced:
+            found = self._buf.find(self.MARKER)
+            if found < 0:
+                if len(self._buf) > self.MAX_NOISE:
+                    raise ProtocolError(f"no helper output, only {bytes(self._buf[:60])!r}")
+                return frames
+            self.noise = bytes(self._buf[:found])
+            del self._buf[: found + len(self.MARKER)]
+            self._synced = True
+        while True:
+            if self._body is not None:
+                kind, fields, size = self._body
+                if len(self._buf) < size:
+                    return frames
+                body = bytes(self._buf[:size])
+                del self._buf[:size]
+                self._body = None
+                frames.append(Frame(kind, fields, body))
+                continue
+            newline = self._buf.find(b"\n", 0, self.MAX_HEADER)
+            if newline < 0:
+                if len(self._buf) >= self.MAX_HEADER:
+                    raise ProtocolError(f"unexpected output {bytes(self._buf[:60])!r}")
+                return frames
+            header = bytes(self._buf[:newline]).split(b" ")
+            del self._buf[: newline + 1]
+            if header[0] == b"X":
+                frames.append(Frame("X", (), b" ".join(header[1:])))
+                continue
+            spec = _FRAMES.get(header[0])
+            try:
+                if spec is None or len(header) != spec[0] + 1:
+                    raise ValueError
+                fields = tuple(int(x) for x in header[1:])
+            except ValueError:
+                raise ProtocolError(f"unexpected output {b' '.join(header)[:60]!r}") from None
+            if spec[1] is None:
+                frames.append(Frame(header[0].decode(), fields))
+            else:
+                self._body = (header[0].decode(), fields, fields[spec[1]])
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """Bytes that were on the host but are gone before the source could read them.
+
+    Attributes:
+        path: The file they were written to (the name it was followed by).
+        identity: ``(device, inode)`` of that file, if known.
+        offset: Everything before this byte offset was delivered.
+        size: How many bytes were lost, when the host could still tell; None
+            when it cannot be known (the file was destroyed while disconnected).
+        reason: One sentence for the event log.
+    """
+
+    path: str
+    identity: tuple[int, int] | None
+    offset: int
+    size: int | None
+    reason: str
+
+
 class _Fatal(Exception):
-    """A problem reconnecting cannot fix (missing ``tail``, no log found)."""
+    """A problem reconnecting cannot fix (missing ``sh``, no log found, a directory)."""
 
 
 class _Lost(Exception):
     """The follow channel ended; reconnect."""
+
+
+class _Restart(Exception):
+    """Follow again at once with the current position (e.g. the file was replaced)."""
 
 
 class SSHTailSource:
@@ -205,6 +348,8 @@ class SSHTailSource:
         clock: Wall clock for ``last_line_at`` / ``retry_at``.
         sleep: Awaitable sleep used for the backoff (injected in tests).
         probe_interval: Seconds between latency/liveness probes.
+        poll_interval: Seconds between two size checks of the file on the host.
+        max_line: Longest line delivered, in bytes; longer lines are cut (and counted).
     """
 
     def __init__(
@@ -218,6 +363,8 @@ class SSHTailSource:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         probe_interval: float = 15.0,
+        poll_interval: float = POLL_INTERVAL,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         if path is None and not log_glob:
             raise ValueError("SSHTailSource needs a path or a log_glob")
@@ -226,24 +373,34 @@ class SSHTailSource:
         self.log_glob = log_glob
         self.name = f"{target.label}:{path or log_glob}"
         self.status = SourceStatus()
+        self.losses: list[Loss] = []
         self._lines = lines
         self._backoff = backoff or Backoff()
         self._clock = clock
         self._sleep = sleep
         self._probe_interval = probe_interval
-        self._split = LineSplitter()
+        self._poll = poll_interval
+        self._split = LineSplitter(max_line=max_line)
         self._err = LineSplitter()
-        self._inode: int | None = None
+        self._identity: tuple[int, int] | None = None
+        self._reading = ""  # the name the current file was opened by (e.g. server.log.1)
         self._positioned = False
+        self._missing_said = False
         self._closed = asyncio.Event()
         self._link: SSHLink | None = None
         self._queue: asyncio.Queue[tuple[int, object]] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # fire-and-forget work, kept referenced
+        self._data: Frame | None = None  # a D frame waiting for its K
+        self._resumed = False  # no data yet since the helper (re)started
 
     @property
     def position(self) -> tuple[int | None, int]:
         """``(inode, offset)``: the file and byte offset the next resume starts from."""
-        return self._inode, self._split.offset
+        return (self._identity[1] if self._identity else None), self._split.offset
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """``(device, inode)`` of the file being read, when known."""
+        return self._identity
 
     # -- the LineSource protocol ---------------------------------------------
 
@@ -268,17 +425,24 @@ class SSHTailSource:
                 if link is None:
                     return  # closed while connecting
                 self._link = link
+                reason: str | None = None
                 try:
-                    async for batch in self._follow(link.conn):
-                        yield batch
-                    reason = "the remote tail ended"
+                    while reason is None:
+                        try:
+                            async for batch in self._follow(link.conn):
+                                yield batch
+                            reason = "the remote tail ended"
+                        except _Restart:
+                            continue  # same connection, new position
                 except _Fatal as exc:
                     self._fail(str(exc))
                     return
                 except _Lost as exc:
                     reason = str(exc)
+                except ProtocolError as exc:
+                    reason = f"the remote helper sent {exc}"
                 except (asyncssh.Error, OSError) as exc:
-                    reason = f"connection lost: {getattr(exc, 'reason', None) or exc}"
+                    reason = f"connection lost: {getattr(exc, 'reason', None) or str(exc) or type(exc).__name__}"
                 finally:
                     self._link = None
                     link.close()
@@ -297,7 +461,7 @@ class SSHTailSource:
                 self.status.retry_at = None
 
     async def close(self) -> None:
-        """Stop following and close the connection (the remote tail exits with it)."""
+        """Stop following and close the connection (the remote helper exits with it)."""
         self._closed.set()
         if self._queue is not None:
             self._queue.put_nowait((_WAKE, None))
@@ -359,17 +523,35 @@ class SSHTailSource:
         return await conn.run(command, check=False, encoding=None, timeout=60)
 
     async def _stat(self, conn: asyncssh.SSHClientConnection, path: str) -> _FileInfo | None:
-        """``(inode, size)`` of the file, or None when it does not exist; measures latency."""
+        """``(device, inode, size)`` of the file, or None when it does not exist; measures latency.
+
+        Raises:
+            _Fatal: the path names a directory or something else that is not a file.
+        """
         started = time.monotonic()
-        result = await self._run(conn, shlex.join(["stat", "-L", "-c", "%i %s", "--", path]))
+        result = await self._run(conn, shlex.join(["stat", "-L", "-c", "%d %i %s %F", "--", path]))
         self.status.latency_ms = (time.monotonic() - started) * 1000.0
         if result.exit_status != 0:
             return None
         try:
-            inode, size = _stdout_bytes(result.stdout).split()
-            return _FileInfo(int(inode), int(size))
+            dev, inode, size, kind = _stdout(result).decode("utf-8", "replace").split(" ", 3)
+            info = _FileInfo(int(dev), int(inode), int(size))
         except ValueError:
             raise _Fatal(f"unexpected output from stat on {self.target.label}: {result.stdout!r}") from None
+        kind = kind.strip()
+        if kind == "directory":
+            raise _Fatal(self._not_a_file("a directory"))
+        if "regular" not in kind:
+            raise _Fatal(self._not_a_file(f"not a regular file ({kind})"))
+        return info
+
+    def _not_a_file(self, what: str) -> str:
+        return (
+            f"{self.path} on {self.target.label} is {what}, not a log file: "
+            f"pass the log itself, e.g. specmon connect {self.target.label} --log {self.path}/server.log"
+            if what == "a directory"
+            else f"{self.path} on {self.target.label} is {what}: pass the server's log file with --log"
+        )
 
     async def _discover(self, conn: asyncssh.SSHClientConnection) -> str:
         """The newest regular file matching ``log_glob`` on the host."""
@@ -382,7 +564,7 @@ class SSHTailSource:
         script = 'IFS=; for f in $1; do [ -f "$f" ] && stat -L -c "%Y %n" -- "$f"; done; true'
         result = await self._run(conn, shlex.join(["sh", "-c", script, "sh", pattern]))
         best: tuple[int, str] | None = None
-        for line in _stdout_bytes(result.stdout).decode("utf-8", "replace").splitlines():
+        for line in _stdout(result).decode("utf-8", "replace").splitlines():
             mtime, _, name = line.partition(" ")
             if mtime.isdigit() and name and (best is None or int(mtime) > best[0]):
                 best = (int(mtime), name)
@@ -411,116 +593,44 @@ class SSHTailSource:
         length = size - first + 1
         q = shlex.quote(path)
         result = await self._run(conn, f"tail -c +{first} -- {q} | head -c {length} | tail -n {count}")
-        data = _stdout_bytes(result.stdout) if result.exit_status == 0 else b""
+        data = _stdout(result) if result.exit_status == 0 else b""
         if first > 1 and len(data) == length:
             # The window holds fewer than `count` lines; its first one may be cut.
             newline = data.find(b"\n")
             data = data[newline + 1 :] if newline >= 0 else b""
         return data, size - len(data)
 
-    async def _recover_rotated(self, conn: asyncssh.SSHClientConnection, path: str) -> list[str]:
-        """Deliver what the rotated-away old file got after our offset, if it can be found."""
-        offset, inode = self._split.offset, self._inode
-        if inode is None:
-            self._event(f"{path} changed while disconnected; lines written meanwhile may be missing")
-            return []
-        directory = posixpath.dirname(path) or "."
-        if directory.startswith("-"):
-            directory = "./" + directory
-        found = await self._run(
-            conn, shlex.join(["find", directory, "-maxdepth", "1", "-inum", str(inode), "-type", "f"])
-        )
-        names = _stdout_bytes(found.stdout).decode("utf-8", "replace").splitlines()
-        if not names:
-            self._event(
-                f"{path} was rotated while disconnected and the old file is gone: "
-                f"lines written to it after byte {offset} may be missing"
-            )
-            return []
-        old = names[0]
-        result = await self._run(
-            conn, f"tail -c +{offset + 1} -- {shlex.quote(old)} | head -c {_MAX_RECOVER_BYTES}"
-        )
-        data = _stdout_bytes(result.stdout)
-        self.status.bytes += len(data)
-        recover = LineSplitter(offset)
-        lines = recover.feed(data)
-        if recover.pending:
-            lines.append(recover.pending.decode(recover.encoding, errors="replace"))
-        self._event(f"{path} was rotated while disconnected: recovered {len(lines)} lines from {old}")
-        return lines
-
-    async def _position(self, conn: asyncssh.SSHClientConnection, path: str) -> list[str]:
-        """Decide where to follow from; return lines to deliver first (history/recovered)."""
-        info = await self._stat(conn, path)
-        if not self._positioned:
-            self._positioned = True
-            if info is None:
-                self._split.reset(0)
-                self._inode = None
-                return []
-            data, start = await self._history(conn, path, info.size)
-            self._inode = info.inode
-            self._split.reset(start)
-            self.status.bytes += len(data)
-            return self._split.feed(data)
-        offset = self._split.offset
-        if info is None:
-            lines = await self._recover_rotated(conn, path)
-            self._event(f"{path} is missing after reconnecting; waiting for it to reappear")
-            self._split.reset(0)
-            self._inode = None
-            return lines
-        if self._inode is not None and info.inode != self._inode:
-            lines = await self._recover_rotated(conn, path)
-            self._event(f"{path} is a new file: following it from its start")
-            self._split.reset(0)
-            self._inode = info.inode
-            return lines
-        self._inode = info.inode
-        if info.size < offset:
-            self._event(
-                f"{path} was truncated while disconnected (size {info.size} < offset {offset}): "
-                "reading it again from the start; lines written before the truncation may be missing"
-            )
-            self._split.reset(0)
-            return []
-        if not await self._same_content(conn, path):
-            # Same inode number but other bytes: the file was deleted and recreated (inode
-            # reused) or rewritten. The old content is gone; say so rather than skip silently.
-            self._event(
-                f"{path} was replaced while disconnected (its content before byte {offset} changed): "
-                "following the new file from its start; lines written to the old one may be missing"
-            )
-            self._split.reset(0)
-            return []
-        self._event(f"resuming {path} at byte {offset}")
-        return []
-
-    async def _same_content(self, conn: asyncssh.SSHClientConnection, path: str) -> bool:
-        """Do the bytes just before the offset still match what was delivered?"""
-        known = self._split.tail
-        if not known:
-            return True  # nothing to compare (e.g. resumed at 0)
-        start = self._split.offset - len(known) + 1
-        result = await self._run(conn, f"tail -c +{start} -- {shlex.quote(path)} | head -c {len(known)}")
-        return result.exit_status == 0 and _stdout_bytes(result.stdout) == known
-
     # -- following ----------------------------------------------------------------
 
     async def _follow(self, conn: asyncssh.SSHClientConnection) -> AsyncIterator[list[str]]:
-        """Position, then stream the tail channel until it ends."""
+        """Position, then stream the helper's frames until the channel ends."""
         if self.path is None:
             self.path = await self._discover(conn)
             self.name = f"{self.target.label}:{self.path}"
         path = self.path
-        first = await self._position(conn, path)
-        command = tail_command(path, self._split.read_position)
-        self._event(f"running on {self.target.label}: {command}")
+        first: list[str] = []
+        if not self._positioned:
+            info = await self._stat(conn, path)
+            self._positioned = True
+            if info is not None:
+                data, start = await self._history(conn, path, info.size)
+                self._identity = (info.dev, info.inode)
+                self._reading = path
+                self._split.reset(start)
+                self.status.bytes += len(data)
+                first = self._split.feed(data)
+        elif self._identity is not None:
+            self._event(f"resuming {path} at byte {self._split.offset}")
+        offset = self._split.read_position
+        command = tail_command(path, offset, self._identity, self._poll)
+        self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity)}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._queue = queue
-        session = _TailSession(queue)
-        chan, _ = await conn.create_session(lambda: session, command, encoding=None)
+        frames = FrameReader()
+        self._data = None
+        self._resumed = self._identity is not None and offset > 0
+        chan, created = await conn.create_session(lambda: _TailSession(queue), command, encoding=None)
+        session = cast(_TailSession, created)
         self.status.state = ConnectionState.LIVE
         self.status.retry_at = None
         self.status.detail = f"following {path}"
@@ -533,31 +643,43 @@ class SSHTailSource:
             while True:
                 kind, payload = await queue.get()
                 items = [(kind, payload)]
-                size = len(payload) if kind == _OUT else 0  # type: ignore[arg-type]
+                size = len(cast(bytes, payload)) if kind == _OUT else 0
                 while size < _MAX_BATCH_BYTES and not queue.empty():
                     item = queue.get_nowait()
                     items.append(item)
                     if item[0] == _OUT:
-                        size += len(item[1])  # type: ignore[arg-type]
+                        size += len(cast(bytes, item[1]))
                 lines: list[str] = []
                 ended: tuple[int, object] | None = None
+                restart = False
                 for kind, payload in items:
                     if kind == _OUT:
-                        data = cast(bytes, payload)  # _OUT and _ERR events carry the bytes received
+                        data = cast(bytes, payload)
                         session.consumed(len(data))
-                        self.status.bytes += len(data)
-                        lines.extend(self._split.feed(data))
+                        if restart:
+                            continue
+                        try:
+                            for frame in frames.feed(data):
+                                lines.extend(self._on_frame(frame, path))
+                        except _Restart:
+                            restart = True
+                        if frames.noise:
+                            for text in frames.noise.decode("utf-8", "replace").splitlines():
+                                self._event(f"remote: {text}")
+                            frames.noise = b""
                     elif kind == _ERR:
-                        data = cast(bytes, payload)  # _OUT and _ERR events carry the bytes received
+                        data = cast(bytes, payload)
                         session.consumed(len(data))
                         for text in self._err.feed(data):
-                            self._stderr_line(text, conn)
+                            self._event(f"remote: {text}")
                     else:
                         ended = (kind, payload)
                         break
                 if lines:
                     self._deliver(lines)
                     yield lines
+                if restart:
+                    raise _Restart
                 if ended is not None:
                     self._ended(ended, session)
                     return
@@ -565,6 +687,128 @@ class SSHTailSource:
             probe.cancel()
             self._queue = None
             chan.close()
+
+    def _lose(self, reason: str, offset: int, size: int | None) -> None:
+        """Report bytes the host no longer has (the one case lines can go missing)."""
+        self.losses.append(Loss(self._reading or self.path or "", self._identity, offset, size, reason))
+        self.status.lost += 1
+        self._event(reason)
+
+    def _on_frame(self, frame: Frame, path: str) -> list[str]:
+        """Apply one helper frame to the position; return the lines it completes."""
+        kind, fields = frame.kind, frame.fields
+        if kind == "D":
+            self._data = frame
+            return []
+        if kind == "K":
+            data, self._data = self._data, None
+            if data is None:
+                raise ProtocolError("a count without data")
+            return self._on_data(data.fields[0], data.body[: fields[0]], path)
+        if kind == "O":
+            dev, ino, offset = fields[:3]
+            name = frame.body.decode("utf-8", "replace")
+            if offset != self._split.read_position:
+                raise ProtocolError(f"resumed at {offset}, expected {self._split.read_position}")
+            if self._identity is not None and (dev, ino) != self._identity and offset == 0 and self._reading:
+                self._event(f"{path} is a new file: following it from its start")
+            elif name != path and offset:
+                self._event(f"{path} was rotated while disconnected: reading the rest of {name} first")
+            elif name != path:
+                self._event(f"reading {name} (rotated meanwhile) before the new {path}")
+            self._identity = (dev, ino)
+            self._reading = name
+            if self._missing_said:
+                self._missing_said = False
+                self.status.detail = f"following {path}"
+            return []
+        if kind == "T":
+            self._on_truncated(fields[0], path)
+            return []
+        if kind == "R":
+            lines: list[str] = []
+            rest = self._split.take_pending()
+            if rest is not None:
+                lines.append(rest)  # the rotated file's unterminated last line: it will not grow
+            self._event(f"{self._reading or path} was rotated away after byte {fields[2]}: read to its end")
+            self._identity = None
+            self._split.reset(0)
+            return lines
+        if kind == "G":
+            self._lose(
+                f"{self._reading or path} (read up to byte {fields[2]} before the connection dropped) "
+                "no longer exists on the host: lines written to it after that are lost; "
+                f"following {path} from its start",
+                fields[2], None,
+            )
+            self._identity = None
+            self._reading = ""
+            self._split.reset(0)
+            return []
+        if kind in ("M", "U"):
+            what = "file not found" if kind == "M" else "cannot read"
+            self.status.detail = f"{what}: {path} on {self.target.label} (waiting for it)"
+            self._missing_said = True
+            self._event(self.status.detail)
+            return []
+        if kind == "X":
+            what = "a directory" if frame.body == b"directory" else "not a regular file"
+            raise _Fatal(self._not_a_file(what))
+        return []  # H: a heartbeat
+
+    def _on_truncated(self, size: int, path: str) -> None:
+        offset = self._split.offset
+        pending = self._split.pending_length
+        if self._resumed:
+            self._lose(
+                f"{path} was truncated while disconnected (size {size} < offset {offset}): "
+                "lines written to it before the truncation are lost; reading it again from the start",
+                offset, None,
+            )
+        else:
+            detail = f" ({pending} bytes of an unfinished line are lost)" if pending else ""
+            self._event(f"{path} was truncated (size {size} < offset {offset}): reading it from the start{detail}")
+            if pending:
+                self.losses.append(Loss(self._reading or path, self._identity, offset, pending, "truncated"))
+                self.status.lost += 1
+        self._resumed = False
+        self._split.reset(0)
+
+    def _on_data(self, start: int, data: bytes, path: str) -> list[str]:
+        """Bytes ``[start, start + len(data))``: check the overlap, feed the rest."""
+        position = self._split.read_position
+        overlap = position - start
+        if overlap < 0 or overlap > 64:
+            raise ProtocolError(f"data at {start}, expected {position}")
+        if len(data) < overlap:
+            return []  # the file shrank during the read: a T frame follows
+        known = self._split.recent
+        check = min(overlap, len(known))
+        if data[overlap - check : overlap] != known[len(known) - check :]:
+            # Same identity, other bytes before our offset: the file was replaced (inode
+            # reused) or truncated and rewritten between two polls. Start it again.
+            # The file keeps its identity: read that file (wherever it is now) from 0.
+            self._lose(
+                f"{self._reading or path} changed before byte {position} (replaced, or truncated and "
+                "rewritten): reading it again from the start; lines written to the old content after "
+                "that may be lost",
+                self._split.offset, None,
+            )
+            self._split.reset(0)
+            raise _Restart
+        self._resumed = False
+        new = data[overlap:]
+        self.status.bytes += len(new)
+        before = self._split.overlong
+        lines = self._split.feed(new)
+        if self._split.overlong != before:
+            self.status.overlong = self._split.overlong
+            if before == 0:
+                self._event(
+                    f"a line of {self._split.longest:,} bytes was cut to {self._split.max_line:,} bytes "
+                    "(the line cap); later over-long lines are counted in the status line"
+                )
+        return lines
 
     def _ended(self, ended: tuple[int, object], session: _TailSession) -> None:
         """Classify the end of the follow channel."""
@@ -576,7 +820,7 @@ class SSHTailSource:
         if isinstance(exc, BaseException):
             raise _Lost(f"connection lost: {exc}")
         if session.exit_status == 127:
-            raise _Fatal(f"'tail' was not found on {self.target.label}")
+            raise _Fatal(f"'sh' or a tool it needs was not found on {self.target.label}")
         how = f"signal {session.exit_signal}" if session.exit_signal else f"status {session.exit_status}"
         raise _Lost(f"the remote tail exited ({how})")
 
@@ -585,43 +829,14 @@ class SSHTailSource:
         self.status.last_line_at = self._clock()
         self.status.attempts = 0  # data flows again: the next drop starts a fresh backoff
 
-    def _stderr_line(self, text: str, conn: asyncssh.SSHClientConnection) -> None:
-        """Turn ``tail -F``'s stderr into events and state; keep the offset right."""
-        self._event(f"remote: {text}")
-        lowered = text.lower()
-        path = self.path or ""
-        if "no such file" in lowered or "cannot open" in lowered or "has become inaccessible" in lowered:
-            self.status.detail = f"file not found: {path} (waiting for it to appear)"
-        elif "has appeared" in lowered or "has been replaced" in lowered or "file truncated" in lowered:
-            # tail now reads the (new or truncated) file from its start: so do our
-            # offsets. GNU tail reports a rename+recreate as either message, so the
-            # inode is learned again in both cases.
-            self._split.reset(0)
-            self._inode = None
-            self.status.detail = f"following {path}"
-            task = asyncio.ensure_future(self._learn_inode(conn, path))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _learn_inode(self, conn: asyncssh.SSHClientConnection, path: str) -> None:
-        """After tail switched files, record the new inode for the next resume."""
-        try:
-            info = await self._stat(conn, path)
-        except (OSError, asyncssh.Error, _Fatal):
-            return
-        if info is not None and self._inode is None:
-            self._inode = info.inode
-
     async def _probe(self, conn: asyncssh.SSHClientConnection, path: str, connected_at: float) -> None:
         """Every ``probe_interval`` s: measure latency (a silent log still shows a live link)."""
         while True:
             await asyncio.sleep(self._probe_interval)
             try:
-                info = await self._stat(conn, path)
+                await self._stat(conn, path)
             except (OSError, asyncssh.Error, _Fatal):
-                return  # the follow channel will report the loss
-            if info is not None and self._inode is None:
-                self._inode = info.inode
+                return  # the follow channel will report the loss (or the helper the directory)
             if time.monotonic() - connected_at >= self._backoff.cap:
                 self.status.attempts = 0  # stable for a while: forget past failures
 

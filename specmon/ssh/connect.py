@@ -400,6 +400,13 @@ async def resolve_hop(
             "which would turn off host key verification. specmon always verifies host keys: "
             "remove that line for this host or point it at a real known_hosts file.",
         )
+    if user_files and all(os.path.realpath(os.path.expanduser(str(f))) == os.devnull for f in user_files):
+        raise SSHError(
+            ErrorKind.KNOWN_HOSTS_DISABLED,
+            f"refusing to connect to {alias}: the SSH config sets 'UserKnownHostsFile /dev/null', "
+            "so no host key can ever be trusted. specmon always verifies host keys: "
+            "remove that line for this host or point it at a real known_hosts file.",
+        )
     global_files = config.get("GlobalKnownHostsFile")
     files = _expand_known_hosts(
         list(user_files or _DEFAULT_USER_KNOWN_HOSTS)
@@ -545,11 +552,15 @@ def _auth_message(hop: ResolvedHop, what: str) -> str:
         defaults = [p for p in ("id_ed25519_sk", "id_ecdsa_sk", "id_ed448", "id_ed25519", "id_ecdsa", "id_rsa", "id_dsa")
                     if (home_ssh / p).is_file()]
         offered.extend(f"~/.ssh/{p}" for p in defaults)
-    tried = ", ".join(offered) if offered else "no keys at all (no agent, no ~/.ssh/id_* files)"
+    user = hop.username
+    if offered:
+        refused = f"the server accepted none of the keys offered ({', '.join(offered)})"
+    else:
+        refused = "no key was offered: there is no SSH agent and no ~/.ssh/id_* key file"
     return (
-        f"authentication failed for {what}: the server accepted none of {tried}. "
-        "Check -i/--identity or IdentityFile, and that the public key is in the server's "
-        "~/.ssh/authorized_keys. (Not retried.)"
+        f"authentication failed for {what}: {refused}. Check the user name ({user!r}: pass "
+        "USER@HOST or set User in ~/.ssh/config if it is wrong), -i/--identity or IdentityFile, "
+        f"and that the public key is in ~{user}/.ssh/authorized_keys on the server. (Not retried.)"
     )
 
 

@@ -266,7 +266,7 @@ async def test_profile_glob_picks_the_newest_log_and_fills_the_dashboard(
         events = [e.text for e in app.feeder.session.events]
         assert any("newest file matching 'logs/sglang-*.log'" in e for e in events)
         # The exact command run on the host is shown before it runs.
-        assert any(e.startswith("running on 127.0.0.1:") and "exec tail -c +" in e for e in events)
+        assert any(e.startswith("running on 127.0.0.1:") and "exec sh -c <remote_tail.sh>" in e for e in events)
         assert app.feeder.session.current.throughput.tolist() == [1000.0 + i for i in range(1, 30)]
 
 

@@ -175,8 +175,8 @@ def test_file_is_private_and_lives_in_the_data_dir(tmp_path: Path, monkeypatch: 
     assert paths.recordings_dir() == tmp_path / "data" / "specmon" / "recordings"
     path = new_recording_path("watch")
     assert path.parent == paths.recordings_dir() and path.name.startswith("watch-")
-    with Recorder(path):
-        pass
+    with Recorder(path) as recorder:
+        recorder.line("x.log", 1, "a line")  # a recording of nothing but meta is not kept
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     second = new_recording_path("watch")
@@ -192,6 +192,7 @@ def test_close_is_idempotent_and_later_writes_are_ignored(tmp_path: Path) -> Non
     path = tmp_path / "r.jsonl"
     rec = Recorder(path)
     rec.meta("note", text="hello")
+    rec.line("x.log", 1, "a line")
     rec.close()
     rec.close()
     rec.meta("note", text="after close")
