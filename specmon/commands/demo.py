@@ -114,11 +114,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``specmon demo``."""
     from specmon.commands.terminal import no_terminal
 
-    problem = no_terminal("demo")
+    # A refused option is the answer whatever the terminal: say it first.
+    problem = _read_only_problem(args) or no_terminal("demo")
     if problem:
-        print(f"specmon: {problem}", file=sys.stderr)
-        return 2
+        return fail(problem)
     return run_demo(args, lambda app: app.run())
+
+
+def _read_only_problem(args: argparse.Namespace) -> str | None:
+    if getattr(args, "read_only", False):
+        return ("the demo starts and restarts a simulated server: it cannot run with --read-only "
+                "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)")
+    return None
 
 
 def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwargs: Any) -> int:
@@ -140,9 +147,9 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
 
     from specmon.control.demo import stop_demo_server
 
-    if getattr(args, "read_only", False):
-        return fail("the demo starts and restarts a simulated server: it cannot run with --read-only "
-                    "(try `specmon replay sample_logs/sim_eagle3_*.log --read-only`)")
+    problem = _read_only_problem(args)
+    if problem:
+        return fail(problem)
     created = args.dir is None
     if created:
         workdir = Path(tempfile.mkdtemp(prefix="specmon-demo-"))

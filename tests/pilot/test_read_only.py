@@ -145,7 +145,8 @@ def test_report_output_is_refused_read_only(tmp_path: Path, capsys: pytest.Captu
     from specmon.output.recording import Recorder
 
     rec = tmp_path / "r.jsonl"
-    Recorder(rec, meta={"command": "test"}).close()
+    with Recorder(rec, meta={"command": "test"}) as recorder:
+        recorder.line("x.log", 1, "a line")  # a recording of nothing but meta is not kept
     out = tmp_path / "report.md"
     try:
         code = main(["report", str(rec), "-o", str(out), "--read-only"])
