@@ -249,7 +249,7 @@ def test_replay_takes_the_recorded_warmup(tmp_path: Path) -> None:
     from specmon.commands.dashboard import _recorded_warmup
 
     path = tmp_path / "rec.jsonl"
-    with Recorder(path, warmup=3):
-        pass
+    with Recorder(path, warmup=3) as recorder:
+        recorder.line("x.log", 1, "a line")  # a recording of nothing but meta is not kept
     assert _recorded_warmup(str(path)) == 3
     assert _recorded_warmup(str(LOG)) is None  # a plain log: the engine's default
