@@ -149,7 +149,9 @@ async def test_scrapes_while_the_loop_ingests_see_consistent_growing_figures() -
                 session.ingest(Decode(i, None, None, running_req=4, gen_throughput=90.0 + i % 7,
                                       accept_len=2.0 + (i % 5) / 10))
                 session.lines += 1
-            await asyncio.sleep(0)
+            # A real loop waits for its sources between batches; a loop that never waits would hold
+            # the GIL so long that one scrape needs seconds of hand-offs on a busy machine.
+            await asyncio.sleep(0.002)
         thread.join()
     assert not errors, errors
     assert len(seen) == 150 and seen == sorted(seen) and seen[-1] > seen[0]
