@@ -178,6 +178,6 @@ async def test_a_page_without_engine_series_is_no_counters(exporter: tuple[str, 
     scraper = MetricsScraper(url)
     try:
         assert await scraper.scrape_once() is None
-        assert not scraper.available and "no vLLM or SGLang series" in (scraper.problem or "")
+        assert not scraper.available and "no vLLM, llama.cpp or SGLang series" in (scraper.problem or "")
     finally:
         await scraper.stop()
