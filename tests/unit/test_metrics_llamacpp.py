@@ -9,10 +9,6 @@ the ones llama.cpp itself logged for the same requests (``statistics draft-simpl
 
 from __future__ import annotations
 
-import http.server
-import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.sources.metrics import MetricsScraper, Snapshot, difference, parse_snapshot
+from tests.support.metricspage import MetricsPage
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "metrics"
 FRESH = (DATA / "llamacpp_b11434_draft4_fresh.txt").read_text()
@@ -106,57 +103,20 @@ def test_requests_finishing_between_scrapes_add_up(requests: list[tuple[int, int
             assert list(s.per_position) == sorted(s.per_position, reverse=True)
 
 
-class _Page(http.server.BaseHTTPRequestHandler):
-    """Serves the pages of ``server.pages`` in turn (the last one again), or 501 like llama.cpp without --metrics."""
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        srv = self.server
-        pages: list[str] = srv.pages  # type: ignore[attr-defined]
-        if not pages:
-            body = b'{"error":{"code":501,"message":"This server does not support metrics endpoint."}}'
-            self.send_response(501)
-        else:
-            body = (pages.pop(0) if len(pages) > 1 else pages[0]).encode()
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def page_server() -> Iterator[tuple[str, list[str]]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Page)
-    pages: list[str] = []
-    srv.pages = pages  # type: ignore[attr-defined]
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/metrics", pages
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(5)
-
-
-async def test_scraper_on_the_real_pages_and_without_metrics(page_server: tuple[str, list[str]]) -> None:
-    url, pages = page_server
-    pages.extend([FRESH, AFTER])
+async def test_scraper_on_the_real_pages_and_without_metrics() -> None:
+    page = MetricsPage(AFTER)
+    page.queue.append(FRESH)
     ticks = iter([0.0, 1.0, 2.0, 3.0])
-    scraper = MetricsScraper(url, clock=lambda: next(ticks))
+    scraper = MetricsScraper(page.url, clock=lambda: next(ticks))
     try:
         assert await scraper.scrape_once() is None
         assert scraper.available and scraper.engine == "llamacpp"
         s = await scraper.scrape_once()
         assert s is not None and round(s.accept_len or 0, 2) == 1.54
-        pages.clear()  # the server came back without --metrics
+        page.page = None  # the server came back without --metrics
         assert await scraper.scrape_once() is None
         assert not scraper.available and "HTTP 501" in (scraper.problem or "")
         assert "--metrics" in (scraper.problem or "")
     finally:
         await scraper.stop()
+        page.close()
