@@ -189,6 +189,8 @@ class MetricView:
     significant: bool | None = None  # the difference's 95% interval excludes zero; None = unknown
     is_baseline: bool = False
     note: str = ""
+    #: Where the figures come from (``log``, ``counters``, ``counters · Δ log``); empty: say nothing (one source).
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,8 @@ class PositionsView:
     values: tuple[float, ...] | None
     label: str
     note: str
+    #: Where the figures come from (``log``, ``counters``); empty: say nothing (one source).
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

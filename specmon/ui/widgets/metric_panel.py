@@ -113,6 +113,8 @@ class MetricPanel(Vertical):
             spark.data = view.series
             # An empty sparkline draws a flat line that reads as "zero": show nothing instead.
             spark.visible = bool(view.series)
+        if old is None or old.source != view.source:
+            self.border_subtitle = view.source  # which source the numbers come from (empty: the only one)
         self._view = view
 
     def on_resize(self) -> None:
