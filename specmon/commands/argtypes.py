@@ -65,3 +65,17 @@ def check_theme(name: str | None) -> str | None:
     if name in themes:
         return None
     return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
+
+
+def metrics_url(text: str) -> str:
+    """An http(s) URL of an engine's ``/metrics`` (the same rule as a profile's ``metrics_url``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    try:
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a URL with a valid port: {text!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() or ord(c) < 32 for c in text):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL such as http://127.0.0.1:8000/metrics: {text!r}")
+    return text
