@@ -90,16 +90,20 @@ def llama_missing() -> str | None:
     return None
 
 
-def free_port() -> int:
-    """A port of 18100-18199 nobody listens on now."""
-    for port in PORTS:
+#: The counters tests' servers (another helper's range: they can run at the same time).
+COUNTERS_PORTS = range(18350, 18400)
+
+
+def free_port(ports: range = PORTS) -> int:
+    """A port of ``ports`` (default 18100-18199) nobody listens on now."""
+    for port in ports:
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError("no free port in 18100-18199")
+    raise AssertionError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 # --------------------------------------------------------------------------- launch profiles
