@@ -75,6 +75,11 @@ LLAMA_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
 LLAMA_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
 LLAMA_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 _PER_POS = (VLLM_PER_POS, LLAMA_PER_POS)
+#: vLLM's per-request histograms (sums and counts): decode time is first to last token of a request.
+VLLM_DECODE_S = "vllm:request_decode_time_seconds_sum"
+VLLM_REQ_TOKENS = "vllm:request_generation_tokens_sum"
+VLLM_REQUESTS = "vllm:request_generation_tokens_count"
+_HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +134,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     Raises:
         ValueError: the text is not the Prometheus exposition format.
     """
-    wanted = set(_COUNTERS) | set(_GAUGES) | {SGL_GEN}
+    wanted = set(_COUNTERS) | set(_GAUGES) | set(_HISTOGRAMS) | {SGL_GEN}
     values: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
@@ -217,6 +222,36 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
             if before is not None:
                 per_position = tuple((b - a) / drafts for a, b in zip(before, cur.per_pos, strict=True))
     return CounterSample(cur.t, dt, tokens, throughput, accept_len, accept_rate, per_position, drafts)
+
+
+def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
+    """The engine's own per-request decode speed over the requests that finished between two scrapes.
+
+    The same definition as the load driver's per-request ``decode_tps`` (tokens after
+    the first over the time from the first to the last token), pooled over requests
+    (Σ tokens / Σ seconds), measured by the server: vLLM's ``request_generation_tokens``
+    and ``request_decode_time_seconds`` histograms (``(Σtokens − requests) / Σdecode``,
+    as vLLM's own time per output token leaves the prefill's token out), llama.cpp's
+    ``tokens_predicted_total / tokens_predicted_seconds_total``. Unlike
+    :attr:`CounterSample.throughput` of vLLM (tokens over wall time), it leaves out
+    prefill and the gaps between requests. None when no request finished, or the
+    engine does not export them.
+    """
+    if cur.engine == "llamacpp":
+        tokens, seconds, requests = _delta(prev, cur, LLAMA_GEN), _delta(prev, cur, LLAMA_GEN_S), 0.0
+    else:
+        tokens, seconds = _delta(prev, cur, VLLM_REQ_TOKENS), _delta(prev, cur, VLLM_DECODE_S)
+        requests = _delta(prev, cur, VLLM_REQUESTS) or 0.0
+        if requests <= 0:
+            return None
+    if tokens is None or seconds is None or seconds <= 0 or tokens - requests <= 0:
+        return None
+    return (tokens - requests) / seconds
+
+
+def _delta(prev: Snapshot, cur: Snapshot, name: str) -> float | None:
+    a, b = prev.get(name), cur.get(name)
+    return None if a is None or b is None else b - a
 
 
 def _padded(values: tuple[float, ...], n: int) -> tuple[float, ...] | None:

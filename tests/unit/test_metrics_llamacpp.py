@@ -120,3 +120,10 @@ async def test_scraper_on_the_real_pages_and_without_metrics() -> None:
     finally:
         await scraper.stop()
         page.close()
+
+
+def test_the_engines_own_decode_speed() -> None:
+    from specmon.sources.metrics import decode_speed
+
+    assert decode_speed(parse_snapshot(FRESH, 0.0), parse_snapshot(AFTER, 5.0)) == pytest.approx(544 / 0.297437)
+    assert decode_speed(parse_snapshot(AFTER, 0.0), parse_snapshot(AFTER, 1.0)) is None  # nothing finished
