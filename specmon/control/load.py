@@ -176,6 +176,8 @@ class RequestResult:
     last_token_s: float | None = None
     #: Tokens in the first chunk, when the server gave a running count (else assumed 1).
     first_tokens: int | None = None
+    #: Sent twice: the first try's connection closed before any answer (a stale kept-alive one).
+    retried: bool = False
 
     @property
     def timed(self) -> bool:
@@ -357,7 +359,15 @@ class LoadDriver:
         result = RequestResult(index, pidx, False, start, 0.0)
         try:
             async with asyncio.timeout(self.config.request_timeout_s):
-                await self._exchange(client, self.config.prompts[pidx], result, start)
+                try:
+                    await self._exchange(client, self.config.prompts[pidx], result, start)
+                except httpx.RemoteProtocolError:
+                    if result.status is not None or result.chunks:
+                        raise
+                    # Closed before any answer: a kept-alive connection the server had just closed
+                    # (llama-server does, now and then: 4 of 198 requests). Once more, on a new one.
+                    result.retried = True
+                    await self._exchange(client, self.config.prompts[pidx], result, start)
         except (TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {self.config.request_timeout_s:g} s"
         except (httpx.HTTPError, OSError, _HTTPError, ValueError) as exc:
