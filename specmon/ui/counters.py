@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveCounters", "fixed_url"]
 
-#: Scrapes in a row that may fail before the opener is entered again (a dropped SSH forward).
-REOPEN_AFTER = 10
+#: Scrapes in a row that may fail before the opener is entered again (a dropped SSH forward; a
+#: server restarting for minutes only costs a new SSH login this often).
+REOPEN_AFTER = 30
 #: Seconds between two attempts to open the forward.
 REOPEN_WAIT_S = 5.0
 #: Sparkline points.
@@ -218,7 +219,9 @@ class LiveCounters:
                 session.events.append(SessionEvent(0, None, "info", text))
         else:
             why = self.reason()
-            state = f"no {why}"
+            # One line per kind of failure: "cannot read URL (ConnectError...)" and "(ReadError...)"
+            # alternate while a server restarts, and are the same news.
+            state = "no " + why.split(" (", 1)[0]
             if why == "not read yet" or state == self._said:
                 return
             session.events.append(SessionEvent(0, None, "warning",

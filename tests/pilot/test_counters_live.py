@@ -186,3 +186,26 @@ def test_the_tags_are_absent_without_a_counters_source() -> None:
 
     assert MetricView("throughput", "t", "tok/s", 1, None, None, 0, ()).source == ""
     assert PositionsView(None, "", "").source == ""
+
+
+@pytest.mark.usefixtures("isolated_home")
+async def test_counters_that_come_back_start_a_new_segment() -> None:
+    """A server down for a while (no metrics), then back with other figures: no blend of the two."""
+    with MetricsPage("") as page:
+        engine = Engine(page)
+        counters = counters_for(page.url)
+        app = app_with(counters)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: app.feeder.done and panel(app, "accept-len")._view is not None
+                        and panel(app, "accept-len")._view.current == pytest.approx(2.5), "the first server")
+            page.page = None
+            await until(pilot, lambda: "counters unavailable" in events(app), "the server gone")
+            assert panel(app, "accept-len").border_subtitle == "log"
+            engine.per_draft = 0.75  # back, still counting up from where it was (no reset to see)
+            page.page = ""  # the next scrape's step writes the page again
+            await until(pilot, lambda: events(app).count("counters: reading") == 2, "the counters back")
+            await until(pilot, lambda: len(counters.segment(app.feeder.session.current.id)) >= 2, "new samples")
+            await pilot.pause(0.3)
+            al = panel(app, "accept-len")._view
+            assert al is not None and al.mean == pytest.approx(1.75)
+            assert panel(app, "accept-len").border_subtitle.startswith("counters")
