@@ -137,7 +137,8 @@ async def test_llamacpp_counters_agree_with_its_log_and_the_client(tmp_path: Pat
     figures = (f"counters: {c_accepted:.0f}/{c_drafted:.0f} accepted/drafted, accept len {c_len:.3f} (per-second "
                f"samples {statistics.fmean(s_len):.3f}), decode {c_decode:.1f} tok/s; log: "
                f"{run.accepted}/{run.drafted}, per-request accept len {statistics.fmean(run.accept_len):.3f}, "
-               f"eval pooled {l_decode:.1f} tok/s over {len(evals)} requests; client: decode pooled "
+               f"eval pooled {l_decode:.1f} tok/s over {len(evals)} requests (mean of the requests' "
+               f"{statistics.fmean(run.throughput):.1f}); client: decode pooled "
                f"{client_pooled:.1f} tok/s over {len(timed)} timed of {len(report.ok)}")
     print("\n" + figures)
     # The same requests counted by the same server: exactly equal.
