@@ -100,13 +100,8 @@ async def test_llamacpp_counters_agree_with_its_log_and_the_client(tmp_path: Pat
                 after = parse_snapshot((await client.get(base + "/metrics")).text, 1.0)
         finally:
             await scraper.stop()
-    # llama-server (cpp-httplib) now and then closes a kept-alive connection just as the next request
-    # goes out on it (measured: 4 of 198 requests, every ~40th): the client sees it at once, with no
-    # token. Those requests never reached generation; anything else is a failure.
-    failed = [r for r in report.results if not r.ok]
-    assert all(r.chunks == 0 and r.output_tokens == 0 and "closed the connection" in (r.error or "")
-               for r in failed), [r.error for r in failed]
-    assert len(failed) <= 0.05 * len(report.results) and len(report.ok) >= 10, (len(failed), len(report.results))
+    # (llama-server closes a kept-alive connection now and then: the driver sends such a request again.)
+    assert report.errors == 0 and len(report.ok) >= 10, [r.error for r in report.results if not r.ok]
     samples = scraper.samples
     assert report.stopped_by != "max_seconds", "the load did not finish its requests in time"
     assert len(samples) >= 5  # requests finish several times a second: a sample at every scrape
