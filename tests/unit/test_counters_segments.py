@@ -104,7 +104,7 @@ async def _check(events: list[tuple[str, int]]) -> None:
         page.close()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(EVENTS)
 def test_the_figures_are_the_current_segments(events: list[tuple[str, int]]) -> None:
     asyncio.run(_check(events))
