@@ -5,7 +5,7 @@ A :class:`LiveCounters` owns a :class:`~specmon.sources.metrics.MetricsScraper`
 in the snapshot with the counters' where it has them: tok/s, accept length,
 acceptance rate (current = the last second, mean = the last ``window``
 seconds, sparkline = the segment) and per-position acceptance (pooled over the
-segment, weighted by drafts). Each figure is tagged with its source
+segment's last hour, weighted by drafts). Each figure is tagged with its source
 (``counters`` or ``log``): the tag is the panel's border subtitle. The
 comparison with the baseline stays the run table's, which is built from the log:
 a panel whose numbers come from the counters and whose delta comes from the log
@@ -52,6 +52,8 @@ REOPEN_AFTER = 30
 REOPEN_WAIT_S = 5.0
 #: Sparkline points.
 SPARK_POINTS = 120
+#: Most recent samples of a segment the figures use (an hour at one a second): a tick stays cheap.
+MAX_SEGMENT = 3600
 #: Tags.
 COUNTERS, LOG = "counters", "log"
 
@@ -165,7 +167,7 @@ class LiveCounters:
             self._start = len(samples)
         self._was_available = available
         self._start = min(self._start, len(samples))  # the scraper trims its oldest samples
-        return samples[self._start:]
+        return samples[max(self._start, len(samples) - MAX_SEGMENT):]
 
     # -- the snapshot ----------------------------------------------------------------------------
 
