@@ -20,6 +20,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
 from specmon.ui.views import RowView
+from specmon.ui.widgets.run_table import mark_text
 
 __all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
 
@@ -93,14 +94,15 @@ class MeasuredStep:
 
 
 def measured_text(rows: Sequence[MeasuredStep]) -> Content:
-    """The measured configurations as aligned lines (marks: ▸ now, ★ fastest, B baseline)."""
+    """The measured configurations as aligned lines (marks as in the run table: ★ fastest, B baseline, ▸ now)."""
     if not rows:
         return Content.styled("nothing measured yet: every step count is new", "$text-muted")
-    header = f"   {'configuration':<22} {'n':>6}  {'tok/s ± CI':<16} {'vs base':<9} {'acc len':<9}"
+    # Widths fit an 80-column terminal: ``1.65 ± 0.02`` is 11 cells and is never cut.
+    header = f"    {'configuration':<20} {'n':>6}  {'tok/s ± CI':<13} {'vs base':<9} {'acc len':<11}"
     lines = [Content.styled(header, "$text-muted")]
     for r in rows:
-        mark = ("▸" if r.current else " ") + ("★" if r.best else "B" if r.is_baseline else " ")
-        text = f"{mark} {r.label[:22]:<22} {r.samples:>6}  {r.tps[:16]:<16} {r.vs[:9]:<9} {r.accept_len[:9]:<9}"
+        mark = mark_text(r.best, r.is_baseline, r.current)
+        text = f"{mark} {r.label[:20]:<20} {r.samples:>6}  {r.tps[:13]:<13} {r.vs[:9]:<9} {r.accept_len[:11]:<11}"
         style = "bold $primary" if r.current else "$success" if r.best else ""
         lines.append(Content.styled(text.rstrip(), style))
     return Content("\n").join(lines)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -54,18 +53,16 @@ def phase_counter(view: RestartProgress, phase: Phase) -> str:
     return f" {prog[0]}/{prog[1]}" if prog else ""
 
 
-class RestartProgressPanel(Widget, can_focus=True):
+class RestartProgressPanel(Widget):
     """The lifecycle of one restart; ``g`` goes back after a failure, ``d`` dismisses.
+
+    Not focusable, and without bindings of its own: ``g``, ``d`` and escape are the app's
+    (:mod:`specmon.ui.keys`), so they work whatever has the focus, at the first press.
 
     Args:
         on_go_back: Called for ``g`` (the flow shows the go-back commands first).
         on_dismiss: Called for ``d`` / escape.
     """
-
-    BINDINGS = [
-        Binding("g", "go_back", "Go back"),
-        Binding("d,escape", "dismiss", "Dismiss"),
-    ]
 
     DEFAULT_CSS = """
     RestartProgressPanel {
