@@ -436,6 +436,7 @@ class SpecmonApp(App[int]):
         snap = self.builder.live(
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
+            replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
         )
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():
