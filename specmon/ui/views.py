@@ -539,7 +539,9 @@ class SnapshotBuilder:
             # A replay reads saved logs: nothing is live, and its last state is not the server's now.
             conn, conn_level = "replay", IDLE if ended else OK
             if ended:
-                text, level, since = f"log ended (last state: {text})", IDLE, ""
+                # A crash stays red: it is what the log is about.
+                text, since = f"log ended (last state: {text})", ""
+                level = level if level == ERROR else IDLE
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),
             config_short=run.label if run is not None and run.config is not None else "configuration unknown",

@@ -96,6 +96,8 @@ class RestartProgressPanel(Widget):
         self.on_go_back = on_go_back
         self.on_dismiss = on_dismiss
         self.border_title = "restart"
+        #: The session's first start: called "start", and its stop phase (nothing ran) is not shown.
+        self.first_start = False
 
     def watch_view(self, view: RestartProgress | None) -> None:
         self.set_class(view is None, "-hidden")
@@ -129,7 +131,8 @@ class RestartProgressPanel(Widget):
             return Content("")
         width = max(20, self.content_size.width or 80)
         lines: list[Content] = []
-        title = Content.assemble(("restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
+        self.border_title = "start" if self.first_start else "restart"
+        title = Content.assemble(("start → " if self.first_start else "restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
                                  ("   elapsed ", "$text-muted"), (duration_text(v.elapsed_s) or "0s", "bold"))
         lines.append(title)
         lines.append(self._phases(v))
@@ -169,6 +172,8 @@ class RestartProgressPanel(Widget):
         # A failed restart ended in the last phase it entered.
         failed_at = v.done[-1][0] if v.failed and v.done else None
         for phase in (*RUNNING_PHASES, Phase.READY):
+            if phase is Phase.STOPPING and self.first_start and phase is not failed_at:
+                continue  # nothing ran before the first start: no stop to show
             if parts:
                 parts.append("  ")
             if phase is failed_at:
