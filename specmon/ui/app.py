@@ -448,6 +448,8 @@ class SpecmonApp(App[int]):
                 ar.show(snap.accept_rate, sparkline=spark)
                 self._bars.view = snap.positions
                 self._events.events = snap.events
+        panel = self._restart_panel()
+        self.screen_stack[0].set_class(panel is not None and panel.view is not None, "-panel-open")
         self._refresh_availability()
 
     def _tick_slow(self) -> None:

@@ -47,7 +47,7 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("mark_baseline", "b", "`b`", "Baseline", "Mark baseline",
               "mark the current configuration as the baseline (again: automatic baseline)", rank=3),
     KeyAction("export", "e", "`e`", "Export", "Export run table",
-              "export the run table as CSV, JSON and Markdown to the data folder (the path is shown)", rank=2),
+              "export the run table as CSV, JSON and Markdown (the path is shown)", rank=2),
     KeyAction("next_theme", "t", "`t`", "Theme", "Next theme", "next colour theme", rank=0),
     KeyAction("faster", "plus,equals_sign", "`+`", "", "Replay faster", "replay faster"),
     KeyAction("slower", "minus", "`-`", "", "Replay slower", "replay slower"),

@@ -17,6 +17,7 @@ from textual.widgets import Button, Static
 
 from specmon.control.launch import CommandPlan
 from specmon.control.restart import RestartController, plan_label
+from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["ConfirmCommandsScreen"]
 
@@ -143,18 +144,9 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
 
     def _fit(self) -> None:
         """Give the commands what the terminal has left, so ``y: run`` and the buttons stay on screen."""
-        self.set_class(self.size.height < 32, "-short")
-        self.call_after_refresh(self._fit_scroll)
-
-    def _fit_scroll(self) -> None:
-        box = self.query_one("#confirm-box")
-        scroll = self.query_one("#confirm-scroll")
-        others = sum(w.outer_size.height for w in box.children if w is not scroll)
-        limit = box.styles.max_height
-        screen_h = self.size.height
-        box_max = screen_h if limit is None else int(limit.resolve(self.size, self.size))
-        room = box_max - box.styles.gutter.height - others - scroll.styles.margin.height
-        scroll.styles.max_height = max(3, min(24, room))
+        self.set_class(self.size.height < SHORT_BELOW, "-short")
+        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#confirm-box"),
+                                                   self.query_one("#confirm-scroll")))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
+from specmon.ui.screens.fit import fit_scroll
 from specmon.ui.views import RowView
 from specmon.ui.widgets.run_table import mark_text
 
@@ -139,7 +140,11 @@ class RestartDialog(ModalScreen[int | None]):
         text-style: bold;
         color: $primary;
     }
-    RestartDialog #restart-measured {
+    RestartDialog > #restart-box {
+        max-height: 100%;
+    }
+    RestartDialog #restart-measured-scroll {
+        height: auto;
         margin: 1 0;
     }
     RestartDialog #restart-error {
@@ -178,7 +183,9 @@ class RestartDialog(ModalScreen[int | None]):
             yield Static(f"Restart the server on {self.host}", id="restart-title", markup=False)
             yield Static(f"now: {now} · next: {self.lo} to {self.hi} steps{zero}"
                          + (f" · {self.rule}" if self.rule else ""), classes="hint", markup=False)
-            yield Static(measured_text(self.measured), id="restart-measured")
+            # Many configurations scroll; the input and the keys stay on screen.
+            with VerticalScroll(id="restart-measured-scroll"):
+                yield Static(measured_text(self.measured), id="restart-measured")
             yield Input(placeholder=f"step count, {self.lo}–{self.hi}", id="restart-steps",
                         validators=[StepCountValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
                         max_length=20)
@@ -188,6 +195,14 @@ class RestartDialog(ModalScreen[int | None]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#restart-box"),
+                                                   self.query_one("#restart-measured-scroll")))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         # Say what is wrong while typing, but not before anything was typed.
@@ -202,6 +217,7 @@ class RestartDialog(ModalScreen[int | None]):
             except ValueError:
                 pass
         self.query_one("#restart-error", Static).update(text)
+        self._fit()  # the message may take a line from the list
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -152,9 +152,10 @@ class RestartProgressPanel(Widget):
         else:
             lines.append(Content.assemble(("✖ ", "$error bold"), (f"{v.phase.text}: ", "$error bold"),
                                           (v.message, "$error")))
-            if v.last_lines:
+            # The key line always shows: the log's last lines get what the panel's height leaves.
+            room = self._inner_rows() - len(lines) - 2
+            if v.last_lines and room > 0:
                 lines.append(Content.styled(f"last lines of {v.log or 'the log'}:", "$text-muted"))
-                room = max(3, 16 - 2 - len(lines) - 1)
                 for raw in v.last_lines[-room:]:
                     lines.append(Content("  " + raw).stylize("$text-muted"))
             keys = []
@@ -163,6 +164,12 @@ class RestartProgressPanel(Widget):
             keys.append("d: dismiss")
             lines.append(Content.styled(" · ".join(keys), "bold"))
         return Content("\n").join(lines)
+
+    def _inner_rows(self) -> int:
+        """Rows inside the border at the panel's largest height (its stylesheet's max-height)."""
+        limit = self.styles.max_height
+        rows = int(limit.value) if limit is not None and limit.is_cells else 16
+        return rows - self.styles.gutter.height
 
     def _phases(self, v: RestartProgress) -> Content:
         parts: list[tuple[str, str] | str] = []
