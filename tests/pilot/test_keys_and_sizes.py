@@ -33,8 +33,17 @@ from specmon.ui.widgets.key_footer import fit_labels
 from specmon.ui.widgets.metric_panel import MetricPanel, delta_text
 from specmon.ui.widgets.run_table import COLUMNS, DROP_ORDER, RunTable, mark_text
 from specmon.ui.widgets.status_header import StatusHeader
-from tests.support.app_factory import ROOT, SWEEP, StaticSource, build_app, header_text, settle, source_app, \
-    sweep_app, wait_for
+from tests.support.app_factory import (
+    ROOT,
+    SWEEP,
+    StaticSource,
+    build_app,
+    header_text,
+    settle,
+    source_app,
+    sweep_app,
+    wait_for,
+)
 from tests.support.dialogs import fixed_controller, fixed_profile, ready_view
 from tests.support.logtext import ready, server_args
 
@@ -150,7 +159,7 @@ async def test_d_and_escape_dismiss_the_panel_at_the_first_press_whatever_has_th
         flow = RestartFlow(fixed_controller())
         app = source_app(live_source(), controller=flow)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.feeder.lines >= 2, "the lines")
+            await wait_for(pilot, lambda a=app: a.feeder.lines >= 2, "the lines")
             flow._visible = True
             flow.panel.view = ready_view()
             app.set_focus(app.query_one(RunTable))
@@ -159,7 +168,8 @@ async def test_d_and_escape_dismiss_the_panel_at_the_first_press_whatever_has_th
             assert app.check_action("dismiss", ()) is True
             await pilot.press(key)
             await pilot.pause()
-            assert flow.panel.view is None, key
+            shown: object = flow.panel.view  # (read again: the key changed it)
+            assert shown is None, key
             assert app.check_action("dismiss", ()) is False  # nothing left: the footer drops d
 
 
@@ -180,7 +190,8 @@ async def test_g_goes_back_after_a_failure_from_the_app(isolated_home: Path) -> 
         app.set_focus(app.query_one(RunTable))
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the go-back commands")
-        assert app.screen.title_text == "Go back"
+        screen = app.screen
+        assert isinstance(screen, ConfirmCommandsScreen) and screen.title_text == "Go back"
 
 
 # -- quitting -----------------------------------------------------------------------------------------------
@@ -330,7 +341,7 @@ async def test_the_baseline_row_shows_b_also_when_it_is_the_current_run(isolated
 
 
 def inside(region: Any, width: int, height: int) -> bool:
-    return region.x >= 0 and region.y >= 0 and region.right <= width and region.bottom <= height
+    return bool(region.x >= 0 and region.y >= 0 and region.right <= width and region.bottom <= height)
 
 
 async def test_small_terminals_keep_the_header_footer_and_table(isolated_home: Path) -> None:
