@@ -449,7 +449,9 @@ class SpecmonApp(App[int]):
                 self._bars.view = snap.positions
                 self._events.events = snap.events
         panel = self._restart_panel()
-        self.screen_stack[0].set_class(panel is not None and panel.view is not None, "-panel-open")
+        base = self.screen_stack[0]
+        base.set_class(panel is not None and panel.view is not None, "-panel-open")
+        base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
         self._refresh_availability()
 
     def _tick_slow(self) -> None:

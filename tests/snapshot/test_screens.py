@@ -47,8 +47,12 @@ def on_dashboard(make_screen: Callable[[SpecmonApp], Screen[Any]] | None = None,
             app.push_screen(make_screen(app))
         for key in keys:
             await pilot.press(key)
+        app._tick()  # the size and panel classes now, not at the next timer tick
+        await pilot.pause()
+        # Then every view drawn at the final layout (the plot redraws at most once a second).
         app.refresh_now()
         await pilot.pause()
+        app._push_slow(force=True)
         app.clear_notifications()
         await pilot.pause()
         await pilot.pause()

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.widgets import DataTable
 
 from specmon.ui.views import RowView, TableView
@@ -62,7 +63,7 @@ class RunTable(DataTable[Text]):
         self._view: TableView | None = None
         self.sort_column: str | None = None  # None: in order of appearance
         self.sort_reverse = False
-        self._width = -1
+        self._size = Size(-1, -1)
         self._columns_shown: tuple[str, ...] = ()
 
     def on_mount(self) -> None:
@@ -85,8 +86,13 @@ class RunTable(DataTable[Text]):
         width = self.size.width
         if width == 0:
             return COLUMNS, True
-        # The vertical scrollbar, when the rows do not fit.
-        room = width - (self.styles.scrollbar_size_vertical if self.max_scroll_y > 0 else 0)
+        # The vertical scrollbar, when the rows (and the header line) exceed the table's largest
+        # height: read from the stylesheet, not from the current layout, which lags a row behind
+        # while rows arrive (the columns would flip between two layouts).
+        limit = self.styles.max_height
+        most = int(limit.value) if limit is not None and limit.is_cells else self.size.height
+        overflow = most > 0 and len(rows) + 1 > most
+        room = width - (self.styles.scrollbar_size_vertical if overflow else 0)
 
         def needed(columns: tuple[tuple[str, str, Any, Any, bool], ...], wide: bool) -> int:
             return sum(max([len(header)] + [len(get(r, wide)) for r in rows]) + 2 * self.cell_padding
@@ -103,8 +109,9 @@ class RunTable(DataTable[Text]):
         return columns, False
 
     def on_resize(self) -> None:
-        if self.size.width != self._width:
-            self._width = self.size.width
+        # Height too: whether a scrollbar takes columns depends on it.
+        if self.size != self._size:
+            self._size = self.size
             self._rebuild()
 
     def show(self, view: TableView) -> None:
