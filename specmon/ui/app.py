@@ -603,11 +603,11 @@ class SpecmonApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
 
-        Hidden: the speed keys when not replaying, ``g`` without a failed restart to go back
+        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
         from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
         """
-        if action in ("faster", "slower") and self.feeder.replay_clock is None:
-            return False
+        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
+            return False  # no speed to change: not in the footer (the palette says why)
         if action in ("go_back", "dismiss"):
             return self._unavailable_reason(action) is None
         return None if self._unavailable_reason(action) else True

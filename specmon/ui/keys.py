@@ -49,8 +49,9 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("export", "e", "`e`", "Export", "Export run table",
               "export the run table as CSV, JSON and Markdown (the path is shown)", rank=2),
     KeyAction("next_theme", "t", "`t`", "Theme", "Next theme", "next colour theme", rank=0),
-    KeyAction("faster", "plus,equals_sign", "`+`", "", "Replay faster", "replay faster"),
-    KeyAction("slower", "minus", "`-`", "", "Replay slower", "replay slower"),
+    # In the footer only while replaying (hidden otherwise: check_action says False).
+    KeyAction("faster", "plus,equals_sign", "`+`", "Faster", "Replay faster", "replay faster", rank=1),
+    KeyAction("slower", "minus", "`-`", "Slower", "Replay slower", "replay slower", rank=1),
     KeyAction("restart", "r", "`r`", "Restart", "Restart server",
               "restart the server with another step count (the commands are shown first)", rank=9),
     KeyAction("sweep", "s", "`s`", "Sweep", "Sweep step counts",

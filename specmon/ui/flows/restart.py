@@ -293,7 +293,8 @@ class RestartFlow:
         self._progress(final)
         took = duration_text(final.elapsed_s) or "0s"
         if final.phase is Phase.READY:
-            self._event("info", f"restart {final.message} after {took}")
+            verb = "start" if self.panel.first_start else "restart"
+            self._event("info", f"{verb} {final.message} after {took}")
             self._notify(f"{final.message} — a new run begins", "information")
             self._hide_timer = self.panel.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
         else:
