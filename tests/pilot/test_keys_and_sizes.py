@@ -446,3 +446,34 @@ async def test_help_opens_at_80x24_and_escape_closes_it(isolated_home: Path) -> 
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_every_dialog_keeps_its_input_or_buttons_on_screen_at_60x15(isolated_home: Path) -> None:
+    from textual.widgets import Input
+
+    from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen
+
+    def dialogs(app: Any) -> list[Any]:
+        rows = [MeasuredStep.from_row(r) for r in app.builder.table(app.feeder.session).rows]
+        c = fixed_controller()
+        text = "\n\n".join(c.describe(c.plan_for(s)) for s in (0, 1, 2))
+        c2 = fixed_controller()
+        return [RestartDialog(host="gpu-box", lo=0, hi=16, current_steps=10, measured=rows),
+                SweepScreen(host="gpu-box", lo=0, hi=16),
+                SweepConfirmScreen("gpu-box", (0, 1, 2), text, "Load: 1 request at a time."),
+                ConfirmCommandsScreen(c2, c2.plan_for(2), now_steps=1),
+                QuitConfirmScreen("a restart is in progress")]
+
+    app = sweep_app()
+    async with app.run_test(size=(60, 15)) as pilot:
+        await settle(app, pilot)
+        for screen in dialogs(app):
+            app.push_screen(screen)
+            for _ in range(4):
+                await pilot.pause()
+            actions = list(screen.query(Input)) + list(screen.query(Button))
+            assert actions, type(screen).__name__
+            for widget in actions:
+                assert inside(widget.region, 60, 15) and widget.region.height >= 1, type(screen).__name__
+            app.pop_screen()
+            await pilot.pause()

@@ -45,6 +45,8 @@ def on_dashboard(make_screen: Callable[[SpecmonApp], Screen[Any]] | None = None,
             flow.panel.view = panel
         if make_screen is not None:
             app.push_screen(make_screen(app))
+            await pilot.pause()
+            await pilot.pause()  # mounted and focused before any key
         for key in keys:
             await pilot.press(key)
         app._tick()  # the size and panel classes now, not at the next timer tick

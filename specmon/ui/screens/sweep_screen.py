@@ -107,7 +107,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
                         validators=[StepListValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
                         max_length=80)
             yield Static("", id="sweep-error", markup=False)
-            yield Static("enter: next — every restart's commands are shown before anything runs · escape: cancel",
+            yield Static("enter: next (every restart's commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
     def on_mount(self) -> None:
