@@ -477,3 +477,25 @@ async def test_every_dialog_keeps_its_input_or_buttons_on_screen_at_60x15(isolat
                 assert inside(widget.region, 60, 15) and widget.region.height >= 1, type(screen).__name__
             app.pop_screen()
             await pilot.pause()
+
+
+async def test_toasts_stay_off_the_table_at_80x24_while_a_restart_panel_is_up(isolated_home: Path) -> None:
+    from tests.support.dialogs import loading_view
+
+    app = build_app(SWEEP, controller=RestartFlow(fixed_controller()))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(app, pilot)
+        flow = app.controller
+        assert isinstance(flow, RestartFlow)
+        flow._visible = True
+        flow.panel.view = loading_view()
+        app._tick()
+        await pilot.pause()
+        app.notify("restart refused: a restart is in progress on gpu-box; wait for it to end or dismiss it "
+                   "first, then press r again", title="restart", severity="error", timeout=30)
+        for _ in range(3):
+            await pilot.pause()
+        toasts = list(app.screen.query(Toast))
+        table = app.query_one(RunTable).region
+        assert table.height >= 7  # every row
+        assert toasts and all(not t.region.overlaps(table) for t in toasts)
