@@ -371,7 +371,8 @@ async def test_toasts_stay_off_the_table_at_60x15(isolated_home: Path) -> None:
     app = sweep_app()
     async with app.run_test(size=(60, 15), notifications=True) as pilot:
         await settle(app, pilot)
-        app.notify("baseline: automatic (the run without speculation, or as given)", timeout=30)
+        app.notify("cannot mark a baseline: the current run has no counted throughput samples yet "
+                   "(warm-up excluded)", title="baseline", severity="warning", timeout=30)
         await pilot.pause()
         await pilot.pause()
         toasts = list(app.screen.query(Toast))
