@@ -340,7 +340,9 @@ class SpecmonApp(App[int]):
     def _size_classes(self) -> None:
         """Size classes on the dashboard's own screen (not on a dialog that happens to be on top)."""
         w, h = self.size
-        base = self.screen_stack[0] if self.screen_stack else self.screen
+        if not self.screen_stack:
+            return
+        base = self.screen_stack[0]
         base.set_class(w < 90 or h < 28, "-compact")
         base.set_class(w < 70 or h < 20, "-tiny")
         base.set_class(w >= 160 and h >= 50, "-large")
@@ -451,6 +453,8 @@ class SpecmonApp(App[int]):
                 self._bars.view = snap.positions
                 self._events.events = snap.events
         panel = self._restart_panel()
+        if not self.screen_stack:
+            return  # shutting down: no screen to style
         base = self.screen_stack[0]
         base.set_class(panel is not None and panel.view is not None, "-panel-open")
         base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
