@@ -21,15 +21,16 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import add, itemgetter
+from functools import partial
+from operator import add
 from typing import Any
 
-from specmon.model.session import Session
+from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
 from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
 from specmon.parsing.prefix import stamp_value
-from specmon.records import Engine, ParsedRecord
+from specmon.records import Engine, EngineStats, ParsedRecord, Spec
 from specmon.sources.logfiles import check_readable, head_lines, log_year
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
@@ -39,6 +40,8 @@ PARALLEL_MIN_BYTES = 32 << 20
 #: Templates kept per line kind (a log prints few shapes), and samples tried per piece.
 MAX_TEMPLATES = 16
 MAX_LEARN = 32
+#: Shapes of lines that give nothing kept per process (each one a regex alternative).
+MAX_QUIET = 48
 
 # What a template-read line becomes in the piece's text while the rest is sorted out:
 # a token no line of a real log is (checked: a piece whose count disagrees is redone).
@@ -74,11 +77,23 @@ class Block:
 
 
 @dataclass
+class StatsBlock:
+    """Consecutive template-read interval stats and spec lines (vLLM, llama.cpp) as columns."""
+
+    first_line: int
+    last_line: int
+    last_ts: float | None
+    first_is_spec: bool
+    stats: StatsColumns | None
+    spec: SpecColumns | None
+
+
+@dataclass
 class Piece:
     """What a worker returns for one piece of the file: records and blocks, in file order."""
 
     lines: int
-    items: list[ParsedRecord | Block] = field(default_factory=list)
+    items: list[ParsedRecord | Block | StatsBlock] = field(default_factory=list)
     #: Stats lines read by a template that the session only counts, by record kind.
     counted: dict[str, int] = field(default_factory=dict)
     # The piece ended inside a traceback: the next piece's first lines may name the exception.
@@ -94,6 +109,9 @@ class _Learner:
         self.templates: dict[str, list[Template]] = {}
         self.refused: dict[str, set[bytes]] = {}
         self._regex: dict[str, re.Pattern[bytes] | None] = {}
+        #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
+        self.quiet: list[bytes] = []
+        self.quiet_rx: re.Pattern[bytes] | None = None
 
     def regex(self, kind: LineKind) -> re.Pattern[bytes] | None:
         if kind.name not in self._regex:
@@ -108,6 +126,14 @@ class _Learner:
             tpls.pop(0)
         tpls.append(tpl)
         self._regex.pop(tpl.kind.name, None)
+
+    def add_quiet(self, source: bytes) -> None:
+        if source in self.quiet:
+            return
+        if len(self.quiet) >= MAX_QUIET:
+            self.quiet.pop(0)
+        self.quiet.append(source)
+        self.quiet_rx = re.compile(b"\n(" + b"|".join(self.quiet) + b")(?=\n)")
 
 
 _LEARNER = _Learner()
@@ -152,82 +178,80 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
     return tpl
 
 
-def _columns(kind: LineKind, found: list[tuple[bytes, ...]], year: int) -> tuple[list[Any], ...] | None:
-    """Columns (rank, ts, then ``kind.columns``) of template-matched lines, template by template."""
+def _group_columns(parts: list[Any], ngroups: int) -> list[list[Any]]:
+    """Column ``j`` = group ``j + 1`` of every match, from ``re.split`` output (one pass, C speed)."""
+    stride = ngroups + 1
+    return [parts[j::stride] for j in range(1, stride)]
+
+
+def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, list[Any]]:
+    """Columns (``rank``, ``ts``, then ``kind.columns``) of template-read lines, template by template."""
     tpls = _LEARNER.templates[kind.name]
-    # Offsets of each template's groups inside the alternation (each template is one extra group).
-    offsets: list[int] = []
-    pos = 0
-    for t in tpls:
-        offsets.append(pos + 1)
-        pos += 1 + t.ngroups
-    # Usually one shape fills the piece: find it in C (all/map) before going line by line.
-    single = next((w for w, o in enumerate(offsets) if all(map(itemgetter(o - 1), found))), None)
-    ncol = 2 + len(kind.columns or ())
+    offsets = _offsets(kind)
+    names = ("rank", "ts", *(kind.columns or ()))
+    # Usually one shape fills the piece: find it in C (all) before going line by line.
+    single = next((w for w, o in enumerate(offsets) if all(gcols[o - 1])), None)
     if single is None:
         # Lines of several shapes interleaved: one line at a time (rare).
-        which = [next(i for i, o in enumerate(offsets) if f[o - 1]) for f in found]
-        cols: tuple[list[Any], ...] = tuple([] for _ in range(ncol))
+        found = list(zip(*gcols, strict=True))
+        cols: dict[str, list[Any]] = {name: [] for name in names}
         stamp = _stamp_fn(year)
-        for f, w in zip(found, which, strict=True):
+        for f in found:
+            w = next(i for i, o in enumerate(offsets) if f[o - 1])
             t = tpls[w]
             vals = read(t, f[offsets[w]:offsets[w] + t.ngroups], stamp)
-            cols[0].append(vals["rank"])
-            cols[1].append(vals["timestamp"])
-            for c, attr in enumerate(kind.columns or (), 2):
-                cols[c].append(vals[attr])
+            cols["rank"].append(vals["rank"])
+            cols["ts"].append(vals["timestamp"])
+            for attr in kind.columns or ():
+                cols[attr].append(vals.get(attr))
         return cols
-    w = single
-    t = tpls[w]
-    base = offsets[w]  # tuple index of the template's group 1
+    t = tpls[single]
+    base = offsets[single]  # column index of the template's group 1
     g = {role: base + i - 1 for role, i in t.groups.items()}
-    out: list[list[Any]] = []
-    n = len(found)
-    # map/itemgetter keep the per-line work in C; the memos persist across pieces.
+    n = len(gcols[0])
+    out: dict[str, list[Any]] = {}
+    # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
-    out.append([None] * n if ri is None else list(map(_RANKS.__getitem__, map(itemgetter(ri), found))))
+    out["rank"] = [None] * n if ri is None else list(map(_RANKS.__getitem__, gcols[ri]))
     hi = g.get("hms")
     if hi is None:
-        out.append([None] * n)
+        out["ts"] = [None] * n
     else:
-        secs = list(map(_HMS.__getitem__, map(itemgetter(hi), found)))
+        secs = list(map(_HMS.__getitem__, gcols[hi]))
         di, mi = g.get("date"), g.get("md")
         if di is not None:
-            days = list(map(_DAYS.__getitem__, map(itemgetter(di), found)))
+            days = list(map(_DAYS.__getitem__, gcols[di]))
         elif mi is not None:
-            memo = _md_days(year)
-            days = list(map(memo.__getitem__, map(itemgetter(mi), found)))
+            days = list(map(_md_days(year).__getitem__, gcols[mi]))
         else:
             days = None
         fi = g.get("frac")
-        fracs = list(map(_FRACS.__getitem__, map(itemgetter(fi), found))) if fi is not None else None
+        fracs = list(map(_FRACS.__getitem__, gcols[fi])) if fi is not None else None
         if None in secs or (days is not None and None in days):
             # An impossible date or time somewhere (month 13, 25:00:00): no timestamp there.
-            ts = [None if h is None or (days is not None and days[j] is None)
-                  else (days[j] if days is not None else 0.0) + h + (fracs[j] if fracs is not None else 0.0)
-                  for j, h in enumerate(secs)]
-            if days is None:
-                ts = [None if h is None else h + (fracs[j] if fracs is not None else 0.0)
-                      for j, h in enumerate(secs)]
+            ts: list[float | None] = []
+            for j, h in enumerate(secs):
+                if h is None or (days is not None and days[j] is None):
+                    ts.append(None)
+                else:
+                    ts.append((days[j] if days is not None else 0.0) + h
+                              + (fracs[j] if fracs is not None else 0.0))
         elif days is None:
             ts = secs if fracs is None else list(map(add, secs, fracs))
         else:
             ts = list(map(add, days, secs))
             if fracs is not None:
                 ts = list(map(add, ts, fracs))
-        out.append(ts)
+        out["ts"] = ts
     for attr in kind.columns or ():
         i = g.get(attr)
-        if i is None:
-            out.append([None] * n)
-        else:
-            # A template's groups always take part: every value is there and matches its pattern.
-            out.append(list(map(t.converters[attr], map(itemgetter(i), found))))
-    return tuple(out)
+        # A template's groups always take part: every value is there and matches its pattern.
+        out[attr] = [None] * n if i is None else list(map(t.converters[attr], gcols[i]))
+    return out
 
 
 def _offsets(kind: LineKind) -> list[int]:
-    """Tuple index of each template's group 1 in the alternation (one outer group per template)."""
+    """Column index + 1 of each template's outer group in the alternation (one outer group per template)."""
     offsets: list[int] = []
     pos = 0
     for t in _LEARNER.templates[kind.name]:
@@ -236,21 +260,77 @@ def _offsets(kind: LineKind) -> list[int]:
     return offsets
 
 
-def _record(kind: LineKind, f: tuple[bytes, ...], line: int, year: int) -> ParsedRecord:
-    """The record of one template-read line (the slow way: tests, ``parse``)."""
+def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int, year: int) -> ParsedRecord:
+    """The record of one template-read line (the slow way: tests, ``parse``, mixed pieces)."""
     tpls = _LEARNER.templates[kind.name]
-    offsets = _offsets(kind)
     w = next(i for i, o in enumerate(offsets) if f[o - 1])
     vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year))
     ts, rank = vals.pop("timestamp"), vals.pop("rank")
     rec: ParsedRecord = kind.record(line, ts, rank, **vals)
+    if isinstance(rec, EngineStats | Spec):
+        rec.engine = kind.engine  # as the line parser: two engines print these
     return rec
 
 
 def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026) -> tuple[list[ParsedRecord], int]:
     """Every record of a piece the bulk way, and how many lines a template read (tests, ``parse``)."""
     piece = bulk_piece(data, engine, year, records=True)
-    return [r for r in piece.items if not isinstance(r, Block)], piece.by_template
+    return [r for r in piece.items if not isinstance(r, Block | StatsBlock)], piece.by_template
+
+
+# Which kinds the session takes as columns, by family: SGLang decode (prefill only counted), or one
+# interval-stats kind with one spec kind (vLLM, llama.cpp). Anything else in a piece: records.
+_DECODE_KINDS = frozenset({"sglang.decode"})
+_STATS_KINDS = frozenset({"vllm.stats", "llamacpp.eval"})
+_SPEC_KINDS = frozenset({"vllm.spec.0", "vllm.spec.1", "llamacpp.spec"})
+
+# What the line parser reads besides stats lines: a line holding none of these texts (with
+# digits and runs of spaces as they may vary) is given nothing outside a traceback.
+def _general(text: str) -> str:
+    """``text`` as a regex where every digit run is ``\\d+`` and every run of spaces `` +``."""
+    return _RUNS.sub(lambda m: r"\d+" if m.group(1) else " +" if m.group(2) else re.escape(m.group()), text)
+
+
+_RUNS = re.compile(r"(\d+)|( +)|[^\d ]+")
+
+
+def _interesting() -> re.Pattern[str]:
+    from specmon.parsing import llamacpp, sglang, vllm
+    from specmon.parsing.lifecycle import _GATE
+
+    words = [sglang.SERVER_ARGS_MARKER, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS, *_GATE,
+             *(k.marker for k in KINDS if not k.vetoes)]
+    alts = [_general(w) for w in words]
+    # A marker whose kind a veto turns away is harmless beside that veto.
+    for k in KINDS:
+        if k.vetoes:
+            none_of = "".join(f"(?!.*{_general(v)})" for v in k.vetoes)
+            alts.append(f"^{none_of}.*{_general(k.marker)}")
+    return re.compile("|".join(f"(?:{a})" for a in alts) + r"|\x1b|\[[\d;]+m|\r", re.S)
+
+
+_INTERESTING: re.Pattern[str] | None = None
+
+
+def _quiet_source(raw: bytes) -> bytes | None:
+    """The regex of lines shaped like ``raw`` (digits and space runs free), if no such line gives a record.
+
+    ``raw`` gave no record and holds none of the texts that make the line parser give one
+    (stats markers, configuration and lifecycle markers, ANSI): neither does any line of
+    the same shape, since those texts hold no digits and the generalised test is blind to
+    the length of digit and space runs. Outside a traceback such lines are skipped.
+    """
+    global _INTERESTING
+    if _INTERESTING is None:
+        _INTERESTING = _interesting()
+    text = raw.decode("utf-8", errors="replace")
+    if "\ufffd" in text or len(raw) > 2000 or _INTERESTING.search(text):
+        return None
+    return _general(text).encode()
+
+
+class _Redo(Exception):
+    """A piece needs another pass (a quiet line inside a traceback needs its text)."""
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
@@ -261,7 +341,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         in_traceback: the previous piece ended inside a traceback (the parser's only
             multi-line context).
         records: give every template-read line as a record (tests, ``parse``) instead
-            of decode columns and counts.
+            of columns and counts.
         parser: the line parser to continue with (live feeding keeps one per source);
             by default a new one with ``engine``, ``year`` and ``in_traceback``.
     """
@@ -274,26 +354,22 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         parser.in_traceback = in_traceback
     probe = LineParser(year=year, engine=engine)
     kinds = [k for k in KINDS if k.body is not None and k.marker.encode() in text]
-    decode = None if records else next((k for k in kinds if k.columns), None)
-    found: dict[str, list[tuple[bytes, ...]]] = {}
-    counted: dict[str, int] = {}
+    # One pass per kind: re.split gives the values (as columns) and the text between matches.
+    matched: dict[str, tuple[int, list[list[Any]]]] = {}  # kind -> (lines, group columns)
     tokens: dict[bytes, LineKind] = {}
     rest = text
     for i, kind in enumerate(kinds):
         marker = kind.marker.encode()
         token = _TOKEN[:-1] + bytes([0x10 + i])
         tokens[token] = kind
-        keep = records or kind is decode
         tries = 0
         while True:
             rx = _LEARNER.regex(kind)
-            matched: list[tuple[bytes, ...]] = []
-            n = 0
-            new_rest = rest
-            if rx is not None:
-                if keep:
-                    matched = rx.findall(rest)
-                new_rest, n = rx.subn(b"\n" + token, rest)
+            parts: list[Any] = rx.split(rest) if rx is not None else [rest]
+            ngroups = rx.groups if rx is not None else 0
+            n = (len(parts) - 1) // (ngroups + 1)
+            between = parts[::ngroups + 1] if n else parts
+            new_rest = (b"\n" + token).join(between) if n else rest
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
@@ -312,33 +388,108 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                 break
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
-        if keep:
-            found[kind.name] = matched
-        elif n:
-            name: str = getattr(kind.record, "kind", kind.name)
-            counted[name] = counted.get(name, 0) + n
+        if n:
+            matched[kind.name] = (n, _group_columns(parts, ngroups))
+    # Who takes what: columns for one family, records for the rest (or all, if asked).
+    names = set(matched)
+    col_kinds: set[str] = set()
+    if not records:
+        stats_k, spec_k = names & _STATS_KINDS, names & _SPEC_KINDS
+        if names & _DECODE_KINDS:
+            col_kinds = names & _DECODE_KINDS
+        elif len(stats_k) <= 1 and len(spec_k) <= 1 and len({k.split(".")[0] for k in stats_k | spec_k}) <= 1:
+            col_kinds = stats_k | spec_k
+    rec_kinds = names - col_kinds
+    if not records:
+        rec_kinds -= {"sglang.prefill"}  # the session only counts them
+    counted: dict[str, int] = {}
+    for name in names - col_kinds - rec_kinds:
+        kind = next(k for k in kinds if k.name == name)
+        rname: str = getattr(kind.record, "kind", name)
+        counted[rname] = counted.get(rname, 0) + matched[name][0]
+    cols = {name: _columns(next(k for k in kinds if k.name == name), matched[name][1], year) for name in col_kinds}
+    found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
-    dec_found = found.get(decode.name, []) if decode is not None else []
-    cols = _columns(decode, dec_found, year) if decode is not None and dec_found else None
-    piece.by_template = sum(counted.values()) + sum(len(v) for v in found.values())
+    piece.by_template = sum(v[0] for v in matched.values())
+    # Lines known to give nothing (HTTP access lines, and shapes learned as quiet).
+    quiet_texts: list[bytes] = []
+    qrx = _LEARNER.quiet_rx
+    if qrx is not None:
+        qparts = qrx.split(rest)
+        if len(qparts) > 1:
+            quiet_texts = qparts[1::2]
+            rest = (b"\n" + _QUIET).join(qparts[::2])
     rest = _ACCESS.sub(b"\n", rest)
-    if not records and len(rest) == rest.count(b"\n") + piece.by_template * len(_TOKEN):
-        # Nothing but template-read lines and access lines: one block, no line parser.
-        if dec_found:
-            dec_token = next(t for t, k in tokens.items() if k is decode)
-            first = rest.count(b"\n", 0, rest.find(dec_token))
-            last = rest.count(b"\n", 0, rest.rfind(dec_token))
-            piece.items.append(_block(cols, 0, len(dec_found), first, last))  # type: ignore[arg-type]
-        if piece.by_template:
-            parser.in_traceback = False
-            if parser.engine is Engine.UNKNOWN:
-                parser.engine = next(iter(tokens.values())).engine
-        piece.in_traceback = parser.in_traceback
-        return piece
-    # Walk the lines: template-read ones join the current block, the others go to the parser.
+    by_kind = {k.name: t for t, k in tokens.items()}
+    start_in_tb = parser.in_traceback
+    if (not records and not rec_kinds and not (quiet_texts and start_in_tb)
+            and len(rest) == rest.count(b"\n") + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
+        # Nothing but template-read, quiet and access lines: one block, no line parser.
+        block = _whole_block(rest, col_kinds, cols, by_kind)
+        if block is not None or not col_kinds:
+            if block is not None:
+                piece.items.append(block)
+            if piece.by_template:
+                parser.in_traceback = False
+                if parser.engine is Engine.UNKNOWN:
+                    parser.engine = next(iter(tokens.values())).engine
+            piece.in_traceback = parser.in_traceback
+            return piece
+    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year)
+    piece.in_traceback = parser.in_traceback
+    return piece
+
+
+_QUIET = b"\x00\x01\x03"
+
+
+def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, list[Any]]],
+                 by_kind: dict[str, bytes]) -> Block | StatsBlock | None:
+    """The one block of a piece whose lines are all template-read, quiet or access lines (None: walk it)."""
+    if not col_kinds:
+        return None
+    spans = {name: (rest.find(by_kind[name]), rest.rfind(by_kind[name])) for name in col_kinds}
+    first_kind = min(spans, key=lambda k: spans[k][0])
+    last_kind = max(spans, key=lambda k: spans[k][1])
+    first = rest.count(b"\n", 0, spans[first_kind][0])
+    last = rest.count(b"\n", 0, spans[last_kind][1])
+    if "sglang.decode" in col_kinds:
+        c = cols["sglang.decode"]
+        return _block(c, 0, len(c["ts"]), first, last)
+    last_ts = cols[last_kind]["ts"][-1]
+    if last_ts is None and any(t is not None for name in col_kinds for t in cols[name]["ts"]):
+        return None  # the last time is on an earlier line: the walk finds it
+    return _stats_block(cols, {name: (0, len(cols[name]["ts"])) for name in col_kinds}, first, last, last_ts,
+                        first_kind in _SPEC_KINDS)
+
+
+def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, LineKind], col_kinds: set[str],
+          cols: dict[str, dict[str, list[Any]]], found: dict[str, list[tuple[bytes, ...]]],
+          quiet_texts: list[bytes], year: int) -> None:
+    """Template-read lines join the current block (or become records); the others go to the line parser."""
     lines = rest.split(b"\n")
-    seen = dict.fromkeys(found, 0)
-    k = start_k = first = last = 0
+    seen = {t: 0 for t in tokens}
+    offsets = {k.name: _offsets(k) for k in tokens.values() if k.name in found}
+    start: dict[str, int] = {}
+    first = last = 0
+    first_spec = False
+    last_ts: float | None = None
+    q = tries = 0
+    decode = "sglang.decode" in col_kinds
+
+    def close() -> None:
+        if not start:
+            return
+        if decode:
+            a = start.get("sglang.decode")
+            if a is not None:
+                piece.items.append(_block(cols["sglang.decode"], a, seen[by_name["sglang.decode"]], first, last))
+        else:
+            piece.items.append(_stats_block(cols, {k: (a, seen[by_name[k]]) for k, a in start.items()},
+                                            first, last, last_ts, first_spec))
+        start.clear()
+
+    by_name = {k.name: t for t, k in tokens.items()}
     for ln in range(1, len(lines) - 1):
         x = lines[ln]
         if not x:
@@ -349,28 +500,52 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             parser.in_traceback = False
             if parser.engine is Engine.UNKNOWN:
                 parser.engine = kind_x.engine
-            if records:
-                j = seen[kind_x.name]
-                seen[kind_x.name] = j + 1
-                piece.items.append(_record(kind_x, found[kind_x.name][j], ln, year))
-            elif kind_x is decode:
-                if k == start_k:
-                    first = ln
+            j = seen[x]
+            seen[x] = j + 1
+            name = kind_x.name
+            if name in found:
+                close()
+                piece.items.append(_record(kind_x, found[name][j], offsets[name], ln, year))
+            elif name in col_kinds:
+                if not start:
+                    first, first_spec, last_ts = ln, name in _SPEC_KINDS, None
+                start.setdefault(name, j)
                 last = ln
-                k += 1
+                t = cols[name]["ts"][j]
+                if t is not None:
+                    last_ts = t
             continue
+        if x == _QUIET:
+            qt = quiet_texts[q]
+            q += 1
+            if not parser.in_traceback:
+                continue  # gives nothing
+            x = qt
         rec = parser.parse(x.decode("utf-8", errors="replace"), ln)
         if rec is not None:
-            if k > start_k:
-                piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-                start_k = k
+            close()
             piece.items.append(rec)
-    if k > start_k:
-        piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-    if k != len(dec_found):
-        raise AssertionError("template-read lines and their tokens disagree")
-    piece.in_traceback = parser.in_traceback
-    return piece
+        elif not parser.in_traceback and tries < MAX_LEARN:
+            tries += 1
+            source = _quiet_source(x)
+            if source is not None:
+                _LEARNER.add_quiet(source)
+    close()
+
+
+def _stats_block(cols: dict[str, dict[str, list[Any]]], ranges: dict[str, tuple[int, int]], first: int, last: int,
+                 last_ts: float | None, first_is_spec: bool) -> StatsBlock:
+    stats = spec = None
+    for name, (a, b) in ranges.items():
+        c = cols[name]
+        engine = Engine.VLLM if name.startswith("vllm") else Engine.LLAMACPP
+        if name in _STATS_KINDS:
+            stats = StatsColumns(engine, c["rank"][a:b], c["ts"][a:b], c["running"][a:b], c["gen_throughput"][a:b])
+        else:
+            spec = SpecColumns(engine, c["rank"][a:b], c["ts"][a:b], c["mean_acceptance_length"][a:b],
+                               c["draft_acceptance_rate"][a:b], c["accepted"][a:b], c["drafted"][a:b],
+                               c["per_position"][a:b])
+    return StatsBlock(first, last, last_ts, first_is_spec, stats, spec)
 
 
 @dataclass
@@ -402,20 +577,21 @@ def decode_columns(lines: list[bytes], engine: Engine, year: int) -> Columns | N
     return Columns(b.ranks, b.ts, b.running, b.tput, b.acc_len, b.acc_rate, piece.counted.get("prefill", 0))
 
 
-def _block(cols: tuple[list[Any], ...], a: int, b: int, first: int, last: int) -> Block:
-    ranks, ts, running, tput, acc_len, acc_rate = (c[a:b] for c in cols)
+def _block(cols: dict[str, list[Any]], a: int, b: int, first: int, last: int) -> Block:
+    ranks, ts, running, tput, acc_len, acc_rate = (cols[k][a:b] for k in (
+        "rank", "ts", "running_req", "gen_throughput", "accept_len", "accept_rate"))
     return Block(first, last, ranks, ts, running, tput,
                  acc_len if any(v is not None for v in acc_len) else None,
                  acc_rate if any(v is not None for v in acc_rate) else None)
 
 
-def parse_piece(args: tuple[str, int, int, str, int], in_traceback: bool = False) -> Piece:
+def parse_piece(args: tuple[str, int, int, str, int], in_traceback: bool = False, records: bool = False) -> Piece:
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
     path, start, end, engine_value, year = args
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
-    return bulk_piece(data, Engine(engine_value), year, in_traceback)
+    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records)
 
 
 def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
@@ -467,17 +643,23 @@ def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces:
     offset = 0
     carry = False
     for task, piece in zip(tasks, pieces, strict=False):
+        in_tb = carry
         if carry:
             # A traceback ran across the boundary: redo this piece here with that context (rare).
             piece = parse_piece(task, in_traceback=True)
         carry = piece.in_traceback
-        feed_piece(session, piece, offset)
+        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True))
         offset += piece.lines
     session.lines += offset
 
 
-def feed_piece(session: Session, piece: Piece, offset: int) -> None:
-    """Give a piece's records, blocks and counts to the session (line numbers + ``offset``)."""
+def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], Piece] | None = None) -> None:
+    """Give a piece's records, blocks and counts to the session (line numbers + ``offset``).
+
+    Args:
+        redo: the same piece parsed into records (``records=True``), for a block of
+            stats lines the session cannot take as columns (it follows the end of a run).
+    """
     for kind, n in piece.counted.items():
         session.counts[kind] += n
     for item in piece.items:
@@ -485,6 +667,20 @@ def feed_piece(session: Session, piece: Piece, offset: int) -> None:
             session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput,
                                           item.acc_len, item.acc_rate,
                                           offset + item.first_line, offset + item.last_line)
+        elif isinstance(item, StatsBlock):
+            if not session.ingest_stats_columns(offset + item.first_line, offset + item.last_line, item.last_ts,
+                                                item.first_is_spec, item.stats, item.spec):
+                if redo is None:
+                    raise AssertionError("a stats block after the end of a run needs its records")
+                # The rest of the piece, record by record (counts of counted kinds are in already).
+                for rec in redo().items:
+                    if isinstance(rec, Block | StatsBlock) or rec.line < item.first_line:
+                        continue
+                    if rec.kind in piece.counted:
+                        continue
+                    rec.line += offset
+                    session.ingest(rec)
+                return
         else:
             item.line += offset
             session.ingest(item)

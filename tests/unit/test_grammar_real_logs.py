@@ -16,7 +16,7 @@ import pytest
 
 from specmon.ingest.bulk import piece_records
 from specmon.parsing import parse_lines
-from specmon.records import Decode, Prefill
+from specmon.records import Decode, EngineStats, Prefill, Spec
 from tests.support.realdata import DATA, read_lines
 
 YEAR = 2025
@@ -26,7 +26,7 @@ LOGS = sorted(DATA.glob("*.log")) + sorted(DATA.glob("*/*.log"))
 def _both(path: Path) -> tuple[list[dict], list[dict], int, int]:
     line = list(parse_lines(read_lines(str(path.relative_to(DATA))), year=YEAR))
     bulk, by_template = piece_records(path.read_bytes(), year=YEAR)
-    stats = sum(isinstance(r, Decode | Prefill) for r in line)
+    stats = sum(isinstance(r, Decode | Prefill | EngineStats | Spec) for r in line)
     return [r.to_json() for r in line], [r.to_json() for r in bulk], by_template, stats
 
 
