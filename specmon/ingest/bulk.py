@@ -109,23 +109,48 @@ class _Learner:
         self.templates: dict[str, list[Template]] = {}
         self.refused: dict[str, set[bytes]] = {}
         self._regex: dict[str, re.Pattern[bytes] | None] = {}
+        #: Per ``kind/mode``: each template with the index of its first group and its group numbers.
+        self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
         self.quiet_rx: re.Pattern[bytes] | None = None
 
-    def regex(self, kind: LineKind) -> re.Pattern[bytes] | None:
-        if kind.name not in self._regex:
+    def regex(self, kind: LineKind, mode: str = "records") -> re.Pattern[bytes] | None:
+        """The alternation of a kind's templates.
+
+        ``mode``: ``records`` (every value, one outer group per template), ``columns`` (only
+        what the session takes: fewer groups, a faster pass; the first group of each
+        template tells which matched) or ``count`` (no group at all).
+        """
+        key = f"{kind.name}/{mode}"
+        if key not in self._regex:
             tpls = self.templates.get(kind.name, [])
-            self._regex[kind.name] = (re.compile(b"\n(?:" + b"|".join(b"(" + t.source + b")" for t in tpls)
-                                                 + b")(?=\n)") if tpls else None)
-        return self._regex[kind.name]
+            if not tpls:
+                self._regex[key] = None
+            elif mode == "records":
+                self._regex[key] = re.compile(b"\n(?:" + b"|".join(b"(" + t.source + b")" for t in tpls)
+                                              + b")(?=\n)")
+            else:
+                roles = _column_roles(kind) if mode == "columns" else frozenset()
+                layout = []
+                base = 0
+                sources = []
+                for t in tpls:
+                    src, groups = t.lean(roles)
+                    layout.append((t, base, groups))
+                    base += len(groups)
+                    sources.append(src)
+                self.layouts[key] = layout
+                self._regex[key] = re.compile(b"\n(?:" + b"|".join(sources) + b")(?=\n)")
+        return self._regex[key]
 
     def add(self, tpl: Template) -> None:
         tpls = self.templates.setdefault(tpl.kind.name, [])
         if len(tpls) >= MAX_TEMPLATES:
             tpls.pop(0)
         tpls.append(tpl)
-        self._regex.pop(tpl.kind.name, None)
+        for mode in ("records", "columns", "count"):
+            self._regex.pop(f"{tpl.kind.name}/{mode}", None)
 
     def add_quiet(self, source: bytes) -> None:
         if source in self.quiet:
@@ -184,30 +209,32 @@ def _group_columns(parts: list[Any], ngroups: int) -> list[list[Any]]:
     return [parts[j::stride] for j in range(1, stride)]
 
 
+_TS_ROLES = ("rank", "date", "md", "hms", "frac")
+
+
+def _column_roles(kind: LineKind) -> frozenset[str]:
+    return frozenset((*_TS_ROLES, *(kind.columns or ())))
+
+
 def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, list[Any]]:
-    """Columns (``rank``, ``ts``, then ``kind.columns``) of template-read lines, template by template."""
-    tpls = _LEARNER.templates[kind.name]
-    offsets = _offsets(kind)
+    """Columns (``rank``, ``ts``, then ``kind.columns``) of lines read by the kind's lean templates."""
+    layout = _LEARNER.layouts[f"{kind.name}/columns"]
     names = ("rank", "ts", *(kind.columns or ()))
     # Usually one shape fills the piece: find it in C (all) before going line by line.
-    single = next((w for w, o in enumerate(offsets) if all(gcols[o - 1])), None)
+    single = next((w for w, (_t, base, _g) in enumerate(layout) if None not in gcols[base]), None)
     if single is None:
         # Lines of several shapes interleaved: one line at a time (rare).
         found = list(zip(*gcols, strict=True))
         cols: dict[str, list[Any]] = {name: [] for name in names}
         stamp = _stamp_fn(year)
         for f in found:
-            w = next(i for i, o in enumerate(offsets) if f[o - 1])
-            t = tpls[w]
-            vals = read(t, f[offsets[w]:offsets[w] + t.ngroups], stamp)
-            cols["rank"].append(vals["rank"])
-            cols["ts"].append(vals["timestamp"])
-            for attr in kind.columns or ():
-                cols[attr].append(vals.get(attr))
+            t, base, groups = next(x for x in layout if f[x[1]] is not None)
+            vals = _read_lean(t, groups, f[base:base + len(groups)], stamp)
+            for name in names:
+                cols[name].append(vals.get(name))
         return cols
-    t = tpls[single]
-    base = offsets[single]  # column index of the template's group 1
-    g = {role: base + i - 1 for role, i in t.groups.items()}
+    t, base, groups = layout[single]
+    g = {role: base + i - 1 for role, i in groups.items()}
     n = len(gcols[0])
     out: dict[str, list[Any]] = {}
     # map keeps the per-line work in C; the memos persist across pieces.
@@ -247,6 +274,19 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, lis
         i = g.get(attr)
         # A template's groups always take part: every value is there and matches its pattern.
         out[attr] = [None] * n if i is None else list(map(t.converters[attr], gcols[i]))
+    return out
+
+
+def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...],
+               stamp: Callable[[dict[str, str]], float | None]) -> dict[str, Any]:
+    """The column values of one line read by a lean template (groups numbered from 1 within it)."""
+    texts = {r: (f[i - 1] or b"").decode() for r, i in groups.items() if r in ("date", "md", "hms", "frac")}
+    out: dict[str, Any] = {"ts": stamp(texts) if "hms" in texts else None}
+    ri = groups.get("rank")
+    out["rank"] = f[ri - 1].decode() if ri else None
+    for attr in t.kind.columns or ():
+        i = groups.get(attr)
+        out[attr] = t.converters[attr](f[i - 1]) if i else None
     return out
 
 
@@ -334,7 +374,7 @@ class _Redo(Exception):
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
-               records: bool = False, parser: LineParser | None = None) -> Piece:
+               records: bool = False, parser: LineParser | None = None, mixed: bool = False) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
@@ -344,6 +384,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             of columns and counts.
         parser: the line parser to continue with (live feeding keeps one per source);
             by default a new one with ``engine``, ``year`` and ``in_traceback``.
+        mixed: the piece holds lines of two families: only SGLang decode in columns.
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
@@ -353,22 +394,38 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         parser = LineParser(year=year, engine=engine)
         parser.in_traceback = in_traceback
     probe = LineParser(year=year, engine=engine)
-    kinds = [k for k in KINDS if k.body is not None and k.marker.encode() in text]
+    # Who takes what: columns for one family (SGLang decode with prefill counted, or one
+    # stats kind with one spec kind of one engine), records for the rest (or all, if asked).
+    # Decided as the kinds turn up, in pass order; a piece that mixes families is redone.
+    kinds: list[LineKind] = []
+    col_kinds: set[str] = set()
+    count_kinds: set[str] = set()
+    rec_kinds: set[str] = set()
     # One pass per kind: re.split gives the values (as columns) and the text between matches.
-    matched: dict[str, tuple[int, list[list[Any]]]] = {}  # kind -> (lines, group columns)
+    matched: dict[str, tuple[int, list[Any], int]] = {}  # kind -> (lines, split parts, groups)
     tokens: dict[bytes, LineKind] = {}
     rest = text
-    for i, kind in enumerate(kinds):
+    for i, kind in enumerate(k for k in KINDS if k.body is not None):
         marker = kind.marker.encode()
+        if marker not in rest:
+            continue  # (tested on what earlier passes left: the whole piece only for the first kinds)
+        kinds.append(kind)
         token = _TOKEN[:-1] + bytes([0x10 + i])
         tokens[token] = kind
+        name = kind.name
+        if records or mixed:
+            mode = "records"
+        elif name in _DECODE_KINDS or name == "sglang.prefill":
+            mode = "columns" if name in _DECODE_KINDS else "count"
+        else:
+            mode = "columns"
         tries = 0
         while True:
-            rx = _LEARNER.regex(kind)
+            rx = _LEARNER.regex(kind, mode)
             parts: list[Any] = rx.split(rest) if rx is not None else [rest]
             ngroups = rx.groups if rx is not None else 0
             n = (len(parts) - 1) // (ngroups + 1)
-            between = parts[::ngroups + 1] if n else parts
+            between = parts[::ngroups + 1] if n and ngroups else parts
             new_rest = (b"\n" + token).join(between) if n else rest
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
@@ -389,26 +446,22 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
         if n:
-            matched[kind.name] = (n, _group_columns(parts, ngroups))
-    # Who takes what: columns for one family, records for the rest (or all, if asked).
-    names = set(matched)
-    col_kinds: set[str] = set()
-    if not records:
-        stats_k, spec_k = names & _STATS_KINDS, names & _SPEC_KINDS
-        if names & _DECODE_KINDS:
-            col_kinds = names & _DECODE_KINDS
-        elif len(stats_k) <= 1 and len(spec_k) <= 1 and len({k.split(".")[0] for k in stats_k | spec_k}) <= 1:
-            col_kinds = stats_k | spec_k
-    rec_kinds = names - col_kinds
-    if not records:
-        rec_kinds -= {"sglang.prefill"}  # the session only counts them
+            matched[name] = (n, parts, ngroups)
+            {"columns": col_kinds, "count": count_kinds, "records": rec_kinds}[mode].add(name)
+    if col_kinds and not mixed:
+        stats_k, spec_k = col_kinds & _STATS_KINDS, col_kinds & _SPEC_KINDS
+        if ((stats_k or spec_k) and (col_kinds & _DECODE_KINDS or len(stats_k) > 1 or len(spec_k) > 1
+                                     or len({k.split(".")[0] for k in stats_k | spec_k}) > 1)):
+            # SGLang decode beside vLLM / llama.cpp stats, or two engines' stats: records for those.
+            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True)
     counted: dict[str, int] = {}
-    for name in names - col_kinds - rec_kinds:
+    for name in count_kinds:
         kind = next(k for k in kinds if k.name == name)
         rname: str = getattr(kind.record, "kind", name)
         counted[rname] = counted.get(rname, 0) + matched[name][0]
-    cols = {name: _columns(next(k for k in kinds if k.name == name), matched[name][1], year) for name in col_kinds}
-    found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
+    cols = {name: _columns(next(k for k in kinds if k.name == name), _group_columns(*matched[name][1:]), year)
+            for name in col_kinds}
+    found = {name: list(zip(*_group_columns(*matched[name][1:]), strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
     piece.by_template = sum(v[0] for v in matched.values())
     # Lines known to give nothing (HTTP access lines, and shapes learned as quiet).

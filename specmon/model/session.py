@@ -25,7 +25,10 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import reduce
 from itertools import compress
+from operator import add
+from typing import cast
 
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
@@ -508,16 +511,31 @@ class Session:
         if rank:
             run.ranks.add(rank)
         rs.seen += n
-        update = self._update_gap
-        last = rs.last_ts
-        for t in c.ts[i:]:  # the gap average, in order (what _add_sample keeps)
+        # The gap average, in order (what _add_sample keeps through _update_gap), inlined.
+        ema, last = rs.gap_ema, rs.last_ts
+        for t in c.ts[i:]:
             if t is not None:
                 if last is not None:
-                    update(rs, t - last)
+                    gap = t - last
+                    if gap >= 0:
+                        if ema is None:
+                            ema = gap
+                        elif gap <= max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR * ema):
+                            ema = 0.9 * ema + 0.1 * gap
                 last = t
-        rs.last_ts = last
+        rs.gap_ema, rs.last_ts = ema, last
         tput, running = c.tput[i:], c.running[i:]
         run.live_throughput.extend(tput[-LIVE_POINTS:])
+        if 0 not in running and 0.0 not in tput:
+            # No idle interval: the common case, in C (llama.cpp prints no concurrency: 0 = unknown).
+            run.throughput.extend(tput)
+            if None not in running:
+                run.concurrency.extend(running)  # type: ignore[arg-type]
+            elif running.count(None) == len(running):
+                run.concurrency.extend([0] * len(running))
+            else:
+                run.concurrency.extend(0 if r is None else r for r in running)
+            return
         busy = [not (r == 0 or t == 0) for r, t in zip(running, tput, strict=True)]
         run.excluded_idle += busy.count(False)
         run.throughput.extend(compress(tput, busy))
@@ -531,16 +549,34 @@ class Session:
         self._vote(c.engine, n)
         run._spec_seen += n
         mal, rate, acc, dra, pps = c.mal[i:], c.rate[i:], c.accepted[i:], c.drafted[i:], c.per_position[i:]
-        run.live_accept_len.extend([v for v in mal if v is not None][-LIVE_POINTS:])
-        run.live_accept_rate.extend([v for v in rate if v is not None][-LIVE_POINTS:])
-        keep = [d != 0 for d in dra]
-        run.accept_len.extend(v for v in compress(mal, keep) if v is not None)
-        run.accept_rate.extend(v for v in compress(rate, keep) if v is not None)
-        for a, d, k in zip(acc, dra, keep, strict=True):
-            if k and a is not None and d is not None:
-                run.accepted += a
-                run.drafted += d
+        for column, live in ((mal, run.live_accept_len), (rate, run.live_accept_rate)):
+            live.extend([v for v in column if v is not None][-LIVE_POINTS:] if None in column
+                        else column[-LIVE_POINTS:])  # type: ignore[arg-type]
         pp = run.per_position_sum
+        if 0 not in dra and None not in mal and None not in rate and None not in acc and None not in dra:
+            # Every line drafted and read whole: the common case, in C (sums in line order).
+            run.accept_len.extend(mal)  # type: ignore[arg-type]
+            run.accept_rate.extend(rate)  # type: ignore[arg-type]
+            run.accepted += sum(acc)  # type: ignore[arg-type]
+            run.drafted += sum(dra)  # type: ignore[arg-type]
+            if None not in pps and pps:
+                whole = cast("list[tuple[float, ...]]", pps)
+                width = len(whole[0])
+                if width and width >= len(pp) and all(len(p) == width for p in whole):
+                    pp.extend([0.0] * (width - len(pp)))
+                    for j, values in enumerate(zip(*whole, strict=True)):
+                        pp[j] = reduce(add, values, pp[j])
+                    run.per_position_n += len(whole)
+                    return
+            keep = [True] * len(dra)
+        else:
+            keep = [d != 0 for d in dra]
+            run.accept_len.extend(v for v in compress(mal, keep) if v is not None)
+            run.accept_rate.extend(v for v in compress(rate, keep) if v is not None)
+            for a, d, k in zip(acc, dra, keep, strict=True):
+                if k and a is not None and d is not None:
+                    run.accepted += a
+                    run.drafted += d
         for p in compress(pps, keep):
             if p:
                 if len(pp) < len(p):

@@ -28,8 +28,8 @@ from specmon.records import Engine, ParsedRecord
 
 #: Value patterns. Bounded digit runs: ``float`` of 400 digits is inf, which the
 #: line parser rejects, so the bulk path must not read it either.
-INT = r"\d{1,18}"
-FLOAT = r"\d{1,18}(?:\.\d{1,18})?"
+INT = r"\d{1,18}+"  # possessive: what follows a value is never a digit, and the pass is faster
+FLOAT = r"\d{1,18}+(?:\.\d{1,18}+)?"
 BOOL = r"True|False"
 #: A value the line parser keeps without reading it. Narrow on purpose (word characters,
 #: ``.%+-/``): it can hold no marker, no quote and no ", ", so a line it admits is
@@ -166,6 +166,36 @@ class Template:
     groups: dict[str, int]
     ngroups: int
     converters: dict[str, Callable[[bytes], Any]]
+
+    def lean(self, roles: frozenset[str]) -> tuple[bytes, dict[str, int]]:
+        """The same regex capturing only ``roles`` (fewer groups: a faster pass), and their new numbers."""
+        keep = {i for r, i in self.groups.items() if r in roles}
+        out = bytearray()
+        number = kept = 0
+        new: dict[int, int] = {}
+        src = self.source
+        i = 0
+        in_class = False
+        while i < len(src):
+            c = src[i:i + 1]
+            if c == b"\\":
+                out += src[i:i + 2]
+                i += 2
+                continue
+            if in_class:
+                in_class = c != b"]"
+            elif c == b"[":
+                in_class = True
+            elif c == b"(" and src[i + 1:i + 2] != b"?":
+                number += 1
+                if number in keep:
+                    kept += 1
+                    new[number] = kept
+                else:
+                    c = b"(?:"
+            out += c
+            i += 1
+        return bytes(out), {r: new[i] for r, i in self.groups.items() if i in new}
 
 
 def _ts_piece(m: re.Match[str], capture: bool, groups: dict[str, int], counter: list[int]) -> str:
