@@ -19,9 +19,11 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from operator import add
 from typing import Any
 
@@ -687,9 +689,23 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     if workers > 1 and size >= PARALLEL_MIN_BYTES:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         with ctx.Pool(min(workers, len(tasks))) as pool:
-            _feed(session, tasks, pool.imap(parse_piece, tasks, chunksize=1))
+            _feed(session, tasks, _windowed(pool, tasks, 2 * workers))
     else:
         _feed(session, tasks, map(parse_piece, tasks))
+
+
+def _windowed(pool: Any, tasks: list[tuple[str, int, int, str, int]], window: int) -> Iterator[Piece]:
+    """The pieces in order, at most ``window`` parsed ahead of the feeding (bounded memory)."""
+    pending: deque[Any] = deque()
+    todo = iter(tasks)
+    for task in islice(todo, window):
+        pending.append(pool.apply_async(parse_piece, (task,)))
+    while pending:
+        piece: Piece = pending.popleft().get()
+        nxt = next(todo, None)
+        if nxt is not None:
+            pending.append(pool.apply_async(parse_piece, (nxt,)))
+        yield piece
 
 
 def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces: Iterator[Piece]) -> None:
