@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import islice
+from itertools import islice, repeat
 from operator import add
 from typing import Any
 
@@ -31,9 +31,9 @@ from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
 from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
-from specmon.parsing.prefix import stamp_value
+from specmon.parsing.prefix import Rollover, stamp_value
 from specmon.records import Engine, EngineStats, ParsedRecord, Spec
-from specmon.sources.logfiles import check_readable, head_lines, log_year
+from specmon.sources.logfiles import check_readable, head_lines
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
 PIECE = 4 << 20
@@ -179,9 +179,9 @@ def _md_days(year: int) -> _Cache:
     return memo
 
 
-def _stamp_fn(year: int) -> Callable[[dict[str, str]], float | None]:
+def _stamp_fn(year: int, day: float) -> Callable[[dict[str, str]], float | None]:
     def fn(t: dict[str, str]) -> float | None:
-        return stamp_value(t.get("date"), t.get("md"), t["hms"], t.get("frac", ""), year)
+        return stamp_value(t.get("date"), t.get("md"), t["hms"], t.get("frac", ""), year, day)
     return fn
 
 
@@ -195,7 +195,7 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
     tpl = None
     if rec is not None and isinstance(rec, kind.record):
         message, outer_ts = probe._clean(text)
-        tpl = learn(kind, text, message, outer_ts, rec, _stamp_fn(year))
+        tpl = learn(kind, text, message, outer_ts, rec, _stamp_fn(year, probe.day))
     if tpl is None:
         if len(refused) >= 4096:
             refused.clear()
@@ -218,7 +218,7 @@ def _column_roles(kind: LineKind) -> frozenset[str]:
     return frozenset((*_TS_ROLES, *(kind.columns or ())))
 
 
-def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, list[Any]]:
+def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> dict[str, list[Any]]:
     """Columns (``rank``, ``ts``, then ``kind.columns``) of lines read by the kind's lean templates."""
     layout = _LEARNER.layouts[f"{kind.name}/columns"]
     names = ("rank", "ts", *(kind.columns or ()))
@@ -228,7 +228,7 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, lis
         # Lines of several shapes interleaved: one line at a time (rare).
         found = list(zip(*gcols, strict=True))
         cols: dict[str, list[Any]] = {name: [] for name in names}
-        stamp = _stamp_fn(year)
+        stamp = _stamp_fn(year, day)
         for f in found:
             t, base, groups = next(x for x in layout if f[x[1]] is not None)
             vals = _read_lean(t, groups, f[base:base + len(groups)], stamp)
@@ -263,10 +263,13 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int) -> dict[str, lis
                 if h is None or (days is not None and days[j] is None):
                     ts.append(None)
                 else:
-                    ts.append((days[j] if days is not None else 0.0) + h
+                    ts.append((days[j] if days is not None else day) + h
                               + (fracs[j] if fracs is not None else 0.0))
         elif days is None:
-            ts = secs if fracs is None else list(map(add, secs, fracs))
+            # A time of day without a date: on the file's day (the session keeps the days in order).
+            ts = list(map(add, secs, repeat(day)))
+            if fracs is not None:
+                ts = list(map(add, ts, fracs))
         else:
             ts = list(map(add, days, secs))
             if fracs is not None:
@@ -302,11 +305,12 @@ def _offsets(kind: LineKind) -> list[int]:
     return offsets
 
 
-def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int, year: int) -> ParsedRecord:
+def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int, year: int,
+            day: float) -> ParsedRecord:
     """The record of one template-read line (the slow way: tests, ``parse``, mixed pieces)."""
     tpls = _LEARNER.templates[kind.name]
     w = next(i for i, o in enumerate(offsets) if f[o - 1])
-    vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year))
+    vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year, day))
     ts, rank = vals.pop("timestamp"), vals.pop("rank")
     rec: ParsedRecord = kind.record(line, ts, rank, **vals)
     if isinstance(rec, EngineStats | Spec):
@@ -314,9 +318,10 @@ def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int,
     return rec
 
 
-def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026) -> tuple[list[ParsedRecord], int]:
+def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026,
+                  day: float | None = None) -> tuple[list[ParsedRecord], int]:
     """Every record of a piece the bulk way, and how many lines a template read (tests, ``parse``)."""
-    piece = bulk_piece(data, engine, year, records=True)
+    piece = bulk_piece(data, engine, year, records=True, day=day)
     return [r for r in piece.items if not isinstance(r, Block | StatsBlock)], piece.by_template
 
 
@@ -376,7 +381,8 @@ class _Redo(Exception):
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
-               records: bool = False, parser: LineParser | None = None, mixed: bool = False) -> Piece:
+               records: bool = False, parser: LineParser | None = None, mixed: bool = False,
+               day: float | None = None) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
@@ -387,15 +393,17 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         parser: the line parser to continue with (live feeding keeps one per source);
             by default a new one with ``engine``, ``year`` and ``in_traceback``.
         mixed: the piece holds lines of two families: only SGLang decode in columns.
+        day: the midnight of time-of-day stamps without a date (default: the parser's).
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
     nlines = text.count(b"\n") - 1
     if parser is None:
-        parser = LineParser(year=year, engine=engine)
+        parser = LineParser(year=year, engine=engine, day=day)
         parser.in_traceback = in_traceback
-    probe = LineParser(year=year, engine=engine)
+    day = parser.day
+    probe = LineParser(year=year, engine=engine, day=day)
     # Who takes what: columns for one family (SGLang decode with prefill counted, or one
     # stats kind with one spec kind of one engine), records for the rest (or all, if asked).
     # Decided as the kinds turn up, in pass order; a piece that mixes families is redone.
@@ -455,13 +463,13 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         if ((stats_k or spec_k) and (col_kinds & _DECODE_KINDS or len(stats_k) > 1 or len(spec_k) > 1
                                      or len({k.split(".")[0] for k in stats_k | spec_k}) > 1)):
             # SGLang decode beside vLLM / llama.cpp stats, or two engines' stats: records for those.
-            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True)
+            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day)
     counted: dict[str, int] = {}
     for name in count_kinds:
         kind = next(k for k in kinds if k.name == name)
         rname: str = getattr(kind.record, "kind", name)
         counted[rname] = counted.get(rname, 0) + matched[name][0]
-    cols = {name: _columns(next(k for k in kinds if k.name == name), _group_columns(*matched[name][1:]), year)
+    cols = {name: _columns(next(k for k in kinds if k.name == name), _group_columns(*matched[name][1:]), year, day)
             for name in col_kinds}
     found = {name: list(zip(*_group_columns(*matched[name][1:]), strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
@@ -490,7 +498,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                     parser.engine = next(iter(tokens.values())).engine
             piece.in_traceback = parser.in_traceback
             return piece
-    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year)
+    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year, day)
     piece.in_traceback = parser.in_traceback
     return piece
 
@@ -520,7 +528,7 @@ def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, lis
 
 def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, LineKind], col_kinds: set[str],
           cols: dict[str, dict[str, list[Any]]], found: dict[str, list[tuple[bytes, ...]]],
-          quiet_texts: list[bytes], year: int) -> None:
+          quiet_texts: list[bytes], year: int, day: float) -> None:
     """Template-read lines join the current block (or become records); the others go to the line parser."""
     lines = rest.split(b"\n")
     seen = {t: 0 for t in tokens}
@@ -560,7 +568,7 @@ def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, Lin
             name = kind_x.name
             if name in found:
                 close()
-                piece.items.append(_record(kind_x, found[name][j], offsets[name], ln, year))
+                piece.items.append(_record(kind_x, found[name][j], offsets[name], ln, year, day))
             elif name in col_kinds:
                 if not start:
                     first, first_spec, last_ts = ln, name in _SPEC_KINDS, None
@@ -640,13 +648,16 @@ def _block(cols: dict[str, list[Any]], a: int, b: int, first: int, last: int) ->
                  acc_rate if any(v is not None for v in acc_rate) else None)
 
 
-def parse_piece(args: tuple[str, int, int, str, int], in_traceback: bool = False, records: bool = False) -> Piece:
+Task = tuple[str, int, int, str, int, float]
+
+
+def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -> Piece:
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
-    path, start, end, engine_value, year = args
+    path, start, end, engine_value, year, day = args
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
-    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records)
+    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day)
 
 
 def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
@@ -671,30 +682,57 @@ def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
             start = end
 
 
-def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, jobs: int = 0) -> None:
+def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, jobs: int = 0,
+                     year: int | None = None) -> None:
     """Read one file into the session like :func:`specmon.ingest.files.ingest_file`, faster on big files.
 
     Args:
         jobs: worker processes; 0 = one per core; 1 = in this process.
+        year: the user's ``--year`` (else inferred from the file).
     """
+    from specmon.ingest.files import log_clock
+
     p = check_readable(path)
     size = p.stat().st_size
     head = head_lines(p)
-    year = log_year(p, head)
+    clock = log_clock(p, head, year)
     engine = detect_engine(head)
     session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
-    tasks = [(str(p), a, b, engine.value, year) for a, b in _pieces(str(p), size)]
+    tasks = [(str(p), a, b, engine.value, clock.year, clock.day) for a, b in _pieces(str(p), size)]
+    rollover = clock.rollover()
     workers = jobs or os.cpu_count() or 1
     if workers > 1 and size >= PARALLEL_MIN_BYTES:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         with ctx.Pool(min(workers, len(tasks))) as pool:
-            _feed(session, tasks, _windowed(pool, tasks, 2 * workers))
+            _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
     else:
-        _feed(session, tasks, map(parse_piece, tasks))
+        _feed(session, tasks, map(parse_piece, tasks), rollover)
 
 
-def _windowed(pool: Any, tasks: list[tuple[str, int, int, str, int]], window: int) -> Iterator[Piece]:
+def _fix_times(item: ParsedRecord | Block | StatsBlock, fix: Rollover) -> None:
+    """Move a record's or block's day-less stamps on by the days (years) the log has crossed."""
+    if isinstance(item, Block):
+        item.ts = fix.fix_all(item.ts)
+    elif isinstance(item, StatsBlock):
+        # Stats and spec lines alternate and cross the same midnights: each column from the
+        # state before the block, the state after it the later of the two.
+        start = (fix.offset, fix.last, fix.year)
+        ends = []
+        for cols in (item.stats, item.spec):
+            if cols is not None:
+                fix.offset, fix.last, fix.year = start
+                cols.ts = fix.fix_all(cols.ts)
+                ends.append((fix.offset, fix.last, fix.year))
+        if ends:
+            fix.offset, fix.last, fix.year = max(ends, key=lambda e: (e[0], e[1] or 0.0))
+        if item.last_ts is not None:
+            item.last_ts += fix.offset
+    else:
+        item.timestamp = fix.fix(item.timestamp)
+
+
+def _windowed(pool: Any, tasks: list[Task], window: int) -> Iterator[Piece]:
     """The pieces in order, at most ``window`` parsed ahead of the feeding (bounded memory)."""
     pending: deque[Any] = deque()
     todo = iter(tasks)
@@ -708,7 +746,7 @@ def _windowed(pool: Any, tasks: list[tuple[str, int, int, str, int]], window: in
         yield piece
 
 
-def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces: Iterator[Piece]) -> None:
+def _feed(session: Session, tasks: list[Task], pieces: Iterator[Piece], rollover: Rollover | None = None) -> None:
     offset = 0
     carry = False
     for task, piece in zip(tasks, pieces, strict=False):
@@ -717,21 +755,26 @@ def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces:
             # A traceback ran across the boundary: redo this piece here with that context (rare).
             piece = parse_piece(task, in_traceback=True)
         carry = piece.in_traceback
-        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True))
+        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True), rollover)
         offset += piece.lines
     session.lines += offset
 
 
-def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], Piece] | None = None) -> None:
+def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], Piece] | None = None,
+               rollover: Rollover | None = None) -> None:
     """Give a piece's records, blocks and counts to the session (line numbers + ``offset``).
 
     Args:
         redo: the same piece parsed into records (``records=True``), for a block of
             stats lines the session cannot take as columns (it follows the end of a run).
+        rollover: keeps a log's day-less stamps in order across midnight, in file order.
     """
     for kind, n in piece.counted.items():
         session.counts[kind] += n
+    fix = rollover if rollover is not None and rollover.mode is not None else None
     for item in piece.items:
+        if fix is not None:
+            _fix_times(item, fix)
         if isinstance(item, Block):
             session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput,
                                           item.acc_len, item.acc_rate,
@@ -747,6 +790,8 @@ def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], P
                         continue
                     if rec.kind in piece.counted:
                         continue
+                    if fix is not None:
+                        rec.timestamp = fix.fix(rec.timestamp)
                     rec.line += offset
                     session.ingest(rec)
                 return
