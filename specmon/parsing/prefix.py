@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from itertools import islice, repeat
 from operator import add, sub
 
-from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms
+from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms, strip_ansi, strip_outer
 
 # Date + time (ISO or space), vLLM month-day + time, or a bare time of day.
 _TS = re.compile(
@@ -52,7 +52,7 @@ def clock_mode(lines: Iterable[str], limit: int = 5000) -> str | None:
     whether a large step back in time means the next day (or year) — see :class:`Rollover`.
     """
     for line in islice(lines, limit):
-        m = _TS.search(line[:200])
+        m = _TS.search(strip_outer(strip_ansi(line[:300]))[0][:200])  # the line's own stamp, not a wrapper's
         if m is not None:
             if m.group("date"):
                 return None
