@@ -278,7 +278,12 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> d
     for attr in kind.columns or ():
         i = g.get(attr)
         # A template's groups always take part: every value is there and matches its pattern.
-        out[attr] = [None] * n if i is None else list(map(t.converters[attr], gcols[i]))
+        if i is None:
+            out[attr] = [None] * n
+        else:
+            conv = t.converters[attr]
+            column = getattr(conv, "column", None)  # a converter that does a whole column in C
+            out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
 
 

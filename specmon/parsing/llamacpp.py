@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, to_float
-from specmon.parsing.grammar import FieldSpec, LineKind, register
+from specmon.parsing.grammar import FieldSpec, LineKind, items_converter, register
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
@@ -112,7 +112,7 @@ SPEC = register(LineKind(
         FieldSpec("accepted", (), _I, int),
         FieldSpec("drafted", (), _I, int),
         FieldSpec("mean_acceptance_length", (), _F, float),
-        FieldSpec("per_position", (), _F, lambda b: tuple(map(float, b.split(b","))), items=True),
+        FieldSpec("per_position", (), _F, items_converter(float, b","), items=True),
     ),
     body=lambda message: message.index(SPEC_MARKER),
     # Most specific first: the line parser reads the longest form the line has.

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from specmon.parsing.common import cut, to_float, to_int
-from specmon.parsing.grammar import FLOAT, INT, FieldSpec, LineKind, register
+from specmon.parsing.grammar import FLOAT, INT, FieldSpec, LineKind, register, scaled
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 STATS_MARKER = "Avg prompt throughput"
@@ -159,8 +159,7 @@ def parse_spec(message: str, line: int, ts: float | None, rank: str | None) -> S
 # -- the grammar of these lines (shared with the bulk path) ------------------------------------
 
 
-def _pct(text: bytes) -> float:
-    return float(text) / 100.0
+_pct = scaled(float, 100.0)
 
 
 def _spec_body(marker: str) -> Callable[[str], int]:
