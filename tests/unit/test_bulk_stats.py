@@ -87,3 +87,21 @@ def test_llamacpp_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         bulk._LEARNER.__init__()  # type: ignore[misc]  # nothing learned yet: the first pieces walk
         slow, fast = _both(log, monkeypatch, piece)
         assert fast == slow
+
+
+def test_live_batches_after_a_crash_match_the_line_path() -> None:
+    from specmon.ingest.files import ingest_lines
+    from specmon.ingest.live import ingest_batch
+    from specmon.parsing import LineParser
+
+    rng = random.Random(9)
+    lines = ["(EngineCore_DP0 pid=7) ERROR 03-01 10:00:00 [core.py:1] EngineCore encountered a fatal error."]
+    for t in range(1, 200):
+        lines.extend(_vllm(rng, t, running=2))
+    slow, fast = Session(), Session()
+    ingest_lines(slow, LineParser(year=2025), lines)
+    parser = LineParser(year=2025)
+    n = 1
+    for i in range(0, len(lines), 100):
+        n = ingest_batch(fast, parser, lines[i:i + 100], n)
+    assert _doc(fast) == _doc(slow)
