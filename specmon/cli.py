@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from specmon import __version__
-from specmon.commands.argtypes import positive_float, whole_number
+from specmon.commands.argtypes import positive_float, whole_number, year_arg
 from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 # -- summarize ---------------------------------------------------------------------------------
@@ -112,13 +112,6 @@ _YEAR_HELP = ("the year of stamps printed without one (vLLM's MM-DD, time-only p
               "the year of the log's first dated line, else of the file's modification time")
 
 
-def _year(text: str) -> int:
-    """``--year``: a four-digit year."""
-    if not (text.isdigit() and len(text) == 4 and 1970 <= int(text) <= 2999):
-        raise argparse.ArgumentTypeError(f"not a year: {text!r} (expected e.g. 2025)")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     from specmon.output.tables import FORMATS
@@ -145,13 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: 5 SGLang decode lines, 1 vLLM interval)")
     s.add_argument("--jobs", type=whole_number, default=0, metavar="N",
                    help="parallel parsing processes for large files (default: one per core; 1 = none)")
-    s.add_argument("--year", type=_year, default=None, metavar="YYYY", help=_YEAR_HELP)
+    s.add_argument("--year", type=year_arg, default=None, metavar="YYYY", help=_YEAR_HELP)
     s.set_defaults(func=cmd_summarize)
 
     pr = sub.add_parser("parse", help="print every parsed record as JSON lines",
                         description="Print one JSON object per parsed record, in input order.")
     pr.add_argument("files", nargs="+", metavar="FILE")
-    pr.add_argument("--year", type=_year, default=None, metavar="YYYY", help=_YEAR_HELP)
+    pr.add_argument("--year", type=year_arg, default=None, metavar="YYYY", help=_YEAR_HELP)
     pr.set_defaults(func=cmd_parse)
 
     # Interactive and remote commands live beside their subsystems; each module adds its own.

@@ -129,3 +129,20 @@ def test_bad_year_is_one_sentence_exit_2(tmp_path: Path, capsys: pytest.CaptureF
         main(["summarize", "--year", "20x5", str(log)])
     assert exc.value.code == 2
     assert "not a year" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("n", [50, 400])  # a line at a time, and blocks the bulk path reads
+def test_report_year_overrides_the_recorded_year(tmp_path: Path, n: int) -> None:
+    from specmon.output.recording import Recorder
+    from specmon.output.report import load_report
+
+    lines = [f"INFO 03-01 10:00:{i % 60:02d} [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+             f"Avg generation throughput: {50 + i % 9}.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs" for i in range(n)]
+    rec_path = tmp_path / "r.jsonl"
+    with Recorder(rec_path, meta={"command": "watch"}) as rec:
+        rec.source("vllm.log", baseline=False, year=2024)
+        rec.batch("vllm.log", 1, lines)
+    for year, want in ((None, 2024), (2021, 2021)):
+        data = load_report(rec_path, year=year)
+        last = data.session.runs[-1].last_at
+        assert last is not None and datetime.fromtimestamp(last, tz=UTC).year == want
