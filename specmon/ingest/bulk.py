@@ -2,12 +2,15 @@
 
 A busy server's log is mostly stats lines of a few shapes and HTTP access lines.
 The grammar (:mod:`specmon.parsing.grammar`) turns a stats line the line parser
-has read into a *template* of its shape; one alternation of the learned templates
-runs over a whole piece at C speed and yields the values as columns. Lines no
-template fits — lifecycle lines, configurations, damaged or unusual stats lines —
-and only those go to the ordinary line parser, in order, with their line numbers,
-so the session receives exactly what the line path gives it (tests compare both);
-only the cost differs.
+has read into a *template* of its shape; one ``re.split`` per line kind with the
+alternation of its learned templates runs over a whole piece at C speed and yields
+the values as columns (SGLang decode; vLLM and llama.cpp interval stats and spec
+lines) or counts (SGLang prefill). Lines that provably give nothing (HTTP access
+lines, *quiet* shapes learned from lines without any marker or lifecycle word) are
+skipped outside tracebacks. The lines left — lifecycle lines, configurations,
+damaged or unusual stats lines — and only those go to the ordinary line parser, in
+order, with their line numbers, so the session receives exactly what the line path
+gives it (tests compare both); only the cost differs.
 
 Workers (``multiprocessing``, one per core) parse byte ranges; the session
 itself is fed in the parent, in file order, because runs, warm-up and idle
@@ -404,10 +407,6 @@ def _quiet_source(raw: bytes) -> bytes | None:
     if "\ufffd" in text or len(raw) > 2000 or _INTERESTING.search(text):
         return None
     return _general(text).encode()
-
-
-class _Redo(Exception):
-    """A piece needs another pass (a quiet line inside a traceback needs its text)."""
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
