@@ -235,20 +235,14 @@ class Surrogate:
         spec = [m for m in self.measured if m.setting.steps > 0]
         x = np.array([_features(m.setting) for m in spec]) if spec else np.zeros((0, 4))
         y = np.array([m.cycle_ms for m in spec])
-        self.known = [bool(np.any(x[:, j] != 0)) if len(x) else False for j in range(4)]
-        self.known[0] = bool(len(x))
-        cols = [j for j in range(4) if self.known[j]]
+        # Least squares, minimum norm: only combinations of the coefficients the measured settings pin
+        # down are ever used (see identifiable), so the split of a collinear pair never matters.
         coef = np.zeros(4)
-        if cols and len(spec) >= len(cols):
-            sol, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
-            coef[cols] = sol
-        elif cols:
-            # Fewer points than unknowns: the line through them, rest unidentified.
-            self.known = [j == 0 or (j == 1 and len(spec) >= 2 and len({m.setting.steps for m in spec}) >= 2)
-                          for j in range(4)]
-            cols = [j for j in range(4) if self.known[j]]
-            sol, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
-            coef[cols] = sol
+        self._proj = np.zeros((4, 4))
+        if len(x):
+            coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+            self._proj = np.linalg.pinv(x) @ x
+        self.known = [bool(abs(self._proj[j, j] - 1.0) < 1e-6) for j in range(4)]
         self.coef = coef
         depth = max((m.setting.depth for m in self.measured), default=1)
         # Acceptance is learnt per family, from that family's measured chains.
@@ -265,8 +259,10 @@ class Surrogate:
         """Whether every coefficient this setting's cycle time needs has been measured."""
         if s.steps == 0:
             return self._plain is not None
-        f = _features(s)
-        if any(f[j] != 0 and not self.known[j] for j in range(4)):
+        # The cycle time of ``s`` is known only when its features lie in the span of the measured
+        # ones: one tree measured cannot tell what a branch costs from what a verified token costs.
+        f = np.array(_features(s))
+        if float(np.linalg.norm(f - self._proj @ f)) > 1e-6 * (1.0 + float(np.linalg.norm(f))):
             return False
         if s.family not in self._fams:
             return False  # nothing measured says what this family accepts
