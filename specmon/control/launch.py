@@ -30,9 +30,9 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from collections.abc import Mapping
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 

@@ -426,6 +426,18 @@ class SweepResult:
     verdicts: list[SweepVerdict]
     finished: bool
     state_path: str | None = None
+    #: Server restarts this run of the sweep asked for (a resumed sweep counts its own only).
+    restarts: int = 0
+
+    @property
+    def restart_note(self) -> str:
+        """``restarts: 5 (a grid restarts once per setting: 11; 6 saved)``."""
+        settings = len({c.setting for c in self.cells})
+        skipped = len({c.setting for c in self.cells if c.status == SKIPPED})
+        text = f"restarts: {self.restarts} for {settings} setting{'s' if settings != 1 else ''}"
+        if skipped:
+            text += f" ({skipped} not measured: the cost model bounds them below the best)"
+        return text
 
     @property
     def verdict(self) -> SweepVerdict | None:
@@ -469,7 +481,8 @@ class SweepResult:
             })
         verdict = self.verdict.to_json() if self.verdict else {
             "best": None, "best_steps": None, "speedup_pct": None, "separated": False, "sentence": "no data"}
-        verdict = {**verdict, **self._client_check(self.verdict)}
+        verdict = {**verdict, **self._client_check(self.verdict),
+                   **(self._winner_json(self.verdict) if self.verdict else {"best_setting": None, "best_dims": None})}
         return {
             "verdict": verdict,
             "verdicts": [{**v.to_json(), **self._client_check(v), **self._winner_json(v)} for v in self.verdicts],
@@ -479,6 +492,9 @@ class SweepResult:
             "plan": self.plan.to_json(),
             "finished": self.finished,
             "state": self.state_path,
+            "restarts": self.restarts,
+            "settings": len({c.setting for c in self.cells}),
+            "skipped": sorted({c.setting_label for c in self.cells if c.status == SKIPPED}),
         }
 
     def row_of(self, cell: CellState) -> ConfigRow | None:
@@ -1143,7 +1159,7 @@ class Sweep:
                 v = sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c)
                 verdicts.append(verdict_sources(v, self.cells, c))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
-                           str(self.state_path) if self.state_path else None)
+                           str(self.state_path) if self.state_path else None, self._restarts)
 
     def snapshot(self) -> dict[str, Any]:
         """Progress for a UI: every setting's status, samples and next look."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
@@ -246,7 +246,8 @@ class SweepVerdict:
                 if c.agrees:
                     parts.append(f"{c.name} agrees ({gap})")
                 else:
-                    best = "no" if c.best_steps is None else f"{c.best_steps} steps as"
+                    best = ("no" if c.best_steps is None else f"{c.best_steps} as" if isinstance(c.best_steps, str)
+                            else f"{c.best_steps} steps as")
                     parts.append(f"{c.name} DISAGREES ({best} fastest, {gap})")
             text += "; " + ", ".join(parts)
         return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
@@ -367,8 +368,9 @@ class SourceCheck:
     """
 
     name: str
-    means: dict[int, float]
-    best_steps: int | None
+    means: dict[Any, float]
+    #: The fastest setting's name: a step count, or a label when the sweep has more dimensions.
+    best_steps: int | str | None
     max_gap_pct: float | None
     agrees: bool
 
@@ -380,8 +382,8 @@ class SourceCheck:
                 "agrees": self.agrees}
 
 
-def check_source(name: str, means: Mapping[int, float], primary: Mapping[int, float], *,
-                 verdict_best: int | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
+def check_source(name: str, means: Mapping[Any, float], primary: Mapping[Any, float], *,
+                 verdict_best: int | str | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
     """Compare another source's means with the primary source's (see :class:`SourceCheck`)."""
     best = max(means, key=lambda k: means[k]) if means else None
     gaps = [abs(means[k] / primary[k] - 1) * 100 for k in means if k in primary and primary[k] > 0]
