@@ -28,7 +28,7 @@ from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
 Sampler = Callable[[], tuple[float | None, float | None, float]]
 
 
-def line_sampler(spec: SpecConfig, rng: random.Random, model: CostModel = DEFAULT_MODEL) -> Sampler:
+def line_sampler(spec: SpecConfig, rng: random.Random, model: CostModel = DEFAULT_MODEL, batch: int = 1) -> Sampler:
     """Decode lines of ``spec``: ``(accept_len, accept_rate, gen_throughput)`` per call.
 
     The tokens of one line are the sum of ``decode_log_interval`` independent
@@ -47,7 +47,7 @@ def line_sampler(spec: SpecConfig, rng: random.Random, model: CostModel = DEFAUL
                     nxt[i + j] += a * b
         total = nxt
     cum = list(itertools.accumulate(total))
-    cycle_s = model.cycle_ms(spec) / 1000.0
+    cycle_s = model.cycle_ms(spec, batch) / 1000.0
     noise = model.noise(rng)
 
     def sample() -> tuple[float | None, float | None, float]:
@@ -55,9 +55,9 @@ def line_sampler(spec: SpecConfig, rng: random.Random, model: CostModel = DEFAUL
         tokens = cycles + bisect.bisect_right(cum, rng.random() * cum[-1])
         elapsed = cycles * cycle_s / factor
         if not spec.enabled:
-            return None, None, tokens / elapsed
+            return None, None, batch * tokens / elapsed
         accept_len = tokens / cycles
-        return accept_len, (accept_len - 1) / (spec.draft_tokens - 1), tokens / elapsed
+        return accept_len, (accept_len - 1) / (spec.draft_tokens - 1), batch * tokens / elapsed
 
     return sample
 
@@ -81,8 +81,11 @@ class SweepWorld:
         self.lines_per_poll = lines_per_poll
         #: Every restart asked for: ``(steps, topk, draft_tokens)``.
         self.restarts: list[tuple[int, int, int]] = []
-        self._samplers: dict[SpecConfig, Sampler] = {}
+        self._samplers: dict[tuple[SpecConfig, int], Sampler] = {}
         self.sampler: Sampler | None = None
+        self._spec: SpecConfig | None = None
+        #: Requests in flight (the sweep's load sets it: the world is its own load driver too).
+        self.batch = 1
 
     def clock(self) -> float:
         """The simulated monotonic clock."""
@@ -111,11 +114,32 @@ class SweepWorld:
         self.session.ingest(Config(self.line, self.log_time, None, engine=Engine.SGLANG,
                                    algorithm="EAGLE3" if on else None, steps=spec.steps,
                                    topk=spec.topk if on else None, draft_tokens=spec.draft_tokens if on else None))
-        if spec not in self._samplers:
-            salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens)).encode())
-            self._samplers[spec] = line_sampler(spec, random.Random(salt), self.model)
-        self.sampler = self._samplers[spec]
+        self._spec = spec
+        self._pick()
         return RestartOutcome(True, "ready")
+
+    def _pick(self) -> None:
+        spec = self._spec
+        if spec is None:
+            return
+        k = (spec, self.batch)
+        if k not in self._samplers:
+            salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch)).encode())
+            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model, self.batch)
+        self.sampler = self._samplers[k]
+
+    def expected_at(self, steps: int, dims: dict[str, int | str] | None, batch: int) -> float:
+        """The true mean throughput of a setting at ``batch`` requests in flight."""
+        return self.model.expected_throughput(self.spec_for(steps, dims), batch)
+
+    async def start(self, concurrency: int) -> None:
+        """The load: keep ``concurrency`` requests in flight (the sweep's LoadControl)."""
+        self.batch = concurrency
+        self._pick()
+
+    async def stop(self) -> None:
+        """The load stops (nothing to report: the simulated server has no client)."""
+        return None
 
     async def sleep(self, seconds: float) -> None:
         """Advance the clock; the running server writes ``lines_per_poll`` decode lines."""
@@ -126,5 +150,5 @@ class SweepWorld:
             accept_len, accept_rate, tps = self.sampler()
             self.log_time += 0.9
             self.line += 1
-            self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=1, accept_len=accept_len,
+            self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=self.batch, accept_len=accept_len,
                                        accept_rate=accept_rate, gen_throughput=tps))

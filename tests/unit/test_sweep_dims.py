@@ -1,0 +1,134 @@
+"""The sweep runner over SGLang's (steps, top-k, draft tokens), against the simulated server with known truth."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from specmon.control.dims import expand_grid, parse_grid
+from specmon.control.sweep import RestartOutcome, Sweep, SweepError, SweepPlan, SweepResult
+from specmon.model.stopping import StoppingRule
+from specmon.sim.sweepworld import SweepWorld
+
+GRID = ["steps=0,1,2,3", "topk=1,4", "draft_tokens=2,3,4,5,8"]
+
+
+def plan(strategy: str = "grid", grid: list[str] = GRID, **kw: object) -> SweepPlan:
+    settings = expand_grid(parse_grid(grid)).settings
+    steps = tuple(dict.fromkeys(s for s, _ in settings))
+    return SweepPlan(steps, seed=1, rule=StoppingRule(), max_minutes=None, strategy=strategy, points=settings,
+                     **kw)  # type: ignore[arg-type]
+
+
+def run(p: SweepPlan, world: SweepWorld, **kw: object) -> tuple[Sweep, SweepResult]:
+    sweep = Sweep(p, session=world.session, restart=world.restart, clock=world.clock, sleep=world.sleep,
+                  **kw)  # type: ignore[arg-type]
+    return sweep, asyncio.run(sweep.run())
+
+
+def test_a_grid_sweep_restarts_once_per_setting_with_its_own_tree_and_keeps_the_rows_apart() -> None:
+    w = SweepWorld(3)
+    p = plan()
+    sweep, result = run(p, w)
+    assert sweep.restarts == len(p.settings) == len(w.restarts)
+    # The server was started with exactly each setting (SGLang's own rules applied by the simulator).
+    asked = {(s, dict(pt).get("topk", 1), dict(pt).get("draft_tokens", s + 1 if s else 0)) for s, pt in p.settings}
+    assert set(w.restarts) == asked
+    v = result.verdict
+    assert v is not None and v.best is not None
+    labels = [r.label for r in v.analysis.rows]
+    assert len(labels) == len(set(labels)) == len(p.settings)
+    winner = result.winner_cell(v)
+    assert winner is not None
+    truth = max(p.settings, key=lambda st: w.expected(st[0], dict(st[1])))
+    if v.separated:
+        assert winner.setting == truth
+    doc = result.to_json()
+    assert doc["dimensions"] == ["steps", "topk", "draft_tokens"]
+    assert doc["restarts"] == len(p.settings) and doc["skipped"] == []
+    assert {r["setting"] for r in doc["runs"]} == {c.setting_label for c in result.cells}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_guided_strategy_reaches_the_grids_winner_with_fewer_restarts(seed: int) -> None:
+    grid_sweep, grid = run(plan(), SweepWorld(seed))
+    guided_sweep, guided = run(plan("guided"), SweepWorld(seed))
+    assert guided_sweep.restarts < grid_sweep.restarts
+    g, u = grid.winner_cell(grid.verdict), guided.winner_cell(guided.verdict)
+    assert g is not None and u is not None
+    if grid.verdict is not None and grid.verdict.separated:
+        assert u.setting == g.setting
+    skipped = [c for c in guided.cells if c.status == "skipped"]
+    assert skipped and all("cost model bounds it" in c.text for c in skipped)
+    assert guided.to_json()["restarts"] == guided_sweep.restarts == len(guided.cells) - len(skipped)
+
+
+def test_an_interrupted_sweep_over_dimensions_resumes_with_its_settings(tmp_path: Path) -> None:
+    state = tmp_path / "s.json"
+    w = SweepWorld(4)
+    p = plan(grid=["steps=1,2", "topk=1,2", "draft_tokens=2,3,4,5"])
+    sweep = Sweep(p, session=w.session, restart=w.restart, clock=w.clock, sleep=w.sleep, state_path=state)
+
+    async def first() -> None:
+        task = asyncio.ensure_future(sweep.run())
+        while sum(1 for c in sweep.cells if c.status == "done") < 2:
+            await asyncio.sleep(0)
+        sweep.request_stop()
+        await task
+
+    asyncio.run(first())
+    done = {c.key for c in sweep.cells if c.status == "done"}
+    again = Sweep(p, session=w.session, restart=w.restart, clock=w.clock, sleep=w.sleep, state_path=state)
+    assert again.resumed and {c.key for c in again.cells if c.status == "done"} == done
+    assert any("/topk=2/" in k for k in (c.key for c in again.cells))
+    result = asyncio.run(again.run())
+    assert result.finished and again.restarts <= len(p.settings) - len(done) + 1
+    # A plan over other settings does not take this state file for its own.
+    with pytest.raises(SweepError, match="different sweep"):
+        Sweep(plan(grid=["steps=1,2", "topk=1,2", "draft_tokens=2,3,5"]), session=w.session, restart=w.restart,
+              state_path=state)
+
+
+def test_a_server_that_runs_another_tree_than_asked_fails_that_setting() -> None:
+    w = SweepWorld(5)
+
+    async def wrong(steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+        # The server silently ignores the requested top-k (a profile without {topk}, say).
+        await w.restart(steps, {"topk": 1} if steps else None)
+        return RestartOutcome(True, "ready")
+
+    p = plan(grid=["steps=2", "topk=2", "draft_tokens=4"])
+    sweep = Sweep(p, session=w.session, restart=wrong, clock=w.clock, sleep=w.sleep)
+    result = asyncio.run(sweep.run())
+    (cell,) = result.cells
+    assert cell.status == "failed" and "not the 2 steps, topk 2, draft_tokens 4 asked for" in cell.text
+    assert "{topk}" in cell.text
+
+
+def test_plans_refuse_settings_the_engine_would_not_run_as_asked() -> None:
+    with pytest.raises(SweepError, match="top-k 1 makes SGLang use steps\\+1"):
+        SweepPlan((2,), points=((2, (("topk", 1), ("draft_tokens", 5))),))
+    with pytest.raises(SweepError, match="listed twice"):
+        SweepPlan((2,), points=((2, (("topk", 2),)), (2, (("topk", 2),))))
+    with pytest.raises(SweepError, match="step counts of the points"):
+        SweepPlan((1, 2), points=((2, (("topk", 2),)),))
+
+
+def test_the_verdict_says_when_the_winner_depends_on_the_load() -> None:
+    # The simulator's batch model: speculation pays at concurrency 1 and turns into a loss at 16.
+    w = SweepWorld(6)
+    assert w.expected_at(2, None, 1) > w.expected_at(0, None, 1)
+    assert w.expected_at(2, None, 16) < w.expected_at(0, None, 16)
+    p = SweepPlan((0, 2), concurrency=(1, 16), seed=1, rule=StoppingRule(), max_minutes=None)
+    result = run(p, w, load=w)[1]
+    assert [v.concurrency for v in result.verdicts] == [1, 16]
+    assert all(v.separated for v in result.verdicts)
+    assert [result.winner_cell(v).steps for v in result.verdicts] == [2, 0]  # type: ignore[union-attr]
+    note = result.winners_differ()
+    assert note == ("The winner depends on the load: 2 steps at concurrency 1; no speculation at concurrency 16.")
+    assert result.to_json()["winners_differ"] == note
+    same = run(SweepPlan((0, 2), concurrency=(1, 2), seed=1, rule=StoppingRule(), max_minutes=None),
+               SweepWorld(6), load=None)[1]
+    assert same.winners_differ() is None
