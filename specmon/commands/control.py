@@ -116,6 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="tokens generated per load request (default 512; demo 1024)")
     s.add_argument("--prompts", metavar="FILE", default=None,
                    help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
+    s.add_argument("--workload", nargs="+", default=None, metavar="SET",
+                   help="measure every setting with each named prompt set and give a verdict per workload: "
+                        "bundled chat, code, long (e.g. --workload chat,code), or NAME=FILE.jsonl")
     s.add_argument("--request-timeout", type=positive_float, default=300.0, metavar="S",
                    help="upper bound on one load request, seconds (default 300)")
     s.add_argument("--record", metavar="PATH", default=None,
@@ -220,6 +223,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not args.demo:
             return fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
         args.steps = [0, 1, 2, 3, 5]
+    if args.workload is not None:
+        from specmon.control.load import LoadError, load_workloads
+
+        if args.prompts:
+            return fail("give --prompts or --workload, not both")
+        if args.no_load:
+            return fail("--workload names the load's prompt sets: it cannot go with --no-load")
+        items = [w for word in args.workload for w in word.split(",") if w.strip()]
+        try:
+            args.workload_sets = load_workloads(items)
+        except LoadError as exc:
+            return fail(str(exc), EXIT_INPUT)
     if args.prometheus_port is not None and not 0 <= args.prometheus_port <= 65535:
         return fail("--prometheus-port must be 0..65535")
     if args.record and args.no_record:
@@ -291,13 +306,15 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
         raise ValueError("--alpha must be below 1")
     grid = getattr(args, "grid_settings", None)
     points = grid.settings if grid is not None and grid.dimensions else ()
+    workloads = tuple(getattr(args, "workload_sets", None) or ())
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
-                         strategy=args.strategy, points=points)
+                         strategy=args.strategy, points=points, workloads=workloads)
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points)
+                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
+                     workloads=workloads)
 
 
 def _err(text: str) -> None:
@@ -370,10 +387,12 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                 console.width = max(console.width, 110)  # piped: keep rows whole
         for v in result.verdicts:
             if console is None:
-                sys.stdout.write(f"### Concurrency {v.concurrency}\n\n" + to_markdown(v.analysis).rsplit(
+                on = f", {v.workload} prompts" if v.workload else ""
+                sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n" + to_markdown(v.analysis).rsplit(
                     "**Verdict:**", 1)[0] + f"**Verdict:** {v.sentence}\n\n")
             else:
-                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}")
+                on = f", {v.workload} prompts" if v.workload else ""
+                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}")
                 table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
                 console.print(table)
                 console.print(f"[bold]Verdict:[/] {v.sentence}")
@@ -479,7 +498,8 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
             path, lines=0 if from_end else None, poll_interval=0.05))
         restarter = PlanRestarter(profile, LocalRunner(), follower=follower, ready_poll_s=0.2, show=_err)
-        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0)
+        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0,
+                                                             workloads=getattr(args, "workload_sets", None))
         try:
             sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
                           resume=False, recorder=rec, on_event=_on_event)
@@ -584,7 +604,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         load = None
         if not args.no_load:
             try:
-                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
+                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")),
+                                      workloads=getattr(args, "workload_sets", None))
             except LoadError as exc:
                 return fail(str(exc), EXIT_INPUT)
         target_url = _metrics_target(args, profile, launch)
@@ -738,7 +759,8 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
             load = None
             if not args.no_load:
                 try:
-                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])))
+                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])),
+                                          workloads=getattr(args, "workload_sets", None))
                 except LoadError as exc:
                     return fail(str(exc), EXIT_INPUT)
             counters = None

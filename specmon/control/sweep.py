@@ -102,8 +102,11 @@ class Restarter(Protocol):
 class LoadControl(Protocol):
     """Starts and stops the workload a sweep measures."""
 
-    async def start(self, concurrency: int) -> None:
-        """Start keeping ``concurrency`` requests in flight."""
+    async def start(self, concurrency: int, workload: str | None = None) -> None:
+        """Start keeping ``concurrency`` requests in flight (with the named prompt set ``workload``).
+
+        A sweep without workloads calls ``start(concurrency)`` only.
+        """
         ...
 
     async def stop(self) -> LoadReport | None:
@@ -156,8 +159,15 @@ class SweepPlan:
     poll_s: float = 1.0
     strategy: str = "grid"
     points: tuple[tuple[int, Point], ...] = ()
+    #: Named prompt sets, each measured at every setting (empty: the load's one set).
+    workloads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if len(set(self.workloads)) != len(self.workloads):
+            raise SweepError("a workload is listed twice")
+        for w in self.workloads:
+            if not isinstance(w, str) or not w or any(not (ch.isalnum() or ch in "-_") for ch in w):
+                raise SweepError(f"a workload name is letters, digits, - and _: {w!r}")
         if self.points:
             try:
                 checked = tuple((s, dimensions.check_point(dict(p))) for s, p in self.points)
@@ -204,7 +214,8 @@ class SweepPlan:
                          "precision_pct": r.precision_pct},
                 "max_minutes": self.max_minutes, "settle": self.settle,
                 **({"strategy": self.strategy} if self.strategy != "grid" else {}),
-                **({"points": [dimensions.key(s, p) for s, p in self.points]} if self.points else {})}
+                **({"points": [dimensions.key(s, p) for s, p in self.points]} if self.points else {}),
+                **({"workloads": list(self.workloads)} if self.workloads else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""
@@ -222,21 +233,28 @@ class SweepPlan:
         used = {k for _, p in self.settings for k, _ in p}
         return ("steps", *(d for d in dimensions.EXTRA if d in used))
 
-    def ordered_settings(self, seed: int) -> list[tuple[int, int, Point]]:
-        """``(steps, concurrency, point)`` in measuring order (the concurrencies of one setting stay together)."""
+    def ordered_settings(self, seed: int) -> list[tuple[int, int, Point, str | None]]:
+        """``(steps, concurrency, point, workload)`` in measuring order (the concurrencies and workloads of
+        one setting stay together: one restart serves them all)."""
         settings = list(self.settings)
         if self.order == "random":
             random.Random(seed).shuffle(settings)
-        return [(s, c, p) for s, p in settings for c in self.concurrency]
+        loads: tuple[str | None, ...] = self.workloads or (None,)
+        return [(s, c, p, w) for s, p in settings for c in self.concurrency for w in loads]
 
     def ordered_cells(self, seed: int) -> list[tuple[int, int]]:
         """``(steps, concurrency)`` in measuring order (a steps-only sweep's settings)."""
-        return [(s, c) for s, c, _ in self.ordered_settings(seed)]
+        return [(s, c) for s, c, _, _ in self.ordered_settings(seed)]
+
+    @property
+    def groups(self) -> list[tuple[int, str | None]]:
+        """Every ``(concurrency, workload)`` a verdict is given for."""
+        return [(c, w) for c in self.concurrency for w in (self.workloads or (None,))]
 
 
-def cell_key(steps: int, concurrency: int, point: Point = ()) -> str:
-    """The state file's name for a setting: ``"2@1"``, ``"2/topk=4/draft_tokens=8@1"``."""
-    return f"{dimensions.key(steps, point)}@{concurrency}"
+def cell_key(steps: int, concurrency: int, point: Point = (), workload: str | None = None) -> str:
+    """The state file's name for a setting: ``"2@1"``, ``"2/topk=4/draft_tokens=8@1"``, ``"2@1#code"``."""
+    return f"{dimensions.key(steps, point)}@{concurrency}" + (f"#{workload}" if workload else "")
 
 
 @dataclass
@@ -304,12 +322,19 @@ class CellState:
     label: str = ""
     #: The setting's dimensions beyond the step count (empty for a steps-only sweep).
     point: Point = ()
+    #: The named prompt set it is measured with (None: the load's one set).
+    workload: str | None = None
     _summary: tuple[int, Summary | None] | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
         """``"steps@concurrency"`` (with the point's dimensions when there are any)."""
-        return cell_key(self.steps, self.concurrency, self.point)
+        return cell_key(self.steps, self.concurrency, self.point, self.workload)
+
+    @property
+    def group(self) -> tuple[int, str | None]:
+        """``(concurrency, workload)``: the settings one verdict compares."""
+        return self.concurrency, self.workload
 
     @property
     def setting(self) -> tuple[int, Point]:
@@ -352,7 +377,8 @@ class CellState:
                 "reason": self.reason, "text": self.text, "looks_done": self.looks_done,
                 "elapsed_s": round(self.elapsed_s, 3), "label": self.label,
                 "segments": [s.to_json() for s in self.segments], "client": self.client,
-                **({"point": [list(kv) for kv in self.point]} if self.point else {})}
+                **({"point": [list(kv) for kv in self.point]} if self.point else {}),
+                **({"workload": self.workload} if self.workload else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CellState:
@@ -360,7 +386,8 @@ class CellState:
         cell = cls(int(d["steps"]), int(d["concurrency"]), str(d.get("status", PENDING)), str(d.get("reason", "")),
                    str(d.get("text", "")), int(d.get("looks_done", 0)), float(d.get("elapsed_s", 0.0)),
                    [Segment.from_json(s) for s in d.get("segments", [])], label=str(d.get("label", "")),
-                   point=dimensions.check_point({str(k): v for k, v in d.get("point", [])}))
+                   point=dimensions.check_point({str(k): v for k, v in d.get("point", [])}),
+                   workload=d.get("workload"))
         if isinstance(d.get("client"), dict):
             cell.client.update(d["client"])
         if cell.status == ACTIVE:
@@ -459,6 +486,7 @@ class SweepResult:
             runs.append({
                 "steps": cell.steps, "concurrency": cell.concurrency,
                 **({"dims": dict(cell.point), "setting": cell.setting_label} if self.plan.points else {}),
+                **({"workload": cell.workload} if cell.workload else {}),
                 "label": row.label if row else (cell.label or f"{cell.steps} steps"),
                 "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
                 "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
@@ -500,7 +528,7 @@ class SweepResult:
     def row_of(self, cell: CellState) -> ConfigRow | None:
         """The analysis row of one setting (None before it has samples)."""
         for v in self.verdicts:
-            if v.concurrency == cell.concurrency:
+            if (v.concurrency, v.workload) == cell.group:
                 return next((r for r in v.analysis.rows if r.config is not None and _row_is(r.config, cell)), None)
         return None
 
@@ -509,7 +537,7 @@ class SweepResult:
         if v is None or v.best is None or v.best.config is None:
             return None
         cfg = v.best.config
-        return next((c for c in self.cells if c.concurrency == v.concurrency and _row_is(cfg, c)), None)
+        return next((c for c in self.cells if c.group == (v.concurrency, v.workload) and _row_is(cfg, c)), None)
 
     def _winner_json(self, v: SweepVerdict) -> dict[str, Any]:
         cell = self.winner_cell(v)
@@ -517,12 +545,18 @@ class SweepResult:
                 "best_dims": dict(cell.point) if cell and cell.point else None}
 
     def winners_differ(self) -> str | None:
-        """A sentence when the best setting is not the same at every concurrency measured (else None)."""
-        named = [(v.concurrency, cell) for v in self.verdicts if (cell := self.winner_cell(v)) is not None]
+        """A sentence when the best setting is not the same at every concurrency and workload (else None)."""
+        named = [(v, cell) for v in self.verdicts if (cell := self.winner_cell(v)) is not None]
         if len(named) < 2 or len({cell.setting for _, cell in named}) == 1:
             return None
-        parts = [f"{cell.setting_label} at concurrency {c}" for c, cell in named]
-        return "The winner depends on the load: " + "; ".join(parts) + "."
+        what = []
+        if len({v.concurrency for v, _ in named}) > 1:
+            what.append("load")
+        if len({v.workload for v, _ in named}) > 1:
+            what.append("workload")
+        parts = [f"{cell.setting_label} at concurrency {v.concurrency}"
+                 + (f" on the {v.workload} prompts" if v.workload else "") for v, cell in named]
+        return f"The winner depends on the {' and '.join(what) or 'load'}: " + "; ".join(parts) + "."
 
     def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:
         """The client-side view: which step count the client measured fastest, and whether it agrees."""
@@ -530,7 +564,7 @@ class SweepResult:
             return {"client_best_steps": None, "client_agrees": None}
         means: dict[tuple[int, Point], float] = {}
         for cell in self.cells:
-            if cell.concurrency == v.concurrency and len(cell.client.get("decode_tps") or []) >= 3:
+            if cell.group == (v.concurrency, v.workload) and len(cell.client.get("decode_tps") or []) >= 3:
                 means[cell.setting] = sum(cell.client["decode_tps"]) / len(cell.client["decode_tps"])
         if not means:
             return {"client_best_steps": None, "client_agrees": None}
@@ -562,7 +596,7 @@ def source_means(cell: CellState) -> dict[str, float]:
 def verdict_sources(verdict: SweepVerdict, cells: Sequence[CellState], concurrency: int,
                     tolerance_pct: float = 10.0) -> SweepVerdict:
     """Say which source ``verdict`` rests on and whether the other sources agree with it."""
-    cs = [c for c in cells if c.concurrency == concurrency and c.n]
+    cs = [c for c in cells if c.group == (concurrency, verdict.workload) and c.n]
     kinds = {s.kind for c in cs for s in c.segments if s.throughput}
     source = "counters" if kinds == {"counters"} else ("log" if kinds <= {"log"} else "counters+log")
     multi = any(c.point for c in cs)
@@ -724,7 +758,7 @@ class Sweep:
         self.finished = False
         seed = plan.seed if plan.seed is not None else random.SystemRandom().randrange(1 << 31)
         self.seed = seed
-        self.cells = [CellState(s, c, point=p) for s, c, p in plan.ordered_settings(seed)]
+        self.cells = [CellState(s, c, point=p, workload=w) for s, c, p, w in plan.ordered_settings(seed)]
         if self.state_path is not None and resume and self.state_path.exists():
             self._load_state()
 
@@ -857,8 +891,8 @@ class Sweep:
         feed :func:`specmon.model.guided.next_setting`; when it has nothing left,
         every unmeasured setting is marked skipped with the model's bound.
         """
-        for conc in self.plan.concurrency:
-            cells = {guided_setting(c.steps, c.point): c for c in self.cells if c.concurrency == conc}
+        for group in self.plan.groups:
+            cells = {guided_setting(c.steps, c.point): c for c in self.cells if c.group == group}
             space = list(cells)
             queue = list(initial_design(space))
             while not self._stop_requested:
@@ -975,7 +1009,7 @@ class Sweep:
     def _others(self, cell: CellState) -> tuple[dict[str, Summary], dict[str, str]]:
         others, names = {}, {}
         for c in self.cells:
-            if c is cell or c.concurrency != cell.concurrency or c.status == FAILED:
+            if c is cell or c.group != cell.group or c.status == FAILED:
                 continue
             s = c.summary()
             if s is not None:
@@ -1071,10 +1105,14 @@ class Sweep:
         self.current = cell
         cell.status = ACTIVE
         if self.load is not None:
-            await self.load.start(cell.concurrency)
+            if cell.workload is not None:
+                await self.load.start(cell.concurrency, workload=cell.workload)
+            else:
+                await self.load.start(cell.concurrency)
         use_counters = await self._counters_ready()
         seg = self._start_segment(cell, use_counters)
-        self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency} "
+        on = f" on the {cell.workload} prompts" if cell.workload else ""
+        self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency}{on} "
                             f"({cell.n} samples so far; source: {seg.kind})", cell)
         started = self._clock()
         base_elapsed = cell.elapsed_s
@@ -1154,10 +1192,11 @@ class Sweep:
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""
         verdicts = []
-        for c in self.plan.concurrency:
-            if any(cell.concurrency == c and cell.n for cell in self.cells):
-                v = sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c)
-                verdicts.append(verdict_sources(v, self.cells, c))
+        for c, w in self.plan.groups:
+            cells = [cell for cell in self.cells if cell.workload == w]
+            if any(cell.concurrency == c and cell.n for cell in cells):
+                v = sweep_verdict(analyses_from_cells(cells, c), self.plan.rule, c, w)
+                verdicts.append(verdict_sources(v, cells, c))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
                            str(self.state_path) if self.state_path else None, self._restarts)
 
@@ -1168,7 +1207,7 @@ class Sweep:
             "current": self.current.key if self.current else None,
             "finished": self.finished,
             "cells": [{"key": c.key, "steps": c.steps, "concurrency": c.concurrency, "label": c.label,
-                       "point": dict(c.point),
+                       "point": dict(c.point), "workload": c.workload,
                        "status": c.status, "samples": c.n, "reason": c.reason, "text": c.text,
                        "next_look": points[c.looks_done] if c.looks_done < len(points) else None,
                        "mean": (s.mean if (s := c.summary()) else None)} for c in self.cells],

@@ -228,6 +228,8 @@ class SweepVerdict:
     source: str = "log"
     #: The other sources' view (see :func:`check_source`).
     checks: tuple[SourceCheck, ...] = ()
+    #: The named prompt set these settings were measured with (None: one workload only).
+    workload: str | None = None
 
     @property
     def sources_agree(self) -> bool | None:
@@ -276,6 +278,7 @@ class SweepVerdict:
 
         return {
             "concurrency": self.concurrency,
+            **({"workload": self.workload} if self.workload else {}),
             "best": best.label if best else None,
             "best_steps": best.steps if best else None,
             "runner_up": runner.label if runner else None,
@@ -302,7 +305,8 @@ def _pct_text(r: Ratio) -> str:
     return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f}%)"
 
 
-def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None) -> SweepVerdict:
+def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None,
+                  workload: str | None = None) -> SweepVerdict:
     """Turn an :class:`~specmon.model.analysis.Analysis` of sweep data into the sweep's verdict.
 
     Args:
@@ -316,10 +320,10 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     """
     v = analysis.verdict
     level = rule.test_level
-    at = f" at concurrency {concurrency}" if concurrency else ""
+    at = (f" at concurrency {concurrency}" if concurrency else "") + (f" on the {workload} prompts" if workload else "")
     best, runner = v.best, v.runner_up
     if best is None or best.throughput is None:
-        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence, workload=workload)
     best_tp = best.throughput
     diff = None
     separated = equivalent = False
@@ -352,7 +356,8 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
                 f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
-    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct)
+    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct,
+                        workload=workload)
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,9 +71,13 @@ class SweepWorld:
         lines_per_poll: Decode lines produced by each sweep poll.
     """
 
-    def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50) -> None:
+    def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
+                 workloads: dict[str, float] | None = None) -> None:
         self.seed = seed
         self.model = model
+        #: Acceptance per named prompt set, as a factor on the model's (code repeats more than chat).
+        self.workloads = dict(workloads or {})
+        self.workload: str | None = None
         self.session = Session()
         self.now = 0.0
         self.log_time = 1.77e9
@@ -81,7 +85,7 @@ class SweepWorld:
         self.lines_per_poll = lines_per_poll
         #: Every restart asked for: ``(steps, topk, draft_tokens)``.
         self.restarts: list[tuple[int, int, int]] = []
-        self._samplers: dict[tuple[SpecConfig, int], Sampler] = {}
+        self._samplers: dict[tuple[SpecConfig, int, str | None], Sampler] = {}
         self.sampler: Sampler | None = None
         self._spec: SpecConfig | None = None
         #: Requests in flight (the sweep's load sets it: the world is its own load driver too).
@@ -122,19 +126,30 @@ class SweepWorld:
         spec = self._spec
         if spec is None:
             return
-        k = (spec, self.batch)
+        k = (spec, self.batch, self.workload)
         if k not in self._samplers:
-            salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch)).encode())
-            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model, self.batch)
+            salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch,
+                                    self.workload)).encode())
+            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model_for(self.workload), self.batch)
         self.sampler = self._samplers[k]
 
     def expected_at(self, steps: int, dims: dict[str, int | str] | None, batch: int) -> float:
         """The true mean throughput of a setting at ``batch`` requests in flight."""
         return self.model.expected_throughput(self.spec_for(steps, dims), batch)
 
-    async def start(self, concurrency: int) -> None:
-        """The load: keep ``concurrency`` requests in flight (the sweep's LoadControl)."""
+    def model_for(self, workload: str | None) -> CostModel:
+        """The cost model under one workload's prompts (acceptance scaled, capped below 1)."""
+        factor = self.workloads.get(workload, 1.0) if workload else 1.0
+        if factor == 1.0:
+            return self.model
+        from dataclasses import replace
+
+        return replace(self.model, acceptance=tuple(min(0.98, p * factor) for p in self.model.acceptance))
+
+    async def start(self, concurrency: int, workload: str | None = None) -> None:
+        """The load: keep ``concurrency`` requests in flight with one workload's prompts (the sweep's LoadControl)."""
         self.batch = concurrency
+        self.workload = workload
         self._pick()
 
     async def stop(self) -> None:

@@ -132,3 +132,24 @@ def test_the_verdict_says_when_the_winner_depends_on_the_load() -> None:
     same = run(SweepPlan((0, 2), concurrency=(1, 2), seed=1, rule=StoppingRule(), max_minutes=None),
                SweepWorld(6), load=None)[1]
     assert same.winners_differ() is None
+
+
+def test_a_verdict_per_workload_says_when_the_winner_differs_between_them() -> None:
+    # Code repeats itself: the drafter is right more often, so deeper speculation pays; on chat it does not.
+    w = SweepWorld(7, workloads={"code": 1.35, "chat": 0.55})
+    chat, code = w.model_for("chat"), w.model_for("code")
+    assert max(range(6), key=lambda s: code.expected_throughput(s)) > max(range(6), key=chat.expected_throughput)
+    p = SweepPlan((0, 1, 2, 3, 5), seed=1, rule=StoppingRule(), max_minutes=None, workloads=("chat", "code"))
+    sweep, result = run(p, w, load=w)
+    assert sweep.restarts == 5  # one restart serves both workloads
+    assert [(v.concurrency, v.workload) for v in result.verdicts] == [(1, "chat"), (1, "code")]
+    best = {v.workload: result.winner_cell(v) for v in result.verdicts}
+    assert best["chat"] is not None and best["code"] is not None
+    assert best["chat"].steps < best["code"].steps
+    note = result.winners_differ()
+    assert note is not None and note.startswith("The winner depends on the workload: ")
+    assert "on the chat prompts" in note and "on the code prompts" in note
+    assert all("on the " in v.sentence for v in result.verdicts)
+    doc = result.to_json()
+    assert [v["workload"] for v in doc["verdicts"]] == ["chat", "code"]
+    assert {r.get("workload") for r in doc["runs"]} == {"chat", "code"}
