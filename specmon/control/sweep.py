@@ -487,7 +487,7 @@ class SweepResult:
                 "steps": cell.steps, "concurrency": cell.concurrency,
                 **({"dims": dict(cell.point), "setting": cell.setting_label} if self.plan.points else {}),
                 **({"workload": cell.workload} if cell.workload else {}),
-                "label": row.label if row else (cell.label or f"{cell.steps} steps"),
+                "label": row.label if row else (cell.label or cell.setting_label),
                 "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
                 "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
                 "elapsed_s": round(cell.elapsed_s, 2),
