@@ -153,3 +153,18 @@ def test_a_verdict_per_workload_says_when_the_winner_differs_between_them() -> N
     doc = result.to_json()
     assert [v["workload"] for v in doc["verdicts"]] == ["chat", "code"]
     assert {r.get("workload") for r in doc["runs"]} == {"chat", "code"}
+
+
+def test_settings_the_log_cannot_tell_apart_stay_separate_rows() -> None:
+    """vLLM logs num_speculative_tokens but not prompt_lookup_max: the sweep's own setting names the row."""
+    from specmon.control.sweep import CellState, Segment, analyses_from_cells
+
+    logged = {"engine": "vllm", "algorithm": "ngram", "steps": 2, "topk": None, "draft_tokens": 2, "model": "/m"}
+    cells = []
+    for lm, tps in ((2, 600.0), (4, 700.0)):
+        cell = CellState(2, 1, "done", point=(("prompt_lookup_max", lm),))
+        cell.segments.append(Segment("s", 1, logged, [tps + i for i in range(10)], [1.5] * 10))
+        cells.append(cell)
+    rows = analyses_from_cells(cells, 1).rows
+    assert [r.label for r in rows] == ["ngram 2 tokens prompt_lookup_max 2", "ngram 2 tokens prompt_lookup_max 4"]
+    assert [round(r.throughput.mean) for r in rows if r.throughput] == [604, 704]
