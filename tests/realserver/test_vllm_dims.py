@@ -45,19 +45,23 @@ def test_guided_sweep_over_tokens_and_lookup_window_ends_with_a_verdict(tmp_path
     port = free_port()
     base = vllm_profile(folder, port)
     assert base.argv is not None
-    argv = [*base.argv[:-1],
+    # --enforce-eager: no torch.compile warm-up (95 s of the first start at load 15, measured); four
+    # starts are most of this test's time.
+    argv = [*base.argv[:-2], "--enforce-eager", base.argv[-2],
             '{"method": "ngram", "num_speculative_tokens": {steps}, "prompt_lookup_max": {prompt_lookup_max}, '
             '"prompt_lookup_min": 1}']
     launch = base.model_copy(update={"argv": argv, "log": str(folder / "vllm_{steps}_{prompt_lookup_max}.log"),
                                      "steps_min": 1})
     config = write_config(tmp_path / "config.toml", "vllm-dims", {"engine": "vllm"}, launch)
+    ended = False
     try:
         result = run_specmon(["sweep", "vllm-dims", "--config", str(config), "--grid", "steps=1,2",
                               "prompt_lookup_max=2,4", "--strategy", "guided", "--yes", "--no-record",
                               "--state", str(tmp_path / "sweep.json"), "--format", "json", "--finish", "none",
-                              "--min-samples", "10", "--max-samples", "20", "--looks", "2", "--max-minutes", "1",
+                              "--min-samples", "10", "--max-samples", "15", "--looks", "2", "--max-minutes", "1",
                               "--concurrency", "2", "--max-tokens", "48", "--request-timeout", "60"], SWEEP_WAIT_S)
         doc = sweep_json(result)
+        ended = True  # --finish none: the sweep stopped its server and removed the pidfile
         print(f"\nreal vLLM guided sweep, num_speculative_tokens x prompt_lookup_max: "
               f"{doc['restarts']} restarts for {doc['settings']} settings")
         for run in doc["runs"]:
@@ -73,6 +77,7 @@ def test_guided_sweep_over_tokens_and_lookup_window_ends_with_a_verdict(tmp_path
         # One restart per measured setting: the guided strategy restarts only for what it measures.
         assert doc["restarts"] == len(measured) >= 2, doc
         assert all(r["samples"] >= 10 and r["client"]["errors"] == 0 for r in measured), measured
+        assert "server stopped as asked" in result.stderr
         verdict = doc["verdict"]
         if verdict["separated"]:
             assert verdict["best_setting"] in {r["setting"] for r in measured}, verdict
@@ -87,4 +92,5 @@ def test_guided_sweep_over_tokens_and_lookup_window_ends_with_a_verdict(tmp_path
             text = log.read_text(errors="replace")
             assert re.search(rf"'?prompt_lookup_max'?[\"']?:\s*{r['dims']['prompt_lookup_max']}\b", text), log
     finally:
-        stop_server(launch.pidfile)
+        # After a finished sweep, a missing pidfile means "stopped", not "not written yet".
+        stop_server(launch.pidfile, late_s=2.0 if ended else 90.0)
