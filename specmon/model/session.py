@@ -105,7 +105,8 @@ class RunConfig:
                 and self.draft_tokens != self.steps + 1):
             text += f" draft {self.draft_tokens}"
         for name, value in self.params:
-            text += f" {name} {value}"
+            if value != self.algorithm:  # llama.cpp names its run after the type: "ngram-mod 4 tokens"
+                text += f" {name} {value}"
         return text
 
 
