@@ -890,28 +890,44 @@ class Sweep:
     async def _guided(self) -> None:
         """Measure the initial design, then whatever the fitted cost model says could still win.
 
-        Per concurrency: the settings measured so far (a resumed sweep keeps them)
-        feed :func:`specmon.model.guided.next_setting`; when it has nothing left,
-        every unmeasured setting is marked skipped with the model's bound.
+        Per concurrency and workload (a *group*): the settings measured so far
+        (a resumed sweep keeps them) feed :func:`specmon.model.guided.next_setting`;
+        when it has nothing left, the group's unmeasured settings are marked
+        skipped with the model's bound. Restarts are what costs: a setting one
+        group asks for is measured, on that one restart, in every group still
+        searching (their verdicts then rest on the same server launch).
         """
-        for group in self.plan.groups:
-            cells = {guided_setting(c.steps, c.point): c for c in self.cells if c.group == group}
-            space = list(cells)
-            queue = list(initial_design(space))
-            while not self._stop_requested:
+        groups = {g: {guided_setting(c.steps, c.point): c for c in self.cells if c.group == g}
+                  for g in self.plan.groups}
+        space = list(next(iter(groups.values())))
+        design = list(initial_design(space))
+        finished: set[tuple[int, str | None]] = set()
+        while not self._stop_requested:
+            wanted: Setting | None = None
+            for g, cells in groups.items():
+                if g in finished:
+                    continue
+                pending = [st for st in design if cells[st].status not in SETTLED]
+                if pending:
+                    wanted = pending[0]
+                    break
                 measured = [m for c in cells.values() if c.status == DONE and (m := _measurement(c)) is not None]
-                if queue:
-                    setting = queue.pop(0)
-                elif not measured:
-                    return  # nothing measurable: every initial setting failed
-                else:
-                    nxt = next_setting(space, measured)
-                    if nxt is None:
-                        self._skip_rest(cells, space, measured)
-                        break
-                    setting = nxt
-                cell = cells[setting]
-                if cell.status in SETTLED:
+                if not measured:
+                    finished.add(g)  # nothing measurable: every initial setting failed
+                    continue
+                # A failed setting is not offered again (it would be asked for forever).
+                nxt = next_setting([st for st in space if cells[st].status != FAILED], measured)
+                if nxt is None:
+                    self._skip_rest(cells, space, measured)
+                    finished.add(g)
+                    continue
+                wanted = nxt
+                break
+            if wanted is None:
+                return
+            for g, cells in groups.items():
+                cell = cells[wanted]
+                if g in finished or cell.status in SETTLED:
                     continue
                 await self._visit(cell, until_done=True)
                 if cell.status == PENDING:

@@ -168,3 +168,31 @@ def test_settings_the_log_cannot_tell_apart_stay_separate_rows() -> None:
     rows = analyses_from_cells(cells, 1).rows
     assert [r.label for r in rows] == ["ngram 2 tokens prompt_lookup_max 2", "ngram 2 tokens prompt_lookup_max 4"]
     assert [round(r.throughput.mean) for r in rows if r.throughput] == [604, 704]
+
+
+def test_guided_over_workloads_restarts_once_per_setting_it_measures() -> None:
+    w = SweepWorld(8, workloads={"code": 1.3, "chat": 0.6})
+    p = SweepPlan(tuple(range(0, 9)), seed=1, rule=StoppingRule(), max_minutes=None, strategy="guided",
+                  workloads=("chat", "code"))
+    sweep, result = run(p, w, load=w)
+    measured = {c.setting for c in result.cells if c.status == "done"}
+    assert sweep.restarts == len(measured) < 9  # a setting measured for one workload is measured for both
+    assert len(result.verdicts) == 2 and all(c.status in ("done", "skipped") for c in result.cells)
+
+
+def test_guided_ends_when_a_setting_it_asks_for_cannot_start() -> None:
+    w = SweepWorld(9)
+    asked: list[int] = []
+
+    async def restart(steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+        asked.append(steps)
+        if steps == 3:
+            return RestartOutcome(False, "specmon-start result=failed reason=command-not-found")
+        return await w.restart(steps, dims)  # type: ignore[return-value]
+
+    p = SweepPlan(tuple(range(0, 9)), seed=1, rule=StoppingRule(), max_minutes=None, strategy="guided")
+    sweep = Sweep(p, session=w.session, restart=restart, clock=w.clock, sleep=w.sleep)
+    result = asyncio.run(sweep.run())
+    # 3 steps is next to the best (2 steps in this world), so the search asks for it, once.
+    assert asked.count(3) == 1 and result.verdict is not None
+    assert all(c.status in ("done", "skipped", "failed") for c in result.cells)
