@@ -198,6 +198,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if getattr(args, "read_only", False):
         return fail("a sweep restarts the server and drives load: it cannot run with --read-only")
+    if args.grid is not None and args.profile is None and len(args.grid) > 1 and "=" not in args.grid[-1]:
+        # ``sweep --grid steps=1,2 topk=1,4 kimi``: argparse gave the profile to --grid.
+        args.profile = args.grid.pop()
     if args.demo and args.profile:
         return fail("give a PROFILE or --demo, not both")
     if not args.demo and not args.profile:

@@ -45,3 +45,13 @@ def test_bad_sweep_options_are_one_sentence_and_exit_2(args: list[str], message:
                        capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_profile_after_the_grid_is_still_the_profile(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[profiles.other]\nlog = "/tmp/x.log"\n')
+    r = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--grid", "steps=1,2", "topk=1,4", "nosuch",
+                        "--config", str(config), "--no-record"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "nosuch" in r.stderr and "NAME=V1" not in r.stderr, r.stderr
