@@ -559,7 +559,11 @@ class SweepResult:
             what.append("workload")
         parts = [f"{cell.setting_label} at concurrency {v.concurrency}"
                  + (f" on the {v.workload} prompts" if v.workload else "") for v, cell in named]
-        return f"The winner depends on the {' and '.join(what) or 'load'}: " + "; ".join(parts) + "."
+        listed = "; ".join(parts)
+        if all(v.separated for v, _ in named):
+            return f"The winner depends on the {' and '.join(what) or 'load'}: {listed}."
+        return (f"The fastest setting by mean differs with the {' and '.join(what) or 'load'}: {listed}; "
+                "not every verdict separates it from the runner-up, so this may be noise.")
 
     def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:
         """The client-side view: which step count the client measured fastest, and whether it agrees."""
