@@ -580,7 +580,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         if os.path.exists(state):
             os.remove(state)
     if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
-        _err(f"sweep: {len(plans)} restart(s) on {host}; the first one:")
+        upto = "up to " if plan.strategy == "guided" else ""
+        _err(f"sweep: {upto}{len(plans)} restart(s) on {host}; the first one:")
         _err(plans[0].describe())
         if plan.points:
             _err("the others differ in: " + "; ".join(
