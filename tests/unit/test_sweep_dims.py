@@ -129,6 +129,12 @@ def test_the_verdict_says_when_the_winner_depends_on_the_load() -> None:
     note = result.winners_differ()
     assert note == ("The winner depends on the load: 2 steps at concurrency 1; no speculation at concurrency 16.")
     assert result.to_json()["winners_differ"] == note
+    # When one of them is not separated, a dependence is not claimed.
+    from dataclasses import replace
+
+    result.verdicts[1] = replace(result.verdicts[1], separated=False)
+    hedged = result.winners_differ()
+    assert hedged is not None and "depends" not in hedged and "may be noise" in hedged
     same = run(SweepPlan((0, 2), concurrency=(1, 2), seed=1, rule=StoppingRule(), max_minutes=None),
                SweepWorld(6), load=None)[1]
     assert same.winners_differ() is None
