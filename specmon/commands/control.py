@@ -481,6 +481,8 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
                   "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
         if args.seed is not None:
             server += ["--seed", str(args.seed)]
+        if getattr(args, "workload_sets", None):
+            server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
         profile = LaunchProfile(
             mode="managed", engine="sglang",
             argv=[*server, "--steps", "{steps}", "--topk", "{topk}", "--draft-tokens", "{draft_tokens}"],

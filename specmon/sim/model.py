@@ -75,6 +75,26 @@ KIMI_EAGLE3_ACCEPTANCE: tuple[float, ...] = (
     0.0002,
 )
 
+def task_acceptance(prompt: str) -> float:
+    """How much more (or less) a prompt's answer is accepted than the campaign's average, as a factor.
+
+    Drafters agree with the target more on code (identifiers, syntax and whole
+    lines repeat) and long structured text than on open chat: published EAGLE
+    results show higher speedups on HumanEval than on MT-bench, and n-gram
+    drafting lives on repetition. The demo server applies this (only when asked,
+    ``--task-acceptance``) so a sweep over ``--workload chat,code,long`` can find
+    that the best setting depends on the task. The words are the bundled sets'.
+    """
+    text = prompt.lower()
+    if any(w in text for w in ("def ", "function", "class ", "sql", "implement", "script", "refactor", "```",
+                               "typescript", "python", "rust")):
+        return 1.35
+    if any(w in text for w in ("essay", "outline", "in depth", "comprehensive", "thorough", "report",
+                               "chapter", "long-form", "long letter", "feature")):
+        return 1.1
+    return 0.75
+
+
 #: The real campaign, steps -> mean gen throughput (tok/s); 0 = no speculation.
 CAMPAIGN_TARGETS: dict[int, float] = {0: 88.8, 1: 85.1, 2: 94.0, 5: 86.7, 10: 60.0}
 

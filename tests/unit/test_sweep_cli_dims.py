@@ -58,3 +58,30 @@ def test_demo_guided_sweep_over_steps_topk_and_draft_tokens(tmp_path: Path) -> N
     assert v["best_setting"] in {r["setting"] for r in measured}
     pids = [int(p) for p in re.findall(r"start: result=started pid=(\d+)", err)]
     assert len(pids) == doc["restarts"] and not any(alive(p) for p in pids)
+
+
+def test_demo_sweep_over_workloads_gives_a_verdict_for_each(tmp_path: Path) -> None:
+    from specmon.control.load import bundled_workload
+    from specmon.sim.model import task_acceptance
+
+    # The simulated drafter is told apart by task: code above long-form above chat, for every bundled prompt.
+    for name, want in (("code", 1.35), ("long", 1.1), ("chat", 0.75)):
+        assert {task_acceptance(p) for p in bundled_workload(name)} == {want}, name
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "sweep", "--demo", "--steps", "0,2", "--workload", "chat,code",
+         "--min-samples", "20", "--max-samples", "60", "--looks", "2", "--format", "json", "--seed", "5",
+         "--no-record"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert [v["workload"] for v in doc["verdicts"]] == ["chat", "code"]
+    assert doc["restarts"] == 2  # one launch per setting serves both workloads
+    assert {(r["steps"], r["workload"]) for r in doc["runs"]} == {(0, "chat"), (0, "code"), (2, "chat"),
+                                                                   (2, "code")}
+    assert "--task-acceptance" in proc.stderr and "on the code prompts" in doc["verdicts"][1]["sentence"]
+    by = {(r["steps"], r["workload"]): r for r in doc["runs"]}
+    # Code is accepted more than chat by the same drafter at the same depth.
+    assert by[(2, "code")]["accept_len"]["mean"] > by[(2, "chat")]["accept_len"]["mean"]
+    pids = [int(p) for p in re.findall(r"start: result=started pid=(\d+)", proc.stderr)]
+    assert len(pids) == 2 and not any(alive(p) for p in pids)
