@@ -139,7 +139,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
                         disabled=not self.dimensions)
             with RadioSet(id="sweep-strategy"):
                 yield RadioButton("grid: every setting", value=True, id="strategy-grid")
-                yield RadioButton("guided: measure a few, fit the cost model, restart only where the best can be",
+                yield RadioButton("guided: fit the cost model, restart only where the best can be",
                                   id="strategy-guided")
             yield Static("", id="sweep-count", classes="hint", markup=False)
             yield Static("", id="sweep-error", markup=False)
