@@ -54,6 +54,13 @@ def concurrency_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def year_arg(text: str) -> int:
+    """``--year``: a four-digit year."""
+    if not (text.isdigit() and len(text) == 4 and 1970 <= int(text) <= 2999):
+        raise argparse.ArgumentTypeError(f"not a year: {text!r} (expected e.g. 2025)")
+    return int(text)
+
+
 def check_theme(name: str | None) -> str | None:
     """An error message when the theme does not exist, before any screen opens or host is reached."""
     if name is None:

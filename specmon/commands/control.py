@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list
+from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list, year_arg
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -147,6 +147,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("-o", "--output", metavar="FILE", default=None, help="write here instead of standard output")
     r.add_argument("--warmup", type=int, default=None, metavar="N",
                    help="samples excluded at the start of each run (default: as recorded)")
+    r.add_argument("--year", type=year_arg, default=None, metavar="YYYY",
+                   help="the year of stamps printed without one (vLLM's MM-DD); default: as recorded")
     r.set_defaults(func=cmd_report)
 
 
@@ -163,7 +165,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
     try:
-        data = load_report(args.recording, warmup=args.warmup)
+        data = load_report(args.recording, warmup=args.warmup, year=args.year)
     except RecordingError as exc:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
