@@ -80,6 +80,8 @@ class RunConfig:
     topk: int | None = None
     draft_tokens: int | None = None
     model: str | None = None
+    #: Other launch parameters a sweep varied (``(("prompt_lookup_max", "4"),)``): distinct rows.
+    params: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_record(cls, rec: Config) -> RunConfig:
@@ -106,6 +108,9 @@ class RunConfig:
         if (self.draft_tokens is not None and self.steps is not None and self.engine is Engine.SGLANG
                 and self.draft_tokens != self.steps + 1):
             text += f" draft {self.draft_tokens}"
+        for name, value in self.params:
+            if value != self.algorithm:  # llama.cpp names its run after the type: "ngram-mod 4 tokens"
+                text += f" {name} {value}"
         return text
 
 
