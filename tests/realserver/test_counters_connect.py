@@ -54,7 +54,7 @@ async def test_connect_shows_counters_from_metrics_through_the_ssh_forward(
     folder = tmp_path / "vllm"
     folder.mkdir()
     port = free_port(COUNTERS_PORTS)
-    launch = vllm_profile(folder, port)
+    launch = vllm_profile(folder, port, eager=True)
     profile = {"host": f"{local_user()}@127.0.0.1", "port": openssh_server.port,
                "identity": str(client_home.ssh_dir / "id_ed25519"), "log": str(folder / "vllm_3.log"),
                "engine": "vllm"}

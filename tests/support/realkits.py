@@ -112,10 +112,15 @@ def free_port(ports: range = PORTS) -> int:
 #: vLLM is ready in 25-40 s on an idle 2-core machine; at a load average of 30 it took 529 s
 #: (measured): the bounds only turn a hang into a failure.
 def vllm_profile(folder: Path, port: int, *, env: dict[str, str] | None = None,
-                 ready_marker: str = "Application startup complete", start_timeout_s: int = 900) -> LaunchProfile:
-    """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``."""
+                 ready_marker: str = "Application startup complete", start_timeout_s: int = 900,
+                 eager: bool = False) -> LaunchProfile:
+    """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``.
+
+    ``eager``: ``--enforce-eager``, no torch.compile warm-up (95 s of a start at load 15, and the
+    tests' own HOME has no compile cache): for tests that measure, not the start-up phases.
+    """
     common = [str(vllm_venv() / "bin" / "vllm"), "serve", str(vllm_model()), "--host", "127.0.0.1",
-              "--port", "{port}", "--max-model-len", "1024"]
+              "--port", "{port}", "--max-model-len", "1024", *(["--enforce-eager"] if eager else [])]
     return LaunchProfile(
         mode="managed", engine="vllm",
         argv=[*common, "--speculative-config",
