@@ -1,9 +1,16 @@
 # specmon remote tail helper: follow one log by file identity and byte offset.
 #
-# Run by specmon over SSH as:  exec sh -c "<this script>" specmon-tail PATH DEV INO OFFSET POLL
+# Run by specmon over SSH as:
+#   exec sh -c "<this script>" specmon-tail PATH DEV INO OFFSET POLL [AFTER [SEEN]]
 # (every argument quoted by the client). DEV/INO empty = start reading PATH at OFFSET;
 # otherwise resume the file whose identity is DEV:INO at OFFSET: PATH itself, or the
 # file it was rotated to (looked up by inode next to PATH), and only then PATH.
+# AFTER (with DEV/INO empty) = the client had finished a rotated file (an R frame whose
+# mtime was AFTER) but had not yet been told which file comes next when the connection
+# dropped: carry on along the rotation chain from there, not from PATH (which would skip
+# every file rotated in between). SEEN = the dev:ino of files already read to their end,
+# space-separated: never read again, even when their mtime ties (file times have the
+# kernel's coarse clock tick, ~4 ms, so a rotated file and the next one can share one).
 #
 # Everything goes to stdout as frames, in the order it happened, so the reader can
 # never attribute bytes to the wrong file or offset. It starts with "\nS specmon-tail 1\n";
@@ -15,8 +22,9 @@
 #   K k\n                             of those n bytes the first k are real (k < n only when
 #                                     the file shrank during the read; the rest is padding)
 #   T size\n                          the file shrank below the offset: reading it from 0
-#   R dev ino offset\n                the path names another file now; this one was read
-#                                     to its end (offset)
+#   R dev ino offset mlen\n<mtime>     the path names another file now; this one was read
+#                                     to its end (offset); mtime (find's %T@) orders the
+#                                     rotation chain and is what the client passes as AFTER
 #   G dev ino offset\n                the file to resume no longer exists anywhere we look
 #   M\n                               PATH does not exist (said once until it exists again)
 #   U\n                               PATH exists but cannot be opened (said once, likewise)
@@ -28,7 +36,7 @@
 set -u
 LC_ALL=C
 export LC_ALL
-path=$1 want_dev=$2 want_ino=$3 off=$4 poll=$5
+path=$1 want_dev=$2 want_ino=$3 off=$4 poll=$5 chain_after=${6-} seen=" ${7-}"
 overlap=64
 chunk=1048576
 cdev='' cino='' said_missing=0 idle=0
@@ -88,11 +96,14 @@ open_path() {  # start on PATH (after a rotation, a loss, or at first)
 
 next_in_chain() {  # $1 = mtime of the file just finished: "dev:ino name" of the next one
     # The oldest file next to PATH (PATH included) whose name starts with PATH's name,
-    # modified after $1 and not read yet (compressed rotations are skipped).
-    find "$dir" -maxdepth 1 -type f -printf '%T@ %D %i %f\n' 2>/dev/null | sort -n |
+    # modified no earlier than $1 and not read yet (compressed rotations are skipped).
+    # ">=" and not ">": the next file's last write can fall in the same clock tick as the
+    # finished one's; the finished file itself (and every earlier one) is in $seen. Ties
+    # are broken by inode number (new files mostly get higher ones).
+    find "$dir" -maxdepth 1 -type f -printf '%T@ %D %i %f\n' 2>/dev/null | sort -k1,1n -k3,3n |
         after="$1" seen="$seen" base="$base" awk '
             { id = $2 ":" $3; t = $1; name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name) }
-            t > ENVIRON["after"] + 0 && index(name, ENVIRON["base"]) == 1 &&
+            t >= ENVIRON["after"] + 0 && index(name, ENVIRON["base"]) == 1 &&
             index(ENVIRON["seen"] " ", " " id " ") == 0 && name !~ /[.](gz|bz2|xz|zst|lz4|Z)$/ {
                 print id " " name; exit
             }'
@@ -100,6 +111,7 @@ next_in_chain() {  # $1 = mtime of the file just finished: "dev:ino name" of the
 
 advance() {  # $1 = mtime of the file just finished: open the file written after it
     tries=0
+    [ -n "$1" ] || tries=5  # no mtime to order by: PATH is all we can take
     while [ "$tries" -lt 5 ]; do
         next=$(next_in_chain "$1")
         [ -n "$next" ] || break
@@ -119,7 +131,6 @@ advance() {  # $1 = mtime of the file just finished: open the file written after
 dir=$(dirname -- "$path")
 case $dir in -*) dir=./$dir ;; esac
 base=$(basename -- "$path")
-seen=''
 
 # -- where to start --------------------------------------------------------------
 if [ -n "$want_ino" ]; then
@@ -150,6 +161,10 @@ if [ -n "$want_ino" ]; then
         off=0
         open_path || :
     fi
+elif [ -n "$chain_after" ]; then
+    # Between two files of the chain when the connection dropped (see AFTER above).
+    off=0
+    advance "$chain_after"
 else
     if open_path; then :; else off=0; fi
 fi
@@ -183,7 +198,7 @@ while :; do
             size=$(stat -L -c '%s' -- /dev/fd/3)
             if [ "$size" -gt "$off" ]; then continue; fi
             mtime=$(find -L /dev/fd/3 -maxdepth 0 -printf '%T@' 2>/dev/null)
-            printf 'R %s %s %s\n' "$cdev" "$cino" "$off"
+            printf 'R %s %s %s %s\n%s' "$cdev" "$cino" "$off" "${#mtime}" "$mtime"
             exec 3<&-
             seen="$seen $cdev:$cino"
             cdev='' cino='' off=0

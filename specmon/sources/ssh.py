@@ -63,9 +63,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol, cast
@@ -127,6 +128,9 @@ class Backoff:
 
 HELPER_NAME = "remote_tail.sh"
 POLL_INTERVAL = 0.2
+#: Rotated files remembered as read to their end (the helper never reads them again).
+SEEN_KEPT = 16
+_MTIME = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,12})?")
 
 
 def helper_script() -> str:
@@ -141,23 +145,43 @@ def helper_script() -> str:
 
 
 def tail_command(
-    path: str, offset: int, identity: tuple[int, int] | None = None, poll: float = POLL_INTERVAL
+    path: str,
+    offset: int,
+    identity: tuple[int, int] | None = None,
+    poll: float = POLL_INTERVAL,
+    *,
+    after: str | None = None,
+    seen: Sequence[tuple[int, int]] = (),
 ) -> str:
     """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
 
+    ``after`` (with no ``identity``): the mtime of the rotated file last read to its end,
+    when the connection dropped before the helper said which file comes next: it goes on
+    along the rotation chain from there. ``seen``: files already read to their end.
     Every argument is quoted; the script is a fixed resource, never built from input.
 
-    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2")
+    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2 '' ''")
     True
     """
     dev, ino = (str(identity[0]), str(identity[1])) if identity else ("", "")
-    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}"])
+    if after is not None and not _MTIME.fullmatch(after):
+        raise ValueError(f"not an mtime: {after!r}")
+    chain = " ".join(f"{d}:{i}" for d, i in seen)
+    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}",
+                       after or "", chain])
 
 
-def tail_command_summary(path: str, offset: int, identity: tuple[int, int] | None) -> str:
+def tail_command_summary(
+    path: str, offset: int, identity: tuple[int, int] | None, after: str | None = None
+) -> str:
     """What the event log shows for :func:`tail_command` (the script itself is long)."""
-    where = f"file {identity[0]}:{identity[1]}" if identity else "the file"
-    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where} from byte {offset}"
+    if identity:
+        where = f"file {identity[0]}:{identity[1]} from byte {offset}"
+    elif after:
+        where = "the file rotated after the last one read to its end"
+    else:
+        where = f"the file from byte {offset}"
+    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where}"
 
 
 _OUT, _ERR, _CLOSED, _WAKE = range(4)
@@ -233,7 +257,7 @@ class ProtocolError(Exception):
 
 # kind -> (number of integer fields, index of the field giving the body length, or None)
 _FRAMES: dict[bytes, tuple[int, int | None]] = {
-    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (3, None),
+    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (4, 3),
     b"G": (3, None), b"M": (0, None), b"U": (0, None), b"H": (0, None),
 }
 
@@ -391,6 +415,10 @@ class SSHTailSource:
         self._queue: asyncio.Queue[tuple[int, object]] | None = None
         self._data: Frame | None = None  # a D frame waiting for its K
         self._resumed = False  # no data yet since the helper (re)started
+        # Between two files of the rotation chain (an R frame, its next O not yet seen):
+        # the finished file's mtime, so a reconnect goes on from there, not from the path.
+        self._after: str | None = None
+        self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
 
     @property
     def position(self) -> tuple[int | None, int]:
@@ -622,8 +650,9 @@ class SSHTailSource:
         elif self._identity is not None:
             self._event(f"resuming {path} at byte {self._split.offset}")
         offset = self._split.read_position
-        command = tail_command(path, offset, self._identity, self._poll)
-        self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity)}")
+        after = self._after if self._identity is None else None
+        command = tail_command(path, offset, self._identity, self._poll, after=after, seen=self._seen)
+        self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity, after)}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._queue = queue
         frames = FrameReader()
@@ -718,6 +747,9 @@ class SSHTailSource:
                 self._event(f"reading {name} (rotated meanwhile) before the new {path}")
             self._identity = (dev, ino)
             self._reading = name
+            self._after = None
+            if (dev, ino) in self._seen:  # an inode number reused by a new file
+                self._seen.remove((dev, ino))
             if self._missing_said:
                 self._missing_said = False
                 self.status.detail = f"following {path}"
@@ -731,6 +763,10 @@ class SSHTailSource:
             if rest is not None:
                 lines.append(rest)  # the rotated file's unterminated last line: it will not grow
             self._event(f"{self._reading or path} was rotated away after byte {fields[2]}: read to its end")
+            mtime = frame.body.decode("ascii", "replace")
+            self._after = mtime if _MTIME.fullmatch(mtime) else None
+            if self._identity is not None:
+                self._seen = [*self._seen, self._identity][-SEEN_KEPT:]
             self._identity = None
             self._split.reset(0)
             return lines
@@ -742,6 +778,7 @@ class SSHTailSource:
                 fields[2], None,
             )
             self._identity = None
+            self._after = None
             self._reading = ""
             self._split.reset(0)
             return []
