@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.argtypes import LINE_CAP_HELP, check_theme, line_cap, positive_float, whole_number
 from specmon.commands.exits import fail
 from specmon.commands.terminal import no_terminal
 
@@ -141,8 +141,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:
         print(f"specmon: recording to {recorder.path}", file=sys.stderr)
-    app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps),
-                    recorder=recorder)
+    app = watch_app(args.path, lines=args.lines, max_line=args.line_cap,
+                    options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder)
     try:
         return int(app.run() or 0)
     finally:
@@ -179,6 +179,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     w.add_argument("path", metavar="PATH")
     w.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines (default: the whole file)")
+    w.add_argument("--line-cap", type=line_cap, default=None, metavar="SIZE",
+                   help=LINE_CAP_HELP.replace("the profile's line_cap, else ", ""))
     w.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s")
     _add_common(w)

@@ -8,7 +8,8 @@
 # AFTER (with DEV/INO empty) = the client had finished a rotated file (an R frame whose
 # mtime was AFTER) but had not yet been told which file comes next when the connection
 # dropped: carry on along the rotation chain from there, not from PATH (which would skip
-# every file rotated in between). SEEN = the dev:ino of files already read to their end,
+# every file rotated in between). With DEV/INO: that file's mtime when it was opened (A),
+# used only when it no longer exists (G): the files rotated after it come next. SEEN = the dev:ino of files already read to their end,
 # space-separated: never read again, even when their mtime ties (file times have the
 # kernel's coarse clock tick, ~4 ms, so a rotated file and the next one can share one).
 #
@@ -22,6 +23,9 @@
 #   K k\n                             of those n bytes the first k are real (k < n only when
 #                                     the file shrank during the read; the rest is padding)
 #   T size\n                          the file shrank below the offset: reading it from 0
+#   A mlen\n<mtime>                   follows every O: the file's mtime when it was opened (find's
+#                                     %T@); the client passes it back as AFTER when it resumes
+#                                     this file, for the case it is gone (G) by then
 #   R dev ino offset mlen\n<mtime>     the path names another file now; this one was read
 #                                     to its end (offset); mtime (find's %T@) orders the
 #                                     rotation chain and is what the client passes as AFTER
@@ -46,6 +50,8 @@ printf '\nS specmon-tail 1\n'
 
 frame_open() {  # $1 = the name the file was opened by
     printf 'O %s %s %s %s\n%s' "$cdev" "$cino" "$off" "${#1}" "$1"
+    m=$(find -L /dev/fd/3 -maxdepth 0 -printf '%T@' 2>/dev/null)
+    printf 'A %s\n%s' "${#m}" "$m"
 }
 
 open_file() {  # open $1 on fd 3; identity into cdev/cino; non-zero when impossible
@@ -159,7 +165,9 @@ if [ -n "$want_ino" ]; then
     else
         printf 'G %s %s %s\n' "$want_dev" "$want_ino" "$off"
         off=0
-        open_path || :
+        # The files rotated after it are still there: go on along the chain from the lost
+        # file's mtime when it was opened (AFTER), not from PATH, which would skip them.
+        advance "$chain_after"
     fi
 elif [ -n "$chain_after" ]; then
     # Between two files of the chain when the connection dropped (see AFTER above).

@@ -258,7 +258,7 @@ class ProtocolError(Exception):
 # kind -> (number of integer fields, index of the field giving the body length, or None)
 _FRAMES: dict[bytes, tuple[int, int | None]] = {
     b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (4, 3),
-    b"G": (3, None), b"M": (0, None), b"U": (0, None), b"H": (0, None),
+    b"G": (3, None), b"A": (1, 0), b"M": (0, None), b"U": (0, None), b"H": (0, None),
 }
 
 
@@ -419,11 +419,17 @@ class SSHTailSource:
         # the finished file's mtime, so a reconnect goes on from there, not from the path.
         self._after: str | None = None
         self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
+        self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
 
     @property
     def position(self) -> tuple[int | None, int]:
         """``(inode, offset)``: the file and byte offset the next resume starts from."""
         return (self._identity[1] if self._identity else None), self._split.offset
+
+    @property
+    def max_line(self) -> int:
+        """The line cap: longest line delivered, in bytes."""
+        return self._split.max_line
 
     @property
     def identity(self) -> tuple[int, int] | None:
@@ -650,7 +656,7 @@ class SSHTailSource:
         elif self._identity is not None:
             self._event(f"resuming {path} at byte {self._split.offset}")
         offset = self._split.read_position
-        after = self._after if self._identity is None else None
+        after = self._after if self._identity is None else self._opened_mtime
         command = tail_command(path, offset, self._identity, self._poll, after=after, seen=self._seen)
         self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity, after)}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
@@ -748,11 +754,16 @@ class SSHTailSource:
             self._identity = (dev, ino)
             self._reading = name
             self._after = None
+            self._opened_mtime = None  # its A frame follows
             if (dev, ino) in self._seen:  # an inode number reused by a new file
                 self._seen.remove((dev, ino))
             if self._missing_said:
                 self._missing_said = False
                 self.status.detail = f"following {path}"
+            return []
+        if kind == "A":
+            mtime = frame.body.decode("ascii", "replace")
+            self._opened_mtime = mtime if _MTIME.fullmatch(mtime) else None
             return []
         if kind == "T":
             self._on_truncated(fields[0], path)
@@ -774,11 +785,12 @@ class SSHTailSource:
             self._lose(
                 f"{self._reading or path} (read up to byte {fields[2]} before the connection dropped) "
                 "no longer exists on the host: lines written to it after that are lost; "
-                f"following {path} from its start",
+                f"going on with the files written after it, then {path}",
                 fields[2], None,
             )
             self._identity = None
-            self._after = None
+            # Still on the chain: a drop before the next O goes on from the lost file's mtime.
+            self._after, self._opened_mtime = self._opened_mtime, None
             self._reading = ""
             self._split.reset(0)
             return []
@@ -888,6 +900,7 @@ def build_ssh_source(
     jump: str | None = None,
     ssh_config: str | None = None,
     lines: int | None = None,
+    line_cap: int | None = None,
 ) -> SSHTailSource:
     """Build the source for ``specmon connect`` from CLI options and a profile.
 
@@ -902,6 +915,7 @@ def build_ssh_source(
         jump: ``-J/--jump``.
         ssh_config: An OpenSSH client config file instead of ``~/.ssh/config``.
         lines: History lines to show first (default: profile's, else 1000).
+        line_cap: ``--line-cap``: longest line kept, bytes (default: profile's, else 1 MiB).
 
     Raises:
         ValueError: no host, no log and no glob, or invalid values; the message
@@ -921,7 +935,9 @@ def build_ssh_source(
         raise ValueError(f"invalid log path {path!r}")
     if lines is None:
         lines = profile.lines if profile and profile.lines is not None else DEFAULT_LINES
-    return SSHTailSource(target, path, log_glob=None if path else glob, lines=lines)
+    if line_cap is None:
+        line_cap = profile.line_cap if profile and profile.line_cap is not None else DEFAULT_MAX_LINE
+    return SSHTailSource(target, path, log_glob=None if path else glob, lines=lines, max_line=line_cap)
 
 
 def _size(count: int) -> str:
