@@ -136,6 +136,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     problem = _not_a_log(args.path) or no_terminal("watch")
     if problem:
         return fail(problem)
+    from specmon.commands.terminal import exit_on_signals
     from specmon.ui.app import watch_app
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
@@ -143,8 +144,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print(f"specmon: recording to {recorder.path}", file=sys.stderr)
     app = watch_app(args.path, lines=args.lines, max_line=args.line_cap,
                     options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder)
+    # SIGTERM and SIGHUP (a closed terminal) end it like q: the recording gets its end entry.
+    signals = exit_on_signals(lambda: app)
     try:
-        return int(app.run() or 0)
+        with signals:
+            return signals.exit_code(int(app.run() or 0))
     finally:
         if recorder is not None:
             recorder.close()

@@ -27,7 +27,6 @@ The flow:
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -309,6 +308,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
     from specmon.commands.dashboard import open_recorder
+    from specmon.commands.terminal import exit_on_signals, say
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
     plan, flow, runner = with_restart(plan)
@@ -320,16 +320,22 @@ def cmd_connect(args: argparse.Namespace) -> int:
         finally:
             runner.close()  # on the loop the connection lives on: it is gone after asyncio.run
 
+    # SIGTERM and SIGHUP (a closed terminal) end it like q: connections closed, the recording
+    # closed with its end entry, a server it started left running and said so.
+    signals = exit_on_signals(lambda: app)
     try:
-        outcome = asyncio.run(run_and_close())
+        with signals:
+            outcome = asyncio.run(run_and_close())
     finally:
         if recorder is not None:
             recorder.close()
+    if signals.signalled:
+        outcome = ConnectOutcome(signals.exit_code(outcome.code))
     if outcome.message:
         fail(outcome.message, outcome.code)
     left = _left_running(flow)
     if left:
-        print(f"specmon: {left}", file=sys.stderr)
+        say(f"specmon: {left}")
     return outcome.code
 
 

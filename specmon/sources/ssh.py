@@ -976,6 +976,12 @@ def status_line(status: SourceStatus, now: float) -> str:
         parts.append(f"{status.latency_ms:.0f} ms")
     parts.append(_size(status.bytes))
     parts.append(f"{status.lines:,} lines")
+    if status.lost:
+        # The one way lines go missing (destroyed on the host before they could be read):
+        # counted where it is always in sight; the event log says which file and where.
+        parts.append(f"{status.lost} loss{'es' if status.lost > 1 else ''} on the host (see events)")
+    if status.overlong:
+        parts.append(f"{status.overlong:,} over-long line{'s' if status.overlong > 1 else ''} cut")
     if status.last_line_at is None:
         parts.append("no line yet")
     else:
