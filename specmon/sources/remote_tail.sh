@@ -140,23 +140,30 @@ base=$(basename -- "$path")
 
 # -- where to start --------------------------------------------------------------
 if [ -n "$want_ino" ]; then
-    found=''
-    set -- $(stat -L -c '%d %i' -- "$path" 2>/dev/null)
-    if [ $# -eq 2 ] && [ "$1" = "$want_dev" ] && [ "$2" = "$want_ino" ]; then
-        found=$path
-    else
-        saved_ifs=$IFS
+    # Open first, then check the identity on the descriptor: a rotation between looking a
+    # name up and opening it would otherwise open the new file (or nothing) and report the
+    # old one lost. Candidates: PATH, then every file next to it with that inode number;
+    # when a candidate turned out to be another file (renamed meanwhile), look again.
+    found='' tries=0
+    saved_ifs=$IFS
+    while [ -z "$found" ] && [ "$tries" -lt 5 ]; do
+        tries=$(( tries + 1 ))
         IFS='
 '
-        for name in $(find "$dir" -maxdepth 1 -inum "$want_ino" -type f 2>/dev/null); do
-            if [ "$(stat -L -c '%d %i' -- "$name" 2>/dev/null)" = "$want_dev $want_ino" ]; then
+        for name in "$path" $(find "$dir" -maxdepth 1 -inum "$want_ino" -type f 2>/dev/null); do
+            IFS=$saved_ifs  # the list is split already; open_file splits stat's output on spaces
+            if open_file "$name" && [ "$cdev" = "$want_dev" ] && [ "$cino" = "$want_ino" ]; then
                 found=$name
                 break
             fi
+            exec 3<&-
+            cdev='' cino=''
         done
+        # Nothing by that inode at all: it is gone, no need to look again.
         IFS=$saved_ifs
-    fi
-    if [ -n "$found" ] && open_file "$found" && [ "$cdev" = "$want_dev" ] && [ "$cino" = "$want_ino" ]; then
+        [ -n "$(find "$dir" -maxdepth 1 -inum "$want_ino" -type f 2>/dev/null)" ] || break
+    done
+    if [ -n "$found" ]; then
         frame_open "$found"
         # Send the bytes before the offset at once, new data or not: the reader checks
         # them (an inode number reused by a new file has other bytes there).
