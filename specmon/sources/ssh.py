@@ -25,7 +25,11 @@ Rotation (``mv log log.1`` + a new ``log``)
     open) to its end, says so, and only then starts the new one at byte 0.
     After a drop it first looks the old file up by inode (the path itself,
     else a file next to it, e.g. ``log.1``), finishes it from the saved
-    offset, then moves on to the new one. No line is lost or doubled.
+    offset, then moves on to the new one. No line is lost or doubled. The client
+    also keeps its place in the chain of rotated files: the helper sends each opened
+    file's mtime (``A``) and the finished file's (``R``), and a reconnect between two
+    files, or after the file being read was destroyed (``G``), goes on from there with
+    the files already read excluded, instead of jumping to the path.
 
 Truncation
     The open file's size fell below the offset: reading starts again at 0 and
