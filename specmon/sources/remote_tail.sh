@@ -1,7 +1,7 @@
 # specmon remote tail helper: follow one log by file identity and byte offset.
 #
 # Run by specmon over SSH as:
-#   exec sh -c "<this script>" specmon-tail PATH DEV INO OFFSET POLL [AFTER [SEEN]]
+#   exec sh -c "<this script>" specmon-tail PATH DEV INO OFFSET POLL [AFTER [SEEN [BIRTH]]]
 # (every argument quoted by the client). DEV/INO empty = start reading PATH at OFFSET;
 # otherwise resume the file whose identity is DEV:INO at OFFSET: PATH itself, or the
 # file it was rotated to (looked up by inode next to PATH), and only then PATH.
@@ -23,9 +23,11 @@
 #   K k\n                             of those n bytes the first k are real (k < n only when
 #                                     the file shrank during the read; the rest is padding)
 #   T size\n                          the file shrank below the offset: reading it from 0
-#   A mlen\n<mtime>                   follows every O: the file's mtime when it was opened (find's
-#                                     %T@); the client passes it back as AFTER when it resumes
-#                                     this file, for the case it is gone (G) by then
+#   A mlen\n<mtime>[ <birth>]          follows every O: the file's mtime when it was opened (find's
+#                                     %T@), and its birth time where stat can tell (%W); the
+#                                     client passes them back as AFTER and BIRTH when it resumes
+#                                     this file: a file gone (G) by then, or whose inode number a
+#                                     new file reuses (another birth time), goes on along the chain
 #   R dev ino offset mlen\n<mtime>     the path names another file now; this one was read
 #                                     to its end (offset); mtime (find's %T@) orders the
 #                                     rotation chain and is what the client passes as AFTER
@@ -40,7 +42,7 @@
 set -u
 LC_ALL=C
 export LC_ALL
-path=$1 want_dev=$2 want_ino=$3 off=$4 poll=$5 chain_after=${6-} seen=" ${7-}"
+path=$1 want_dev=$2 want_ino=$3 off=$4 poll=$5 chain_after=${6-} seen=" ${7-}" want_birth=${8-}
 overlap=64
 chunk=1048576
 cdev='' cino='' said_missing=0 idle=0
@@ -51,7 +53,14 @@ printf '\nS specmon-tail 1\n'
 frame_open() {  # $1 = the name the file was opened by
     printf 'O %s %s %s %s\n%s' "$cdev" "$cino" "$off" "${#1}" "$1"
     m=$(find -L /dev/fd/3 -maxdepth 0 -printf '%T@' 2>/dev/null)
+    birth
+    [ -n "$m" ] && [ -n "$b" ] && m="$m $b"
     printf 'A %s\n%s' "${#m}" "$m"
+}
+
+birth() {  # the open file's birth time (statx) into b; empty where the system cannot tell
+    b=$(stat -L -c '%W' -- /dev/fd/3 2>/dev/null)
+    case $b in ''|0|*[!0-9]*) b='' ;; esac
 }
 
 open_file() {  # open $1 on fd 3; identity into cdev/cino; non-zero when impossible
@@ -153,8 +162,13 @@ if [ -n "$want_ino" ]; then
         for name in "$path" $(find "$dir" -maxdepth 1 -inum "$want_ino" -type f 2>/dev/null); do
             IFS=$saved_ifs  # the list is split already; open_file splits stat's output on spaces
             if open_file "$name" && [ "$cdev" = "$want_dev" ] && [ "$cino" = "$want_ino" ]; then
-                found=$name
-                break
+                # Same inode number, but born later: the file was deleted and the number
+                # reused by a new one (WANT_BIRTH, from A): not the file to resume.
+                birth
+                if [ -z "$want_birth" ] || [ -z "$b" ] || [ "$b" = "$want_birth" ]; then
+                    found=$name
+                    break
+                fi
             fi
             exec 3<&-
             cdev='' cino=''

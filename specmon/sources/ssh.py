@@ -156,12 +156,15 @@ def tail_command(
     *,
     after: str | None = None,
     seen: Sequence[tuple[int, int]] = (),
+    birth: int | None = None,
 ) -> str:
     """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
 
     ``after`` (with no ``identity``): the mtime of the rotated file last read to its end,
     when the connection dropped before the helper said which file comes next: it goes on
     along the rotation chain from there. ``seen``: files already read to their end.
+    ``birth``: the birth time of the file ``identity`` (a new file reusing its inode
+    number has another one).
     Every argument is quoted; the script is a fixed resource, never built from input.
 
     >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2 '' ''")
@@ -172,7 +175,7 @@ def tail_command(
         raise ValueError(f"not an mtime: {after!r}")
     chain = " ".join(f"{d}:{i}" for d, i in seen)
     return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}",
-                       after or "", chain])
+                       after or "", chain, str(birth) if birth and identity else ""])
 
 
 def tail_command_summary(
@@ -424,6 +427,7 @@ class SSHTailSource:
         self._after: str | None = None
         self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
         self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
+        self._birth: int | None = None  # the current file's birth time, where the host can tell (A)
 
     @property
     def position(self) -> tuple[int | None, int]:
@@ -661,7 +665,8 @@ class SSHTailSource:
             self._event(f"resuming {path} at byte {self._split.offset}")
         offset = self._split.read_position
         after = self._after if self._identity is None else self._opened_mtime
-        command = tail_command(path, offset, self._identity, self._poll, after=after, seen=self._seen)
+        command = tail_command(path, offset, self._identity, self._poll, after=after, seen=self._seen,
+                               birth=self._birth)
         self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity, after)}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._queue = queue
@@ -758,7 +763,7 @@ class SSHTailSource:
             self._identity = (dev, ino)
             self._reading = name
             self._after = None
-            self._opened_mtime = None  # its A frame follows
+            self._opened_mtime = self._birth = None  # its A frame follows
             if (dev, ino) in self._seen:  # an inode number reused by a new file
                 self._seen.remove((dev, ino))
             if self._missing_said:
@@ -766,8 +771,9 @@ class SSHTailSource:
                 self.status.detail = f"following {path}"
             return []
         if kind == "A":
-            mtime = frame.body.decode("ascii", "replace")
+            mtime, _, birth = frame.body.decode("ascii", "replace").partition(" ")
             self._opened_mtime = mtime if _MTIME.fullmatch(mtime) else None
+            self._birth = int(birth) if birth.isascii() and birth.isdigit() and len(birth) < 20 else None
             return []
         if kind == "T":
             self._on_truncated(fields[0], path)
