@@ -27,7 +27,7 @@ from specmon.sources.base import ConnectionState
 from specmon.sources.ssh import SSHTailSource
 from specmon.ssh.connect import SSHTarget
 from tests.support.hostlog import HostLog, seq_of
-from tests.support.sshd import AsyncSSHServer, OpenSSHServer
+from tests.support.sshd import AsyncSSHServer, OpenSSHServer, clear_stale_pyenv_lock
 
 CYCLES = 24
 TRACE: list[str] = []
@@ -53,7 +53,11 @@ async def until(
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + bound
+    looked = loop.time()
     while not predicate():
+        if loop.time() - looked > 1.0:
+            looked = loop.time()
+            clear_stale_pyenv_lock()  # another session's dead lock would stall every login 60 s
         if loop.time() > deadline:
             what = what if isinstance(what, str) else what()
             raise AssertionError(f"timed out waiting for {what}; status={source.status!r} {[t for t in TRACE if t != 'H ()'][-30:]}")
