@@ -190,7 +190,8 @@ class RestartFlow:
         view = c.progress if c is not None and c.busy else None
         if view is None:
             return ""
-        text = f"restart → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}"
+        verb = "start" if self.panel.first_start else "restart"
+        text = f"{verb} → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}"
         if view.eta is not None and view.eta.remaining_s is not None:
             text += f" · ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
         return text
@@ -260,11 +261,18 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot start with {steps} steps: {exc}", "error")
             return
-        self.run(plan, self.controller.describe(plan))
+        # Nothing known to run yet and nothing started in this session: a start, not a restart.
+        first = self.controller.current_steps is None and self.runs == 0
+        self.run(plan, self.controller.describe(plan), first=first)
 
-    def run(self, plan: CommandPlan, shown: str) -> None:
-        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first."""
-        self._event("info", f"restart to {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
+    def run(self, plan: CommandPlan, shown: str, *, first: bool = False) -> None:
+        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first.
+
+        ``first``: the session's first start (nothing specmon started runs yet): called a start, not a restart.
+        """
+        self.panel.first_start = first
+        verb = "start" if first else "restart to"
+        self._event("info", f"{verb} {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
         for line in shown.splitlines():
             if line.strip() and not line.startswith("host:"):
                 self._event("info", "  " + line)
@@ -285,7 +293,8 @@ class RestartFlow:
         self._progress(final)
         took = duration_text(final.elapsed_s) or "0s"
         if final.phase is Phase.READY:
-            self._event("info", f"restart {final.message} after {took}")
+            verb = "start" if self.panel.first_start else "restart"
+            self._event("info", f"{verb} {final.message} after {took}")
             self._notify(f"{final.message} — a new run begins", "information")
             self._hide_timer = self.panel.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
         else:
