@@ -58,9 +58,11 @@ frame_open() {  # $1 = the name the file was opened by
     printf 'A %s\n%s' "${#m}" "$m"
 }
 
-birth() {  # the open file's birth time (statx) into b; empty where the system cannot tell
-    b=$(stat -L -c '%W' -- /dev/fd/3 2>/dev/null)
-    case $b in ''|0|*[!0-9]*) b='' ;; esac
+birth() {  # the open file's birth time (statx) into b, to the ns where stat can; empty if unknown
+    # Nanoseconds: a deleted file's inode number is often reused within the same second.
+    b=$(stat -L -c '%.9W' -- /dev/fd/3 2>/dev/null)
+    case $b in ''|0|0.0*|*[!0-9.]*) b=$(stat -L -c '%W' -- /dev/fd/3 2>/dev/null) ;; esac
+    case $b in ''|0|*[!0-9.]*) b='' ;; esac
 }
 
 open_file() {  # open $1 on fd 3; identity into cdev/cino; non-zero when impossible

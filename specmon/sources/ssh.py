@@ -156,7 +156,7 @@ def tail_command(
     *,
     after: str | None = None,
     seen: Sequence[tuple[int, int]] = (),
-    birth: int | None = None,
+    birth: str | None = None,
 ) -> str:
     """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
 
@@ -173,9 +173,11 @@ def tail_command(
     dev, ino = (str(identity[0]), str(identity[1])) if identity else ("", "")
     if after is not None and not _MTIME.fullmatch(after):
         raise ValueError(f"not an mtime: {after!r}")
+    if birth is not None and not _MTIME.fullmatch(birth):
+        raise ValueError(f"not a birth time: {birth!r}")
     chain = " ".join(f"{d}:{i}" for d, i in seen)
     return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}",
-                       after or "", chain, str(birth) if birth and identity else ""])
+                       after or "", chain, birth if birth and identity else ""])
 
 
 def tail_command_summary(
@@ -427,7 +429,7 @@ class SSHTailSource:
         self._after: str | None = None
         self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
         self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
-        self._birth: int | None = None  # the current file's birth time, where the host can tell (A)
+        self._birth: str | None = None  # the current file's birth time, where the host can tell (A)
 
     @property
     def position(self) -> tuple[int | None, int]:
@@ -773,7 +775,7 @@ class SSHTailSource:
         if kind == "A":
             mtime, _, birth = frame.body.decode("ascii", "replace").partition(" ")
             self._opened_mtime = mtime if _MTIME.fullmatch(mtime) else None
-            self._birth = int(birth) if birth.isascii() and birth.isdigit() and len(birth) < 20 else None
+            self._birth = birth if _MTIME.fullmatch(birth) else None
             return []
         if kind == "T":
             self._on_truncated(fields[0], path)
