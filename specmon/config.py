@@ -99,6 +99,8 @@ class Profile(BaseModel):
     identity: str | None = None  # like ssh -i
     jump: str | None = None  # like ssh -J: [USER@]HOST[:PORT][,...]
     lines: int | None = Field(default=None, ge=0)  # history lines shown on connect
+    # Longest log line kept, in bytes or with a unit ("1MiB", "512KiB"); longer ones are cut and counted.
+    line_cap: int | None = None
     launch: LaunchProfile | None = None  # how to restart the server; validated at load like the rest
     # The engine's Prometheus endpoint as seen from the host ("off": never read it). Unset: the
     # launch port's /metrics (vLLM and SGLang --enable-metrics serve it on the API port).
@@ -108,6 +110,17 @@ class Profile(BaseModel):
     @classmethod
     def _no_control_chars(cls, value: str | None, info: Any) -> str | None:
         return _check_text(value, info.field_name)
+
+    @field_validator("line_cap", mode="before")
+    @classmethod
+    def _line_cap(cls, value: object) -> int | None:
+        from specmon.sources.lines import parse_line_cap
+
+        if value is None:
+            return None
+        if not isinstance(value, (str, int)):
+            raise ValueError(f"line_cap must be a size such as \"1MiB\" or a number of bytes, not {value!r}")
+        return parse_line_cap(value)
 
     @field_validator("metrics_url")
     @classmethod

@@ -38,6 +38,20 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def line_cap(text: str) -> int:
+    """``--line-cap 1MiB``: the longest log line kept, 1 KiB to 1 GiB (units are 1024-based)."""
+    from specmon.sources.lines import parse_line_cap
+
+    try:
+        return parse_line_cap(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+LINE_CAP_HELP = ("cut log lines longer than SIZE (bytes, or 512KiB, 1MiB, 4M; 1KiB-1GiB) and count them; "
+                 "offsets still count every byte (default: the profile's line_cap, else 1MiB)")
+
+
 def step_list(text: str) -> list[int]:
     """``--steps 0,1,2,3,5``: step counts ≥ 0 (the profile's range is checked before any restart)."""
     try:

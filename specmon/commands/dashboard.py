@@ -11,7 +11,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specmon.commands.argtypes import check_theme, metrics_url, positive_float, whole_number
+from specmon.commands.argtypes import (
+    LINE_CAP_HELP,
+    check_theme,
+    line_cap,
+    metrics_url,
+    positive_float,
+    whole_number,
+)
 from specmon.commands.exits import fail
 from specmon.commands.terminal import no_terminal
 
@@ -136,6 +143,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     problem = _not_a_log(args.path) or no_terminal("watch")
     if problem:
         return fail(problem)
+    from specmon.commands.terminal import exit_on_signals
     from specmon.ui.app import watch_app
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
@@ -146,10 +154,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
         from specmon.ui.counters import LiveCounters, fixed_url
 
         counters = LiveCounters(fixed_url(args.metrics), where=args.metrics, window=max(1, args.window))
-    app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps),
-                    recorder=recorder, counters=counters)
+    app = watch_app(args.path, lines=args.lines, max_line=args.line_cap,
+                    options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters)
+    # SIGTERM and SIGHUP (a closed terminal) end it like q: the recording gets its end entry.
+    signals = exit_on_signals(lambda: app)
     try:
-        return int(app.run() or 0)
+        with signals:
+            return signals.exit_code(int(app.run() or 0))
     finally:
         if recorder is not None:
             recorder.close()
@@ -184,6 +195,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     w.add_argument("path", metavar="PATH")
     w.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines (default: the whole file)")
+    w.add_argument("--line-cap", type=line_cap, default=None, metavar="SIZE",
+                   help=LINE_CAP_HELP.replace("the profile's line_cap, else ", ""))
     w.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s")
     w.add_argument("--metrics", type=metrics_url, default=None, metavar="URL",

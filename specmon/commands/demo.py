@@ -141,7 +141,6 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
     """
     import asyncio
     import shutil
-    import signal
     import tempfile
     from pathlib import Path
 
@@ -166,20 +165,12 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
         if problem:
             return fail(problem)
 
+    from specmon.commands.terminal import exit_on_signals
+
     app: Any = None
-    signalled: list[int] = []
-
-    def leave(signum: int, frame: object) -> None:
-        # Like `q`: ask the running app to exit from its own loop (the wake-up is signal-safe), so
-        # its workers are cancelled, the terminal is restored and app.run() returns; the finally
-        # below stops the server and removes the folder. Before the app runs, unwind at once.
-        signalled.append(signum)
-        loop = getattr(app, "_loop", None)
-        if loop is None or loop.is_closed() or len(signalled) > 1:
-            raise SystemExit(128 + signum)
-        loop.call_soon_threadsafe(app.exit)
-
-    previous = {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # Like `q` (see exit_on_signals): the finally below stops the server and removes the folder.
+    signals = exit_on_signals(lambda: app)
+    signals.__enter__()
     setup = None
     code: Any = EXIT_OK
     recorder = None
@@ -192,14 +183,11 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
                 _err(f"specmon: recording to {recorder.path}")
             app_kwargs["recorder"] = recorder
         app, setup = build_demo_app(args, workdir, **app_kwargs)
-        code = run_app(app)
-        if signalled:
-            code = 128 + signalled[0]
+        code = signals.exit_code(run_app(app))
     finally:
         if recorder is not None:
             recorder.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.__exit__()
         stopped = True
         if setup is not None:
             try:

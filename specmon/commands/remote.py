@@ -27,11 +27,17 @@ The flow:
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import check_theme, metrics_url, positive_float, whole_number
+from specmon.commands.argtypes import (
+    LINE_CAP_HELP,
+    check_theme,
+    line_cap,
+    metrics_url,
+    positive_float,
+    whole_number,
+)
 from specmon.commands.exits import EXIT_INPUT, fail
 
 if TYPE_CHECKING:
@@ -148,7 +154,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     try:
         source = build_ssh_source(
             destination, log=args.log, profile=profile, port=args.port, identity=args.identity,
-            jump=args.jump, ssh_config=args.ssh_config, lines=args.lines,
+            jump=args.jump, ssh_config=args.ssh_config, lines=args.lines, line_cap=args.line_cap,
         )
     except ValueError as exc:
         raise ConnectError(str(exc)) from None
@@ -292,7 +298,8 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     source, flow = live_restart(
         plan.source,
         # A new or truncated log is read whole; an old one from its end.
-        lambda path, from_start: SSHTailSource(target, path, lines=None if from_start else 0),
+        lambda path, from_start: SSHTailSource(target, path, lines=None if from_start else 0,
+                                               max_line=plan.source.max_line),
         runner, host=target.label, launch=plan.launch, log=plan.source.path, **kwargs)
     return dataclasses.replace(plan, source=source), flow, runner  # type: ignore[arg-type]
 
@@ -374,6 +381,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
     from specmon.commands.dashboard import open_recorder
+    from specmon.commands.terminal import exit_on_signals, say
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
     counters = remote_counters(plan)  # before with_restart: it reads the SSH target of the plain source
@@ -386,16 +394,22 @@ def cmd_connect(args: argparse.Namespace) -> int:
         finally:
             runner.close()  # on the loop the connection lives on: it is gone after asyncio.run
 
+    # SIGTERM and SIGHUP (a closed terminal) end it like q: connections closed, the recording
+    # closed with its end entry, a server it started left running and said so.
+    signals = exit_on_signals(lambda: app)
     try:
-        outcome = asyncio.run(run_and_close())
+        with signals:
+            outcome = asyncio.run(run_and_close())
     finally:
         if recorder is not None:
             recorder.close()
+    if signals.signalled:
+        outcome = ConnectOutcome(signals.exit_code(outcome.code))
     if outcome.message:
         fail(outcome.message, outcome.code)
     left = _left_running(flow)
     if left:
-        print(f"specmon: {left}", file=sys.stderr)
+        say(f"specmon: {left}")
     return outcome.code
 
 
@@ -447,6 +461,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="an OpenSSH client config file instead of ~/.ssh/config")
     c.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines of the log (default: the profile's, else 1000)")
+    c.add_argument("--line-cap", type=line_cap, default=None, metavar="SIZE", help=LINE_CAP_HELP)
     c.add_argument("--baseline-tps", type=positive_float, default=None, metavar="X",
                    help="a known baseline throughput in tokens/s (default: the profile's)")
     c.add_argument("--theme", metavar="NAME",

@@ -253,7 +253,9 @@ class Feeder:
         into the event log.
 
         Called after every batch, and by the UI on its timer: a source that is
-        reconnecting delivers no batch, but what it says must still be seen.
+        reconnecting delivers no batch, but what it says must still be seen. A recording
+        keeps them too (``meta`` ``source-event`` entries, with the source's ``lost`` and
+        ``overlong`` counts so far): a report of the session can say what was lost and why.
         """
         status = self.current.source.status
         if status.events:
@@ -262,6 +264,9 @@ class Feeder:
             level = "error" if status.state is ConnectionState.FAILED else "warning"
             for text in messages:
                 self.session.events.append(SessionEvent(0, self._last_ts, level, text))
+                if self.recorder is not None:
+                    self.recorder.meta("source-event", source=self._rec_source or self.current.source.name,
+                                       level=level, text=text, lost=status.lost, overlong=status.overlong)
 
     def _after_batch(self, inp: FeedInput) -> None:
         self.drain_events()

@@ -16,9 +16,49 @@ single 40 MB line take 17 s). A line longer than ``max_line`` bytes is cut to
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MAX_LINE", "LineSplitter"]
+import re
+
+__all__ = ["DEFAULT_MAX_LINE", "MAX_LINE_CAP", "MIN_LINE_CAP", "LineSplitter", "format_size", "parse_line_cap"]
 
 DEFAULT_MAX_LINE = 1 << 20  # 1 MiB: no engine's log line comes near it
+#: The line cap's range: below 1 KiB real stats lines (a vLLM per-position list, a long
+#: server_args dump) would be cut; above 1 GiB one line could exhaust the memory it protects.
+MIN_LINE_CAP = 1 << 10
+MAX_LINE_CAP = 1 << 30
+
+_SIZE = re.compile(r"([0-9]+)\s*([kKmMgG]?)(i?[bB])?")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_line_cap(value: str | int) -> int:
+    """A line cap in bytes from ``"1MiB"``, ``"512k"``, ``"2M"``, ``"65536"`` or an int (units are 1024-based).
+
+    Raises:
+        ValueError: not a size, or outside 1 KiB-1 GiB; the message says what to write.
+
+    >>> parse_line_cap("1MiB"), parse_line_cap("512k"), parse_line_cap(4096)
+    (1048576, 524288, 4096)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"not a size: {value!r} (write bytes, or with a unit: 512KiB, 1MiB, 4M)")
+        size = int(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not MIN_LINE_CAP <= size <= MAX_LINE_CAP:
+        raise ValueError(f"line cap {value!r} is out of range: give 1KiB to 1GiB")
+    return size
+
+
+def format_size(size: int) -> str:
+    """``1048576`` -> ``"1 MiB"``; sizes that are not a whole unit stay in bytes."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size:,} bytes"
 
 
 class LineSplitter:

@@ -270,6 +270,7 @@ def build_local_source(
     *,
     profile: LogProfile | None = None,
     lines: int | None = None,
+    line_cap: int | None = None,
 ) -> LocalTailSource:
     """Build the source for ``specmon watch`` from CLI options and a profile.
 
@@ -281,6 +282,7 @@ def build_local_source(
         profile: The selected profile, if any.
         lines: Start with the last ``lines`` lines (default: the profile's,
             else the whole file).
+        line_cap: Longest line kept, in bytes (default: the profile's, else 1 MiB).
 
     Raises:
         ValueError: no path can be found; the message says what to pass.
@@ -297,4 +299,6 @@ def build_local_source(
         raise ValueError("which log? pass it: specmon watch /path/to/server.log (or set 'log' in a profile)")
     if lines is None and profile is not None:
         lines = profile.lines
-    return LocalTailSource(chosen, lines=lines)
+    if line_cap is None:
+        line_cap = profile.line_cap if profile is not None and profile.line_cap is not None else DEFAULT_MAX_LINE
+    return LocalTailSource(chosen, lines=lines, max_line=line_cap)

@@ -25,7 +25,11 @@ Rotation (``mv log log.1`` + a new ``log``)
     open) to its end, says so, and only then starts the new one at byte 0.
     After a drop it first looks the old file up by inode (the path itself,
     else a file next to it, e.g. ``log.1``), finishes it from the saved
-    offset, then moves on to the new one. No line is lost or doubled.
+    offset, then moves on to the new one. No line is lost or doubled. The client
+    also keeps its place in the chain of rotated files: the helper sends each opened
+    file's mtime (``A``) and the finished file's (``R``), and a reconnect between two
+    files, or after the file being read was destroyed (``G``), goes on from there with
+    the files already read excluded, instead of jumping to the path.
 
 Truncation
     The open file's size fell below the offset: reading starts again at 0 and
@@ -63,9 +67,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol, cast
@@ -127,6 +132,9 @@ class Backoff:
 
 HELPER_NAME = "remote_tail.sh"
 POLL_INTERVAL = 0.2
+#: Rotated files remembered as read to their end (the helper never reads them again).
+SEEN_KEPT = 16
+_MTIME = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,12})?")
 
 
 def helper_script() -> str:
@@ -141,23 +149,48 @@ def helper_script() -> str:
 
 
 def tail_command(
-    path: str, offset: int, identity: tuple[int, int] | None = None, poll: float = POLL_INTERVAL
+    path: str,
+    offset: int,
+    identity: tuple[int, int] | None = None,
+    poll: float = POLL_INTERVAL,
+    *,
+    after: str | None = None,
+    seen: Sequence[tuple[int, int]] = (),
+    birth: str | None = None,
 ) -> str:
     """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
 
+    ``after`` (with no ``identity``): the mtime of the rotated file last read to its end,
+    when the connection dropped before the helper said which file comes next: it goes on
+    along the rotation chain from there. ``seen``: files already read to their end.
+    ``birth``: the birth time of the file ``identity`` (a new file reusing its inode
+    number has another one).
     Every argument is quoted; the script is a fixed resource, never built from input.
 
-    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2")
+    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2 '' ''")
     True
     """
     dev, ino = (str(identity[0]), str(identity[1])) if identity else ("", "")
-    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}"])
+    if after is not None and not _MTIME.fullmatch(after):
+        raise ValueError(f"not an mtime: {after!r}")
+    if birth is not None and not _MTIME.fullmatch(birth):
+        raise ValueError(f"not a birth time: {birth!r}")
+    chain = " ".join(f"{d}:{i}" for d, i in seen)
+    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}",
+                       after or "", chain, birth if birth and identity else ""])
 
 
-def tail_command_summary(path: str, offset: int, identity: tuple[int, int] | None) -> str:
+def tail_command_summary(
+    path: str, offset: int, identity: tuple[int, int] | None, after: str | None = None
+) -> str:
     """What the event log shows for :func:`tail_command` (the script itself is long)."""
-    where = f"file {identity[0]}:{identity[1]}" if identity else "the file"
-    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where} from byte {offset}"
+    if identity:
+        where = f"file {identity[0]}:{identity[1]} from byte {offset}"
+    elif after:
+        where = "the file rotated after the last one read to its end"
+    else:
+        where = f"the file from byte {offset}"
+    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where}"
 
 
 _OUT, _ERR, _CLOSED, _WAKE = range(4)
@@ -233,8 +266,8 @@ class ProtocolError(Exception):
 
 # kind -> (number of integer fields, index of the field giving the body length, or None)
 _FRAMES: dict[bytes, tuple[int, int | None]] = {
-    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (3, None),
-    b"G": (3, None), b"M": (0, None), b"U": (0, None), b"H": (0, None),
+    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (4, 3),
+    b"G": (3, None), b"A": (1, 0), b"M": (0, None), b"U": (0, None), b"H": (0, None),
 }
 
 
@@ -391,11 +424,22 @@ class SSHTailSource:
         self._queue: asyncio.Queue[tuple[int, object]] | None = None
         self._data: Frame | None = None  # a D frame waiting for its K
         self._resumed = False  # no data yet since the helper (re)started
+        # Between two files of the rotation chain (an R frame, its next O not yet seen):
+        # the finished file's mtime, so a reconnect goes on from there, not from the path.
+        self._after: str | None = None
+        self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
+        self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
+        self._birth: str | None = None  # the current file's birth time, where the host can tell (A)
 
     @property
     def position(self) -> tuple[int | None, int]:
         """``(inode, offset)``: the file and byte offset the next resume starts from."""
         return (self._identity[1] if self._identity else None), self._split.offset
+
+    @property
+    def max_line(self) -> int:
+        """The line cap: longest line delivered, in bytes."""
+        return self._split.max_line
 
     @property
     def identity(self) -> tuple[int, int] | None:
@@ -622,8 +666,10 @@ class SSHTailSource:
         elif self._identity is not None:
             self._event(f"resuming {path} at byte {self._split.offset}")
         offset = self._split.read_position
-        command = tail_command(path, offset, self._identity, self._poll)
-        self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity)}")
+        after = self._after if self._identity is None else self._opened_mtime
+        command = tail_command(path, offset, self._identity, self._poll, after=after, seen=self._seen,
+                               birth=self._birth)
+        self._event(f"running on {self.target.label}: {tail_command_summary(path, offset, self._identity, after)}")
         queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._queue = queue
         frames = FrameReader()
@@ -718,9 +764,18 @@ class SSHTailSource:
                 self._event(f"reading {name} (rotated meanwhile) before the new {path}")
             self._identity = (dev, ino)
             self._reading = name
+            self._after = None
+            self._opened_mtime = self._birth = None  # its A frame follows
+            if (dev, ino) in self._seen:  # an inode number reused by a new file
+                self._seen.remove((dev, ino))
             if self._missing_said:
                 self._missing_said = False
                 self.status.detail = f"following {path}"
+            return []
+        if kind == "A":
+            mtime, _, birth = frame.body.decode("ascii", "replace").partition(" ")
+            self._opened_mtime = mtime if _MTIME.fullmatch(mtime) else None
+            self._birth = birth if _MTIME.fullmatch(birth) else None
             return []
         if kind == "T":
             self._on_truncated(fields[0], path)
@@ -731,6 +786,10 @@ class SSHTailSource:
             if rest is not None:
                 lines.append(rest)  # the rotated file's unterminated last line: it will not grow
             self._event(f"{self._reading or path} was rotated away after byte {fields[2]}: read to its end")
+            mtime = frame.body.decode("ascii", "replace")
+            self._after = mtime if _MTIME.fullmatch(mtime) else None
+            if self._identity is not None:
+                self._seen = [*self._seen, self._identity][-SEEN_KEPT:]
             self._identity = None
             self._split.reset(0)
             return lines
@@ -738,10 +797,12 @@ class SSHTailSource:
             self._lose(
                 f"{self._reading or path} (read up to byte {fields[2]} before the connection dropped) "
                 "no longer exists on the host: lines written to it after that are lost; "
-                f"following {path} from its start",
+                f"going on with the files written after it, then {path}",
                 fields[2], None,
             )
             self._identity = None
+            # Still on the chain: a drop before the next O goes on from the lost file's mtime.
+            self._after, self._opened_mtime = self._opened_mtime, None
             self._reading = ""
             self._split.reset(0)
             return []
@@ -851,6 +912,7 @@ def build_ssh_source(
     jump: str | None = None,
     ssh_config: str | None = None,
     lines: int | None = None,
+    line_cap: int | None = None,
 ) -> SSHTailSource:
     """Build the source for ``specmon connect`` from CLI options and a profile.
 
@@ -865,6 +927,7 @@ def build_ssh_source(
         jump: ``-J/--jump``.
         ssh_config: An OpenSSH client config file instead of ``~/.ssh/config``.
         lines: History lines to show first (default: profile's, else 1000).
+        line_cap: ``--line-cap``: longest line kept, bytes (default: profile's, else 1 MiB).
 
     Raises:
         ValueError: no host, no log and no glob, or invalid values; the message
@@ -884,7 +947,9 @@ def build_ssh_source(
         raise ValueError(f"invalid log path {path!r}")
     if lines is None:
         lines = profile.lines if profile and profile.lines is not None else DEFAULT_LINES
-    return SSHTailSource(target, path, log_glob=None if path else glob, lines=lines)
+    if line_cap is None:
+        line_cap = profile.line_cap if profile and profile.line_cap is not None else DEFAULT_MAX_LINE
+    return SSHTailSource(target, path, log_glob=None if path else glob, lines=lines, max_line=line_cap)
 
 
 def _size(count: int) -> str:
@@ -923,6 +988,12 @@ def status_line(status: SourceStatus, now: float) -> str:
         parts.append(f"{status.latency_ms:.0f} ms")
     parts.append(_size(status.bytes))
     parts.append(f"{status.lines:,} lines")
+    if status.lost:
+        # The one way lines go missing (destroyed on the host before they could be read):
+        # counted where it is always in sight; the event log says which file and where.
+        parts.append(f"{status.lost} loss{'es' if status.lost > 1 else ''} on the host (see events)")
+    if status.overlong:
+        parts.append(f"{status.overlong:,} over-long line{'s' if status.overlong > 1 else ''} cut")
     if status.last_line_at is None:
         parts.append("no line yet")
     else:

@@ -865,15 +865,19 @@ def replay_app(
     return make_app(inputs, replay_clock=clock, **kwargs)
 
 
-def watch_app(path: str | Path, *, lines: int | None = None, **kwargs: Any) -> SpecmonApp:
+def watch_app(path: str | Path, *, lines: int | None = None, max_line: int | None = None,
+              **kwargs: Any) -> SpecmonApp:
     """The dashboard following a local log like ``tail -F``.
 
     Args:
         path: The log (need not exist yet).
         lines: Start with the last ``lines`` lines (None: the whole file).
+        max_line: ``--line-cap``: longest line kept, in bytes (None: 1 MiB).
         **kwargs: Passed to :func:`make_app`.
     """
+    from specmon.sources.lines import DEFAULT_MAX_LINE
     from specmon.sources.local import LocalTailSource
 
-    source = LocalTailSource(path, lines=lines, clock=kwargs.get("clock", time.time))
+    source = LocalTailSource(path, lines=lines, clock=kwargs.get("clock", time.time),
+                             max_line=max_line or DEFAULT_MAX_LINE)
     return make_app(source, **kwargs)

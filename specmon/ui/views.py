@@ -104,6 +104,8 @@ def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
             age = now - status.last_line_at
             parts.append(f"quiet {duration_text(age)}" if age > QUIET_AFTER_S
                          else f"last line {duration_text(age)} ago")
+        if status.lost:  # lines destroyed on the host before they could be read (the event log says where)
+            parts.append(f"{status.lost} lost on the host")
         return " · ".join(parts), OK
     if state is ConnectionState.RECONNECTING:
         if status.retry_at is not None:

@@ -195,7 +195,13 @@ def test_status_line_shows_silence_and_countdown() -> None:
 def test_tail_command_quotes_every_argument() -> None:
     argv = shlex.split(tail_command("/logs/it's $(here).log", 41, (2049, 77)))
     assert argv[:3] == ["exec", "sh", "-c"] and argv[3] == helper_script()
-    assert argv[4:] == ["specmon-tail", "/logs/it's $(here).log", "2049", "77", "41", "0.2"]
+    assert argv[4:] == ["specmon-tail", "/logs/it's $(here).log", "2049", "77", "41", "0.2", "", "", ""]
+    born = shlex.split(tail_command("/l", 41, (2049, 77), birth="1796137526.958919894"))
+    assert born[-1] == "1796137526.958919894"
+    chained = shlex.split(tail_command("/l", 0, None, after="1796132945.6029521210", seen=[(1, 2), (1, 3)]))
+    assert chained[-4:] == ["0.2", "1796132945.6029521210", "1:2 1:3", ""]
+    with pytest.raises(ValueError):
+        tail_command("/l", 0, None, after="1; rm -rf /")
     assert "#" not in helper_script().splitlines()[0]  # comments stay in the package
 
 

@@ -19,7 +19,6 @@ import asyncio
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,14 @@ import pytest
 from specmon.sources.base import ConnectionState
 from specmon.sources.ssh import SSHTailSource
 from specmon.ssh.connect import SSHTarget
-from tests.support.sshd import AsyncSSHServer, OpenSSHServer
+from tests.support.hostlog import HostLog, seq_of
+from tests.support.sshd import AsyncSSHServer, OpenSSHServer, clear_stale_pyenv_lock
 
 CYCLES = 24
 TRACE: list[str] = []
-SEEDS = [20261201]
+# Four seeds over the real sshd (~6 s each here), two more in-process; STRESS_SEEDS /
+# STRESS_SSHD_SEEDS=1,2,3 run others (how the fix was checked: 30 seeds x 10 runs).
+SEEDS = [int(s) for s in os.environ.get("STRESS_SSHD_SEEDS", "20261201,1,2,3").split(",")]
 
 
 class Gate:
@@ -47,76 +49,19 @@ class Gate:
 
 
 async def until(
-    predicate: Callable[[], bool], what: str | Callable[[], str], source: SSHTailSource, bound: float = 90.0
+    predicate: Callable[[], bool], what: str | Callable[[], str], source: SSHTailSource, bound: float = float(os.environ.get("STRESS_BOUND", "90"))
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + bound
+    looked = loop.time()
     while not predicate():
+        if loop.time() - looked > 1.0:
+            looked = loop.time()
+            clear_stale_pyenv_lock()  # another session's dead lock would stall every login 60 s
         if loop.time() > deadline:
             what = what if isinstance(what, str) else what()
             raise AssertionError(f"timed out waiting for {what}; status={source.status!r} {[t for t in TRACE if t != 'H ()'][-30:]}")
         await asyncio.sleep(0.01)
-
-
-@dataclass
-class HostLog:
-    """The log on the 'host' and what was written to which physical file (ids, not inodes)."""
-
-    path: Path
-    rng: random.Random
-    seq: int = 0
-    file_id: int = 0
-    rotations: int = 0
-    # file id -> [(seq, end offset of the line in that file)]
-    files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
-    size: int = 0
-
-    def __post_init__(self) -> None:
-        self.path.write_bytes(b"")
-        self.files[0] = []
-
-    async def write(self, count: int) -> None:
-        """Append ``count`` numbered lines in random pieces (a piece may end mid-line)."""
-        data = b""
-        for _ in range(count):
-            line = f"seq={self.seq:07d} file={self.file_id} {'x' * self.rng.randint(0, 150)}\n".encode()
-            data += line
-            self.size += len(line)
-            self.files[self.file_id].append((self.seq, self.size))
-            self.seq += 1
-        position = 0
-        with open(self.path, "ab", buffering=0) as f:
-            while position < len(data):
-                step = self.rng.randint(1, 900)
-                f.write(data[position : position + step])
-                position += step
-                if self.rng.random() < 0.3:
-                    await asyncio.sleep(0.002)
-
-    def new_file(self) -> None:
-        self.file_id += 1
-        self.files[self.file_id] = []
-        self.size = 0
-
-    def rotate(self) -> None:
-        self.rotations += 1
-        self.path.rename(self.path.with_name(f"{self.path.name}.{self.rotations}"))
-        self.path.write_bytes(b"")
-        self.new_file()
-
-    def truncate(self) -> None:
-        os.truncate(self.path, 0)
-        self.new_file()  # the old content is gone; what follows is another file's lines
-
-    def recreate(self) -> None:
-        self.path.unlink()
-        self.path.write_bytes(b"")
-        self.new_file()
-
-
-def seq_of(line: str) -> int:
-    assert line.startswith("seq="), line
-    return int(line[4:11])
 
 
 @pytest.mark.sshd
@@ -145,8 +90,17 @@ async def run_schedule(server: OpenSSHServer | AsyncSSHServer, target: SSHTarget
     trace.clear()
     original = source._on_frame
 
+    def helpers_started() -> int:
+        return sum(e.startswith("running on") for e in source.status.events)
+
+    spoke_in = [0]  # the helper run (by count) that sent the last frame
+
+    def helper_spoke() -> bool:
+        return spoke_in[0] == helpers_started()
+
     def traced(frame, path):  # type: ignore[no-untyped-def]
         trace.append(f"{frame.kind} {frame.fields}")
+        spoke_in[0] = helpers_started()
         return original(frame, path)
 
     source._on_frame = traced  # type: ignore[method-assign]
@@ -190,8 +144,17 @@ async def run_schedule(server: OpenSSHServer | AsyncSSHServer, target: SSHTarget
     try:
         await until(lambda: source.status.state is ConnectionState.LIVE, "the first connection", source)
         await host.write(rng.randint(5, 40))
+        # A shuffled deck, not independent draws: every seed gets the same mix of events
+        # (8-12 drops, >= 5 rotations, >= 4 truncations while connected), in its own order.
+        actions = ["drop"] * 8 + ["rotate"] * 5 + ["truncate"] * 4 + ["write"] * 2
+        actions += [rng.choice(["drop", "drop", "rotate", "truncate", "write"]) for _ in range(CYCLES - len(actions))]
+        rng.shuffle(actions)
+        # What the host does while disconnected: each of the four twice in the first 8 drops.
+        afterwards = ["nothing", "rotate", "truncate", "recreate"] * 2
+        rng.shuffle(afterwards)
+        afterwards = [rng.choice(["nothing", "rotate", "truncate", "recreate"]) for _ in range(CYCLES)] + afterwards
         for _cycle in range(CYCLES):
-            action = rng.choice(["drop", "drop", "rotate", "truncate", "write"])
+            action = actions.pop()
             if action == "rotate":
                 host.rotate()
                 done["rotations"] += 1
@@ -206,7 +169,11 @@ async def run_schedule(server: OpenSSHServer | AsyncSSHServer, target: SSHTarget
                             "the truncation noticed", source)
                 done["truncations"] += 1
             elif action == "drop":
-                await until(lambda: source.status.state is ConnectionState.LIVE, "a live connection", source)
+                # Drop once the helper has spoken on this connection: killing a session still in
+                # the account's login script can kill pyenv's rehash (root's ~/.bashrc on these
+                # machines) holding its lock, and every later login then waits pyenv's 60 s.
+                await until(lambda: source.status.state is ConnectionState.LIVE and helper_spoke(),
+                            "a live connection", source)
                 gate.open.clear()
                 writer = asyncio.create_task(host.write(rng.randint(20, 120)))
                 await asyncio.sleep(rng.random() * 0.2)  # drop mid-burst, at a random point
@@ -215,7 +182,7 @@ async def run_schedule(server: OpenSSHServer | AsyncSSHServer, target: SSHTarget
                 await until(lambda: source.status.state is ConnectionState.RECONNECTING, "the drop noticed", source)
                 done["drops"] += 1
                 await host.write(rng.randint(0, 30))  # written while disconnected
-                what = rng.choice(["nothing", "rotate", "truncate", "recreate"])
+                what = afterwards.pop()
                 if what == "rotate":
                     host.rotate()
                     done["rotations"] += 1
@@ -238,4 +205,4 @@ async def run_schedule(server: OpenSSHServer | AsyncSSHServer, target: SSHTarget
     assert set(seqs) | lost == set(range(host.seq)), "a line went missing without a report"
     assert [loss.offset for loss in source.losses] == expected_losses
     assert source.status.lost == done["destroyed"]
-    assert done["drops"] >= 8 and done["rotations"] >= 3 and done["truncations"] >= 2, done
+    assert done["drops"] >= 8 and done["rotations"] >= 7 and done["truncations"] >= 4, done

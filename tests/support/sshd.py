@@ -333,13 +333,20 @@ class OpenSSHServer:
         The remote shell and tail under them go too, as when a host reboots.
         """
         killed = 0
+        rehash = False
         for child in self.connection_pids():
             for pid in [child, *_descendants(child)]:
+                rehash = rehash or _is_rehash(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed += 1
                 except ProcessLookupError:
                     pass
+        if rehash:
+            # We killed a session inside its login script's pyenv rehash: the lock it may hold
+            # would make every later login here wait pyenv's 60 s. A second rehash overlapping
+            # a live one (if it was only waiting) is harmless; a dead lock is not.
+            clear_stale_pyenv_lock(max_age_s=0.0)
         return killed
 
     def log(self) -> str:
@@ -359,6 +366,16 @@ class OpenSSHServer:
             self.process.wait(10)
 
 
+def _is_rehash(pid: int) -> bool:
+    """Whether ``pid`` runs pyenv's rehash (read from /proc; nothing is signalled by name)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read()
+    except OSError:
+        return False
+    return b"pyenv" in argv and b"rehash" in argv
+
+
 def clear_stale_pyenv_lock(max_age_s: float = 60.0) -> None:
     """Remove a pyenv rehash lock that a killed SSH session left behind.
 
@@ -373,7 +390,8 @@ def clear_stale_pyenv_lock(max_age_s: float = 60.0) -> None:
     for candidate in {real_home / ".pyenv" / "shims" / ".pyenv-shim",
                       Path(os.environ.get("PYENV_ROOT", real_home / ".pyenv")) / "shims" / ".pyenv-shim"}:
         try:
-            if time.time() - candidate.stat().st_mtime > max_age_s:
+            age = time.time() - candidate.stat().st_mtime
+            if age > max_age_s:
                 candidate.unlink()
         except OSError:
             pass

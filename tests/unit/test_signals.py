@@ -129,3 +129,40 @@ def test_a_profile_sweep_stopped_by_sigterm_leaves_the_real_server_running_and_r
     finally:
         p.kill()
         _kill_leftover(pid)
+
+
+def recorded(path: Path) -> tuple[list[str], list[str]]:
+    """The recorded line texts and the meta events of a recording (whatever has been flushed)."""
+    import json
+
+    texts, metas = [], []
+    if path.exists():
+        for raw in path.read_text().splitlines():
+            entry = json.loads(raw)
+            if entry.get("type") == "line":
+                texts.append(entry["text"])
+            elif entry.get("type") == "meta":
+                metas.append(entry["event"])
+    return texts, metas
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_watch_closes_its_recording_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    """``watch``: like q, the recording is flushed and closed (its end entry), and the process exits."""
+    _temp, env = _env(tmp_path)
+    log = tmp_path / "server.log"
+    lines = [f"line {i}" for i in range(200)]
+    log.write_text("".join(f"{line}\n" for line in lines))
+    recording = tmp_path / "rec.jsonl"
+    p = PtyProcess(["watch", str(log), "--record", str(recording)], env)
+    try:
+        p.wait_until(lambda: len(recorded(recording)[0]) == len(lines), "every line recorded")
+        with open(log, "a") as f:
+            f.write("one more\n")
+        _send(p, sig)
+        assert p.wait_exit() == 128 + sig
+        texts, metas = recorded(recording)
+        assert texts[: len(lines)] == lines and metas[0] == "start" and metas[-1] == "end"
+        assert not running(p.proc.pid)
+    finally:
+        p.kill()
