@@ -71,7 +71,7 @@ from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.messages import FlowChanged, FlowLogged
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
-from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
+from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
@@ -298,7 +298,8 @@ class SpecmonApp(App[int]):
         self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
         dashboard = Dashboard(screen=self.screen_stack[0], feeder=self.feeder, clock=self.clock,
                               export_dir=self.export_dir, recorder=self.recorder,
-                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows))
+                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows),
+                              pin_table=self._pin_table, baseline_to_nospec=self._baseline_to_nospec)
         attach: Callable[[Dashboard], None] | None = getattr(self.controller, "attach", None)
         if attach is not None:
             attach(dashboard)
@@ -310,6 +311,24 @@ class SpecmonApp(App[int]):
             self._start_worker(self._serve_metrics, name="prometheus", group="export",
                                description="serve Prometheus metrics")
         self._tick()
+
+    def _pin_table(self, view: TableView | None) -> None:
+        """Show a sweep's verdict table until the next run begins (None: the live table)."""
+        run = self.feeder.session.current
+        self.builder.pinned = None if view is None else (view, run.id if run is not None else None)
+        self._push_table()
+
+    def _baseline_to_nospec(self) -> str:
+        """The sweep measured the run without speculation: make it the baseline, and say so."""
+        a = self.builder.analysis
+        row = next((r for r in a.rows if r.config is not None and r.config.is_nospec), None) if a else None
+        if row is None or (a is not None and a.baseline is not None and row.is_baseline):
+            return ""
+        automatic = self.builder.baseline_tps is None and not any(r.key == "baseline file" for r in a.rows) \
+            if a is not None else False
+        self.builder.baseline_key = None if automatic else row.key
+        self._maybe_analyze(force=True)
+        return f"baseline: now {row.label}, which the sweep measured (b marks another)"
 
     @on(FlowLogged)
     def _flow_logged(self, message: FlowLogged) -> None:
@@ -654,6 +673,7 @@ class SpecmonApp(App[int]):
             return
         row = self.builder.row_for(self.feeder.session.current)
         assert row is not None
+        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
         if self.builder.baseline_key == row.key:
             self.builder.baseline_key = None
             self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
-from specmon.output.tables import row_cells
+from specmon.output.tables import SweepOutcome, row_cells
 from specmon.records import Engine
 from specmon.sources.base import ConnectionState, SourceStatus
 
@@ -278,6 +278,34 @@ class PlotView:
 EMPTY_TABLE = TableView((), "Not enough data yet.", None, None)
 
 
+def outcome_table(outcome: SweepOutcome, current_label: str | None = None) -> TableView:
+    """The run table of a sweep's verdict: the numbers the verdict panel and the sweep report show.
+
+    Rows carry the cells :class:`~specmon.output.tables.OutcomeRow` formats, so the table
+    cannot disagree with the panel; the line under it names the sweep as their source.
+    """
+    rows = []
+    for r in outcome.rows:
+        cells = r.cells()
+        level = ""
+        if r.vs_pct is not None and not r.is_baseline:
+            if r.vs_low is not None and r.vs_high is not None and (r.vs_low > 0 or r.vs_high < 0):
+                level = "better" if r.vs_pct > 0 else "worse"
+            else:
+                level = "same"
+        algorithm = "no spec" if r.steps == 0 else (r.label.split(" ", 1)[0] if r.label else "spec")
+        rows.append(RowView(
+            key=r.label, label=r.label, algorithm=algorithm, steps=r.steps, draft_tokens=None, samples=r.samples,
+            tps=cells[2], vs=cells[3],
+            vs_short="baseline" if r.is_baseline else ("—" if r.vs_pct is None else f"{r.vs_pct:+.1f}%"),
+            accept_len=cells[4], accept_rate=cells[5], tps_mean=r.tps_mean, vs_pct=r.vs_pct,
+            accept_len_mean=r.accept_len_mean, accept_rate_mean=r.accept_rate_mean, vs_level=level, best=r.best,
+            is_baseline=r.is_baseline, current=current_label is not None and r.label == current_label))
+    base = outcome.baseline
+    verdict = f"sweep: {outcome.headline} · the sweep's windows; live numbers return at the next restart"
+    return TableView(tuple(rows), verdict, base.label if base else None, base.tps_mean if base else None)
+
+
 # -- analysis with a baseline chosen on screen ------------------------------------------------------
 
 def freeze_runs(runs: Iterable[Run]) -> list[Run]:
@@ -387,6 +415,8 @@ class SnapshotBuilder:
         self._events_key: tuple[object, ...] | None = None
         self._events: tuple[EventView, ...] = ()
         self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
+        #: A sweep's verdict table shown instead of the live one while the run it ended on lasts.
+        self.pinned: tuple[TableView, int | None] | None = None
 
     # -- analysis ---------------------------------------------------------------------------
 
@@ -454,6 +484,7 @@ class SnapshotBuilder:
         self._y_max = 0.0
         self._events_key = None
         self._events = ()
+        self.pinned = None
 
     def row_for(self, run: Run | None) -> ConfigRow | None:
         """The table row a run belongs to, in the latest analysis."""
@@ -609,10 +640,14 @@ class SnapshotBuilder:
 
     def table(self, session: Session) -> TableView:
         """The run table from the latest analysis."""
+        current = session.current.id if session.current is not None else None
+        if self.pinned is not None:
+            if self.pinned[1] == current:
+                return self.pinned[0]
+            self.pinned = None  # a new run began: the live table again
         a = self.analysis
         if a is None:
             return EMPTY_TABLE
-        current = session.current.id if session.current is not None else None
         rows = tuple(self._row_view(r, current) for r in a.rows)
         b = a.baseline
         return TableView(rows, a.verdict.sentence, b.label if b else None, b.mean if b else None)

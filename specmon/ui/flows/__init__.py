@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from specmon.ingest.live import Feeder
     from specmon.output.recording import Recorder
-    from specmon.ui.views import RowView
+    from specmon.ui.views import RowView, TableView
 
 __all__ = ["Dashboard", "event_time"]
 
@@ -36,6 +36,10 @@ class Dashboard:
         export_dir: Where reports go (None: :func:`specmon.paths.export_dir`).
         recorder: The recording of this session, if any.
         table_rows: The run table's rows now (the restart dialog shows what was measured).
+        pin_table: Show this table (a sweep's verdict) instead of the live one until the next run
+            begins; None: the live one again.
+        baseline_to_nospec: Make the run without speculation the baseline; returns what was done,
+            in words ("" when nothing changed).
     """
 
     screen: Screen[Any]
@@ -44,6 +48,8 @@ class Dashboard:
     export_dir: Path | None
     recorder: Recorder | None
     table_rows: Callable[[], list[RowView]]
+    pin_table: Callable[[TableView | None], None] | None = None
+    baseline_to_nospec: Callable[[], str] | None = None
 
 
 def event_time(dashboard: Dashboard) -> float:

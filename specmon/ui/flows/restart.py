@@ -234,9 +234,9 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot go back: {exc}", "error")
             return
-        self._confirm(plan, "Go back")
+        self._confirm(plan, "Go back", kind="go back")
 
-    def _confirm(self, plan: CommandPlan, title: str) -> None:
+    def _confirm(self, plan: CommandPlan, title: str, *, kind: str = "restart") -> None:
         from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 
         assert self.controller is not None
@@ -245,7 +245,7 @@ class RestartFlow:
 
         def done(confirmed: bool | None) -> None:
             if confirmed:
-                self.run(plan, screen.text)
+                self.run(plan, screen.text, kind=kind)
             else:
                 self._event("info", "restart cancelled: nothing was run")
 
@@ -260,28 +260,35 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot start with {steps} steps: {exc}", "error")
             return
-        self.run(plan, self.controller.describe(plan))
+        self.run(plan, self.controller.describe(plan), kind="first start")
 
-    def run(self, plan: CommandPlan, shown: str) -> None:
-        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first."""
+    def run(self, plan: CommandPlan, shown: str, *, kind: str = "restart") -> None:
+        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first.
+
+        ``kind`` (``first start``, ``restart``, ``go back``) names it in the recording, so a
+        report's list of restarts has every start, not only a sweep's.
+        """
         self._event("info", f"restart to {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
         for line in shown.splitlines():
             if line.strip() and not line.startswith("host:"):
                 self._event("info", "  " + line)
         self._show()
         self.runs += 1
-        self.panel.run_worker(self._run(plan), name="restart", group="control", description="restart the server",
+        self.panel.run_worker(self._run(plan, kind), name="restart", group="control", description="restart the server",
                               exit_on_error=False)
         self.panel.post_message(self.Started(plan))
 
-    async def _run(self, plan: CommandPlan) -> None:
+    async def _run(self, plan: CommandPlan, kind: str = "restart") -> None:
         assert self.controller is not None
+        self._record(steps=plan.steps, phase="started", kind=kind)
         try:
             final = await self.controller.run(plan, on_progress=self._progress)
         except RestartError as exc:
             self._notify(f"restart refused: {exc}", "error")
             self.panel.post_message(self.Finished(None))
             return
+        self._record(steps=plan.steps, phase="finished", kind=kind, ok=final.phase is Phase.READY,
+                     detail=final.message)
         self._progress(final)
         took = duration_text(final.elapsed_s) or "0s"
         if final.phase is Phase.READY:
@@ -347,6 +354,11 @@ class RestartFlow:
         total = sum(store.medians(host).values())
         n = store.count(host)
         return f"usually {duration_text(total) or '0s'} on {host}, from {n} earlier restart{'' if n == 1 else 's'}"
+
+    def _record(self, **fields: Any) -> None:
+        recorder = self.dashboard.recorder if self.dashboard is not None else None
+        if recorder is not None and not recorder.closed:
+            recorder.restart(**fields)
 
     def _event(self, level: str, text: str) -> None:
         if self.dashboard is not None:

@@ -25,6 +25,7 @@ from specmon.control.launch import LaunchError, build_plan
 from specmon.control.restart import RestartController, RestartProgress
 from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
 from specmon.model.session import Session
+from specmon.output.tables import SweepOutcome, sweep_outcome
 from specmon.ui.flows import Dashboard, event_time
 from specmon.ui.messages import FlowChanged, FlowLogged
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, SweepStopScreen, sweep_progress_text
@@ -32,6 +33,7 @@ from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, Swe
 if TYPE_CHECKING:
     from specmon.output.report import ReportData
     from specmon.ui.flows.restart import RestartFlow
+    from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 
 __all__ = ["SweepFlow"]
 
@@ -83,6 +85,9 @@ class SweepFlow:
         self.sweep: Sweep | None = None
         self.result: SweepResult | None = None
         self.report_path: Path | None = None
+        #: The last sweep's one verdict, and its panel while it is open.
+        self.outcome: SweepOutcome | None = None
+        self.verdict_screen: SweepVerdictScreen | None = None
         self.line = Static("", id="sweep-progress", markup=False)
         self.line.display = False
 
@@ -227,17 +232,57 @@ class SweepFlow:
             self.sweep = None
             self.line.display = False
         self.result = result
-        verdict = result.verdict
-        sentence = verdict.sentence if verdict is not None else "no verdict: nothing was measured"
+        # The one verdict: the numbers the panel, the run table and the report all show.
+        outcome = self.outcome = sweep_outcome(result.to_json())
+        sentence = outcome.sentence if outcome is not None else "no verdict: nothing was measured"
         state = "finished" if result.finished else "stopped"
         self._event("info", f"sweep {state}: {sentence}")
         for cell in result.cells:
             if cell.status == "failed":
                 self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
         path = await self._write_report(result)
-        if path is not None:
-            self.line.notify(f"{sentence}\nreport: {path}", title=f"sweep {state}", timeout=15)
+        if outcome is not None:
+            self.show_verdict(outcome, path, finished=result.finished)
+        else:
+            self.line.notify(sentence, title=f"sweep {state}", timeout=15)
         self.line.post_message(self.Finished(result))
+
+    # -- the verdict panel -------------------------------------------------------------------------
+
+    def show_verdict(self, outcome: SweepOutcome, report: Path | None, *, finished: bool = True) -> None:
+        """The end of a sweep: the baseline, the run table and the panel, from one verdict."""
+        from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
+        from specmon.ui.views import outcome_table
+
+        dashboard = self.dashboard
+        if dashboard is None:
+            return
+        note = ""
+        if (outcome.baseline is not None and outcome.baseline.steps == 0
+                and dashboard.baseline_to_nospec is not None):
+            note = dashboard.baseline_to_nospec()
+            if note:
+                self._event("info", note)
+        if dashboard.pin_table is not None:
+            run = dashboard.feeder.session.current
+            dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None))
+        c = self.flow.controller
+        best = outcome.best
+        winner_note = ""
+        if c is None:
+            winner_note = "restart on the winner: no restart controller"
+        elif best is not None and best.steps is not None and c.current_steps == best.steps:
+            winner_note = f"the server runs {best.label} already: nothing to restart"
+        screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
+                                    winner_note=winner_note)
+        self.verdict_screen = screen
+
+        def done(choice: str | None) -> None:
+            self.verdict_screen = None
+            if choice == "winner" and best is not None and best.steps is not None:
+                self.flow.choose(best.steps)  # the commands are shown; y runs them
+
+        self.line.app.push_screen(screen, callback=done)
 
     # -- the report ------------------------------------------------------------------------------
 
