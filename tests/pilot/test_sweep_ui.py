@@ -28,6 +28,7 @@ from specmon.ui.screens.sweep_screen import (
     SweepStopScreen,
     sweep_progress_text,
 )
+from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 from tests.support.app_factory import (
     DATA,
     FIXED_NOW,
@@ -131,7 +132,12 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
             assert report is not None and report.parent == exports
             body = report.read_text(encoding="utf-8")
             assert "## Verdict" in body and "## Configurations" in body
-            assert result.verdict is not None and result.verdict.sentence in body
+            outcome = app.sweeper.outcome
+            assert result.verdict is not None and outcome is not None and outcome.sentence in body
+            # The end of the sweep is a panel that stays until dismissed, with the report's path.
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepVerdictScreen), "the verdict panel")
+            assert str(report) in app.screen.text and outcome.headline in app.screen.text
+            await pilot.press("escape")
             await pilot.press("q")
         # Taken after quitting: the server logs on until then, and every line read is recorded.
         live = [(r.label, r.samples) for r in analyze(app.feeder.session.runs).rows]
