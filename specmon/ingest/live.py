@@ -257,10 +257,27 @@ class Feeder:
             messages = list(status.events)
             status.events.clear()
             level = "error" if status.state is ConnectionState.FAILED else "warning"
+            replay = self.replay_clock is not None
             for text in messages:
-                self.session.events.append(SessionEvent(0, self._last_ts, level, text))
+                # Specmon's own words: the wall clock live, the log's position in a replay.
+                self.session.events.append(SessionEvent(0, self._last_ts if replay else None, level, text,
+                                                        received=None if replay else self._clock()))
+
+    def stamp_events(self) -> None:
+        """Give the log's newest events the wall time they were read at (live sources only).
+
+        A replay's events keep their log time alone: there, the log's clock is the story.
+        """
+        if self.replay_clock is not None:
+            return
+        now = self._clock()
+        for e in reversed(self.session.events):
+            if e.received is not None:
+                break
+            e.received = now
 
     def _after_batch(self, inp: FeedInput) -> None:
+        self.stamp_events()
         self.drain_events()
         run = self.session.current
         ts = run.last_at if run is not None else None

@@ -306,7 +306,7 @@ class SpecmonApp(App[int]):
         if self.sweeper is not None:
             self.sweeper.attach(dashboard)
         if self.recorder is not None:
-            self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
+            self._add_event("info", f"recording to {self.recorder.path}")
         if self.options.prometheus_port is not None:
             self._start_worker(self._serve_metrics, name="prometheus", group="export",
                                description="serve Prometheus metrics")
@@ -333,7 +333,14 @@ class SpecmonApp(App[int]):
     @on(FlowLogged)
     def _flow_logged(self, message: FlowLogged) -> None:
         """A flow's line for the event log (the restart and sweep flows post them)."""
-        self.feeder.session.events.append(SessionEvent(0, message.ts, message.level, message.text))
+        self._add_event(message.level, message.text, message.ts)
+
+    def _add_event(self, level: str, text: str, at: float | None = None) -> None:
+        """One of specmon's own events, on the wall clock (the log's events read so far get theirs first)."""
+        self.feeder.stamp_events()
+        # A replay tells the log's story on the log's clock; its few own events go where they fall.
+        wall = None if self.feeder.replay_clock is not None else (self.clock() if at is None else at)
+        self.feeder.session.events.append(SessionEvent(0, None, level, text, received=wall))
 
     @on(FlowChanged)
     def _flow_changed(self, message: FlowChanged) -> None:
@@ -361,12 +368,12 @@ class SpecmonApp(App[int]):
         try:
             await exporter.start()
         except OSError as exc:
-            self.feeder.session.events.append(SessionEvent(0, None, "error", str(exc)))
+            self._add_event("error", str(exc))
             self.notify(str(exc), title="prometheus", severity="error", timeout=10)
             return
         self.exporter = exporter
         text = f"Prometheus metrics at http://{exporter.host}:{exporter.port}/metrics"
-        self.feeder.session.events.append(SessionEvent(0, None, "info", text))
+        self._add_event("info", text)
 
     def on_resize(self) -> None:
         self._size_classes()
@@ -415,7 +422,7 @@ class SpecmonApp(App[int]):
         error = worker.error
         if worker.name == "ingest":
             text = f"reading stopped: {type(error).__name__}: {error}"
-            self.feeder.session.events.append(SessionEvent(0, None, "error", text))
+            self._add_event("error", text)
             self.notify(text, title="ingest", severity="error", timeout=10)
         elif worker.name == "analysis":
             self._analysis_running = False

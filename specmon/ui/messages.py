@@ -20,7 +20,7 @@ class FlowLogged(Message):
     Args:
         level: ``info``, ``warning`` or ``error``.
         text: One line.
-        ts: When, on the log's time scale (stamped when it happened, not when handled).
+        ts: When, wall time (``time.time`` scale; stamped when it happened, not when handled).
     """
 
     def __init__(self, level: str, text: str, ts: float | None) -> None:

@@ -13,6 +13,7 @@ so it can run off the event loop; the *plot* view is built once a second.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import math
 import time
@@ -202,12 +203,20 @@ class PositionsView:
 
 @dataclass(frozen=True, slots=True)
 class EventView:
-    """One line of the event log."""
+    """One line of the event log.
+
+    ``time`` is the wall clock when specmon saw the event (live) or the log's time (replay);
+    ``log_time`` the log's own stamp when it differs from the wall clock by more than
+    :data:`CLOCKS_DIFFER_S` (a simulated clock, a remote host set wrong), "" otherwise.
+    """
 
     time: str
     level: str  # "info", "warning", "error"
     text: str
     count: int = 1  # consecutive events of one kind folded together (one per rank)
+    log_time: str = ""
+    at: float | None = None  # the time shown, as a number (never decreasing from one event to the next)
+    line: int = 0  # the log line (0: specmon's own event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -700,27 +709,66 @@ class SnapshotBuilder:
 
 #: Events of one kind this close in log time are one milestone printed by several ranks.
 FOLD_WITHIN_S = 5.0
+#: A log stamp further than this from the wall clock it was read at is shown beside it.
+CLOCKS_DIFFER_S = 2.0
+
+
+def wall_clock_text(ts: float) -> str:
+    """``09:14:03``, local time, for a wall-clock (``time.time``) instant."""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def as_log_scale(ts: float) -> float:
+    """A wall-clock instant on the log's scale (log stamps are naive local time, read as UTC)."""
+    return calendar.timegm(time.localtime(ts)) + ts % 1.0
+
+
+def from_log_scale(ts: float) -> float:
+    """A log stamp (naive local time read as UTC) as the wall-clock instant it names, if the clock was right."""
+    return time.mktime(time.gmtime(ts)) + ts % 1.0
 
 
 def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
-    """Event views, with runs of the same kind of event (8 ranks finishing graph capture) folded.
+    """Event views in the order they arrived, with runs of one kind of event (8 ranks finishing
+    graph capture) folded.
 
-    The kind is the text before the first colon (``graph end``, ``load end``); the
-    newest event of a run is kept, with the run's length.
+    One clock, the wall clock: specmon's own events show when they happened; a log's event
+    shows its own stamp where that is a possible wall time (not later than specmon read it,
+    not earlier than the event before) — so a log read from its start keeps its history's
+    times — else when it was read (a simulated clock running fast, a host whose clock is
+    ahead). Never earlier than the event before it: the log reads in order. Where the shown
+    time is not the log's stamp, the stamp is kept beside it (``log_time``). Events with no
+    wall time (a replay) show the log's time, an unstamped line the time of the line before.
+    The kind is the text before the first colon (``graph end``, ``load end``); the newest
+    event of a run is kept, with the run's length.
     """
     out: list[EventView] = []
     last_kind: tuple[str, str] | None = None
     last_ts: float | None = None
+    last_wall: float | None = None
     for e in events:
         # Unstamped lines (a traceback's last line) happened when the line before them did.
         ts = e.timestamp if e.timestamp is not None else last_ts
-        kind = (e.level, e.text.split(":", 1)[0])
-        close = last_ts is None or ts is None or abs(ts - last_ts) <= FOLD_WITHIN_S
-        if out and kind == last_kind and close and ":" in e.text:
-            out[-1] = EventView(clock_text(ts), e.level, e.text, out[-1].count + 1)
+        log_time = ""
+        at: float | None
+        fold_ts: float | None
+        if e.received is not None:
+            claimed = e.received if e.timestamp is None else min(e.received, from_log_scale(e.timestamp))
+            wall = claimed if last_wall is None else max(last_wall, claimed)
+            last_wall = wall
+            shown, at = wall_clock_text(wall), wall
+            if e.timestamp is not None and abs(from_log_scale(e.timestamp) - wall) > CLOCKS_DIFFER_S:
+                log_time = clock_text(e.timestamp)
+            fold_ts = e.timestamp if e.timestamp is not None else as_log_scale(wall)
         else:
-            out.append(EventView(clock_text(ts), e.level, e.text))
-        last_kind, last_ts = kind, ts
+            shown, at, fold_ts = clock_text(ts), ts, ts
+        kind = (e.level, e.text.split(":", 1)[0])
+        close = last_ts is None or fold_ts is None or abs(fold_ts - last_ts) <= FOLD_WITHIN_S
+        if out and kind == last_kind and close and ":" in e.text:
+            out[-1] = EventView(shown, e.level, e.text, out[-1].count + 1, log_time, at, e.line)
+        else:
+            out.append(EventView(shown, e.level, e.text, 1, log_time, at, e.line))
+        last_kind, last_ts = kind, fold_ts
     return tuple(out)
 
 

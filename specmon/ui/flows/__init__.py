@@ -8,8 +8,6 @@ reads from the dashboard is handed over once, in ``attach``, as a
 
 from __future__ import annotations
 
-import calendar
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,10 +51,10 @@ class Dashboard:
 
 
 def event_time(dashboard: Dashboard) -> float:
-    """Now, on the event log's scale: the log's own time, else the wall clock read as the log would."""
-    ts = dashboard.feeder.log_now()
-    if ts is not None:
-        return ts
-    # Log times are naive local time read as UTC: put ours on the same scale.
-    now = dashboard.clock()
-    return calendar.timegm(time.localtime(now)) + now % 1.0
+    """When a flow's event happened: the wall clock (``time.time`` scale).
+
+    Specmon's own events are on the wall clock, never on the log's: the log's clock may run
+    at another pace (the demo's simulated server) or be set wrong (a remote host), and the
+    event log must not run backwards where the two meet.
+    """
+    return dashboard.clock()
