@@ -33,6 +33,8 @@ __all__ = ["FeedInput", "Feeder", "RecordingSource", "ingest_batch", "recording_
 
 #: Lines parsed between two checks of the time slice.
 _SUB_BATCH = 512
+#: A state that began this many log seconds before the newest line read was read from the log's past.
+BACKLOG_S = 30.0
 #: Below this many lines a batch is parsed line by line (a live tail delivers a few at a time).
 _BULK_MIN = 64
 
@@ -123,6 +125,8 @@ class Feeder:
         self.recorder = recorder
         self._rec_source = ""
         self._rec_year: int | None = None
+        #: (session, run, state) -> wall time specmon saw the state begin (None: it was already old).
+        self._state_seen: dict[tuple[int, int, str], float | None] = {}
 
     # -- state for the UI ---------------------------------------------------------------------
 
@@ -276,6 +280,29 @@ class Feeder:
                 break
             e.received = now
 
+    def state_since(self) -> float | None:
+        """When the current run entered its state, on the wall clock — if specmon saw it happen.
+
+        None in a replay, and for a state already old when it was read (a log read from its
+        start): then only the log can tell how long it has lasted.
+        """
+        run = self.session.current
+        if run is None or self.replay_clock is not None:
+            return None
+        return self._state_seen.get((id(self.session), run.id, run.state.value))
+
+    def _note_state(self) -> None:
+        run = self.session.current
+        if run is None or self.replay_clock is not None:
+            return
+        key = (id(self.session), run.id, run.state.value)
+        if key in self._state_seen:
+            return
+        began = (run.ready_at or run.started_at) if run.state.value in ("ready", "serving") else (
+            run.last_at if run.state.value in ("crashed", "stopped") else run.started_at)
+        old = began is None or self._last_ts is None or self._last_ts - began > BACKLOG_S
+        self._state_seen[key] = None if old else self._clock()
+
     def _after_batch(self, inp: FeedInput) -> None:
         self.stamp_events()
         self.drain_events()
@@ -284,6 +311,7 @@ class Feeder:
         if ts is not None and ts != self._last_ts:
             self._last_ts = ts
             self._last_ts_wall = self._clock()
+        self._note_state()
 
 
 # -- replaying a recording --------------------------------------------------------------------------

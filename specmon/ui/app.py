@@ -252,6 +252,7 @@ class SpecmonApp(App[int]):
         self._seq = 0
         self._applied_seq = 0
         self._availability: tuple[object, ...] = ()
+        self._runs_sig: tuple[object, ...] = ()
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
         if not self.options.animations:
             self.animation_level = "none"
@@ -478,9 +479,17 @@ class SpecmonApp(App[int]):
             self._generation = feeder.generation
             self.builder.reset()
         feeder.drain_events()
+        run = feeder.session.current
+        runs_sig = (feeder.generation, len(feeder.session.runs), run.id if run else None, bool(run and run.used))
+        if runs_sig != self._runs_sig:
+            # A new run or its first sample: the table follows the header now, not a second later.
+            self._runs_sig = runs_sig
+            self._maybe_analyze(force=True)
+        restart: Callable[[], tuple[str, str] | None] | None = getattr(self.controller, "header_state", None)
         snap = self.builder.live(
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
+            state_since=feeder.state_since(), restart=restart() if restart is not None else None,
         )
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():

@@ -502,7 +502,8 @@ class SnapshotBuilder:
     # -- fast views -------------------------------------------------------------------------
 
     def live(self, session: Session, *, source: str, status: SourceStatus, now: float,
-             log_now: float | None, mode: str, paused: bool, lines: int) -> DashboardSnapshot:
+             log_now: float | None, mode: str, paused: bool, lines: int, state_since: float | None = None,
+             restart: tuple[str, str] | None = None) -> DashboardSnapshot:
         """Header, metric panels, per-position bars and events.
 
         Args:
@@ -514,6 +515,10 @@ class SnapshotBuilder:
             mode: "live", "replay 10×", ...
             paused: Whether the display or the replay is paused.
             lines: Lines ingested.
+            state_since: Wall time the current state began, when specmon saw it begin: the
+                header's "time in this state" is then on the wall clock, not the log's.
+            restart: While a restart runs, its phase and time in it, exactly as the restart
+                panel shows them (``("restart → 2 steps: loading weights 3/64", "4s")``).
         """
         run = session.current
         row = self.row_for(run)
@@ -521,7 +526,8 @@ class SnapshotBuilder:
         base_row = next((r for r in self.analysis.rows if r.is_baseline), None) if self.analysis else None
         cfg = run.config if run is not None else None
         return DashboardSnapshot(
-            header=self._header(session, run, source, status, now, log_now, mode, paused, lines),
+            header=self._header(session, run, source, status, now, log_now, mode, paused, lines, state_since,
+                                restart),
             throughput=self._throughput(run, row, baseline),
             accept_len=self._accept(run, row, base_row, "accept_len", "accept length", "tokens/step", 2,
                                     ceiling_of(cfg)),
@@ -531,7 +537,8 @@ class SnapshotBuilder:
         )
 
     def _header(self, session: Session, run: Run | None, source: str, status: SourceStatus, now: float,
-                log_now: float | None, mode: str, paused: bool, lines: int) -> HeaderView:
+                log_now: float | None, mode: str, paused: bool, lines: int, state_since: float | None = None,
+                restart: tuple[str, str] | None = None) -> HeaderView:
         state = run.state if run is not None else session.state
         if state is ServerState.UNKNOWN and run is not None and run.used:
             state = ServerState.SERVING
@@ -563,11 +570,18 @@ class SnapshotBuilder:
             else:
                 since_ts = run.started_at
         since = ""
-        if log_now is not None and since_ts is not None:
+        elapsed: float | None = None
+        if state_since is not None:
+            elapsed = max(0.0, now - state_since)  # specmon saw it begin: the wall clock
+        elif log_now is not None and since_ts is not None:
             elapsed = log_now - since_ts
-            # "down · 0s" at the end of a log says nothing: only show time that has passed.
-            if elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED):
-                since = duration_text(elapsed)
+        # "down · 0s" at the end of a log says nothing: only show time that has passed.
+        if elapsed is not None and (elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED)):
+            since = duration_text(elapsed)
+        if restart is not None:
+            # The restart panel's own view: header and panel cannot disagree.
+            text, since = restart
+            level = BUSY
         conn, conn_level = connection_text(status, now)
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),

@@ -184,16 +184,28 @@ class RestartFlow:
             return "a restart is in progress"
         return None
 
-    def header_text(self) -> str:
-        """What the header's mode slot says while a restart runs: ``restart: loading weights 29/64``."""
+    def _shown_progress(self) -> RestartProgress | None:
+        """The running restart as the panel shows it now (the header reads the same view)."""
         c = self.controller
-        view = c.progress if c is not None and c.busy else None
+        if c is None or not c.busy:
+            return None
+        view = self.panel.view if self._visible and self.panel.view is not None else c.progress
+        return view if view is not None and view.running else None
+
+    def header_state(self) -> tuple[str, str] | None:
+        """The header's state while a restart runs: its phase and the time in it, as the panel says."""
+        view = self._shown_progress()
         if view is None:
+            return None
+        return (f"restart → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}",
+                duration_text(view.phase_elapsed_s) or "0s")
+
+    def header_text(self) -> str:
+        """What the header's mode slot says while a restart runs: its ETA (the phase is in the state)."""
+        view = self._shown_progress()
+        if view is None or view.eta is None or view.eta.remaining_s is None:
             return ""
-        text = f"restart → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}"
-        if view.eta is not None and view.eta.remaining_s is not None:
-            text += f" · ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
-        return text
+        return f"ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
 
     def restart_screen(self) -> Screen[Any]:
         """The step-count dialog; choosing leads to the confirmation screen."""
