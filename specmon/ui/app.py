@@ -56,7 +56,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
@@ -66,7 +66,7 @@ from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
-from specmon.ui.flows import Dashboard
+from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.messages import FlowChanged, FlowLogged
@@ -170,6 +170,7 @@ _COMMANDS = (
     ("slower", "Replay slower", "Step the replay speed down"),
     ("restart", "Restart server", "Restart the server with another configuration"),
     ("sweep", "Sweep step counts", "Restart through a list of step counts and compare"),
+    ("events", "Event log", "Every event, full lines: filter (/), levels (!), fold (f)"),
     ("help", "Help", "What every number means, and every key"),
 )
 
@@ -209,6 +210,8 @@ class SpecmonApp(App[int]):
         # Reserved for the control issue: greyed out until a controller is injected.
         Binding("r", "restart", "Restart"),
         Binding("s", "sweep", "Sweep"),
+        # Not in the footer (80 columns); in the palette and the help.
+        Binding("l", "events", "Events", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -742,9 +745,25 @@ class SpecmonApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_restart(self) -> None:
-        """Open the controller's restart screen."""
+        """Open the controller's restart screen; on a highlighted run-table row, restart on that row's
+        configuration (its commands shown first)."""
         if self.controller is not None and not self._unavailable_reason("restart"):
+            steps = navigation.row_steps(self)
+            choose: Callable[[int], None] | None = getattr(self.controller, "choose", None)
+            if steps is not None and choose is not None:
+                choose(steps)
+                return
             self.push_screen(self.controller.restart_screen())
+
+    def action_events(self) -> None:
+        """The whole event log: full lines, filter, levels."""
+        navigation.open_events(self)
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run-table row: what its numbers rest on."""
+        if event.row_key.value is not None:
+            navigation.open_details(self, str(event.row_key.value))
 
     def action_sweep(self) -> None:
         """Open the sweep screen (or, during a sweep, offer to stop it)."""

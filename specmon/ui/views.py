@@ -742,7 +742,7 @@ def from_log_scale(ts: float) -> float:
     return time.mktime(time.gmtime(ts)) + ts % 1.0
 
 
-def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
+def fold_events(events: Sequence[SessionEvent], *, fold: bool = True) -> tuple[EventView, ...]:
     """Event views in the order they arrived, with runs of one kind of event (8 ranks finishing
     graph capture) folded.
 
@@ -754,7 +754,7 @@ def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
     time is not the log's stamp, the stamp is kept beside it (``log_time``). Events with no
     wall time (a replay) show the log's time, an unstamped line the time of the line before.
     The kind is the text before the first colon (``graph end``, ``load end``); the newest
-    event of a run is kept, with the run's length.
+    event of a run is kept, with the run's length (``fold=False``: every event on its own).
     """
     out: list[EventView] = []
     last_kind: tuple[str, str] | None = None
@@ -778,7 +778,7 @@ def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
             shown, at, fold_ts = clock_text(ts), ts, ts
         kind = (e.level, e.text.split(":", 1)[0])
         close = last_ts is None or fold_ts is None or abs(fold_ts - last_ts) <= FOLD_WITHIN_S
-        if out and kind == last_kind and close and ":" in e.text:
+        if fold and out and kind == last_kind and close and ":" in e.text:
             out[-1] = EventView(shown, e.level, e.text, out[-1].count + 1, log_time, at, e.line)
         else:
             out.append(EventView(shown, e.level, e.text, 1, log_time, at, e.line))

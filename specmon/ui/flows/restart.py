@@ -104,7 +104,10 @@ class RestartFlow:
         self.panel = RestartProgressPanel(on_go_back=self.go_back, on_dismiss=self.dismiss, id="restart-progress")
         self._visible = False
         self._hide_timer: Timer | None = None
+        self._driven = False
         self.runs = 0
+        #: The commands last run for each step count, as shown (a row's details show them).
+        self.commands: dict[int, str] = {}
 
     # -- the app's side of the interface --------------------------------------------------
 
@@ -193,7 +196,15 @@ class RestartFlow:
         return view if view is not None and view.running else None
 
     def header_state(self) -> tuple[str, str] | None:
-        """The header's state while a restart runs: its phase and the time in it, as the panel says."""
+        """The header's state while a restart runs: its phase and the time in it, as the panel says.
+
+        The app calls this on its refresh tick; the panel is refreshed here, in the same tick,
+        from the same view (its own timer stands down), so the two never show different moments.
+        """
+        self._driven = True
+        c = self.controller
+        if self._visible and c is not None and c.busy:
+            self.panel.view = c.progress
         view = self._shown_progress()
         if view is None:
             return None
@@ -206,6 +217,21 @@ class RestartFlow:
         if view is None or view.eta is None or view.eta.remaining_s is None:
             return ""
         return f"ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
+
+    def command_for(self, steps: int) -> str | None:
+        """The server's start command for ``steps``, saying whether specmon ran it (None: unknown)."""
+        text = self.commands.get(steps)
+        head = "the start command specmon ran for it:"
+        if text is None and self.controller is not None:
+            try:
+                text = self.controller.describe(self.controller.plan_for(steps))
+            except (LaunchError, RestartError):
+                return None
+            head = f"the start command r runs for {plan_label(steps)} (this run may have been started another way):"
+        if text is None:
+            return None
+        lines = [line.strip() for line in text.splitlines() if line.strip().startswith("start:")]
+        return "\n".join([head, *(lines or [text])])
 
     def restart_screen(self) -> Screen[Any]:
         """The step-count dialog; choosing leads to the confirmation screen."""
@@ -286,6 +312,7 @@ class RestartFlow:
                 self._event("info", "  " + line)
         self._show()
         self.runs += 1
+        self.commands[plan.steps] = shown
         self.panel.run_worker(self._run(plan, kind), name="restart", group="control", description="restart the server",
                               exit_on_error=False)
         self.panel.post_message(self.Started(plan))
@@ -334,12 +361,21 @@ class RestartFlow:
             self._hide_timer.stop()
             self._hide_timer = None
 
+    def show_progress(self, view: RestartProgress) -> None:
+        """Show a restart the flow did not start itself (a sweep's) in the panel, as its own."""
+        self._show()
+        self._progress(view)
+
     def _progress(self, view: RestartProgress) -> None:
+        if self._driven and view.running:
+            return  # shown on the app's next tick, with the header
         if self._visible:
             self.panel.view = view
 
     def _refresh(self) -> None:
         c = self.controller
+        if self._driven:
+            return  # the app's tick refreshes the panel with the header (header_state)
         if self._visible and c is not None and c.busy:
             self.panel.view = c.progress
 

@@ -197,7 +197,7 @@ class SweepFlow:
         restart = controller_restarter(c, show=self._show_plan)
 
         def on_progress(view: RestartProgress) -> None:
-            self.flow.panel.view = view
+            self.flow.show_progress(view)
 
         try:
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
