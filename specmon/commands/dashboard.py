@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.argtypes import check_theme, out_dir, positive_float, whole_number
 from specmon.commands.exits import fail
 from specmon.commands.terminal import no_terminal
 
@@ -57,9 +57,12 @@ def _port(text: str) -> int:
 
 
 def add_session_options(p: argparse.ArgumentParser, *, record: bool = True) -> None:
-    """``--prometheus-port``, and for live sessions ``--record PATH`` / ``--no-record``."""
+    """``--prometheus-port``, ``--out DIR``, and for live sessions ``--record PATH`` / ``--no-record``."""
     p.add_argument("--prometheus-port", type=_port, default=None, metavar="PORT",
                    help="serve the live figures as Prometheus metrics on 127.0.0.1:PORT/metrics")
+    p.add_argument("--out", type=out_dir, default=None, metavar="DIR", dest="out",
+                   help="where exports (e) and sweep reports go (default: the exports folder in specmon's "
+                        "data directory; the path is shown after each write)")
     if record:
         g = p.add_mutually_exclusive_group()
         g.add_argument("--record", metavar="PATH", default=None,
@@ -124,7 +127,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.warmup is None and args.files:
         args.warmup = _recorded_warmup(args.files[0])
     app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
-                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop))
+                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop),
+                     export_dir=getattr(args, "out", None))
     return int(app.run() or 0)
 
 
@@ -142,7 +146,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if recorder is not None:
         print(f"specmon: recording to {recorder.path}", file=sys.stderr)
     app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps),
-                    recorder=recorder)
+                    recorder=recorder, export_dir=getattr(args, "out", None))
     try:
         return int(app.run() or 0)
     finally:

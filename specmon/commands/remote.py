@@ -311,7 +311,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
     plan, flow, runner = with_restart(plan)
-    app = connect_app(plan, recorder=recorder, controller=flow)
+    app = connect_app(plan, recorder=recorder, controller=flow, export_dir=getattr(args, "out", None))
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
     async def run_and_close() -> ConnectOutcome:
         try:

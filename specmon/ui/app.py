@@ -188,7 +188,7 @@ class SpecmonApp(App[int]):
         options: Command-line settings.
         clock: Wall clock (``time.time`` scale): countdowns, export names.
         theme_dirs: Folders of theme files, later ones overriding earlier names.
-        export_dir: Where ``e`` writes (default: the current directory).
+        export_dir: Where ``e`` writes (default: the exports folder of the data directory, :func:`specmon.paths.export_dir`).
         controller: Restart/sweep provider; None disables ``r`` and ``s``.
         recorder: Records every line read (None: no recording).
         sweeper: Runs sweeps for ``s`` (default: one built on the controller's restart flow).
@@ -727,6 +727,7 @@ class SpecmonApp(App[int]):
         }
         written: list[Path] = []
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             for ext, text in outputs.items():
                 path = base.with_name(base.name + ext)
                 path.write_text(text, encoding="utf-8")
@@ -735,7 +736,12 @@ class SpecmonApp(App[int]):
             self.notify(f"export failed: {exc}", severity="error", timeout=10)
             return
         self.last_export = written
-        self.notify(f"run table written to {base}.csv, .json and .md", title="export", timeout=8)
+        # The folder is specmon's data directory unless --out says otherwise: say where, in full,
+        # and put the path on the clipboard (OSC 52) so it can be pasted into a shell.
+        self.copy_to_clipboard(str(written[-1]))
+        self._add_event("info", f"run table written to {base}.csv, .json and .md")
+        self.notify(f"run table written to {base}.csv, .json and .md\n(the .md path is on the clipboard)",
+                    title="export", timeout=10)
 
     def action_help(self) -> None:
         """Open the help screen."""
@@ -800,7 +806,7 @@ def make_app(
         clock: Wall clock.
         user_themes: The user's theme folder; default: the platform config folder; None: none.
         extra_theme_dirs: More theme folders, read after the shipped ones.
-        export_dir: Where exports go (default: the current directory).
+        export_dir: Where exports go (default: :func:`specmon.paths.export_dir`; ``--out DIR``).
         controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
         recorder: Records the session (a :class:`~specmon.output.recording.Recorder`; None: not recorded).
         sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).

@@ -129,7 +129,9 @@ async def test_e_exports_the_run_table_in_three_formats(isolated_home: Path, tmp
 
 
 async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path, tmp_path: Path) -> None:
-    app = sweep_app(export_dir=tmp_path / "does-not-exist")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    app = sweep_app(export_dir=blocker / "exports")  # the folder cannot be made
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         await pilot.press("e")

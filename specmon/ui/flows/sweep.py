@@ -299,6 +299,7 @@ class SweepFlow:
             path = folder / f"specmon-sweep-{stamp}-{n}.md"
             n += 1
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             recorder = dashboard.recorder
             if recorder is not None and not recorder.closed:
                 # The recording holds the lines, the restarts and the verdict: the full report.
