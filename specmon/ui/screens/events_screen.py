@@ -92,7 +92,7 @@ class EventsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="events-title", markup=False)
-        yield Input(placeholder="/ filter: words every line must contain (enter or escape: back to the list)",
+        yield Input(placeholder="/ filter: words each line must contain",
                     id="events-filter")
         with VerticalScroll(id="events-scroll"):
             yield Static("", id="events-body", markup=False)
@@ -118,9 +118,10 @@ class EventsScreen(Screen[None]):
         self.query_one("#events-body", Static).update(body)
         shown = f"{len(self.lines)} of {total}" if self.query_text or self.level_index else f"{total}"
         filt = f" · filter: {self.query_text!r}" if self.query_text else ""
+        live = any(e.received is not None for e in events)
+        clock = "wall clock; (log …) = the log's own time" if live else "the log's time (a replay)"
         self.query_one("#events-title", Static).update(
-            f"events: {shown} · {name}{filt} · {'folded' if self.fold else 'every line'} · wall clock; "
-            "(log …) = the log's own time")
+            f"events: {shown} · {name}{filt} · {'folded' if self.fold else 'every line'} · {clock}")
         if at_end:
             scroll.call_after_refresh(scroll.scroll_end, animate=False)
 
