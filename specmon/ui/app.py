@@ -295,6 +295,7 @@ class SpecmonApp(App[int]):
         self._plot = self.query_one(ThroughputPlot)
         self._table = self.query_one(RunTable)
         self._verdict = self.query_one("#verdict", Static)
+        self._table_box = self.query_one("#table-box")
         self._load_themes()
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
@@ -522,6 +523,7 @@ class SpecmonApp(App[int]):
         with self.batch_update():
             self._table.show(table)
             self._verdict.update(table.verdict)
+            self._table_box.border_title = "runs · the sweep's numbers" if self.builder.pinned else "runs"
 
     def refresh_now(self) -> None:
         """Analyse synchronously and push every view at once (tests, before a snapshot)."""

@@ -287,11 +287,13 @@ class PlotView:
 EMPTY_TABLE = TableView((), "Not enough data yet.", None, None)
 
 
-def outcome_table(outcome: SweepOutcome, current_label: str | None = None) -> TableView:
+def outcome_table(outcome: SweepOutcome, current_label: str | None = None,
+                  drafts: dict[str, int | None] | None = None) -> TableView:
     """The run table of a sweep's verdict: the numbers the verdict panel and the sweep report show.
 
     Rows carry the cells :class:`~specmon.output.tables.OutcomeRow` formats, so the table
     cannot disagree with the panel; the line under it names the sweep as their source.
+    ``drafts`` gives the draft tokens by label (the sweep's document does not carry them).
     """
     rows = []
     for r in outcome.rows:
@@ -304,7 +306,8 @@ def outcome_table(outcome: SweepOutcome, current_label: str | None = None) -> Ta
                 level = "same"
         algorithm = "no spec" if r.steps == 0 else (r.label.split(" ", 1)[0] if r.label else "spec")
         rows.append(RowView(
-            key=r.label, label=r.label, algorithm=algorithm, steps=r.steps, draft_tokens=None, samples=r.samples,
+            key=r.label, label=r.label, algorithm=algorithm, steps=r.steps,
+            draft_tokens=(drafts or {}).get(r.label), samples=r.samples,
             tps=cells[2], vs=cells[3],
             vs_short="baseline" if r.is_baseline else ("—" if r.vs_pct is None else f"{r.vs_pct:+.1f}%"),
             accept_len=cells[4], accept_rate=cells[5], tps_mean=r.tps_mean, vs_pct=r.vs_pct,
@@ -606,6 +609,14 @@ class SnapshotBuilder:
         elif base and recent and not is_base:
             # No counted samples yet (warm-up): compare the rolling mean, honestly marked unknown.
             delta = (_mean(recent) / base - 1) * 100  # type: ignore[operator]
+        pinned = self.pinned
+        if pinned is not None and run is not None and pinned[1] == run.id:
+            # After a sweep the run table shows the sweep's numbers: so does this panel.
+            mine = next((r for r in pinned[0].rows if r.current), None)
+            if mine is not None:
+                base, is_base = pinned[0].baseline_mean, mine.is_baseline
+                delta = mine.vs_pct
+                significant = None if mine.vs_level == "" else mine.vs_level != "same"
         if not live:
             note = "waiting for decode batches"
         return MetricView("throughput", "generation throughput", "tok/s", 1,

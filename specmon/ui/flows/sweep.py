@@ -258,14 +258,20 @@ class SweepFlow:
         if dashboard is None:
             return
         note = ""
-        if (outcome.baseline is not None and outcome.baseline.steps == 0
-                and dashboard.baseline_to_nospec is not None):
-            note = dashboard.baseline_to_nospec()
+        if outcome.baseline is not None and outcome.baseline.steps == 0:
+            if dashboard.baseline_to_nospec is not None:
+                note = dashboard.baseline_to_nospec()
             if note:
                 self._event("info", note)
+            else:
+                note = f"baseline: {outcome.baseline.label}, which the sweep measured"
         if dashboard.pin_table is not None:
             run = dashboard.feeder.session.current
-            dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None))
+            try:
+                drafts = {r.label: r.draft_tokens for r in dashboard.table_rows()}
+            except Exception:  # the table without its draft column rather than no table
+                drafts = {}
+            dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None, drafts))
         c = self.flow.controller
         best = outcome.best
         winner_note = ""
