@@ -24,7 +24,7 @@ from typing import Any
 
 from specmon.ingest.bulk import bulk_piece, feed_piece
 from specmon.ingest.files import ingest_lines
-from specmon.model.session import Session, SessionEvent
+from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser
 from specmon.sources.base import ConnectionState, LineSource, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
@@ -289,13 +289,18 @@ class Feeder:
         run = self.session.current
         if run is None or self.replay_clock is not None:
             return None
-        return self._state_seen.get((id(self.session), run.id, run.state.value))
+        return self._state_seen.get(self._state_key(run))
+
+    def _state_key(self, run: Run) -> tuple[int, int, str]:
+        # Ready and serving are one stretch for the header (both count from "ready").
+        state = "up" if run.state.value in ("ready", "serving") else run.state.value
+        return (id(self.session), run.id, state)
 
     def _note_state(self) -> None:
         run = self.session.current
         if run is None or self.replay_clock is not None:
             return
-        key = (id(self.session), run.id, run.state.value)
+        key = self._state_key(run)
         if key in self._state_seen:
             return
         began = (run.ready_at or run.started_at) if run.state.value in ("ready", "serving") else (

@@ -134,6 +134,10 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
             assert "## Verdict" in body and "## Configurations" in body
             outcome = app.sweeper.outcome
             assert result.verdict is not None and outcome is not None and outcome.sentence in body
+            # Every start is in the report's list: the demo's first one too, and "1 step", not "1 steps".
+            restarts = body.split("## Restarts", 1)[1]
+            assert "first start → 1 step — ready" in restarts
+            assert "sweep restart → no speculation — ready" in restarts and "sweep restart → 2 steps" in restarts
             # The end of the sweep is a panel that stays until dismissed, with the report's path.
             await wait_for(pilot, lambda: isinstance(app.screen, SweepVerdictScreen), "the verdict panel")
             assert str(report) in app.screen.text and outcome.headline in app.screen.text
