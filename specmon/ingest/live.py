@@ -305,8 +305,11 @@ class Feeder:
             return
         began = (run.ready_at or run.started_at) if run.state.value in ("ready", "serving") else (
             run.last_at if run.state.value in ("crashed", "stopped") else run.started_at)
-        old = began is None or self._last_ts is None or self._last_ts - began > BACKLOG_S
-        self._state_seen[key] = None if old else self._clock()
+        if began is None or self._last_ts is None or self._last_ts - began > BACKLOG_S:
+            self._state_seen[key] = None
+        else:
+            # Seen live: now, less the little the log had already run in it (its lines came in one batch).
+            self._state_seen[key] = self._clock() - max(0.0, self._last_ts - began)
 
     def _after_batch(self, inp: FeedInput) -> None:
         self.stamp_events()

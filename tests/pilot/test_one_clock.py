@@ -30,7 +30,7 @@ async def test_time_in_a_state_is_wall_time_when_seen_live(isolated_home: Path) 
     app = make_app(source, options=options(), clock=wall, user_themes=None)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.feeder.lines == 1, "the first line")
-        await source.more.put([ready(5.0), decode(6.0, 90.0)])
+        await source.more.put([ready(5.0), decode(5.0, 90.0)])
         await wait_for(pilot, lambda: app.feeder.lines == 3, "ready")
         # The server's log clock runs ten times faster than ours (the demo's simulated server):
         # ten wall seconds later, a hundred log seconds.

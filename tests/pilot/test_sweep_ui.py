@@ -138,6 +138,9 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
             restarts = body.split("## Restarts", 1)[1]
             assert "first start → 1 step — ready" in restarts
             assert "sweep restart → no speculation — ready" in restarts and "sweep restart → 2 steps" in restarts
+            # A row's details name the command the sweep ran for it.
+            ran = app.controller.command_for(2)
+            assert ran is not None and ran.startswith("the start command specmon ran for it") and "--steps 2" in ran
             # The end of the sweep is a panel that stays until dismissed, with the report's path.
             await wait_for(pilot, lambda: isinstance(app.screen, SweepVerdictScreen), "the verdict panel")
             assert str(report) in app.screen.text and outcome.headline in app.screen.text

@@ -23,7 +23,15 @@ from textual.widgets import Static
 from specmon import paths
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.restart import RestartController, RestartProgress
-from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
+from specmon.control.sweep import (
+    RestartOutcome,
+    Sweep,
+    SweepError,
+    SweepEvent,
+    SweepPlan,
+    SweepResult,
+    controller_restarter,
+)
 from specmon.model.session import Session
 from specmon.output.tables import SweepOutcome, sweep_outcome
 from specmon.ui.flows import Dashboard, event_time
@@ -88,6 +96,7 @@ class SweepFlow:
         #: The last sweep's one verdict, and its panel while it is open.
         self.outcome: SweepOutcome | None = None
         self.verdict_screen: SweepVerdictScreen | None = None
+        self._restarting: int | None = None
         self.line = Static("", id="sweep-progress", markup=False)
         self.line.display = False
 
@@ -194,7 +203,11 @@ class SweepFlow:
                 load = BackgroundLoad(LoadDriver(LoadConfig(url, **self.load_options)), cap_s=6 * 3600.0)
             except LoadError as exc:
                 self._event("warning", f"sweep: no load ({exc}); the server's own traffic is measured")
-        restart = controller_restarter(c, show=self._show_plan)
+        shown_restart = controller_restarter(c, show=self._show_plan)
+
+        async def restart(steps: int) -> RestartOutcome:
+            self._restarting = steps  # whose commands _show_plan is about to log
+            return await shown_restart(steps)
 
         def on_progress(view: RestartProgress) -> None:
             self.flow.show_progress(view)
@@ -331,6 +344,8 @@ class SweepFlow:
             self.line.update(sweep_progress_text(sweep.snapshot()))
 
     def _show_plan(self, text: str) -> None:
+        if self._restarting is not None:
+            self.flow.commands[self._restarting] = text  # a row's details show what ran
         for line in text.splitlines():
             if line.strip():
                 self._event("info", "  " + line)
