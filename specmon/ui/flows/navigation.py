@@ -7,12 +7,12 @@ app's table, builder and controller and push screens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from specmon.model.analysis import ConfigRow
 
-if TYPE_CHECKING:
-    from specmon.ui.app import SpecmonApp
+#: The dashboard app (``specmon.ui.app.SpecmonApp``): flows may not import the app module.
+SpecmonApp = Any
 
 __all__ = ["config_row", "open_details", "open_events", "row_steps"]
 
