@@ -64,6 +64,8 @@ baseline instead; press it again to go back.
 | `t` | next colour theme |
 | `+` `-` | replay faster / slower |
 | `r` `s` | restart the server / sweep step counts (when a launch profile is configured) |
+| `l` | the whole event log: full lines, both clocks; `/` filter, `!` levels, `f` fold |
+| `enter` `r` on a row | (tab to the run table) the row's details / restart on its configuration |
 | `?` | this help (escape closes it) |
 | `q` | quit |
 | `ctrl+p` | command palette |
