@@ -25,9 +25,9 @@ __all__ = ["LEVELS", "EventsScreen", "event_lines"]
 
 #: What ``!`` cycles through: the levels each setting shows.
 LEVELS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("all levels", frozenset({"info", "warning", "error"})),
-    ("warnings and errors", frozenset({"warning", "error"})),
-    ("errors only", frozenset({"error"})),
+    ("all", frozenset({"info", "warning", "error"})),
+    ("warnings+errors", frozenset({"warning", "error"})),
+    ("errors", frozenset({"error"})),
 )
 _MARK = {"error": "✖ ", "warning": "▲ ", "info": ""}
 
@@ -117,11 +117,11 @@ class EventsScreen(Screen[None]):
         body = "\n".join(self.lines) if self.lines else "no event matches"
         self.query_one("#events-body", Static).update(body)
         shown = f"{len(self.lines)} of {total}" if self.query_text or self.level_index else f"{total}"
-        filt = f" · filter: {self.query_text!r}" if self.query_text else ""
+        filt = f" · {self.query_text!r}" if self.query_text else ""
         live = any(e.received is not None for e in events)
-        clock = "wall clock; (log …) = the log's own time" if live else "the log's time (a replay)"
+        clock = "wall clock, (log …) its own stamp" if live else "log time"
         self.query_one("#events-title", Static).update(
-            f"events: {shown} · {name}{filt} · {'folded' if self.fold else 'every line'} · {clock}")
+            f"events {shown} · {name}{filt} · {'folded' if self.fold else 'unfolded'} · {clock}")
         if at_end:
             scroll.call_after_refresh(scroll.scroll_end, animate=False)
 
