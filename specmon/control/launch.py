@@ -420,6 +420,9 @@ class ReadyCheck:
     display: str
     timeout_s: float
     poll_s: float = 2.0
+    #: What the check looks for (for the messages): the log's ready line and the health URL.
+    marker: str = ""
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -595,7 +598,8 @@ def _ready_check(profile: LaunchProfile, values: dict[str, str], log: str | None
     if url:
         parts.append(f"GET {url} answers 2xx (from the host)")
     display = " and ".join(parts) + f"; give up after {profile.start_timeout_s:g} s"
-    return ReadyCheck(command=command, display=display, timeout_s=float(profile.start_timeout_s))
+    return ReadyCheck(command=command, display=display, timeout_s=float(profile.start_timeout_s),
+                      marker=marker, url=url)
 
 
 def _managed_plan(

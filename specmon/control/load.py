@@ -176,6 +176,8 @@ class RequestResult:
     last_token_s: float | None = None
     #: Tokens in the first chunk, when the server gave a running count (else assumed 1).
     first_tokens: int | None = None
+    #: Sent again on a fresh connection: the first went out on a kept-alive one the server had closed.
+    retried: bool = False
 
     @property
     def timed(self) -> bool:
@@ -267,6 +269,7 @@ class LoadReport:
             "completed": len(self.ok),
             "errors": self.errors,
             "first_error": errors[0] if errors else None,
+            "retried": sum(r.retried for r in self.results),
             "output_tokens": self.output_tokens,
             "output_tps": None if tps is None else round(tps, 3),
             "decode_tps": dec.to_json() if dec else None,
@@ -353,20 +356,37 @@ class LoadDriver:
         index, pidx = self._next_index, self._next_prompt
         self._next_index += 1
         self._next_prompt = (self._next_prompt + 1) % len(self.config.prompts)
-        start = self._clock()
-        result = RequestResult(index, pidx, False, start, 0.0)
         try:
-            async with asyncio.timeout(self.config.request_timeout_s):
-                await self._exchange(client, self.config.prompts[pidx], result, start)
-        except (TimeoutError, httpx.TimeoutException):
-            result.error = f"timed out after {self.config.request_timeout_s:g} s"
-        except (httpx.HTTPError, OSError, _HTTPError, ValueError) as exc:
-            result.error = _describe(exc)
-        finally:
+            for attempt in range(2):
+                start = self._clock()
+                result = RequestResult(index, pidx, False, start, 0.0, retried=attempt > 0)
+                try:
+                    async with asyncio.timeout(self.config.request_timeout_s):
+                        if attempt == 0:
+                            await self._exchange(client, self.config.prompts[pidx], result, start)
+                        else:
+                            # A fresh connection: the pool's other kept-alive ones may be as stale.
+                            async with self._client() as fresh:
+                                await self._exchange(fresh, self.config.prompts[pidx], result, start)
+                except (TimeoutError, httpx.TimeoutException):
+                    result.error = f"timed out after {self.config.request_timeout_s:g} s"
+                except httpx.RemoteProtocolError as exc:
+                    unanswered = result.status is None and result.chunks == 0
+                    result.error = "the server closed the connection before answering" if unanswered else _describe(exc)
+                    # A kept-alive connection the server closed before this request reached it
+                    # (cpp-httplib closes after a few requests, uvicorn after 5 s idle): nothing
+                    # was answered, so one retry on a fresh connection is not a second request.
+                    if attempt == 0 and unanswered:
+                        continue
+                except (httpx.HTTPError, OSError, _HTTPError, ValueError) as exc:
+                    result.error = _describe(exc)
+                result.latency_s = self._clock() - start
+                return result
             result.latency_s = self._clock() - start
+            return result
+        finally:
             if own:
                 await client.aclose()
-        return result
 
     async def _exchange(self, client: httpx.AsyncClient, prompt: str, result: RequestResult, start: float) -> None:
         url = self._base + _PATHS[self.config.endpoint]
@@ -619,6 +639,8 @@ def summarize_reports(reports: Sequence[LoadReport]) -> dict[str, Any]:
     return {
         "requests": sum(len(r.results) for r in reports),
         "errors": sum(r.errors for r in reports),
+        "first_error": next((r.error for rep in reports for r in rep.results if r.error), None),
+        "retried": sum(r.retried for rep in reports for r in rep.results),
         "output_tokens": sum(r.output_tokens for r in reports),
         "untimed": sum(r.untimed for r in reports),
         "decode_tps": decode,

@@ -54,7 +54,15 @@ from specmon.control.launch import (
     expand,
     parse_result_line,
 )
-from specmon.control.runner import CommandRunner, Result, SSHRunner, StepEvent, execute, wait_ready
+from specmon.control.runner import (
+    MARKER_GRACE_S,
+    CommandRunner,
+    Result,
+    SSHRunner,
+    StepEvent,
+    execute,
+    wait_ready,
+)
 from specmon.control.servers import check_record, forget, load_record, record_started
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
@@ -690,6 +698,10 @@ class RestartController:
             detail = self._tracker.crash if self._tracker is not None else None
             text = "the server process exited"
             self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
+        elif ready.state == "no-marker":
+            self._finish(a, Phase.FAILED, f"the server answers GET {plan.ready.url}, but {plan.log} has not "
+                                          f"shown the ready marker {plan.ready.marker!r} in {MARKER_GRACE_S:g} s: "
+                                          "check ready_marker (and log) in the profile")
         elif ready.state == "timeout":
             self._finish(a, Phase.TIMEOUT, f"not ready after {plan.ready.timeout_s:g} s "
                                            f"({_last_result(ready.last)})")

@@ -273,9 +273,15 @@ class ReadyOutcome:
         last: The last check's result.
     """
 
-    state: Literal["ready", "exited", "timeout", "error"]
+    state: Literal["ready", "exited", "timeout", "error", "no-marker"]
     checks: int
     last: Result | None
+
+
+#: A server answering its health URL is up; its log should show the ready marker within
+#: seconds (SGLang logs it after one warm-up request, which a JIT-compiling kernel can make
+#: slow). Two minutes of health without the marker: the marker (or the log) is wrong.
+MARKER_GRACE_S = 120.0
 
 
 async def wait_ready(
@@ -284,6 +290,7 @@ async def wait_ready(
     *,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
+    marker_grace_s: float = MARKER_GRACE_S,
 ) -> ReadyOutcome:
     """Run the plan's readiness check every ``plan.ready.poll_s`` until it decides.
 
@@ -292,6 +299,8 @@ async def wait_ready(
         runner: Where the check runs.
         sleep: Injected for tests.
         clock: Injected for tests (monotonic seconds).
+        marker_grace_s: How long the server may answer its health URL without its
+            log showing the ready marker before the wait ends as ``no-marker``.
 
     Returns:
         The outcome; never raises for an expected failure.
@@ -302,11 +311,18 @@ async def wait_ready(
     deadline = clock() + check.timeout_s
     checks = 0
     last: Result | None = None
+    healthy_since: float | None = None
     while True:
         last = await runner.run(check.command, timeout=30.0)
         checks += 1
         if last.exit_status == 0:
             return ReadyOutcome("ready", checks, last)
+        if last.exit_status == 1 and "reason=marker health=ok" in (last.stdout or ""):
+            healthy_since = clock() if healthy_since is None else healthy_since
+            if clock() - healthy_since >= marker_grace_s:
+                return ReadyOutcome("no-marker", checks, last)
+        else:
+            healthy_since = None
         if last.exit_status == 3:
             return ReadyOutcome("exited", checks, last)
         if last.exit_status not in (1, None):

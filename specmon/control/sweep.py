@@ -287,6 +287,8 @@ class CellState:
         c["errors"] += report.errors
         c["output_tokens"] += report.output_tokens
         c["untimed"] = c.get("untimed", 0) + report.untimed
+        c["retried"] = c.get("retried", 0) + sum(r.retried for r in report.results)
+        c["first_error"] = c.get("first_error") or next((r.error for r in report.results if r.error), None)
         c["decode_tps"] += [round(v, 3) for v in report.decode_tps()]
         c["ttft_s"] += [round(v, 4) for v in report.ttft()]
         c["seconds"] += (report.ended_at - report.started_at) * report.time_scale
@@ -399,7 +401,8 @@ class SweepResult:
                 "tps_by_source": {k: round(v, 2) for k, v in source_means(cell).items()},
                 "client": {
                     "requests": client.get("requests", 0), "errors": client.get("errors", 0),
-                    "untimed": client.get("untimed", 0),
+                    "untimed": client.get("untimed", 0), "retried": client.get("retried", 0),
+                    "first_error": client.get("first_error"),
                     "output_tps": round(client["output_tokens"] / secs, 3) if secs and client.get("output_tokens") else None,
                     "decode_tps": dec.to_json() if dec else None, "ttft_s": ttft.to_json() if ttft else None,
                 },

@@ -137,7 +137,7 @@ async def test_dashboard_restarts_a_real_llama_server_from_depth_4_to_2_over_ope
         stop_server(launch.pidfile)
 
 
-def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the_last(
+def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the_winner(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
     require(llama_missing())
     folder = tmp_path / "llama"
@@ -147,7 +147,7 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
                           ssh_profile(client_home, openssh_server, folder / "llama_4.log"), launch)
     try:
         result = run_specmon(["sweep", "cpu-llama", "--config", str(config), "--steps", "4,2", "--yes",
-                              "--no-record", "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "10", "--max-samples", "120", "--looks", "3", "--max-minutes", "2",
                               "--concurrency", "2", "--max-tokens", "48", "--request-timeout", "30"],
                              SWEEP_WAIT_S)
@@ -161,14 +161,18 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
         assert [(r["steps"], r["status"]) for r in doc["runs"]] == [(4, "done"), (2, "done")], doc["runs"]
         assert [r["label"] for r in doc["runs"]] == ["draft-simple 4 tokens", "draft-simple 2 tokens"]
         assert all(r["samples"] >= 10 for r in doc["runs"]), doc["runs"]
-        assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"]), doc["runs"]
+        assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"]), [
+            (r["client"]["errors"], r["client"]["requests"], r["client"].get("first_error")) for r in doc["runs"]]
         verdict = doc["verdict"]
         if verdict["separated"]:
             assert verdict["winner_steps"] in (2, 4) and result.returncode == 0, verdict
         else:
             assert verdict["winner_steps"] is None and "not" in verdict["sentence"], verdict
-        assert "left running with the last configuration" in result.stderr
+        # --finish winner: the server ends on the winner when there is one, else on the last setting.
+        left = doc["server_left_on"]
+        expected = verdict["winner_steps"] if verdict["separated"] else doc["runs"][-1]["steps"]
+        assert left["running"] is True and left["steps"] == expected, left
         argv = server_argv(launch.pidfile)
-        assert argv[argv.index("--spec-draft-n-max") + 1] == "2", argv
+        assert argv[argv.index("--spec-draft-n-max") + 1] == str(expected), argv
     finally:
         stop_server(launch.pidfile)

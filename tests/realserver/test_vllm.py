@@ -136,7 +136,7 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
         stop_server(launch.pidfile)
 
 
-def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the_last(
+def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the_winner(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
     require(vllm_missing())
     folder = tmp_path / "vllm"
@@ -146,7 +146,7 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
                           ssh_profile(client_home, openssh_server, folder / "vllm_2.log"), launch)
     try:
         result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "2,1", "--yes",
-                              "--no-record", "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "10", "--max-samples", "30", "--looks", "2", "--max-minutes", "20",
                               "--concurrency", "4", "--max-tokens", "64", "--request-timeout", "60"],
                              SWEEP_WAIT_S)
@@ -158,15 +158,19 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
         assert result.returncode in (0, 1), result.stderr[-3000:]
         assert [(r["steps"], r["status"]) for r in doc["runs"]] == [(2, "done"), (1, "done")], doc["runs"]
         assert all(r["samples"] >= 10 for r in doc["runs"]), doc["runs"]
-        assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"]), doc["runs"]
+        assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"]), [
+            (r["client"]["errors"], r["client"]["requests"], r["client"].get("first_error")) for r in doc["runs"]]
         verdict = doc["verdict"]
         if verdict["separated"]:
             assert verdict["winner_steps"] in (1, 2) and result.returncode == 0, verdict
         else:
             assert verdict["winner_steps"] is None and "not" in verdict["sentence"], verdict
-        assert "left running with the last configuration" in result.stderr
+        # --finish winner: the server ends on the winner when there is one, else on the last setting.
+        left = doc["server_left_on"]
+        expected = verdict["winner_steps"] if verdict["separated"] else doc["runs"][-1]["steps"]
+        assert left["running"] is True and left["steps"] == expected, left
         argv = server_argv(launch.pidfile)
-        assert any('"num_speculative_tokens": 1' in a for a in argv), argv
+        assert any(f'"num_speculative_tokens": {expected}' in a for a in argv), argv
     finally:
         stop_server(launch.pidfile)
 

@@ -297,6 +297,66 @@ async def test_http_errors_are_recorded_not_raised(http_server) -> None:
     assert report.output_tps is None and report.to_json()["first_error"].startswith("HTTP 404")
 
 
+class _Dropped(ConnectionError):
+    """Raised by a handler to close the connection without a byte of answer."""
+
+
+def _answer(w: asyncio.StreamWriter, tokens: int = 3) -> None:
+    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    w.write(sse_chunks([{"choices": [{"text": "a"}]}, {"choices": [{"text": "b"}]},
+                        {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": tokens}}, "[DONE]"]))
+
+
+@pytest.mark.parametrize(("per_connection", "concurrency"), [(1, 1), (2, 1), (5, 2), (3, 4)])
+async def test_a_kept_alive_connection_closed_before_answering_is_retried_once(
+        http_server, per_connection: int, concurrency: int) -> None:
+    """cpp-httplib (llama-server) closes a kept-alive connection after a few requests, uvicorn (vLLM,
+    SGLang) after 5 s idle: a request sent on it just then gets no answer at all. It was never
+    served, so it is sent again on a fresh connection, once, and is not a client error."""
+    served: dict[int, int] = {}
+
+    async def handler(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
+        n = served.get(id(w), 0)
+        if n == per_connection:
+            raise _Dropped
+        served[id(w)] = n + 1
+        _answer(w)
+        await w.drain()
+
+    url, seen = await http_server(handler)
+    report = await LoadDriver(LoadConfig(url, model="m")).run(concurrency, max_requests=12)
+    assert report.errors == 0 and len(report.ok) == 12, [r.error for r in report.results]
+    retried = sum(r.retried for r in report.results)
+    # Every request the server dropped was sent again, and nothing else was: what the server saw
+    # is the 12 answered plus one per retry.
+    assert retried >= 1 and len(seen) == 12 + retried
+    assert sum(served.values()) == 12
+
+
+async def test_a_server_that_never_answers_is_an_error_after_one_retry(http_server) -> None:
+    async def handler(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
+        raise _Dropped
+
+    url, seen = await http_server(handler)
+    report = await LoadDriver(LoadConfig(url, model="m")).run(1, max_requests=3)
+    assert report.errors == 3 and len(seen) == 6
+    assert all(r.retried and r.error == "the server closed the connection before answering" for r in report.results)
+
+
+async def test_a_connection_closed_mid_answer_is_an_error_not_retried(http_server) -> None:
+    async def handler(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        w.write(sse_chunks([{"choices": [{"text": "a"}]}])[:-5])  # the stream's end never comes
+        await w.drain()
+        raise _Dropped
+
+    url, seen = await http_server(handler)
+    report = await LoadDriver(LoadConfig(url, model="m")).run(1, max_requests=2)
+    # Part of an answer arrived: the server did serve it, so sending it again would count it twice.
+    assert report.errors == 2 and len(seen) == 2
+    assert all(not r.retried and r.error == "the server closed the connection mid-answer" for r in report.results)
+
+
 async def test_every_request_is_bounded_by_its_timeout(http_server) -> None:
     async def silent(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
         await asyncio.sleep(3600)  # accepts, never answers

@@ -8,10 +8,13 @@ in-process asyncssh server on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -187,8 +190,8 @@ async def test_hostile_arguments_reach_the_server_literally(tmp_path: Path, serv
     evil = [f"$(touch {marker})", f"; touch {marker}", f"`touch {marker}`", "a'b\"c", "*"]
     prof = profile(tmp_path, server_script, argv=[sys.executable, str(server_script), "normal", *evil])
     pid = await start(prof, 1, reaper)
+    await ready(prof, 1)  # exec'd by now: before, /proc may still show the start script's shell
     assert cmdline(pid)[3:] == evil
-    await ready(prof, 1)
     assert not marker.exists()
 
 
@@ -379,6 +382,75 @@ async def test_wait_ready_gives_up_at_the_timeout(tmp_path: Path, server_script:
     assert outcome.state == "timeout"
     assert outcome.checks == 6  # at 0, 2, 4, 6, 8, 10 s of fake time
     assert parse_result_line(outcome.last.stdout if outcome.last else "", "specmon-ready")["reason"] == "marker"
+
+
+@contextlib.contextmanager
+def health_server(answers: list[int]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 whose /health answers ``answers[0]`` (the test may change it)."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(answers[0])
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/health"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_healthy_server_whose_log_never_shows_the_marker_is_a_wrong_marker(
+        tmp_path: Path, server_script: Path, reaper: list[int]) -> None:
+    """Health answers but the marker never comes: after the grace, say the marker is wrong, not
+    wait out the whole start timeout (900 s for a big model) and call it slow."""
+    answers = [200]
+    with health_server(answers) as url:
+        prof = profile(tmp_path, server_script, ready_marker="Application startup completed",
+                       health_url=url, start_timeout_s=900)
+        await start(prof, 1, reaper)
+        now = [0.0]
+
+        async def fake_sleep(seconds: float) -> None:
+            now[0] += seconds
+            # Health drops once at 20 s: the grace counts from when it answers again.
+            answers[0] = 503 if 20 <= now[0] < 22 else 200
+
+        outcome = await wait_ready(build_plan(prof, 1), LocalRunner(), sleep=fake_sleep, clock=lambda: now[0],
+                                   marker_grace_s=30)
+    assert outcome.state == "no-marker"
+    assert 22 + 30 <= now[0] < 22 + 30 + 2 * build_plan(prof, 1).ready.poll_s, now
+    assert parse_result_line(outcome.last.stdout if outcome.last else "", "specmon-ready") == {
+        "result": "waiting", "reason": "marker", "health": "ok"}
+
+
+async def test_the_right_marker_with_health_is_ready_and_health_alone_is_not(
+        tmp_path: Path, server_script: Path, reaper: list[int]) -> None:
+    answers = [503]
+    with health_server(answers) as url:
+        prof = profile(tmp_path, server_script, health_url=url, start_timeout_s=10)
+        await start(prof, 1, reaper)
+        now = [0.0]
+
+        async def fake_sleep(seconds: float) -> None:
+            now[0] += seconds
+
+        # The marker is in the log but health fails: not ready, and not a wrong marker either.
+        while "SERVER READY" not in (tmp_path / "server_1step.log").read_text():
+            await asyncio.sleep(0.05)
+        outcome = await wait_ready(build_plan(prof, 1), LocalRunner(), sleep=fake_sleep, clock=lambda: now[0],
+                                   marker_grace_s=1)
+        assert outcome.state == "timeout"
+        assert parse_result_line(outcome.last.stdout if outcome.last else "", "specmon-ready")["reason"] == "health"
+        answers[0] = 200
+        outcome = await wait_ready(build_plan(prof, 1), LocalRunner(), sleep=fake_sleep, clock=lambda: now[0])
+        assert outcome.state == "ready"
 
 
 async def test_execute_only_takes_plans() -> None:
