@@ -57,6 +57,13 @@ async def test_r_on_a_row_restarts_on_that_configuration(isolated_home: Path, tm
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step dialog")
         await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RestartDialog), "closed")
+        # Focused but no row chosen (the table has the focus from the start): the dialog too.
+        app._table.focus()
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step dialog again")
+        await pilot.press("escape")
 
 
 async def test_enter_on_a_row_opens_its_details(isolated_home: Path, tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ def config_row(app: SpecmonApp, key: str) -> ConfigRow | None:
 
 
 def row_steps(app: SpecmonApp) -> int | None:
-    """The step count of the highlighted run-table row, when the table has the focus (``r`` on a row)."""
-    if app.focused is not app._table:
+    """The step count of the row the user moved the run table's cursor to (``r`` on a row); None
+    when they did not (the table has the focus from the start: ``r`` then asks for a step count)."""
+    if app.focused is not app._table or not getattr(app._table, "chosen", False):
         return None
     key = _cursor_key(app)
     if key is None:
