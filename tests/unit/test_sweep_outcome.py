@@ -118,3 +118,14 @@ def test_restarts_list_every_start_in_order_with_plurals(tmp_path: Path) -> None
     # ("0→1 steps" in the cost model is a range of step counts, not a count.)
     assert not re.search(r"(?<![→\d])1 steps", md) and "first start → 1 step" in md
     assert steps_text(None) == "? steps"
+
+
+@pytest.mark.parametrize("raw", [6.749, 6.75, 6.7501, 6.65, 6.649999, -0.05, -0.049, 12.345])
+def test_a_figure_and_its_stored_copy_print_alike(raw: float) -> None:
+    """The live number and the one a recording keeps (2 decimals) give the same digits."""
+    from specmon.model.stats import Ratio
+    from specmon.model.stopping import _pct_text
+
+    live = pct_interval_text(raw, raw - 1, raw + 1)
+    stored = pct_interval_text(round(raw, 2), round(raw - 1, 2), round(raw + 1, 2))
+    assert live == stored == _pct_text(Ratio(raw, raw - 1, raw + 1))
