@@ -69,7 +69,7 @@ from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
-from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
@@ -347,10 +347,17 @@ class SpecmonApp(App[int]):
         wall = None if self.feeder.replay_clock is not None else (self.clock() if at is None else at)
         self.feeder.session.events.append(SessionEvent(0, None, level, text, received=wall))
 
+    @on(FlowProgressed)
+    def _flow_progressed(self, message: FlowProgressed) -> None:
+        """A restart's panel moved on: refresh the header from the same view now, not at the next tick."""
+        if self.screen_stack and not self._sources_closed:  # not while the app shuts down
+            self._tick()
+
     @on(FlowChanged)
     def _flow_changed(self, message: FlowChanged) -> None:
         """A flow started, ended or adopted a server: ``r`` and ``s`` may have changed."""
-        self.refresh_bindings()
+        if self.screen_stack:  # a flow's last word may arrive while the app shuts down
+            self.refresh_bindings()
 
     def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,
                       description: str) -> Worker[None]:

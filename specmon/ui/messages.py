@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-__all__ = ["FlowChanged", "FlowLogged"]
+__all__ = ["FlowChanged", "FlowLogged", "FlowProgressed"]
 
 
 class FlowLogged(Message):
@@ -32,3 +32,7 @@ class FlowLogged(Message):
 
 class FlowChanged(Message):
     """A flow's state changed (started, finished, adopted a server): what ``r`` and ``s`` can do may differ."""
+
+
+class FlowProgressed(Message):
+    """A flow's panel shows a newer moment (a restart's phase moved): the header must show it too, now."""

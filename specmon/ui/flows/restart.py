@@ -34,7 +34,7 @@ from specmon.control.restart import (
 from specmon.control.runner import CommandRunner
 from specmon.sources.base import LineSource
 from specmon.ui.flows import Dashboard, event_time
-from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.views import RowView, duration_text
 from specmon.ui.widgets.restart_progress import RestartProgressPanel, phase_counter
 
@@ -80,6 +80,9 @@ class RestartFlow:
         def __init__(self, plan: CommandPlan) -> None:
             super().__init__()
             self.plan = plan
+
+    class Progressed(FlowProgressed):
+        """The panel shows a newer moment of the running restart."""
 
     class Finished(FlowChanged):
         """A restart ended: ``progress.phase`` is READY, or where it failed."""
@@ -367,10 +370,10 @@ class RestartFlow:
         self._progress(view)
 
     def _progress(self, view: RestartProgress) -> None:
-        if self._driven and view.running:
-            return  # shown on the app's next tick, with the header
         if self._visible:
             self.panel.view = view
+            if self._driven and view.running:
+                self.panel.post_message(self.Progressed())  # the header follows before the next paint
 
     def _refresh(self) -> None:
         c = self.controller

@@ -96,6 +96,7 @@ class SweepFlow:
         #: The last sweep's one verdict, and its panel while it is open.
         self.outcome: SweepOutcome | None = None
         self.verdict_screen: SweepVerdictScreen | None = None
+        self.last_verdict: SweepVerdictScreen | None = None  # kept after it is closed
         self._restarting: int | None = None
         self.line = Static("", id="sweep-progress", markup=False)
         self.line.display = False
@@ -294,14 +295,17 @@ class SweepFlow:
             winner_note = f"the server runs {best.label} already: nothing to restart"
         screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
                                     winner_note=winner_note)
-        self.verdict_screen = screen
+        app = self.line.app
+        if isinstance(app.screen, SweepStopScreen):
+            app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended
+        self.verdict_screen = self.last_verdict = screen
 
         def done(choice: str | None) -> None:
             self.verdict_screen = None
             if choice == "winner" and best is not None and best.steps is not None:
                 self.flow.choose(best.steps)  # the commands are shown; y runs them
 
-        self.line.app.push_screen(screen, callback=done)
+        app.push_screen(screen, callback=done)
 
     # -- the report ------------------------------------------------------------------------------
 
