@@ -233,15 +233,13 @@ def pct_interval_text(pct: float, low: float | None, high: float | None, *, clos
     """``+6.6% (+5.9…+7.4%)``: a relative difference and its interval, one decimal.
 
     Every place that prints a sweep's speed-up (the verdict panel, the run table after a
-    sweep, the sweep report's verdict and its table) formats it here, from the same numbers.
+    sweep, the sweep report's verdict and its table) formats it here, from the same numbers:
+    the 2 decimals the sweep's JSON keeps (the sweep's own sentence rounds to those first too).
     ``closing_pct=False`` drops the second ``%`` (table cells, where the header says it).
     """
-    # Rounded first to the 2 decimals the JSON documents keep: a figure read back from a
-    # recording prints the same digits as the live one (6.749 and its stored 6.75 both "6.8").
-    pct = round(pct, 2)
     if low is None or high is None:
         return f"{pct:+.1f}%"
-    return f"{pct:+.1f}% ({round(low, 2):+.1f}…{round(high, 2):+.1f}{'%' if closing_pct else ''})"
+    return f"{pct:+.1f}% ({low:+.1f}…{high:+.1f}{'%' if closing_pct else ''})"
 
 
 #: What each source of a sweep's numbers is, in words.
