@@ -237,7 +237,7 @@ async def test_restart_and_sweep_open_the_controller_screens(isolated_home: Path
         assert app.check_action("restart", ()) is True
         await pilot.press("r")
         assert isinstance(app.screen, _Named) and app.screen.what == "restart"
-        app.pop_screen()
+        await app.pop_screen()  # (not awaited, a late pop could take the sweep screen off instead)
         await pilot.press("s")
         assert isinstance(app.screen, _Named) and app.screen.what == "sweep"
 
