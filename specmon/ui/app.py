@@ -356,7 +356,8 @@ class SpecmonApp(App[int]):
     @on(FlowChanged)
     def _flow_changed(self, message: FlowChanged) -> None:
         """A flow started, ended or adopted a server: ``r`` and ``s`` may have changed."""
-        if self.screen_stack:  # a flow's last word may arrive while the app shuts down
+        # A flow's last message can arrive while the app shuts down, its screens gone.
+        if self.screen_stack:
             self.refresh_bindings()
 
     def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,

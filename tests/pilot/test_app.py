@@ -50,6 +50,18 @@ async def test_sweep_fills_every_panel_and_ends_with_two_steps_best(isolated_hom
         assert "10 steps" in header_text(app)
 
 
+async def test_a_flow_message_that_arrives_during_shutdown_is_harmless(isolated_home: Path) -> None:
+    """A restart or sweep flow may post its last FlowChanged as the app exits (seen in CI:
+    "No screens on stack" from refresh_bindings): with no screen left it is dropped."""
+    from specmon.ui.messages import FlowChanged
+
+    app = sweep_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+    assert not app.screen_stack
+    app._flow_changed(FlowChanged())  # raised ScreenStackError before
+
+
 async def test_timers_keep_refreshing_under_the_help_screen(isolated_home: Path) -> None:
     app = sweep_app()
     async with app.run_test(size=SIZE) as pilot:
