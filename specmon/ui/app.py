@@ -53,10 +53,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
@@ -69,10 +68,12 @@ from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
+from specmon.ui.keys import ACTIONS, app_bindings, by_action
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
+from specmon.ui.widgets.key_footer import KeyFooter
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
 from specmon.ui.widgets.run_table import RunTable
@@ -160,23 +161,15 @@ class DashboardOptions:
     prometheus_port: int | None = None
 
 
-#: (action, palette title, palette help) for the command palette.
-_COMMANDS = (
-    ("toggle_pause", "Pause / resume", "Pause the replay, or freeze the live view"),
-    ("mark_baseline", "Mark baseline", "Use the current configuration as the baseline (again: automatic)"),
-    ("export", "Export run table", "Write the run table as CSV, JSON and Markdown"),
-    ("next_theme", "Next specmon theme", "Switch to the next colour theme"),
-    ("faster", "Replay faster", "Step the replay speed up"),
-    ("slower", "Replay slower", "Step the replay speed down"),
-    ("restart", "Restart server", "Restart the server with another configuration"),
-    ("sweep", "Sweep step counts", "Restart through a list of step counts and compare"),
-    ("events", "Event log", "Every event, full lines: filter (/), levels (!), fold (f)"),
-    ("help", "Help", "What every number means, and every key"),
-)
+#: (action, palette title, palette help) for the command palette: the same source as the keys and help.
+_COMMANDS = tuple((a.action, a.title, a.help) for a in ACTIONS if a.title is not None)
+#: Textual's own palette entries that specmon has its own command for ("Theme" would be a second theme command).
+_REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Quit"})
 
 
-#: Actions read-only mode turns off (the key says why when pressed).
-_READ_ONLY_ACTIONS = frozenset({"restart", "sweep", "export"})
+#: Actions that say why when their key is pressed but they cannot run (escape/d with nothing to
+#: dismiss stays silent: there is nothing to explain).
+_SAY_WHY = frozenset(a.action for a in ACTIONS) - {"dismiss"}
 
 
 class SpecmonApp(App[int]):
@@ -198,22 +191,8 @@ class SpecmonApp(App[int]):
     CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
     TITLE = "specmon"
 
-    BINDINGS = [
-        Binding("p", "toggle_pause", "Pause"),
-        Binding("b", "mark_baseline", "Baseline"),
-        Binding("e", "export", "Export"),
-        Binding("t", "next_theme", "Theme"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        # Not in the footer (80 columns are not enough); in the palette, the help and the header.
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
-        Binding("minus", "slower", "Slower", key_display="-", show=False),
-        # Reserved for the control issue: greyed out until a controller is injected.
-        Binding("r", "restart", "Restart"),
-        Binding("s", "sweep", "Sweep"),
-        # Not in the footer (80 columns); in the palette and the help.
-        Binding("l", "events", "Events", show=False),
-        Binding("q", "quit", "Quit"),
-    ]
+    # One source for the footer, the help and the palette (specmon/ui/keys.py).
+    BINDINGS = app_bindings()
 
     def __init__(
         self,
@@ -265,8 +244,9 @@ class SpecmonApp(App[int]):
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
         with Horizontal(id="metrics"):
-            yield MetricPanel("throughput", "throughput", id="m-throughput")
-            yield MetricPanel("accept_len", "accept length", id="m-accept-len")
+            # The units in the titles: they stay when the value lines are cut short.
+            yield MetricPanel("throughput", "throughput tok/s", id="m-throughput")
+            yield MetricPanel("accept_len", "accept len tok/step", id="m-accept-len")
             yield MetricPanel("accept_rate", "accept rate", id="m-accept-rate")
         with Vertical(id="table-box") as box:
             box.border_title = "runs"
@@ -283,7 +263,7 @@ class SpecmonApp(App[int]):
                 events = EventLog(id="events")
                 events.border_title = "events"
                 yield events
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         # References, not queries: a modal screen (help) on top must not hide them from the timers.
@@ -392,9 +372,14 @@ class SpecmonApp(App[int]):
         self._size_classes()
 
     def _size_classes(self) -> None:
+        """Size classes on the dashboard's own screen (not on a dialog that happens to be on top)."""
         w, h = self.size
-        self.screen.set_class(w < 90 or h < 28, "-compact")
-        self.screen.set_class(w >= 160 and h >= 50, "-large")
+        if not self.screen_stack:
+            return
+        base = self.screen_stack[0]
+        base.set_class(w < 90 or h < 28, "-compact")
+        base.set_class(w < 70 or h < 20, "-tiny")
+        base.set_class(w >= 160 and h >= 50, "-large")
 
     # -- themes ------------------------------------------------------------------------------
 
@@ -451,11 +436,6 @@ class SpecmonApp(App[int]):
             if self.recorder is not None:
                 self.recorder.close()
 
-    async def action_quit(self) -> None:
-        """Close the source (an SSH channel, a file) and leave."""
-        await self._close_sources()
-        self.exit(0)
-
     async def on_unmount(self) -> None:
         await self._close_sources()
 
@@ -502,6 +482,7 @@ class SpecmonApp(App[int]):
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
             state_since=feeder.state_since(), restart=restart() if restart is not None else None,
+            replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
         )
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():
@@ -513,6 +494,12 @@ class SpecmonApp(App[int]):
                 ar.show(snap.accept_rate, sparkline=spark)
                 self._bars.view = snap.positions
                 self._events.events = snap.events
+        panel = self._restart_panel()
+        if not self.screen_stack:
+            return  # shutting down: no screen to style
+        base = self.screen_stack[0]
+        base.set_class(panel is not None and panel.view is not None, "-panel-open")
+        base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
         self._refresh_availability()
 
     def _tick_slow(self) -> None:
@@ -624,10 +611,19 @@ class SpecmonApp(App[int]):
                 return "already at max speed"
             if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
                 return "already at the slowest speed"
+        elif action in ("go_back", "dismiss"):
+            panel = self._restart_panel()
+            if panel is None:
+                return "no restart ran in this session"
+            if not panel.check_action(action, ()):
+                return ("only after a failed restart with a previous configuration" if action == "go_back"
+                        else "nothing to dismiss")
         elif action in ("restart", "sweep"):
             if self._read_only():
                 return f"read-only mode ({self._read_only()}): the server is not restarted"
             if self.controller is None:
+                if rc is not None:
+                    return "a replay shows saved logs: there is no server to restart"
                 return "no launch profile configured for this server"
             if self.sweeper is not None:
                 if action == "sweep":
@@ -644,32 +640,83 @@ class SpecmonApp(App[int]):
         return read_only_reason() or ("--read-only" if self.options.read_only else None)
 
     async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
-        """Run an action; a key greyed out by read-only mode says why instead of doing nothing."""
+        """Run an action; a key that cannot run now says why instead of doing nothing."""
         handled = await super().run_action(action, default_namespace, namespaces)
-        if not handled and action in _READ_ONLY_ACTIONS and (default_namespace in (None, self)):
+        if not handled and action in _SAY_WHY and (default_namespace in (None, self)):
             reason = self._unavailable_reason(action)
-            if reason is not None and reason.startswith("read-only mode"):
-                self.notify(reason, title=action, severity="warning", timeout=6)
+            if reason is not None:
+                title = by_action(action).title or action
+                self.notify(reason, title=f"{title}: unavailable", severity="warning", timeout=6)
         return handled
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Grey out (None) actions that cannot run now; hide speed keys when not replaying."""
-        if action in ("faster", "slower") and self.feeder.replay_clock is None:
-            return False
+        """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
+
+        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
+        from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
+        """
+        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
+            return False  # no speed to change: not in the footer (the palette says why)
+        if action in ("go_back", "dismiss"):
+            return self._unavailable_reason(action) is None
         return None if self._unavailable_reason(action) else True
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The palette lists every dashboard action; unavailable ones say why."""
-        yield from super().get_system_commands(screen)
+        """The palette lists every dashboard action; those that cannot run now say why."""
+        for command in super().get_system_commands(screen):
+            if command.title not in _REPLACED_SYSTEM_COMMANDS:
+                yield command
         for action, title, help_text in _COMMANDS:
-            if self.check_action(action, ()) is False:
-                continue
             reason = self._unavailable_reason(action)
             if reason is None:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
             else:
                 yield SystemCommand(f"{title} (unavailable)", f"{help_text} — {reason}",
-                                    partial(self.notify, f"{title}: {reason}", severity="warning"))
+                                    partial(self.notify, reason, title=f"{title}: unavailable",
+                                            severity="warning"))
+
+    def _restart_panel(self) -> Any:
+        """The restart flow's progress panel, when the controller has one."""
+        return getattr(self.controller, "panel", None)
+
+    def _in_flight(self) -> str | None:
+        """What quitting now would interrupt: a sweep or a restart, or None."""
+        if self.sweeper is not None and self.sweeper.running:
+            return "a sweep is running"
+        restart = getattr(self.controller, "controller", None)
+        if restart is not None and getattr(restart, "busy", False):
+            return "a restart is in progress"
+        return None
+
+    async def action_quit(self) -> None:
+        """Close the source (an SSH channel, a file) and leave; asks first while a restart or sweep runs."""
+        from specmon.ui.screens.quit_confirm import QuitConfirmScreen
+
+        busy = self._in_flight()
+        if busy is None or isinstance(self.screen, QuitConfirmScreen):
+            # Pressed again on the question: the user means it.
+            await self._close_sources()
+            self.exit(0)
+            return
+
+        async def answered(quit_now: bool | None) -> None:
+            if quit_now:
+                await self._close_sources()
+                self.exit(0)
+
+        self.push_screen(QuitConfirmScreen(busy), callback=answered)
+
+    def action_go_back(self) -> None:
+        """After a failed restart: back to the previous configuration (the commands are shown first)."""
+        panel = self._restart_panel()
+        if panel is not None and not self._unavailable_reason("go_back"):
+            panel.action_go_back()
+
+    def action_dismiss(self) -> None:
+        """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus)."""
+        panel = self._restart_panel()
+        if panel is not None and not self._unavailable_reason("dismiss"):
+            panel.action_dismiss()
 
     def action_toggle_pause(self) -> None:
         """Pause or resume the replay; for a live source, freeze or unfreeze the view."""

@@ -190,6 +190,8 @@ class MetricView:
     significant: bool | None = None  # the difference's 95% interval excludes zero; None = unknown
     is_baseline: bool = False
     note: str = ""
+    #: The baseline's label when there is one but it has no value of this metric (no speculation).
+    baseline_without: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,7 +507,8 @@ class SnapshotBuilder:
     # -- fast views -------------------------------------------------------------------------
 
     def live(self, session: Session, *, source: str, status: SourceStatus, now: float,
-             log_now: float | None, mode: str, paused: bool, lines: int, state_since: float | None = None,
+             log_now: float | None, mode: str, paused: bool, lines: int, replay: bool = False,
+             ended: bool = False, state_since: float | None = None,
              restart: tuple[str, str] | None = None) -> DashboardSnapshot:
         """Header, metric panels, per-position bars and events.
 
@@ -518,6 +521,8 @@ class SnapshotBuilder:
             mode: "live", "replay 10×", ...
             paused: Whether the display or the replay is paused.
             lines: Lines ingested.
+            replay: The source is a replay of saved logs (the header says so, not "live").
+            ended: The replay has read everything: its last state is history, not now.
             state_since: Wall time the current state began, when specmon saw it begin: the
                 header's "time in this state" is then on the wall clock, not the log's.
             restart: While a restart runs, its phase and time in it, exactly as the restart
@@ -529,8 +534,8 @@ class SnapshotBuilder:
         base_row = next((r for r in self.analysis.rows if r.is_baseline), None) if self.analysis else None
         cfg = run.config if run is not None else None
         return DashboardSnapshot(
-            header=self._header(session, run, source, status, now, log_now, mode, paused, lines, state_since,
-                                restart),
+            header=self._header(session, run, source, status, now, log_now, mode, paused, lines, replay, ended,
+                                state_since, restart),
             throughput=self._throughput(run, row, baseline),
             accept_len=self._accept(run, row, base_row, "accept_len", "accept length", "tokens/step", 2,
                                     ceiling_of(cfg)),
@@ -540,7 +545,8 @@ class SnapshotBuilder:
         )
 
     def _header(self, session: Session, run: Run | None, source: str, status: SourceStatus, now: float,
-                log_now: float | None, mode: str, paused: bool, lines: int, state_since: float | None = None,
+                log_now: float | None, mode: str, paused: bool, lines: int, replay: bool = False,
+                ended: bool = False, state_since: float | None = None,
                 restart: tuple[str, str] | None = None) -> HeaderView:
         state = run.state if run is not None else session.state
         if state is ServerState.UNKNOWN and run is not None and run.used:
@@ -586,6 +592,13 @@ class SnapshotBuilder:
             text, since = restart
             level = BUSY
         conn, conn_level = connection_text(status, now)
+        if replay:
+            # A replay reads saved logs: nothing is live, and its last state is not the server's now.
+            conn, conn_level = "replay", IDLE if ended else OK
+            if ended:
+                # A crash stays red: it is what the log is about.
+                text, since = f"log ended (last state: {text})", ""
+                level = level if level == ERROR else IDLE
         return HeaderView(
             source=source, engine=session.engine.value, config=config_text(run.config if run else None),
             config_short=run.label if run is not None and run.config is not None else "configuration unknown",
@@ -642,9 +655,10 @@ class SnapshotBuilder:
         if not live:
             cfg = run.config if run is not None else None
             note = "no speculation" if cfg is not None and cfg.is_nospec else "not logged yet"
+        without = base_row.label if base_row is not None and base_summary is None and not is_base else ""
         return MetricView(attr, title, unit, decimals, live[-1] if live else None, _mean(recent), len(recent),
                           _tail(live, SPARK_POINTS), ceiling=ceiling, baseline=base, delta=delta,
-                          significant=significant, is_baseline=is_base, note=note)
+                          significant=significant, is_baseline=is_base, note=note, baseline_without=without)
 
     def _positions(self, session: Session, run: Run | None, row: ConfigRow | None) -> PositionsView:
         values = run.per_position if run is not None else None

@@ -196,7 +196,8 @@ async def test_run_table_sorts_by_a_column(isolated_home: Path) -> None:
         table = app._table
 
         def steps_column() -> list[str]:
-            return [table.get_row_at(i)[1].plain for i in range(table.row_count)]
+            column = list(table.columns).index("steps")
+            return [table.get_row_at(i)[column].plain for i in range(table.row_count)]
 
         assert steps_column() == ["0", "1", "2", "3", "5", "10"]  # step order, as summarize prints
         table.sort_by("tps", reverse=True)

@@ -255,10 +255,10 @@ async def test_palette_lists_every_action_and_says_why_one_is_unavailable(isolat
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
-        for title in ("Pause / resume", "Mark baseline", "Export run table", "Next specmon theme", "Help"):
+        for title in ("Pause / resume", "Mark baseline", "Export run table", "Next theme", "Help"):
             assert title in commands
         assert "Restart server (unavailable)" in commands
-        assert "no launch profile" in commands["Restart server (unavailable)"].help
+        assert "a replay shows saved logs" in commands["Restart server (unavailable)"].help
 
 
 async def test_q_quits_and_closes_the_source(isolated_home: Path) -> None:

@@ -144,7 +144,7 @@ async def test_dialog_shows_what_was_measured_and_escape_cancels() -> None:
     async with app.run_test(size=SIZE) as pilot:
         text = str(dialog.query_one("#restart-measured", Static).render())
         assert "no speculation" in text and "EAGLE3 1 step" in text and "+5.9%" in text and "94.0 ± 1.4" in text
-        assert "▸★ EAGLE3 2 steps" in text and " B no speculation" in text
+        assert "★ ▸ EAGLE3 2 steps" in text and " B  no speculation" in text  # ★ B ▸, one slot each
         assert "0 = no speculation" in str(dialog.query_one(".hint", Static).render())
         await pilot.press("escape")
         await pilot.pause()

@@ -211,7 +211,8 @@ class RestartFlow:
         view = self._shown_progress()
         if view is None:
             return None
-        return (f"restart → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}",
+        verb = "start" if self.panel.first_start else "restart"
+        return (f"{verb} → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}",
                 duration_text(view.phase_elapsed_s) or "0s")
 
     def header_text(self) -> str:
@@ -301,15 +302,20 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot start with {steps} steps: {exc}", "error")
             return
-        self.run(plan, self.controller.describe(plan), kind="first start")
+        # Nothing known to run yet and nothing started in this session: a start, not a restart.
+        first = self.controller.current_steps is None and self.runs == 0
+        self.run(plan, self.controller.describe(plan), first=first, kind="first start" if first else "restart")
 
-    def run(self, plan: CommandPlan, shown: str, *, kind: str = "restart") -> None:
+    def run(self, plan: CommandPlan, shown: str, *, first: bool = False, kind: str = "restart") -> None:
         """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first.
 
+        ``first``: the session's first start (nothing specmon started runs yet): called a start, not a restart.
         ``kind`` (``first start``, ``restart``, ``go back``) names it in the recording, so a
         report's list of restarts has every start, not only a sweep's.
         """
-        self._event("info", f"restart to {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
+        self.panel.first_start = first
+        verb = "start" if first else "restart to"
+        self._event("info", f"{verb} {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
         for line in shown.splitlines():
             if line.strip() and not line.startswith("host:"):
                 self._event("info", "  " + line)
@@ -334,7 +340,8 @@ class RestartFlow:
         self._progress(final)
         took = duration_text(final.elapsed_s) or "0s"
         if final.phase is Phase.READY:
-            self._event("info", f"restart {final.message} after {took}")
+            verb = "start" if self.panel.first_start else "restart"
+            self._event("info", f"{verb} {final.message} after {took}")
             self._notify(f"{final.message} — a new run begins", "information")
             self._hide_timer = self.panel.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
         else:

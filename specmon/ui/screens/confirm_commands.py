@@ -17,6 +17,7 @@ from textual.widgets import Button, Static
 
 from specmon.control.launch import CommandPlan
 from specmon.control.restart import RestartController, plan_label
+from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["ConfirmCommandsScreen"]
 
@@ -64,6 +65,10 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
     ConfirmCommandsScreen #confirm-commands {
         padding: 0 1;
     }
+    ConfirmCommandsScreen #confirm-same {
+        color: $warning;
+        text-style: bold;
+    }
     ConfirmCommandsScreen .hint {
         color: $text-muted;
     }
@@ -73,6 +78,20 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
     }
     ConfirmCommandsScreen Button {
         margin-left: 2;
+    }
+    /* Short terminals (80×24): one-line buttons, no gaps; the commands scroll, the keys stay. */
+    ConfirmCommandsScreen.-short #confirm-box {
+        max-height: 100%;
+    }
+    ConfirmCommandsScreen.-short #confirm-scroll {
+        margin: 0;
+    }
+    ConfirmCommandsScreen.-short #confirm-buttons > Button {
+        height: 1;
+        min-width: 12;
+        border: none;
+        border-top: none;
+        border-bottom: none;
     }
     """
 
@@ -103,11 +122,14 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         down += f" ({self.eta_text})." if self.eta_text else "."
         with Vertical(id="confirm-box"):
             yield Static(f"{self.title_text} on {plan.host}: {change}", id="confirm-title", markup=False)
+            if self.now_steps is not None and self.now_steps == plan.steps:
+                yield Static(f"{plan_label(plan.steps)} is what runs now: this restarts the same setting "
+                             "(a repeat run, pooled with the earlier one)", id="confirm-same", markup=False)
             yield Static(f"These commands run on {plan.host}, in this order. {down}", classes="hint",
                          markup=False)
             with VerticalScroll(id="confirm-scroll"):
                 yield Static(self.text, id="confirm-commands", markup=False)
-            yield Static("y: run · escape: cancel, nothing runs · x: the exact strings sent to the host",
+            yield Static("y: run · escape: cancel (nothing runs) · x: exact strings sent",
                          classes="hint", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button("Run (y)", id="confirm-run", variant="warning")
@@ -115,6 +137,16 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#confirm-cancel", Button).focus()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Give the commands what the terminal has left, so ``y: run`` and the buttons stay on screen."""
+        self.set_class(self.size.height < SHORT_BELOW, "-short")
+        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#confirm-box"),
+                                                   self.query_one("#confirm-scroll")))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -8,9 +8,11 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
-__all__ = ["HELP_TEXT", "HelpScreen"]
+from specmon.ui.keys import help_tables
 
-HELP_TEXT = """\
+__all__ = ["HELP_TEXT", "METRICS_TEXT", "HelpScreen"]
+
+METRICS_TEXT = """\
 # specmon — what the numbers mean
 
 **Generation throughput** (tok/s) — output tokens per second, as the server
@@ -19,7 +21,9 @@ number is the latest batch; *mean (N)* is the mean of the last N batches. One
 reading decides nothing: inside one configuration batches swing by ±20%.
 The line under it compares the **current configuration's mean** (warm-up and
 idle batches excluded) with the **baseline**: green or red only when the 95%
-interval of the difference excludes zero, grey (`~noise`) when it does not.
+interval of the difference excludes zero, grey (`~noise`) when it does not,
+and `(no CI yet)` while the current run has too few counted samples (warm-up
+excluded) for a 95% interval: the difference is not yet better or worse.
 
 **Accept length** (tokens per verify step) — how many tokens one
 draft-and-verify cycle yields, **including the bonus token** the target model
@@ -54,22 +58,10 @@ column header to sort.
 or `--baseline-tps X`). Press **b** to make the current configuration the
 baseline instead; press it again to go back.
 
-## Keys
-
-| key | action |
-|---|---|
-| `p` | pause / resume (a replay stops; a live view freezes while data keeps arriving) |
-| `b` | mark the current configuration as the baseline (again: automatic baseline) |
-| `e` | export the run table as CSV, JSON and Markdown (the path is shown) |
-| `t` | next colour theme |
-| `+` `-` | replay faster / slower |
-| `r` `s` | restart the server / sweep step counts (when a launch profile is configured) |
-| `l` | the whole event log: full lines, both clocks; `/` filter, `!` levels, `f` fold |
-| `enter` `r` on a row | (tab to the run table) the row's details / restart on its configuration |
-| `?` | this help (escape closes it) |
-| `q` | quit |
-| `ctrl+p` | command palette |
 """
+
+#: The help: what the numbers mean, then every key, from the one key source (:mod:`specmon.ui.keys`).
+HELP_TEXT = METRICS_TEXT + "\n" + help_tables()
 
 
 class HelpScreen(ModalScreen[None]):

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
+from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
+from specmon.ui.widgets.run_table import mark_text
 
 __all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
 
@@ -92,15 +94,21 @@ class MeasuredStep:
                    row.current, row.best, row.is_baseline)
 
 
-def measured_text(rows: Sequence[MeasuredStep]) -> Content:
-    """The measured configurations as aligned lines (marks: ▸ now, ★ fastest, B baseline)."""
+def measured_text(rows: Sequence[MeasuredStep], width: int = 80) -> Content:
+    """The measured configurations as aligned lines (marks as in the run table: ★ fastest, B baseline, ▸ now)."""
     if not rows:
         return Content.styled("nothing measured yet: every step count is new", "$text-muted")
-    header = f"   {'configuration':<22} {'n':>6}  {'tok/s ± CI':<16} {'vs base':<9} {'acc len':<9}"
+    # Widths fit an 80-column terminal: ``1.65 ± 0.02`` is 11 cells and is never cut. Below 66
+    # columns the sample count goes and the names shorten, so no line wraps.
+    narrow = width < 66
+    name = 14 if narrow else 20
+    count = "" if narrow else f" {'n':>6} "
+    header = f"    {'configuration':<{name}}{count} {'tok/s ± CI':<13} {'vs base':<9} {'acc len':<11}"
     lines = [Content.styled(header, "$text-muted")]
     for r in rows:
-        mark = ("▸" if r.current else " ") + ("★" if r.best else "B" if r.is_baseline else " ")
-        text = f"{mark} {r.label[:22]:<22} {r.samples:>6}  {r.tps[:16]:<16} {r.vs[:9]:<9} {r.accept_len[:9]:<9}"
+        mark = mark_text(r.best, r.is_baseline, r.current)
+        n = "" if narrow else f" {r.samples:>6} "
+        text = f"{mark} {r.label[:name]:<{name}}{n} {r.tps[:13]:<13} {r.vs[:9]:<9} {r.accept_len[:11]:<11}"
         style = "bold $primary" if r.current else "$success" if r.best else ""
         lines.append(Content.styled(text.rstrip(), style))
     return Content("\n").join(lines)
@@ -137,8 +145,15 @@ class RestartDialog(ModalScreen[int | None]):
         text-style: bold;
         color: $primary;
     }
-    RestartDialog #restart-measured {
+    RestartDialog > #restart-box {
+        max-height: 100%;
+    }
+    RestartDialog #restart-measured-scroll {
+        height: auto;
         margin: 1 0;
+    }
+    RestartDialog.-short #restart-measured-scroll {
+        margin: 0;
     }
     RestartDialog #restart-error {
         color: $error;
@@ -168,6 +183,7 @@ class RestartDialog(ModalScreen[int | None]):
         self.measured = tuple(measured)
         self._on_choose = on_choose
         self.chosen: int | None = None
+        self._measured_width = 0
 
     def compose(self) -> ComposeResult:
         now = "unknown" if self.current_steps is None else _steps_text(self.current_steps)
@@ -176,16 +192,36 @@ class RestartDialog(ModalScreen[int | None]):
             yield Static(f"Restart the server on {self.host}", id="restart-title", markup=False)
             yield Static(f"now: {now} · next: {self.lo} to {self.hi} steps{zero}"
                          + (f" · {self.rule}" if self.rule else ""), classes="hint", markup=False)
-            yield Static(measured_text(self.measured), id="restart-measured")
+            # Many configurations scroll; the input and the keys stay on screen.
+            with VerticalScroll(id="restart-measured-scroll"):
+                yield Static(measured_text(self.measured), id="restart-measured")
             yield Input(placeholder=f"step count, {self.lo}–{self.hi}", id="restart-steps",
                         validators=[StepCountValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
                         max_length=20)
             yield Static("", id="restart-error", markup=False)
-            yield Static("enter: next — the exact commands are shown before anything runs · escape: cancel",
+            yield Static("enter: next (the exact commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.set_class(self.size.height < SHORT_BELOW, "-short")
+        self.call_after_refresh(self._fit_now)
+
+    def _fit_now(self) -> None:
+        box = self.query_one("#restart-box")
+        width = box.content_size.width
+        if width and width != self._measured_width:
+            self._measured_width = width
+            self.query_one("#restart-measured", Static).update(measured_text(self.measured, width))
+            self.call_after_refresh(self._fit_now)  # the list's height may have changed
+            return
+        fit_scroll(self, box, self.query_one("#restart-measured-scroll"))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         # Say what is wrong while typing, but not before anything was typed.
@@ -200,6 +236,7 @@ class RestartDialog(ModalScreen[int | None]):
             except ValueError:
                 pass
         self.query_one("#restart-error", Static).update(text)
+        self._fit()  # the message may take a line from the list
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

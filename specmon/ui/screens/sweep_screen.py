@@ -20,6 +20,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Static
 
 from specmon.control.counts import parse_step_list
+from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
            "StepListValidator", "parse_step_list", "sweep_progress_text"]
@@ -106,7 +107,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
                         validators=[StepListValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
                         max_length=80)
             yield Static("", id="sweep-error", markup=False)
-            yield Static("enter: next — every restart's commands are shown before anything runs · escape: cancel",
+            yield Static("enter: next (every restart's commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
     def on_mount(self) -> None:
@@ -153,6 +154,11 @@ class SweepConfirmScreen(ModalScreen[bool]):
     SweepConfirmScreen .hint { color: $text-muted; }
     SweepConfirmScreen #sweep-confirm-buttons { height: auto; align-horizontal: right; }
     SweepConfirmScreen Button { margin-left: 2; }
+    SweepConfirmScreen.-short #sweep-confirm-box { max-height: 100%; }
+    SweepConfirmScreen.-short #sweep-confirm-scroll { margin: 0; }
+    SweepConfirmScreen.-short #sweep-confirm-buttons > Button {
+        height: 1; min-width: 12; border: none; border-top: none; border-bottom: none;
+    }
     """
 
     def __init__(self, host: str, steps: Sequence[int], text: str, load: str) -> None:
@@ -171,7 +177,7 @@ class SweepConfirmScreen(ModalScreen[bool]):
                          f"is down during each restart. {self.load}", classes="hint", markup=False)
             with VerticalScroll(id="sweep-confirm-scroll"):
                 yield Static(self.text, id="sweep-confirm-commands", markup=False)
-            yield Static("y: run the sweep · escape: cancel, nothing runs · s on the dashboard stops it later",
+            yield Static("y: run the sweep · escape: cancel (nothing runs) · s later: stop it",
                          classes="hint", markup=False)
             with Horizontal(id="sweep-confirm-buttons"):
                 yield Button("Run (y)", id="sweep-run", variant="warning")
@@ -179,6 +185,16 @@ class SweepConfirmScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#sweep-cancel", Button).focus()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """The commands scroll; ``y: run the sweep`` and the buttons stay on screen at 80×24."""
+        self.set_class(self.size.height < SHORT_BELOW, "-short")
+        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#sweep-confirm-box"),
+                                                   self.query_one("#sweep-confirm-scroll")))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

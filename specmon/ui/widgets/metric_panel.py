@@ -49,6 +49,12 @@ def delta_text(view: MetricView, width: int) -> Content:
             if len(text) > width:
                 text = f"max {view.ceiling:g} = steps + 1"
             return Content.styled(text, "$text-muted")
+        if view.baseline_without:
+            # A baseline without speculation drafts nothing: there is no rate to compare with.
+            text = f"baseline {view.baseline_without}: no drafts"
+            if len(text) > width:
+                text = "baseline has no drafts"
+            return Content.styled(text, "$text-muted")
         return Content.styled("no baseline yet", "$text-muted")
     base = f"{view.baseline:.{view.decimals}f}"
     if view.delta is None:
@@ -64,7 +70,7 @@ def delta_text(view: MetricView, width: int) -> Content:
     unit = f" {view.unit}" if view.unit and view.delta_is_pct else ""
     long = f" vs baseline {base}{unit}"
     tail = long if len(delta) + len(long) <= width else f" vs {base}"
-    note = "" if view.significant else (" ~noise" if view.significant is False else " (n/a)")
+    note = "" if view.significant else (" ~noise" if view.significant is False else " (no CI yet)")
     if len(delta) + len(tail) + len(note) > width:
         note = ""
     return Content.assemble((delta, style), (tail, "$text-muted"), (note, "$text-muted"))
@@ -104,8 +110,9 @@ class MetricPanel(Vertical):
                 view.current, view.mean, view.window, view.note, view.ceiling):
             self._value.update(value_text(view, width))
         if resized or old is None or (old.baseline, old.delta, old.significant, old.is_baseline,
-                                      old.ceiling) != (view.baseline, view.delta, view.significant,
-                                                       view.is_baseline, view.ceiling):
+                                      old.ceiling, old.baseline_without) != (
+                view.baseline, view.delta, view.significant, view.is_baseline, view.ceiling,
+                view.baseline_without):
             self._delta.update(delta_text(view, width))
         if sparkline or old is None:
             spark = self._spark
@@ -113,6 +120,9 @@ class MetricPanel(Vertical):
             spark.data = view.series
             # An empty sparkline draws a flat line that reads as "zero": show nothing instead.
             spark.visible = bool(view.series)
+            # One cell per sample until the samples fill the width: a Sparkline stretches four
+            # samples over the whole panel, which reads as a solid bar.
+            spark.styles.width = len(view.series) if 0 < len(view.series) < width else "1fr"
         self._view = view
 
     def on_resize(self) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -54,18 +53,16 @@ def phase_counter(view: RestartProgress, phase: Phase) -> str:
     return f" {prog[0]}/{prog[1]}" if prog else ""
 
 
-class RestartProgressPanel(Widget, can_focus=True):
+class RestartProgressPanel(Widget):
     """The lifecycle of one restart; ``g`` goes back after a failure, ``d`` dismisses.
+
+    Not focusable, and without bindings of its own: ``g``, ``d`` and escape are the app's
+    (:mod:`specmon.ui.keys`), so they work whatever has the focus, at the first press.
 
     Args:
         on_go_back: Called for ``g`` (the flow shows the go-back commands first).
         on_dismiss: Called for ``d`` / escape.
     """
-
-    BINDINGS = [
-        Binding("g", "go_back", "Go back"),
-        Binding("d,escape", "dismiss", "Dismiss"),
-    ]
 
     DEFAULT_CSS = """
     RestartProgressPanel {
@@ -99,6 +96,8 @@ class RestartProgressPanel(Widget, can_focus=True):
         self.on_go_back = on_go_back
         self.on_dismiss = on_dismiss
         self.border_title = "restart"
+        #: The session's first start: called "start", and its stop phase (nothing ran) is not shown.
+        self.first_start = False
 
     def watch_view(self, view: RestartProgress | None) -> None:
         self.set_class(view is None, "-hidden")
@@ -132,7 +131,8 @@ class RestartProgressPanel(Widget, can_focus=True):
             return Content("")
         width = max(20, self.content_size.width or 80)
         lines: list[Content] = []
-        title = Content.assemble(("restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
+        self.border_title = "start" if self.first_start else "restart"
+        title = Content.assemble(("start → " if self.first_start else "restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
                                  ("   elapsed ", "$text-muted"), (duration_text(v.elapsed_s) or "0s", "bold"))
         lines.append(title)
         lines.append(self._phases(v))
@@ -152,9 +152,10 @@ class RestartProgressPanel(Widget, can_focus=True):
         else:
             lines.append(Content.assemble(("✖ ", "$error bold"), (f"{v.phase.text}: ", "$error bold"),
                                           (v.message, "$error")))
-            if v.last_lines:
+            # The key line always shows: the log's last lines get what the panel's height leaves.
+            room = self._inner_rows() - len(lines) - 2
+            if v.last_lines and room > 0:
                 lines.append(Content.styled(f"last lines of {v.log or 'the log'}:", "$text-muted"))
-                room = max(3, 16 - 2 - len(lines) - 1)
                 for raw in v.last_lines[-room:]:
                     lines.append(Content("  " + raw).stylize("$text-muted"))
             keys = []
@@ -164,6 +165,12 @@ class RestartProgressPanel(Widget, can_focus=True):
             lines.append(Content.styled(" · ".join(keys), "bold"))
         return Content("\n").join(lines)
 
+    def _inner_rows(self) -> int:
+        """Rows inside the border at the panel's largest height (its stylesheet's max-height)."""
+        limit = self.styles.max_height
+        rows = int(limit.value) if limit is not None and limit.is_cells else 16
+        return rows - self.styles.gutter.height
+
     def _phases(self, v: RestartProgress) -> Content:
         parts: list[tuple[str, str] | str] = []
         times: dict[Phase, float] = {}
@@ -172,6 +179,8 @@ class RestartProgressPanel(Widget, can_focus=True):
         # A failed restart ended in the last phase it entered.
         failed_at = v.done[-1][0] if v.failed and v.done else None
         for phase in (*RUNNING_PHASES, Phase.READY):
+            if phase is Phase.STOPPING and self.first_start and phase is not failed_at:
+                continue  # nothing ran before the first start: no stop to show
             if parts:
                 parts.append("  ")
             if phase is failed_at:

@@ -7,11 +7,22 @@ from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.widgets import DataTable
 
 from specmon.ui.views import RowView, TableView
 
-__all__ = ["COLUMNS", "RunTable"]
+__all__ = ["COLUMNS", "DROP_ORDER", "RunTable", "mark_text"]
+
+
+def mark_text(best: bool, baseline: bool, current: bool) -> str:
+    """``★B▸``: fastest, baseline, current run, each in its own slot (a space when not)."""
+    return ("★" if best else " ") + ("B" if baseline else " ") + ("▸" if current else " ")
+
+
+#: Columns a narrow table drops, first to last; the configuration, the step count, tok/s and the
+#: comparison always stay (their headers carry the units).
+DROP_ORDER = ("draft", "acc_rate", "n", "acc_len")
 
 
 def _none_last(value: Any) -> tuple[int, Any]:
@@ -20,7 +31,8 @@ def _none_last(value: Any) -> tuple[int, Any]:
 
 #: (key, header, cell getter, sort key, right-aligned)
 COLUMNS: tuple[tuple[str, str, Callable[[RowView, bool], str], Callable[[RowView], Any], bool], ...] = (
-    ("mark", "  ", lambda r, _: ("★" if r.best else "B" if r.is_baseline else " ") + ("▸" if r.current else " "),
+    # One slot per mark: the fastest row may also be the baseline, or the current run.
+    ("mark", "   ", lambda r, _: mark_text(r.best, r.is_baseline, r.current),
      lambda r: (not r.best, not r.is_baseline), False),
     ("config", "config", lambda r, _: r.algorithm, lambda r: r.algorithm, False),
     ("steps", "steps", lambda r, _: "—" if r.steps is None else str(r.steps), lambda r: _none_last(r.steps), True),
@@ -51,7 +63,7 @@ class RunTable(DataTable[Text]):
         self._view: TableView | None = None
         self.sort_column: str | None = None  # None: in order of appearance
         self.sort_reverse = False
-        self._wide: bool | None = None
+        self._size = Size(-1, -1)
         self._columns_shown: tuple[str, ...] = ()
         #: The user moved the cursor onto a row (keys or a click) since the table got the focus:
         #: only then does ``r`` restart on the highlighted row (the table has the focus from the start).
@@ -88,7 +100,6 @@ class RunTable(DataTable[Text]):
         self.chosen = True  # DataTable's own _on_click moves the cursor
 
     def on_mount(self) -> None:
-        self._wide = self._is_wide()
         self._set_columns(COLUMNS)
         # Cell styles are resolved from the theme: rebuild once the new theme's styles apply.
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._rebuild))
@@ -99,19 +110,41 @@ class RunTable(DataTable[Text]):
             self.add_column(Text(header, justify="right" if right else "left"), key=key)
         self._columns_shown = tuple(c[0] for c in columns)
 
-    def _columns_for(self, rows: list[RowView]) -> tuple[tuple[str, str, Any, Any, bool], ...]:
-        """Every column when wide; on narrow screens the algorithm only when rows differ in it."""
-        algorithms = {r.algorithm for r in rows if r.algorithm != "no spec"}
-        if self._wide or len(algorithms) > 1:
-            return COLUMNS
-        return tuple(c for c in COLUMNS if c[0] != "config")
+    def _columns_for(self, rows: list[RowView]) -> tuple[tuple[tuple[str, str, Any, Any, bool], ...], bool]:
+        """The columns that fit the width, and whether the comparison has its interval.
 
-    def _is_wide(self) -> bool:
-        return self.size.width >= 100 or self.size.width == 0
+        Every column with the comparison's interval when they fit, else the short
+        comparison with columns dropped in :data:`DROP_ORDER`; never the configuration.
+        """
+        width = self.size.width
+        if width == 0:
+            return COLUMNS, True
+        # The vertical scrollbar, when the rows (and the header line) exceed the table's largest
+        # height: read from the stylesheet, not from the current layout, which lags a row behind
+        # while rows arrive (the columns would flip between two layouts).
+        limit = self.styles.max_height
+        most = int(limit.value) if limit is not None and limit.is_cells else self.size.height
+        overflow = most > 0 and len(rows) + 1 > most
+        room = width - (self.styles.scrollbar_size_vertical if overflow else 0)
+
+        def needed(columns: tuple[tuple[str, str, Any, Any, bool], ...], wide: bool) -> int:
+            return sum(max([len(header)] + [len(get(r, wide)) for r in rows]) + 2 * self.cell_padding
+                       for _, header, get, _, _ in columns)
+
+        # The interval of the comparison only when nothing has to go for it.
+        if needed(COLUMNS, True) <= room:
+            return COLUMNS, True
+        columns = COLUMNS
+        for drop in DROP_ORDER:
+            if needed(columns, False) <= room:
+                break
+            columns = tuple(c for c in columns if c[0] != drop)
+        return columns, False
 
     def on_resize(self) -> None:
-        if self._is_wide() != self._wide:
-            self._wide = self._is_wide()
+        # Height too: whether a scrollbar takes columns depends on it.
+        if self.size != self._size:
+            self._size = self.size
             self._rebuild()
 
     def show(self, view: TableView) -> None:
@@ -152,8 +185,7 @@ class RunTable(DataTable[Text]):
         if self.sort_column is not None:
             getter = next(c[3] for c in COLUMNS if c[0] == self.sort_column)
             rows.sort(key=getter, reverse=self.sort_reverse)
-        wide = bool(self._wide)
-        columns = self._columns_for(rows)
+        columns, wide = self._columns_for(rows)
         if tuple(c[0] for c in columns) != self._columns_shown:
             self._set_columns(columns)
         styles = {name: self.get_component_rich_style(name, partial=True) for name in self.COMPONENT_CLASSES}
