@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shlex
@@ -123,6 +124,47 @@ def _llamacpp(rng: random.Random, i: int) -> str:
     return w + "srv  update_slots: all slots are idle"
 
 
+def _vllm_v0(rng: random.Random, i: int) -> str:
+    """vLLM V0 (0.5.x): ``INFO MM-DD HH:MM:SS metrics.py:N]`` (no ``[``), Swapped/Pending, a final ``.``,
+    ``Speculative metrics`` with fractions and the ``tokens tokens`` typo; access lines between."""
+    head = f"INFO {_vllm_ts(i)} metrics.py:411] "
+    x = rng.random()
+    if x < 0.45:
+        return (head + f"Avg prompt throughput: {rng.uniform(0, 900):.1f} tokens/s, Avg generation throughput: "
+                f"{rng.uniform(58, 120):.1f} tokens/s, Running: {rng.randint(1, 8)} reqs, Swapped: 0 reqs, "
+                f"Pending: 0 reqs, GPU KV cache usage: {rng.uniform(0, 30):.1f}%, CPU KV cache usage: 0.0%.")
+    if x < 0.8:
+        a = rng.randint(100, 900)
+        return (head.replace(":411", ":316") + f"Speculative metrics: Draft acceptance rate: {a / 1800:.3f}, "
+                f"System efficiency: {rng.uniform(0.3, 0.9):.3f}, Number of speculative tokens: 4, Number of "
+                f"accepted tokens: {a}, Number of draft tokens tokens: 1800, Number of emitted tokens tokens: {a + 400}.")
+    return f'INFO:     127.0.0.1:{rng.randint(30000, 60000)} - "POST /v1/completions HTTP/1.1" 200 OK'
+
+
+def _llamacpp_2026(rng: random.Random, i: int) -> str:
+    """2026 llama-server: ``M.SS.mmm.uuu L`` elapsed-time prefix, live ``n_gen`` lines, the one-line
+    ``draft acceptance = ..., mean acceptance length = ..., acceptance rate per position = (...)``."""
+    s = i // 10
+    p = f"{s // 60}.{s % 60:02d}.{(i * 37) % 1000:03d}.{(i * 91) % 1000:03d} I "
+    k = i % 10
+    if k < 5:
+        return p + f"slot print_timing: id  0 | task {i // 10} | n_gen = {k * 20 + 20:6d}, tg = {rng.uniform(25, 35):6.2f} t/s, tg_3s = {rng.uniform(25, 35):6.2f} t/s"
+    if k == 5:
+        return p + f"slot print_timing: id  0 | task {i // 10} | "
+    if k == 6:
+        return p + "prompt eval time =     648.99 ms /   133 tokens (    4.88 ms per token,   204.94 tokens per second)"
+    if k == 7:
+        tps = rng.uniform(40, 90)
+        return (p + f"       eval time =   {2048 / tps * 1000:.2f} ms /  2048 tokens (   {1000 / tps:.2f} ms per "
+                f"token,    {tps:.2f} tokens per second)")
+    if k == 8:
+        a = rng.randint(100, 250)
+        return (p + f"slot print_timing: id  0 | task {i // 10} | draft acceptance = {a / 259:.5f} ({a:5d} accepted / "
+                f"  259 generated), mean acceptance length = {1 + a / 86:5.2f}, acceptance rate per position = "
+                f"({rng.uniform(0.7, 0.9):.3f}, {rng.uniform(0.5, 0.7):.3f}, {rng.uniform(0.3, 0.5):.3f})")
+    return p + "srv  log_server_r: done request: POST /v1/chat/completions 172.18.0.1 200"
+
+
 @dataclass(frozen=True)
 class Shape:
     name: str
@@ -164,6 +206,12 @@ SHAPES = (
           "grep 'Avg generation throughput'", "Avg generation throughput: "),
     Shape("llamacpp_print_timing", "llama.cpp print_timing blocks behind a `ts | ` collector wrapper",
           _llamacpp, "grep -v 'prompt eval' -- ", "tokens \\\\(.*ms per token, *"),
+    Shape("vllm_v0_spec", "vLLM V0 0.5.x: `INFO MM-DD time metrics.py:N]`, Swapped/Pending, final `.`, "
+          "`Speculative metrics` (fractions, `tokens tokens`)",
+          _vllm_v0, "grep 'Avg generation throughput'", "Avg generation throughput: "),
+    Shape("llamacpp_2026", "llama-server 2026: `M.SS.mmm.uuu I` prefix, n_gen progress lines, one-line "
+          "`draft acceptance = …, mean acceptance length = …, acceptance rate per position = (…)`",
+          _llamacpp_2026, "grep -v 'prompt eval' -- ", "tokens \\\\(.*ms per token, *"),
 )
 
 
@@ -180,17 +228,23 @@ def _child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def best_of(cmd: str | list[str], n: int = 3, shell: bool = False) -> tuple[float, float, str]:
-    """Best wall time, best CPU time (user+sys of the children) and the output of the last run."""
-    best, best_cpu, out = float("inf"), float("inf"), ""
+def best_of(cmd: str | list[str], n: int = 3, shell: bool = False) -> tuple[float, float, str, float]:
+    """Best wall time, best CPU time (user+sys of the children), the output of the last run, and the
+    peak RSS (MB) of the largest process of the command's tree (``wait4``; its workers included)."""
+    best, best_cpu, out, rss = float("inf"), float("inf"), "", 0.0
     for _ in range(n):
         c = _child_cpu()
         t = time.perf_counter()
-        proc = subprocess.run(cmd, shell=shell, capture_output=True, text=True, check=False)
-        best = min(best, time.perf_counter() - t)
+        with tempfile.TemporaryFile() as fout:
+            proc = subprocess.Popen(cmd, shell=shell, stdout=fout, stderr=subprocess.DEVNULL)
+            _, _, usage = os.wait4(proc.pid, 0)
+            proc.returncode = 0
+            best = min(best, time.perf_counter() - t)
+            fout.seek(0)
+            out = fout.read().decode()
         best_cpu = min(best_cpu, _child_cpu() - c)
-        out = proc.stdout
-    return best, best_cpu, out
+        rss = max(rss, usage.ru_maxrss / 1024)
+    return best, best_cpu, out, rss
 
 
 def _specmon_mean(out: str) -> str:
@@ -222,20 +276,20 @@ def main() -> int:
             if not (args.keep and log.exists()):
                 write_log(log, shape, args.lines)
             subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-            ref, ref_cpu, ref_out = best_of(f"{shape.grep} {log} | {_awk_mean(shape.awk_sep)}", args.repeat, True)
-            ours, cpu, out = best_of([*specmon, "summarize", str(log), "--format", "json", "--warmup", "0"],
-                                     args.repeat)
+            ref, ref_cpu, ref_out, _ = best_of(f"{shape.grep} {log} | {_awk_mean(shape.awk_sep)}", args.repeat, True)
+            ours, cpu, out, rss = best_of([*specmon, "summarize", str(log), "--format", "json", "--warmup", "0"],
+                                          args.repeat)
             rows.append((shape, log.stat().st_size / 1e6, ref, ours, ref_cpu, cpu, ref_out.strip() or "-",
-                         _specmon_mean(out)))
+                         _specmon_mean(out), rss))
             print(f"  {shape.name}: grep|awk {ref:.2f} s, specmon {ours:.2f} s, ratio {ours / ref:.2f} "
                   f"(cpu {cpu / max(ref_cpu, 1e-3):.2f})", file=sys.stderr, flush=True)
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"\n{args.lines:,} lines per shape, best of {args.repeat}, warm cache\n")
-    print("| shape | MB | grep\\|awk s | specmon s | ratio | CPU ratio | mean tok/s (awk / specmon) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    for shape, mb, ref, ours, ref_cpu, cpu, ref_mean, our_mean in rows:
+    print("| shape | MB | grep\\|awk s | specmon s | ratio | CPU ratio | peak RSS MB | mean tok/s (awk / specmon) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for shape, mb, ref, ours, ref_cpu, cpu, ref_mean, our_mean, rss in rows:
         print(f"| {shape.name} | {mb:.0f} | {ref:.2f} | {ours:.2f} | {ours / ref:.2f}× | "
-              f"{cpu / max(ref_cpu, 1e-3):.2f}× | {ref_mean} / {our_mean} |")
+              f"{cpu / max(ref_cpu, 1e-3):.2f}× | {rss:.0f} | {ref_mean} / {our_mean} |")
     worst = max(rows, key=lambda r: r[3] / r[2])
     print(f"\nworst ratio: {worst[3] / worst[2]:.2f}× ({worst[0].name}); target ≤ 2.5×")
     print(f"peak RSS of the largest child process: {peak_mb:.0f} MB; target ≤ 150 MB")

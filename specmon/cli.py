@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from specmon import __version__
-from specmon.commands.argtypes import positive_float, whole_number
+from specmon.commands.argtypes import positive_float, whole_number, year_arg
 from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 # -- summarize ---------------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         return fail("give either --baseline FILE or --baseline-tps X, not both")
     try:
         session = ingest_files(args.files, baseline=args.baseline, warmup=args.warmup,
-                               jobs=args.jobs)
+                               jobs=args.jobs, year=args.year)
     except LogFileError as exc:
         return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
@@ -73,8 +73,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """``specmon parse FILE...``: every record as one JSON object per line."""
+    from specmon.ingest.files import log_clock
     from specmon.parsing import LineParser, detect_engine
-    from specmon.sources.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
+    from specmon.sources.logfiles import LogFileError, check_readable, head_lines, iter_line_batches
 
     try:
         for path in args.files:
@@ -84,13 +85,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
         for path in args.files:
-            parser = LineParser(year=file_year(path), engine=detect_engine(head_lines(path)))
+            head = head_lines(path)
+            clock = log_clock(path, head, args.year)
+            parser = LineParser(year=clock.year, engine=detect_engine(head), day=clock.day)
+            fix = clock.rollover().fix
             n = 0
             for batch in iter_line_batches(path):
                 for text in batch:
                     n += 1
                     rec = parser.parse(text, n)
                     if rec is not None:
+                        rec.timestamp = fix(rec.timestamp)
                         d = rec.to_json()
                         d["file"] = path  # always: one schema whether one file or several
                         out.write(json.dumps(d, ensure_ascii=False) + "\n")
@@ -102,6 +107,10 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 # -- parser ----------------------------------------------------------------------------------------
+
+_YEAR_HELP = ("the year of stamps printed without one (vLLM's MM-DD, time-only prefixes); default: "
+              "the year of the log's first dated line, else of the file's modification time")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
@@ -129,11 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: 5 SGLang decode lines, 1 vLLM interval)")
     s.add_argument("--jobs", type=whole_number, default=0, metavar="N",
                    help="parallel parsing processes for large files (default: one per core; 1 = none)")
+    s.add_argument("--year", type=year_arg, default=None, metavar="YYYY", help=_YEAR_HELP)
     s.set_defaults(func=cmd_summarize)
 
     pr = sub.add_parser("parse", help="print every parsed record as JSON lines",
                         description="Print one JSON object per parsed record, in input order.")
     pr.add_argument("files", nargs="+", metavar="FILE")
+    pr.add_argument("--year", type=year_arg, default=None, metavar="YYYY", help=_YEAR_HELP)
     pr.set_defaults(func=cmd_parse)
 
     # Interactive and remote commands live beside their subsystems; each module adds its own.

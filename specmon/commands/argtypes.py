@@ -58,6 +58,13 @@ def concurrency_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def year_arg(text: str) -> int:
+    """``--year``: a four-digit year."""
+    if not (text.isdigit() and len(text) == 4 and 1970 <= int(text) <= 2999):
+        raise argparse.ArgumentTypeError(f"not a year: {text!r} (expected e.g. 2025)")
+    return int(text)
+
+
 def check_theme(name: str | None) -> str | None:
     """An error message when the theme does not exist, before any screen opens or host is reached."""
     if name is None:
@@ -81,3 +88,17 @@ def out_dir(text: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: exports need a folder")
     return path.resolve()
+
+
+def metrics_url(text: str) -> str:
+    """An http(s) URL of an engine's ``/metrics`` (the same rule as a profile's ``metrics_url``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    try:
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a URL with a valid port: {text!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() or ord(c) < 32 for c in text):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL such as http://127.0.0.1:8000/metrics: {text!r}")
+    return text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list
+from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list, year_arg
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -48,6 +48,23 @@ def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str
     return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
 
 
+def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | None:
+    """One sentence when the sweep varies a dimension the profile's command does not use.
+
+    A grid over ``topk`` with a command that has no ``{topk}`` would restart the
+    same server again and again under different names: refused before any restart.
+    """
+    from specmon.control.dims import used_placeholders
+
+    templates = [*(profile.argv or []), *(profile.start or []), *profile.env.values()]
+    used = used_placeholders(templates)
+    missing = [d for d in plan.dimensions if d != "steps" and d not in used]
+    if not missing:
+        return None
+    names = ", ".join("{" + d + "}" for d in missing)
+    return f"--grid varies {', '.join(missing)}, but {whose}'s command has no {names}; nothing was restarted"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``sweep`` and ``report`` to the ``specmon`` parser."""
     s = subparsers.add_parser(
@@ -61,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 3 minutes)")
     s.add_argument("--steps", type=step_list, default=None, metavar="LIST",
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
+    s.add_argument("--grid", nargs="+", default=None, metavar="NAME=LIST",
+                   help="sweep more than the step count: e.g. --grid steps=1,2,3 topk=1,4 draft_tokens=4,8 "
+                        "(SGLang EAGLE), steps=1,2,3 prompt_lookup_max=2,4 (vLLM n-gram), "
+                        "steps=2,4 spec_type=draft-simple,ngram-mod (llama.cpp); each NAME is a {NAME} "
+                        "placeholder of the profile; combinations the engine refuses are left out, and said")
     s.add_argument("--concurrency", type=concurrency_list, default=[1], metavar="LIST",
                    help="requests in flight, e.g. 1 or 1,4 (default 1: what a single user feels)")
     s.add_argument("--min-samples", type=positive_int, default=None, metavar="N",
@@ -94,6 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="tokens generated per load request (default 512; demo 1024)")
     s.add_argument("--prompts", metavar="FILE", default=None,
                    help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
+    s.add_argument("--workload", nargs="+", default=None, metavar="SET",
+                   help="measure every setting with each named prompt set and give a verdict per workload: "
+                        "bundled chat, code, long (e.g. --workload chat,code), or NAME=FILE.jsonl")
     s.add_argument("--request-timeout", type=positive_float, default=300.0, metavar="S",
                    help="upper bound on one load request, seconds (default 300)")
     s.add_argument("--record", metavar="PATH", default=None,
@@ -122,6 +147,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("-o", "--output", metavar="FILE", default=None, help="write here instead of standard output")
     r.add_argument("--warmup", type=int, default=None, metavar="N",
                    help="samples excluded at the start of each run (default: as recorded)")
+    r.add_argument("--year", type=year_arg, default=None, metavar="YYYY",
+                   help="the year of stamps printed without one (vLLM's MM-DD); default: as recorded")
     r.set_defaults(func=cmd_report)
 
 
@@ -138,7 +165,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
     try:
-        data = load_report(args.recording, warmup=args.warmup)
+        data = load_report(args.recording, warmup=args.warmup, year=args.year)
     except RecordingError as exc:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
@@ -173,14 +200,46 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if getattr(args, "read_only", False):
         return fail("a sweep restarts the server and drives load: it cannot run with --read-only")
+    if args.grid is not None and args.profile is None and len(args.grid) > 1 and "=" not in args.grid[-1]:
+        # ``sweep --grid steps=1,2 topk=1,4 kimi``: argparse gave the profile to --grid.
+        args.profile = args.grid.pop()
     if args.demo and args.profile:
         return fail("give a PROFILE or --demo, not both")
     if not args.demo and not args.profile:
         return fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
+    if args.grid is not None:
+        from specmon.control.dims import expand_grid, parse_grid
+
+        try:
+            grid = parse_grid(args.grid)
+            if "steps" in grid and args.steps is not None:
+                return fail("give the step counts once: in --grid steps=... or with --steps")
+            if "steps" not in grid:
+                if args.steps is None:
+                    return fail("give the step counts: --grid steps=1,2,3 ... (0 = no speculation)")
+                grid = {"steps": tuple(args.steps), **grid}
+            args.grid_settings = expand_grid(grid)
+        except ValueError as exc:
+            return fail(f"--grid: {exc}", EXIT_INPUT)
+        for name, why in args.grid_settings.skipped:
+            print(f"sweep: left out {name}: {why}", file=sys.stderr)
+        args.steps = list(dict.fromkeys(st for st, _ in args.grid_settings.settings))
     if args.steps is None:
         if not args.demo:
             return fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
         args.steps = [0, 1, 2, 3, 5]
+    if args.workload is not None:
+        from specmon.control.load import LoadError, load_workloads
+
+        if args.prompts:
+            return fail("give --prompts or --workload, not both")
+        if args.no_load:
+            return fail("--workload names the load's prompt sets: it cannot go with --no-load")
+        items = [w for word in args.workload for w in word.split(",") if w.strip()]
+        try:
+            args.workload_sets = load_workloads(items)
+        except LoadError as exc:
+            return fail(str(exc), EXIT_INPUT)
     if args.prometheus_port is not None and not 0 <= args.prometheus_port <= 65535:
         return fail("--prometheus-port must be 0..65535")
     if args.record and args.no_record:
@@ -250,13 +309,17 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
                         margin_pct=args.margin_pct, precision_pct=args.precision_pct)
     if args.alpha >= 1:
         raise ValueError("--alpha must be below 1")
+    grid = getattr(args, "grid_settings", None)
+    points = grid.settings if grid is not None and grid.dimensions else ()
+    workloads = tuple(getattr(args, "workload_sets", None) or ())
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
-                         strategy=args.strategy)
+                         strategy=args.strategy, points=points, workloads=workloads)
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
-                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy)
+                     max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
+                     workloads=workloads)
 
 
 def _err(text: str) -> None:
@@ -308,7 +371,9 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     doc = result.to_json()
     verdict = result.verdict
     cost = None
-    if verdict is not None:
+    # The cost-model panel explains a line of step counts; over more dimensions its rows would repeat
+    # step counts, so it is left out (the guided strategy's own model explains what it skipped).
+    if verdict is not None and not result.plan.points:
         cost = build_cost_model(analyses_from_cells(result.cells, verdict.concurrency or 1),
                                 concurrency=verdict.concurrency)
     doc["cost_model"] = cost.to_json() if cost else None
@@ -327,19 +392,27 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                 console.width = max(console.width, 110)  # piped: keep rows whole
         for v in result.verdicts:
             if console is None:
-                sys.stdout.write(f"### Concurrency {v.concurrency}\n\n" + to_markdown(v.analysis).rsplit(
+                on = f", {v.workload} prompts" if v.workload else ""
+                sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n" + to_markdown(v.analysis).rsplit(
                     "**Verdict:**", 1)[0] + f"**Verdict:** {v.sentence}\n\n")
             else:
-                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}")
+                on = f", {v.workload} prompts" if v.workload else ""
+                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}")
                 table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
                 console.print(table)
                 console.print(f"[bold]Verdict:[/] {v.sentence}")
         if cost is not None:
             text = "\n".join(cost.lines())
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        sys.stdout.write(result.restart_note + "\n")
+        differ = result.winners_differ()
+        if differ:
+            sys.stdout.write(differ + "\n")
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
+            elif cell.status == "skipped":
+                sys.stdout.write(f"skipped: {cell.setting_label}: {cell.text}\n")
     left = extra.get("server_left_on")
     if isinstance(left, dict) and left.get("text"):
         _err(f"sweep: {left['text']}")
@@ -410,12 +483,16 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
                   "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
         if args.seed is not None:
             server += ["--seed", str(args.seed)]
+        if getattr(args, "workload_sets", None):
+            server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
         profile = LaunchProfile(
-            mode="managed", engine="sglang", argv=[*server, "--steps", "{steps}"], nospec_argv=[*server, "--steps", "0"],
+            mode="managed", engine="sglang",
+            argv=[*server, "--steps", "{steps}", "--topk", "{topk}", "--draft-tokens", "{draft_tokens}"],
+            nospec_argv=[*server, "--steps", "0"],
             log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
             health_url="http://127.0.0.1:{port}/health", steps_min=0, steps_max=32, start_timeout_s=60,
             stop_grace_s=5, stop_signal="TERM")
-        problem = check_steps(profile, plan.steps, "the demo server")
+        problem = check_steps(profile, plan.steps, "the demo server") or check_dims(profile, plan, "the demo server")
         if problem:
             return fail(problem, EXIT_INPUT)
         try:
@@ -428,7 +505,8 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
             path, lines=0 if from_end else None, poll_interval=0.05))
         restarter = PlanRestarter(profile, LocalRunner(), follower=follower, ready_poll_s=0.2, show=_err)
-        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0)
+        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0,
+                                                             workloads=getattr(args, "workload_sets", None))
         try:
             sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
                           resume=False, recorder=rec, on_event=_on_event)
@@ -482,12 +560,14 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return fail(f"profile {args.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
-    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}")
+    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}") or check_dims(
+        launch, plan, f"profile {args.profile!r}")
     if problem:
         return fail(problem)
     restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
     try:
-        plans = [restarter_probe.plan_for(s) for s in plan.steps]
+        # Every setting's commands are built (and so validated) before the first restart.
+        plans = [restarter_probe.plan_for(s, dict(p) or None) for s, p in plan.settings]
     except LaunchError as exc:
         return fail(f"profile {args.profile!r}: {exc}")
     if not args.no_load and launch.port is None:
@@ -504,8 +584,12 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         if os.path.exists(state):
             os.remove(state)
     if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
-        _err(f"sweep: {len(plans)} restart(s) on {host}; the first one:")
+        upto = "up to " if plan.strategy == "guided" else ""
+        _err(f"sweep: {upto}{len(plans)} restart(s) on {host}; the first one:")
         _err(plans[0].describe())
+        if plan.points:
+            _err("the others differ in: " + "; ".join(
+                f"{p.describe().splitlines()[0].split('(', 1)[-1].rstrip(')')}" for p in plans[1:]))
         if not args.yes:
             if not sys.stdin.isatty():
                 return fail("this restarts the server; pass --yes to confirm when not at a terminal")
@@ -528,7 +612,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         load = None
         if not args.no_load:
             try:
-                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")))
+                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")),
+                                      workloads=getattr(args, "workload_sets", None))
             except LoadError as exc:
                 return fail(str(exc), EXIT_INPUT)
         target_url = _metrics_target(args, profile, launch)
@@ -556,8 +641,8 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     try:
         result = await _with_prometheus(args, session, sweep.run())
         left = None
-        if result is not None and sweep.server_steps is not None:
-            left = await _finish(args, result, restarter, sweep.server_steps)
+        if result is not None and sweep.server_setting is not None:
+            left = await _finish(args, result, restarter, sweep.server_setting)
     finally:
         await follower.stop()
     if result is None:
@@ -568,7 +653,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
                                         "_restarter": restarter})
 
 
-def _finish_choice(args: argparse.Namespace, winner: int | None) -> str:
+def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:
     """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
     import sys
 
@@ -587,27 +672,42 @@ def _finish_choice(args: argparse.Namespace, winner: int | None) -> str:
     return {"w": "winner", "l": "last", "n": "none"}.get(answer[0], "last")
 
 
-def _steps_text(steps: int | None) -> str:
-    return "no speculation" if steps == 0 else f"{steps} speculative steps"
+def _steps_text(setting: int | tuple[int, Any] | None) -> str:
+    if isinstance(setting, tuple):
+        steps, point = setting
+        if point:
+            from specmon.control.dims import label
+
+            return label(steps, point)
+        setting = steps
+    return "no speculation" if setting == 0 else f"{setting} speculative steps"
 
 
-async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any, last: int) -> dict[str, Any]:
+async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
+                  last: tuple[int, Any]) -> dict[str, Any]:
     """Leave the server as asked; returns what the report records about it."""
     v = result.verdict
-    winner = v.best.steps if v is not None and v.separated and v.best is not None else None
+    cell = result.winner_cell(v) if v is not None and v.separated else None
+    winner = cell.setting if cell is not None else None
     choice = _finish_choice(args, winner)
-    doc: dict[str, Any] = {"finish": choice, "steps": last, "running": True}
+    doc: dict[str, Any] = {"finish": choice, "steps": last[0], "running": True}
+    if last[1]:
+        doc["dims"] = dict(last[1])
     if choice == "none":
         outcome = await restarter.stop_server()
         doc.update(steps=None, running=False, text=f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}")
+        doc.pop("dims", None)
     elif choice == "winner" and winner is None:
         doc["text"] = (f"no winner declared: the server is left running with the last setting measured "
                        f"({_steps_text(last)})")
     elif choice == "winner" and winner != last:
+        assert winner is not None
         _err(f"sweep: restarting on the winner ({_steps_text(winner)})")
-        outcome = await restarter(winner)
+        outcome = await (restarter(winner[0], dict(winner[1])) if winner[1] else restarter(winner[0]))
         if outcome.ok:
-            doc.update(steps=winner, text=f"the server is left running on the winner ({_steps_text(winner)})")
+            doc.update(steps=winner[0], text=f"the server is left running on the winner ({_steps_text(winner)})")
+            if winner[1]:
+                doc["dims"] = dict(winner[1])
         else:
             doc.update(steps=None, running=None,
                        text=f"restart on the winner ({_steps_text(winner)}) failed: {outcome.detail}")
@@ -667,7 +767,8 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
             load = None
             if not args.no_load:
                 try:
-                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])))
+                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])),
+                                          workloads=getattr(args, "workload_sets", None))
                 except LoadError as exc:
                     return fail(str(exc), EXIT_INPUT)
             counters = None

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specmon.commands.argtypes import check_theme, out_dir, positive_float, whole_number
+from specmon.commands.argtypes import check_theme, metrics_url, out_dir, positive_float, whole_number
 from specmon.commands.exits import fail
 from specmon.commands.terminal import no_terminal
 
@@ -145,8 +145,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:
         print(f"specmon: recording to {recorder.path}", file=sys.stderr)
+    counters = None
+    if args.metrics:
+        from specmon.ui.counters import LiveCounters, fixed_url
+
+        counters = LiveCounters(fixed_url(args.metrics), where=args.metrics, window=max(1, args.window))
     app = watch_app(args.path, lines=args.lines, options=_options(args, baseline_tps=args.baseline_tps),
-                    recorder=recorder, export_dir=getattr(args, "out", None))
+                    recorder=recorder, counters=counters, export_dir=getattr(args, "out", None))
     try:
         return int(app.run() or 0)
     finally:
@@ -185,6 +190,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="start with the last N lines (default: the whole file)")
     w.add_argument("--baseline-tps", type=positive_float, metavar="X",
                    help="a known baseline throughput in tokens/s")
+    w.add_argument("--metrics", type=metrics_url, default=None, metavar="URL",
+                   help="also read the engine's Prometheus counters about once a second, e.g. "
+                        "http://127.0.0.1:8000/metrics (vLLM, llama-server --metrics, SGLang --enable-metrics)")
     _add_common(w)
     add_session_options(w)
     w.set_defaults(func=cmd_watch)

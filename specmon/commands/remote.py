@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import check_theme, positive_float, whole_number
+from specmon.commands.argtypes import check_theme, metrics_url, positive_float, whole_number
 from specmon.commands.exits import EXIT_INPUT, fail
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from specmon.sources.base import LineSource
     from specmon.sources.ssh import SSHTailSource
     from specmon.ui.app import SpecmonApp
+    from specmon.ui.counters import LiveCounters
     from specmon.ui.flows.restart import RestartFlow
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "connect_app",
     "plan_connect",
     "register",
+    "remote_counters",
     "run_connect",
     "watch_startup",
     "with_restart",
@@ -75,6 +77,8 @@ class ConnectPlan:
         warmup: Samples excluded at the start of each run (None: engine default).
         window: Batches in the rolling means.
         launch: The profile's ``[launch]`` table (how ``r`` restarts the server), if any.
+        metrics: The engine's ``/metrics`` URL as seen from the host (``--metrics``, else the
+            profile's ``metrics_url``, else the launch port's), or None (``--no-metrics``, none known).
     """
 
     source: SSHTailSource
@@ -84,6 +88,7 @@ class ConnectPlan:
     warmup: int | None
     window: int
     launch: LaunchProfile | None = None
+    metrics: str | None = None
 
 
 @dataclass
@@ -158,9 +163,70 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
         raise ConnectError(problem)
     baseline_tps = args.baseline_tps if args.baseline_tps is not None else (
         profile.baseline_tps if profile is not None else None)
+    launch = profile.launch if profile is not None else None
     return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
                        theme=args.theme, warmup=args.warmup, window=max(1, args.window),
-                       launch=profile.launch if profile is not None else None)
+                       launch=launch, metrics=_metrics_url(args, profile, launch))
+
+
+def _metrics_url(args: argparse.Namespace, profile: Any, launch: LaunchProfile | None) -> str | None:
+    """Where the engine's counters are, as seen from the host; None when off or unknown."""
+    if getattr(args, "no_metrics", False):
+        return None
+    given = getattr(args, "metrics", None)
+    if given:
+        return str(given)
+    configured = getattr(profile, "metrics_url", None)
+    if configured == "off":
+        return None
+    if configured:
+        return str(configured)
+    if launch is not None and launch.port is not None:
+        from specmon.sources.metrics import metrics_url_for
+
+        return metrics_url_for(launch.port)
+    return None
+
+
+def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
+    """The engine's counters for the dashboard, read through an SSH local port forward to the host.
+
+    The server's port stays on the host: the dashboard opens its own verified SSH
+    connection inside the running app (like the load driver), forwards a free local
+    port to the metrics URL's host:port as the host sees it, and scrapes that about
+    once a second. None when the plan has no metrics URL.
+
+    Args:
+        plan: From :func:`plan_connect` (its source not wrapped yet: the SSH target is read from it).
+        **kwargs: Passed to :class:`~specmon.ui.counters.LiveCounters` (``interval_s``, ``window``, ...).
+    """
+    if plan.metrics is None:
+        return None
+    import contextlib
+    from collections.abc import AsyncIterator
+    from urllib.parse import urlsplit
+
+    from specmon.control.load import forwarded_base_url
+    from specmon.ssh import connect as sshconfig
+    from specmon.ui.counters import LiveCounters
+
+    parts = urlsplit(plan.metrics)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
+    target = plan.source.target
+
+    @contextlib.asynccontextmanager
+    async def opener() -> AsyncIterator[str]:
+        link = await sshconfig.connect(target)
+        try:
+            async with forwarded_base_url(link.conn, port, remote_host=host, scheme=parts.scheme or "http") as base:
+                yield base + path
+        finally:
+            link.close()
+
+    kwargs.setdefault("window", plan.window)
+    return LiveCounters(opener, where=f"{host}:{port} on {target.label}, through an SSH port forward", **kwargs)
 
 
 # -- the dashboard -------------------------------------------------------------------------------
@@ -310,8 +376,10 @@ def cmd_connect(args: argparse.Namespace) -> int:
     from specmon.commands.dashboard import open_recorder
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
+    counters = remote_counters(plan)  # before with_restart: it reads the SSH target of the plain source
     plan, flow, runner = with_restart(plan)
-    app = connect_app(plan, recorder=recorder, controller=flow, export_dir=getattr(args, "out", None))
+    app = connect_app(plan, recorder=recorder, controller=flow, counters=counters,
+                      export_dir=getattr(args, "out", None))
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
     async def run_and_close() -> ConnectOutcome:
         try:
@@ -389,6 +457,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="samples excluded at the start of each run, per rank (default: engine's)")
     c.add_argument("--window", type=whole_number, default=20, metavar="N",
                    help="batches in the rolling means (default 20)")
+    m = c.add_mutually_exclusive_group()
+    m.add_argument("--metrics", type=metrics_url, default=None, metavar="URL",
+                   help="the engine's Prometheus /metrics as the host sees it, read through an SSH port "
+                        "forward about once a second (default: the profile's metrics_url, else "
+                        "http://127.0.0.1:PORT/metrics for its launch port)")
+    m.add_argument("--no-metrics", action="store_true",
+                   help="do not read the engine's counters: every figure from the log")
     # For tests and CI: run the app without a terminal. Hidden: not a user feature.
     c.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)
     from specmon.commands.dashboard import add_session_options

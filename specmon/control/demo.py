@@ -85,7 +85,7 @@ def demo_profile(
     return LaunchProfile(
         mode="managed",
         engine="sglang",
-        argv=[*common, "--steps", "{steps}", "--draft-tokens", "{draft_tokens}"],
+        argv=[*common, "--steps", "{steps}", "--draft-tokens", "{draft_tokens}", "--topk", "{topk}"],
         nospec_argv=[*common, "--steps", "0"],
         cwd=str(folder),
         log=str(folder / "sim_{steps}step.log"),

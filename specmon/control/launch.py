@@ -30,19 +30,25 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
+from specmon.control.dims import DIMENSIONS, LLAMACPP_SPEC_TYPES, check_point, sglang_problem
+
 #: Every placeholder a template may use. Anything else that looks like
 #: ``{identifier}`` is an error; any other brace (JSON) is kept verbatim.
-PLACEHOLDERS: tuple[str, ...] = ("steps", "draft_tokens", "topk", "log", "port")
+PLACEHOLDERS: tuple[str, ...] = ("steps", "draft_tokens", "topk", "prompt_lookup_max", "prompt_lookup_min",
+                                 "spec_type", "log", "port")
+#: The placeholders a sweep can vary besides ``{steps}`` (see :mod:`specmon.control.dims`).
+DIM_PLACEHOLDERS: tuple[str, ...] = ("prompt_lookup_max", "prompt_lookup_min", "spec_type")
 
 _ALL = frozenset(PLACEHOLDERS)
-_EXPAND_RE = re.compile(r"\{(steps|draft_tokens|topk|log|port)\}")
+_EXPAND_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _NAMELIKE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # C0 controls (incl. TAB, LF, CR, NUL, ESC), DEL and C1 controls (0x9b is a CSI
 # introducer on some terminals): none belongs in a command line or a path.
@@ -229,6 +235,10 @@ class LaunchProfile(BaseModel):
     draft_tokens: Literal["steps+1", "steps*topk+1"] | Annotated[
         StrictInt, Field(ge=1, le=DRAFT_TOKENS_HARD_MAX)
     ] = "steps+1"
+    #: Defaults of the other sweep dimensions, for templates that use them (a sweep may vary them).
+    prompt_lookup_max: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    prompt_lookup_min: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    spec_type: Literal[LLAMACPP_SPEC_TYPES] | None = None  # type: ignore[valid-type]
     steps_min: Annotated[StrictInt, Field(ge=0, le=STEPS_HARD_MAX)] = 1
     steps_max: Annotated[StrictInt, Field(ge=0, le=STEPS_HARD_MAX)] = 16
     ready_marker: str | None = None
@@ -315,6 +325,10 @@ class LaunchProfile(BaseModel):
         if "port" in used and self.port is None:
             raise LaunchError("the profile uses {port}: give `port`")
 
+        if (self.prompt_lookup_min is not None and self.prompt_lookup_max is not None
+                and self.prompt_lookup_min > self.prompt_lookup_max):
+            raise LaunchError(f"prompt_lookup_min {self.prompt_lookup_min} is above prompt_lookup_max "
+                              f"{self.prompt_lookup_max}")
         if self.steps_min > self.steps_max:
             raise LaunchError(f"steps_min {self.steps_min} is above steps_max {self.steps_max}")
         nospec = self.nospec_argv if managed else self.nospec_start
@@ -331,8 +345,8 @@ class LaunchProfile(BaseModel):
 
     # ------------------------------------------------------------------ helpers
 
-    def draft_tokens_for(self, steps: int) -> int:
-        """The draft-token count this profile uses at ``steps`` (>= 1)."""
+    def draft_tokens_for(self, steps: int, topk: int | None = None) -> int:
+        """The draft-token count this profile uses at ``steps`` (>= 1), at ``topk`` (default the profile's)."""
         if self.engine == "vllm" and self.draft_tokens == "steps+1":
             # vLLM's num_speculative_tokens *is* the number of draft tokens (its bonus
             # token is not drafted); SGLang's steps+1 counts the verified root too.
@@ -340,7 +354,7 @@ class LaunchProfile(BaseModel):
         if self.draft_tokens == "steps+1":
             return steps + 1
         if self.draft_tokens == "steps*topk+1":
-            return steps * self.topk + 1
+            return steps * (self.topk if topk is None else topk) + 1
         return int(self.draft_tokens)
 
     def pidfile_template(self) -> str:
@@ -350,7 +364,8 @@ class LaunchProfile(BaseModel):
         return "/tmp/specmon-{port}.pid" if self.port is not None else "/tmp/specmon-server.pid"
 
 
-_SAMPLE = {"steps": "1", "draft_tokens": "2", "topk": "1", "port": "1", "log": "/x"}
+_SAMPLE = {"steps": "1", "draft_tokens": "2", "topk": "1", "port": "1", "log": "/x", "prompt_lookup_max": "1",
+           "prompt_lookup_min": "1", "spec_type": "none"}
 
 
 def _check_url(url: str) -> None:
@@ -445,6 +460,8 @@ class CommandPlan:
     start: PlanStep
     ready: ReadyCheck
     _seal: object = field(default=None, repr=False, compare=False)
+    #: The other sweep dimensions this plan sets (``(("topk", "4"), ...)``), shown in its description.
+    dims: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self._seal is not _SEAL:
@@ -468,6 +485,8 @@ class CommandPlan:
         spec = "no speculation" if self.steps == 0 else f"{self.steps} step{'' if self.steps == 1 else 's'}"
         if self.draft_tokens is not None and self.steps:
             spec += f", {self.draft_tokens} draft tokens"
+        for name, value in self.dims:
+            spec += f", {name} {value}"
         lines = [f"host:  {self.host}   ({spec})", f"stop:  {self.stop.display}", f"start: {self.start.display}"]
         if self.mode == "managed" and self.log is not None:
             lines.append(f"log:   {KEEP_LOG_NOTE.format(log=self.log, name=self.log.rsplit('/', 1)[-1])}")
@@ -510,6 +529,7 @@ def build_plan(
     draft_tokens: int | None = None,
     host: str = "localhost",
     adopted: ProcessIdentity | None = None,
+    dims: Mapping[str, int | str] | None = None,
 ) -> CommandPlan:
     """Build the exact commands that restart the server with ``steps`` steps.
 
@@ -522,6 +542,9 @@ def build_plan(
             commands actually go).
         adopted: Stop this running process (found by :mod:`specmon.control.adopt`)
             instead of the one in the pidfile. Managed mode only.
+        dims: Other sweep dimensions for this plan (``topk``, ``draft_tokens``,
+            ``prompt_lookup_max``, ``prompt_lookup_min``, ``spec_type``), each
+            validated by :mod:`specmon.control.dims`; they override the profile's.
 
     Returns:
         The plan: stop, then start, then the readiness check.
@@ -533,26 +556,54 @@ def build_plan(
         raise LaunchError("build_plan needs a LaunchProfile")
     check_int(steps, "steps", profile.steps_min, profile.steps_max)
     check_text(host, "host")
+    try:
+        point = dict(check_point(dict(dims or {})))
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    if "draft_tokens" in point:
+        if draft_tokens is not None and draft_tokens != point["draft_tokens"]:
+            raise LaunchError("draft_tokens is given twice with different values")
+        draft_tokens = int(point.pop("draft_tokens"))
+    topk = int(point.pop("topk", profile.topk))
     values: dict[str, str] = {}
     dt: int | None = None
     if steps > 0:
         if draft_tokens is None:
-            dt = profile.draft_tokens_for(steps)
+            dt = profile.draft_tokens_for(steps, topk)
         else:
             dt = check_int(draft_tokens, "draft_tokens", 1, DRAFT_TOKENS_HARD_MAX)
         # SGLang: the draft tree holds at most steps*topk tokens plus the root.
-        limit = steps * profile.topk + 1
+        limit = steps * topk + 1
         if dt > limit:
             raise LaunchError(
-                f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {profile.topk})"
+                f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {topk})"
             )
-        values |= {"steps": str(steps), "draft_tokens": str(dt), "topk": str(profile.topk)}
+        if profile.engine == "sglang" and draft_tokens is not None:
+            problem = sglang_problem(steps, topk, dt)
+            if problem:
+                raise LaunchError(f"SGLang would not run this as asked: {problem}")
+        values |= {"steps": str(steps), "draft_tokens": str(dt), "topk": str(topk)}
     else:
         if draft_tokens is not None:
             raise LaunchError("draft_tokens makes no sense with steps 0 (no speculation)")
         # Only the log template can still use these (nospec templates cannot):
         # "sglang_{steps}step.log" becomes "sglang_0step.log".
-        values |= {"steps": "0", "draft_tokens": "0", "topk": str(profile.topk)}
+        values |= {"steps": "0", "draft_tokens": "0", "topk": str(topk)}
+    shown: list[tuple[str, str]] = []
+    for name in DIM_PLACEHOLDERS:
+        value = point.get(name, getattr(profile, name))
+        if value is None:
+            continue  # a template using it fails below with "placeholder ... has no value"
+        DIMENSIONS[name].check(value)
+        values[name] = str(value)
+        if name in point and steps > 0:
+            shown.append((name, str(value)))
+    lo, hi = point.get("prompt_lookup_min", profile.prompt_lookup_min), \
+        point.get("prompt_lookup_max", profile.prompt_lookup_max)
+    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+        raise LaunchError(f"prompt_lookup_min {lo} is above prompt_lookup_max {hi}")
+    if steps > 0 and topk != profile.topk:
+        shown.insert(0, ("topk", str(topk)))
     if profile.port is not None:
         values["port"] = str(profile.port)
     log: str | None = None
@@ -561,10 +612,12 @@ def build_plan(
         values["log"] = log
 
     if profile.mode == "managed":
-        return _managed_plan(profile, steps, dt, values, log, host, adopted)
-    if adopted is not None:
-        raise LaunchError("an adopted server is restarted in managed mode, not with custom commands")
-    return _custom_plan(profile, steps, dt, values, log, host)
+        plan = _managed_plan(profile, steps, dt, values, log, host, adopted)
+    else:
+        if adopted is not None:
+            raise LaunchError("an adopted server is restarted in managed mode, not with custom commands")
+        plan = _custom_plan(profile, steps, dt, values, log, host)
+    return replace(plan, dims=tuple(shown)) if shown else plan
 
 
 def _expand_argv(tokens: list[str], values: dict[str, str], what: str) -> list[str]:

@@ -111,6 +111,50 @@ def load_prompts(path: str | Path) -> tuple[str, ...]:
     return tuple(prompts)
 
 
+#: The bundled named prompt sets (``--workload chat,code,long``), in ``control/prompts/*.jsonl``:
+#: acceptance depends on the task (code and long-form text repeat more than chat), so a verdict
+#: per workload says when the best setting for one is not the best for another.
+BUNDLED_WORKLOADS: tuple[str, ...] = ("chat", "code", "long")
+
+
+def bundled_workload(name: str) -> tuple[str, ...]:
+    """The prompts of one bundled set (``chat``, ``code``, ``long``)."""
+    from importlib import resources
+
+    if name not in BUNDLED_WORKLOADS:
+        raise LoadError(f"no bundled prompt set {name!r} (bundled: {', '.join(BUNDLED_WORKLOADS)})")
+    text = (resources.files("specmon.control") / "prompts" / f"{name}.jsonl").read_text(encoding="utf-8")
+    return tuple(json.loads(line)["prompt"] for line in text.splitlines() if line.strip())
+
+
+def load_workloads(specs: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Named prompt sets from ``--workload`` items: a bundled name, ``NAME=FILE.jsonl`` or ``FILE.jsonl``.
+
+    Raises:
+        LoadError: an unknown name, an unreadable or malformed file, a name given twice (one sentence).
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        spec = spec.strip()
+        name, eq, path = spec.partition("=")
+        if not eq:
+            if spec in BUNDLED_WORKLOADS:
+                name, prompts = spec, bundled_workload(spec)
+            elif spec.endswith(".jsonl") or "/" in spec:
+                name, prompts = Path(spec).stem, load_prompts(spec)
+            else:
+                raise LoadError(f"--workload {spec!r}: not a bundled set ({', '.join(BUNDLED_WORKLOADS)}) "
+                                "nor a .jsonl file; write NAME=FILE.jsonl for your own")
+        else:
+            if not name or not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
+                raise LoadError(f"--workload {spec!r}: a workload name is letters, digits, - and _")
+            prompts = load_prompts(path)
+        if name in out:
+            raise LoadError(f"workload {name!r} is given twice")
+        out[name] = prompts
+    return out
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     """What to send, where.
@@ -573,9 +617,12 @@ class BackgroundLoad:
     protocol. ``cap_s`` bounds every run even when nobody calls :meth:`stop`.
     """
 
-    def __init__(self, driver: LoadDriver, *, cap_s: float = 6 * 3600.0) -> None:
+    def __init__(self, driver: LoadDriver, *, cap_s: float = 6 * 3600.0,
+                 workloads: dict[str, tuple[str, ...]] | None = None) -> None:
         self.driver = driver
         self.cap_s = cap_s
+        #: Named prompt sets a sweep can switch between (``start(c, workload=...)``).
+        self.workloads = dict(workloads or {})
         self._task: asyncio.Task[LoadReport] | None = None
         self._stop: asyncio.Event | None = None
 
@@ -584,15 +631,27 @@ class BackgroundLoad:
         """Whether a run is in progress."""
         return self._task is not None and not self._task.done()
 
-    async def start(self, concurrency: int) -> None:
+    async def start(self, concurrency: int, workload: str | None = None) -> None:
         """Start keeping ``concurrency`` requests in flight (stops a previous run first).
+
+        Args:
+            concurrency: Requests in flight.
+            workload: One of :attr:`workloads`: its prompts from now on (None: keep the current set).
 
         Raises:
             ReadOnlyError: specmon runs read-only (``--read-only``).
+            LoadError: an unknown workload.
         """
         refuse("drive load against the server")
         if self.running:
             await self.stop()
+        if workload is not None:
+            if workload not in self.workloads:
+                raise LoadError(f"no workload {workload!r} (known: {', '.join(self.workloads) or 'none'})")
+            from dataclasses import replace
+
+            self.driver.config = replace(self.driver.config, prompts=self.workloads[workload])
+            self.driver._next_prompt = 0
         self._stop = asyncio.Event()
         self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop))
 

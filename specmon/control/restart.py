@@ -519,8 +519,10 @@ class RestartController:
 
     # -- plans ----------------------------------------------------------------------------
 
-    def plan_for(self, steps: int) -> CommandPlan:
+    def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
         """Build the plan that restarts with ``steps`` (the next one :meth:`run` accepts).
+
+        ``dims`` sets a sweep's other dimensions (``topk``, ...; see :mod:`specmon.control.dims`).
 
         Raises:
             LaunchError: ``steps`` is not allowed; the message is for the user.
@@ -528,7 +530,7 @@ class RestartController:
         """
         if self._busy:
             raise RestartError("a restart is already in progress")
-        plan = build_plan(self.profile, steps, host=self.host, adopted=self.adopted)
+        plan = build_plan(self.profile, steps, host=self.host, adopted=self.adopted, dims=dims)
         self._offered = plan
         self._shown = False
         return plan

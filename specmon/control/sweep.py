@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon.control import dims as dimensions
+from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
 from specmon.control.load import LoadReport
@@ -84,18 +86,27 @@ class RestartOutcome:
 
 
 class Restarter(Protocol):
-    """Restarts the server with ``steps`` speculative steps and waits until it is ready."""
+    """Restarts the server with ``steps`` speculative steps and waits until it is ready.
 
-    def __call__(self, steps: int) -> Awaitable[RestartOutcome]:
-        """Apply ``steps`` (0 = no speculation)."""
+    A sweep over more dimensions than the step count also passes ``dims``, the
+    setting's other launch parameters (``{"topk": 4, "draft_tokens": 8}``); a
+    steps-only sweep calls ``restart(steps)``, so restarters that know only the
+    step count keep working.
+    """
+
+    def __call__(self, steps: int, dims: dict[str, int | str] | None = None) -> Awaitable[RestartOutcome]:
+        """Apply ``steps`` (0 = no speculation) and ``dims``."""
         ...
 
 
 class LoadControl(Protocol):
     """Starts and stops the workload a sweep measures."""
 
-    async def start(self, concurrency: int) -> None:
-        """Start keeping ``concurrency`` requests in flight."""
+    async def start(self, concurrency: int, workload: str | None = None) -> None:
+        """Start keeping ``concurrency`` requests in flight (with the named prompt set ``workload``).
+
+        A sweep without workloads calls ``start(concurrency)`` only.
+        """
         ...
 
     async def stop(self) -> LoadReport | None:
@@ -131,6 +142,9 @@ class SweepPlan:
         attach_s: How long to wait for the restarted server's run to show in the log.
         poll_s: How often the session is read.
         strategy: ``grid`` (every setting) or ``guided`` (the cost model picks what to measure).
+        points: The settings when they have more dimensions than the step count:
+            ``(steps, point)`` pairs from :func:`specmon.control.dims.expand_grid`
+            (empty: one setting per step count). ``steps`` must then list their step counts.
     """
 
     steps: tuple[int, ...]
@@ -144,8 +158,27 @@ class SweepPlan:
     attach_s: float = 120.0
     poll_s: float = 1.0
     strategy: str = "grid"
+    points: tuple[tuple[int, Point], ...] = ()
+    #: Named prompt sets, each measured at every setting (empty: the load's one set).
+    workloads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if len(set(self.workloads)) != len(self.workloads):
+            raise SweepError("a workload is listed twice")
+        for w in self.workloads:
+            if not isinstance(w, str) or not w or any(not (ch.isalnum() or ch in "-_") for ch in w):
+                raise SweepError(f"a workload name is letters, digits, - and _: {w!r}")
+        if self.points:
+            try:
+                checked = tuple((s, dimensions.check_point(dict(p))) for s, p in self.points)
+            except ValueError as exc:
+                raise SweepError(str(exc)) from None
+            if checked != tuple(self.points):
+                raise SweepError("points must be validated and in canonical order (use dims.expand_grid)")
+            if len(set(self.points)) != len(self.points):
+                raise SweepError("a setting is listed twice")
+            if tuple(dict.fromkeys(s for s, _ in self.points)) != tuple(self.steps):
+                raise SweepError("steps must list the step counts of the points, in order")
         if not self.steps:
             raise SweepError("give at least one step count")
         for s in self.steps:
@@ -153,6 +186,10 @@ class SweepPlan:
                 raise SweepError(f"step counts are whole numbers >= 0, not {s!r}")
         if len(set(self.steps)) != len(self.steps):
             raise SweepError("a step count is listed twice")
+        for s, p in self.settings:
+            problem = dimensions.point_problem(s, dict(p))
+            if problem:
+                raise SweepError(f"{dimensions.label(s, p)}: {problem}")
         if not self.concurrency or any(type(c) is not int or c < 1 for c in self.concurrency):
             raise SweepError("concurrency values are whole numbers >= 1")
         if len(set(self.concurrency)) != len(self.concurrency):
@@ -176,24 +213,48 @@ class SweepPlan:
                          "max_samples": r.max_samples, "margin_pct": r.margin_pct,
                          "precision_pct": r.precision_pct},
                 "max_minutes": self.max_minutes, "settle": self.settle,
-                **({"strategy": self.strategy} if self.strategy != "grid" else {})}
+                **({"strategy": self.strategy} if self.strategy != "grid" else {}),
+                **({"points": [dimensions.key(s, p) for s, p in self.points]} if self.points else {}),
+                **({"workloads": list(self.workloads)} if self.workloads else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""
         return {**self.identity(), "seed": self.seed, "stall_s": self.stall_s, "attach_s": self.attach_s,
                 "poll_s": self.poll_s}
 
-    def ordered_cells(self, seed: int) -> list[tuple[int, int]]:
-        """``(steps, concurrency)`` in measuring order (settings of one step count stay together)."""
-        steps = list(self.steps)
+    @property
+    def settings(self) -> tuple[tuple[int, Point], ...]:
+        """Every ``(steps, point)`` setting (a point is empty for a steps-only sweep)."""
+        return self.points or tuple((s, ()) for s in self.steps)
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        """The dimensions swept: ``("steps",)`` or e.g. ``("steps", "topk", "draft_tokens")``."""
+        used = {k for _, p in self.settings for k, _ in p}
+        return ("steps", *(d for d in dimensions.EXTRA if d in used))
+
+    def ordered_settings(self, seed: int) -> list[tuple[int, int, Point, str | None]]:
+        """``(steps, concurrency, point, workload)`` in measuring order (the concurrencies and workloads of
+        one setting stay together: one restart serves them all)."""
+        settings = list(self.settings)
         if self.order == "random":
-            random.Random(seed).shuffle(steps)
-        return [(s, c) for s in steps for c in self.concurrency]
+            random.Random(seed).shuffle(settings)
+        loads: tuple[str | None, ...] = self.workloads or (None,)
+        return [(s, c, p, w) for s, p in settings for c in self.concurrency for w in loads]
+
+    def ordered_cells(self, seed: int) -> list[tuple[int, int]]:
+        """``(steps, concurrency)`` in measuring order (a steps-only sweep's settings)."""
+        return [(s, c) for s, c, _, _ in self.ordered_settings(seed)]
+
+    @property
+    def groups(self) -> list[tuple[int, str | None]]:
+        """Every ``(concurrency, workload)`` a verdict is given for."""
+        return [(c, w) for c in self.concurrency for w in (self.workloads or (None,))]
 
 
-def cell_key(steps: int, concurrency: int) -> str:
-    """The state file's name for a setting: ``"2@1"``."""
-    return f"{steps}@{concurrency}"
+def cell_key(steps: int, concurrency: int, point: Point = (), workload: str | None = None) -> str:
+    """The state file's name for a setting: ``"2@1"``, ``"2/topk=4/draft_tokens=8@1"``, ``"2@1#code"``."""
+    return f"{dimensions.key(steps, point)}@{concurrency}" + (f"#{workload}" if workload else "")
 
 
 @dataclass
@@ -259,12 +320,31 @@ class CellState:
                                                             "decode_tps": [], "ttft_s": [], "seconds": 0.0,
                                                             "untimed": 0})
     label: str = ""
+    #: The setting's dimensions beyond the step count (empty for a steps-only sweep).
+    point: Point = ()
+    #: The named prompt set it is measured with (None: the load's one set).
+    workload: str | None = None
     _summary: tuple[int, Summary | None] | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
-        """``"steps@concurrency"``."""
-        return cell_key(self.steps, self.concurrency)
+        """``"steps@concurrency"`` (with the point's dimensions when there are any)."""
+        return cell_key(self.steps, self.concurrency, self.point, self.workload)
+
+    @property
+    def group(self) -> tuple[int, str | None]:
+        """``(concurrency, workload)``: the settings one verdict compares."""
+        return self.concurrency, self.workload
+
+    @property
+    def setting(self) -> tuple[int, Point]:
+        """``(steps, point)``: what the server is started with."""
+        return self.steps, self.point
+
+    @property
+    def setting_label(self) -> str:
+        """``2 steps`` or ``2 steps, topk 4, draft_tokens 8``."""
+        return dimensions.label(self.steps, self.point)
 
     @property
     def n(self) -> int:
@@ -298,14 +378,18 @@ class CellState:
         return {"steps": self.steps, "concurrency": self.concurrency, "status": self.status,
                 "reason": self.reason, "text": self.text, "looks_done": self.looks_done,
                 "elapsed_s": round(self.elapsed_s, 3), "label": self.label,
-                "segments": [s.to_json() for s in self.segments], "client": self.client}
+                "segments": [s.to_json() for s in self.segments], "client": self.client,
+                **({"point": [list(kv) for kv in self.point]} if self.point else {}),
+                **({"workload": self.workload} if self.workload else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CellState:
         """Inverse of :meth:`to_json` (an interrupted ``active`` cell becomes ``pending`` again)."""
         cell = cls(int(d["steps"]), int(d["concurrency"]), str(d.get("status", PENDING)), str(d.get("reason", "")),
                    str(d.get("text", "")), int(d.get("looks_done", 0)), float(d.get("elapsed_s", 0.0)),
-                   [Segment.from_json(s) for s in d.get("segments", [])], label=str(d.get("label", "")))
+                   [Segment.from_json(s) for s in d.get("segments", [])], label=str(d.get("label", "")),
+                   point=dimensions.check_point({str(k): v for k, v in d.get("point", [])}),
+                   workload=d.get("workload"))
         if isinstance(d.get("client"), dict):
             cell.client.update(d["client"])
         if cell.status == ACTIVE:
@@ -320,22 +404,33 @@ def _config_json(cfg: RunConfig | None) -> dict[str, Any] | None:
             "draft_tokens": cfg.draft_tokens, "model": cfg.model}
 
 
-def _config_for(steps: int, d: dict[str, Any] | None) -> RunConfig:
+def _config_for(steps: int, d: dict[str, Any] | None, point: Point = ()) -> RunConfig:
+    pt: dict[str, Any] = dict(point)
+    # The sweep's own setting names the row, so a run whose log omitted a value still lands right,
+    # and settings the log cannot tell apart (vLLM's prompt_lookup_max) stay separate rows.
+    params = tuple((k, str(v)) for k, v in point if k not in ("topk", "draft_tokens"))
     if d is None:
-        return RunConfig(Engine.UNKNOWN, None if steps == 0 else "spec", steps)
+        return RunConfig(Engine.UNKNOWN, None if steps == 0 else "spec", steps,
+                         pt.get("topk"), pt.get("draft_tokens"), None, params)
     try:
         engine = Engine(d.get("engine", "unknown"))
     except ValueError:
         engine = Engine.UNKNOWN
-    # The sweep's own step count names the row, so a run whose log omitted it still lands right.
-    return RunConfig(engine, d.get("algorithm") if steps else None, steps, d.get("topk"), d.get("draft_tokens"),
-                     d.get("model"))
+    return RunConfig(engine, d.get("algorithm") if steps else None, steps, pt.get("topk", d.get("topk")),
+                     pt.get("draft_tokens", d.get("draft_tokens")), d.get("model"), params)
 
 
-def _matches(cfg: RunConfig, steps: int) -> bool:
+def _matches(cfg: RunConfig, steps: int, point: Point = ()) -> bool:
     if steps == 0:
         return cfg.algorithm is None and (cfg.steps in (0, None))
-    return cfg.steps == steps
+    if cfg.steps != steps:
+        return False
+    # Where the log announces a dimension (SGLang logs top-k and draft tokens), it must be the one asked for.
+    for name, value in point:
+        logged = getattr(cfg, name, None) if name in ("topk", "draft_tokens") else None
+        if logged is not None and logged != value:
+            return False
+    return True
 
 
 def finished_state(path: str | os.PathLike[str], plan: SweepPlan) -> bool:
@@ -360,6 +455,18 @@ class SweepResult:
     verdicts: list[SweepVerdict]
     finished: bool
     state_path: str | None = None
+    #: Server restarts this run of the sweep asked for (a resumed sweep counts its own only).
+    restarts: int = 0
+
+    @property
+    def restart_note(self) -> str:
+        """``restarts: 5 (a grid restarts once per setting: 11; 6 saved)``."""
+        settings = len({c.setting for c in self.cells})
+        skipped = len({c.setting for c in self.cells if c.status == SKIPPED})
+        text = f"restarts: {self.restarts} for {settings} setting{'s' if settings != 1 else ''}"
+        if skipped:
+            text += f" ({skipped} not measured: the cost model bounds them below the best)"
+        return text
 
     @property
     def verdict(self) -> SweepVerdict | None:
@@ -368,14 +475,9 @@ class SweepResult:
 
     def to_json(self) -> dict[str, Any]:
         """The document ``specmon sweep --format json`` prints."""
-        rows: dict[tuple[int, int], ConfigRow] = {}
-        for v in self.verdicts:
-            for measured in v.analysis.rows:
-                if measured.steps is not None and v.concurrency is not None:
-                    rows[(measured.steps, v.concurrency)] = measured
         runs = []
         for cell in self.cells:
-            row = rows.get((cell.steps, cell.concurrency))
+            row = self.row_of(cell)
             tp = row.throughput if row else cell.summary()
             al = row.accept_len if row else None
             vs = row.vs_baseline if row else None
@@ -385,7 +487,9 @@ class SweepResult:
             secs = client.get("seconds") or 0.0
             runs.append({
                 "steps": cell.steps, "concurrency": cell.concurrency,
-                "label": row.label if row else (cell.label or f"{cell.steps} steps"),
+                **({"dims": dict(cell.point), "setting": cell.setting_label} if self.plan.points else {}),
+                **({"workload": cell.workload} if cell.workload else {}),
+                "label": row.label if row else (cell.label or cell.setting_label),
                 "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
                 "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
                 "elapsed_s": round(cell.elapsed_s, 2),
@@ -409,29 +513,74 @@ class SweepResult:
             })
         verdict = self.verdict.to_json() if self.verdict else {
             "best": None, "best_steps": None, "speedup_pct": None, "separated": False, "sentence": "no data"}
-        verdict = {**verdict, **self._client_check(self.verdict)}
+        verdict = {**verdict, **self._client_check(self.verdict),
+                   **(self._winner_json(self.verdict) if self.verdict else {"best_setting": None, "best_dims": None})}
         return {
             "verdict": verdict,
-            "verdicts": [{**v.to_json(), **self._client_check(v)} for v in self.verdicts],
+            "verdicts": [{**v.to_json(), **self._client_check(v), **self._winner_json(v)} for v in self.verdicts],
+            "dimensions": list(self.plan.dimensions),
+            "winners_differ": self.winners_differ(),
             "runs": runs,
             "plan": self.plan.to_json(),
             "finished": self.finished,
             "state": self.state_path,
+            "restarts": self.restarts,
+            "settings": len({c.setting for c in self.cells}),
+            "skipped": sorted({c.setting_label for c in self.cells if c.status == SKIPPED}),
         }
+
+    def row_of(self, cell: CellState) -> ConfigRow | None:
+        """The analysis row of one setting (None before it has samples)."""
+        for v in self.verdicts:
+            if (v.concurrency, v.workload) == cell.group:
+                return next((r for r in v.analysis.rows if r.config is not None and _row_is(r.config, cell)), None)
+        return None
+
+    def winner_cell(self, v: SweepVerdict | None) -> CellState | None:
+        """The setting a verdict names best (None when it names none)."""
+        if v is None or v.best is None or v.best.config is None:
+            return None
+        cfg = v.best.config
+        return next((c for c in self.cells if c.group == (v.concurrency, v.workload) and _row_is(cfg, c)), None)
+
+    def _winner_json(self, v: SweepVerdict) -> dict[str, Any]:
+        cell = self.winner_cell(v)
+        return {"best_setting": cell.setting_label if cell else None,
+                "best_dims": dict(cell.point) if cell and cell.point else None}
+
+    def winners_differ(self) -> str | None:
+        """A sentence when the best setting is not the same at every concurrency and workload (else None)."""
+        named = [(v, cell) for v in self.verdicts if (cell := self.winner_cell(v)) is not None]
+        if len(named) < 2 or len({cell.setting for _, cell in named}) == 1:
+            return None
+        what = []
+        if len({v.concurrency for v, _ in named}) > 1:
+            what.append("load")
+        if len({v.workload for v, _ in named}) > 1:
+            what.append("workload")
+        parts = [f"{cell.setting_label} at concurrency {v.concurrency}"
+                 + (f" on the {v.workload} prompts" if v.workload else "") for v, cell in named]
+        listed = "; ".join(parts)
+        if all(v.separated for v, _ in named):
+            return f"The winner depends on the {' and '.join(what) or 'load'}: {listed}."
+        return (f"The fastest setting by mean differs with the {' and '.join(what) or 'load'}: {listed}; "
+                "not every verdict separates it from the runner-up, so this may be noise.")
 
     def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:
         """The client-side view: which step count the client measured fastest, and whether it agrees."""
         if v is None:
             return {"client_best_steps": None, "client_agrees": None}
-        means = {}
+        means: dict[tuple[int, Point], float] = {}
         for cell in self.cells:
-            if cell.concurrency == v.concurrency and len(cell.client.get("decode_tps") or []) >= 3:
-                means[cell.steps] = sum(cell.client["decode_tps"]) / len(cell.client["decode_tps"])
+            if cell.group == (v.concurrency, v.workload) and len(cell.client.get("decode_tps") or []) >= 3:
+                means[cell.setting] = sum(cell.client["decode_tps"]) / len(cell.client["decode_tps"])
         if not means:
             return {"client_best_steps": None, "client_agrees": None}
         best = max(means, key=lambda s: means[s])
-        server_best = v.best.steps if v.best else None
-        return {"client_best_steps": best, "client_agrees": None if server_best is None else best == server_best}
+        server = self.winner_cell(v)
+        extra = {"client_best_setting": dimensions.label(*best)} if self.plan.points else {}
+        return {"client_best_steps": best[0], **extra,
+                "client_agrees": None if server is None else best == server.setting}
 
 
 def source_means(cell: CellState) -> dict[str, float]:
@@ -455,20 +604,55 @@ def source_means(cell: CellState) -> dict[str, float]:
 def verdict_sources(verdict: SweepVerdict, cells: Sequence[CellState], concurrency: int,
                     tolerance_pct: float = 10.0) -> SweepVerdict:
     """Say which source ``verdict`` rests on and whether the other sources agree with it."""
-    cs = [c for c in cells if c.concurrency == concurrency and c.n]
+    cs = [c for c in cells if c.group == (concurrency, verdict.workload) and c.n]
     kinds = {s.kind for c in cs for s in c.segments if s.throughput}
     source = "counters" if kinds == {"counters"} else ("log" if kinds <= {"log"} else "counters+log")
-    primary = {c.steps: sm.mean for c in cs if (sm := c.summary()) is not None}
-    best = verdict.best.steps if verdict.best else None
+    multi = any(c.point for c in cs)
+
+    def name(c: CellState) -> Any:
+        # Steps-only sweeps keep step counts as names (the sentences say "N steps").
+        return c.setting_label if multi else c.steps
+
+    primary = {name(c): sm.mean for c in cs if (sm := c.summary()) is not None}
+    best_cfg = verdict.best.config if verdict.best else None
+    best = None if best_cfg is None else next((name(c) for c in cs if _row_is(best_cfg, c)), None)
     checks = []
-    for name in ("counters", "log", "client"):
-        if name == source or (source == "counters+log" and name != "client"):
+    for src in ("counters", "log", "client"):
+        if src == source or (source == "counters+log" and src != "client"):
             continue
-        means = {c.steps: m[name] for c in cs if name in (m := source_means(c))}
+        means = {name(c): m[src] for c in cs if src in (m := source_means(c))}
         if means:
-            checks.append(check_source(name, means, primary, verdict_best=best, separated=verdict.separated,
+            checks.append(check_source(src, means, primary, verdict_best=best, separated=verdict.separated,
                                        tolerance_pct=tolerance_pct))
     return verdict.with_sources(source, checks)
+
+
+def _row_is(cfg: RunConfig, cell: CellState) -> bool:
+    """Whether an analysis row's configuration is this setting's."""
+    if cell.steps == 0:
+        return cfg.is_nospec or (cfg.steps == 0)
+    if cfg.steps != cell.steps:
+        return False
+    pt = dict(cell.point)
+    params = tuple((k, str(v)) for k, v in cell.point if k not in ("topk", "draft_tokens"))
+    return (cfg.params == params and all(getattr(cfg, k) == pt[k] for k in ("topk", "draft_tokens") if k in pt))
+
+
+def guided_setting(steps: int, point: Point) -> Setting:
+    """How the guided search's cost model sees a sweep setting.
+
+    Top-k and draft tokens shape the tree the model predicts; the other
+    dimensions (n-gram window, llama.cpp's speculative type) make a *family*
+    whose acceptance is learnt from its own measurements (the cycle cost is shared).
+    A missing draft-token count follows SGLang's default shape: a chain at top-k 1, else the full tree.
+    """
+    if steps == 0:
+        return Setting.chain(0)
+    pt = dict(point)
+    topk = int(pt.get("topk", 1))
+    dt = int(pt.get("draft_tokens", steps + 1 if topk == 1 else steps * topk + 1))
+    family = tuple((k, v) for k, v in point if k not in ("topk", "draft_tokens"))
+    return Setting(steps, topk, dt, family)
 
 
 def _measurement(cell: CellState) -> Measurement | None:
@@ -478,8 +662,8 @@ def _measurement(cell: CellState) -> Measurement | None:
         return None
     accepted = [v for seg in cell.segments for v in seg.accept_len]
     accept_len = sum(accepted) / len(accepted) if accepted and cell.steps else 1.0
-    return Measurement(Setting.chain(cell.steps), summary.mean, summary.ci_half_width or 0.0, accept_len,
-                       cell.concurrency)
+    return Measurement(guided_setting(cell.steps, cell.point), summary.mean, summary.ci_half_width or 0.0,
+                       accept_len, cell.concurrency)
 
 
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
@@ -497,11 +681,14 @@ def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysi
         for i, seg in enumerate(cell.segments):
             if not seg.throughput and not seg.accept_len:
                 continue
-            cfg = _config_for(cell.steps, seg.config)
+            cfg = _config_for(cell.steps, seg.config, cell.point)
             session.begin_source(f"sweep {cell.key} #{i + 1}")
             line += 1
             session.ingest(Config(line, None, None, engine=cfg.engine, algorithm=cfg.algorithm, steps=cfg.steps,
                                   topk=cfg.topk, draft_tokens=cfg.draft_tokens, model=cfg.model))
+            if cfg.params and session.runs and session.runs[-1].config is not None:
+                # The log's Config record has no field for them: the run carries the sweep's own.
+                session.runs[-1].config = cfg
             # Acceptance rides on the decode records (as SGLang logs it); any extra acceptance
             # samples (vLLM logs them separately) follow as spec records.
             acc, rates = seg.accept_len, seg.accept_rate
@@ -570,14 +757,16 @@ class Sweep:
         self._on_event = on_event
         self._run: Run | None = None
         self._server_steps: int | None = None
+        self._server_point: Point = ()
         self._last_save = -math.inf
         self._stop_requested = False
+        self._restarts = 0
         self.current: CellState | None = None
         self.resumed = False
         self.finished = False
         seed = plan.seed if plan.seed is not None else random.SystemRandom().randrange(1 << 31)
         self.seed = seed
-        self.cells = [CellState(s, c) for s, c in plan.ordered_cells(seed)]
+        self.cells = [CellState(s, c, point=p, workload=w) for s, c, p, w in plan.ordered_settings(seed)]
         if self.state_path is not None and resume and self.state_path.exists():
             self._load_state()
 
@@ -585,6 +774,11 @@ class Sweep:
     def server_steps(self) -> int | None:
         """The step count the server is running now, as far as the sweep knows (None: unknown or down)."""
         return self._server_steps
+
+    @property
+    def server_setting(self) -> tuple[int, Point] | None:
+        """``(steps, point)`` the server is running now (None: unknown or down)."""
+        return None if self._server_steps is None else (self._server_steps, self._server_point)
 
     # -- state file ------------------------------------------------------------------------
 
@@ -649,7 +843,8 @@ class Sweep:
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
         order = ", ".join(c.key for c in self.cells)
-        self._emit("plan", f"sweep of {len(self.cells)} settings (steps@concurrency: {order}), order "
+        names = "/".join(self.plan.dimensions)
+        self._emit("plan", f"sweep of {len(self.cells)} settings ({names}@concurrency: {order}), order "
                            f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
         self.save()
         try:
@@ -700,43 +895,60 @@ class Sweep:
     async def _guided(self) -> None:
         """Measure the initial design, then whatever the fitted cost model says could still win.
 
-        Per concurrency: the settings measured so far (a resumed sweep keeps them)
-        feed :func:`specmon.model.guided.next_setting`; when it has nothing left,
-        every unmeasured setting is marked skipped with the model's bound.
+        Per concurrency and workload (a *group*): the settings measured so far
+        (a resumed sweep keeps them) feed :func:`specmon.model.guided.next_setting`;
+        when it has nothing left, the group's unmeasured settings are marked
+        skipped with the model's bound. Restarts are what costs: a setting one
+        group asks for is measured, on that one restart, in every group still
+        searching (their verdicts then rest on the same server launch).
         """
-        for conc in self.plan.concurrency:
-            cells = {c.steps: c for c in self.cells if c.concurrency == conc}
-            space = [Setting.chain(s) for s in cells]
-            queue = [s.steps for s in initial_design(space)]
-            while not self._stop_requested:
+        groups = {g: {guided_setting(c.steps, c.point): c for c in self.cells if c.group == g}
+                  for g in self.plan.groups}
+        space = list(next(iter(groups.values())))
+        design = list(initial_design(space))
+        finished: set[tuple[int, str | None]] = set()
+        while not self._stop_requested:
+            wanted: Setting | None = None
+            for g, cells in groups.items():
+                if g in finished:
+                    continue
+                pending = [st for st in design if cells[st].status not in SETTLED]
+                if pending:
+                    wanted = pending[0]
+                    break
                 measured = [m for c in cells.values() if c.status == DONE and (m := _measurement(c)) is not None]
-                if queue:
-                    steps = queue.pop(0)
-                elif not measured:
-                    return  # nothing measurable: every initial setting failed
-                else:
-                    nxt = next_setting(space, measured)
-                    if nxt is None:
-                        self._skip_rest(cells, space, measured)
-                        break
-                    steps = nxt.steps
-                cell = cells[steps]
-                if cell.status in SETTLED:
+                if not measured:
+                    finished.add(g)  # nothing measurable: every initial setting failed
+                    continue
+                # A failed setting is not offered again (it would be asked for forever).
+                nxt = next_setting([st for st in space if cells[st].status != FAILED], measured)
+                if nxt is None:
+                    self._skip_rest(cells, space, measured)
+                    finished.add(g)
+                    continue
+                wanted = nxt
+                break
+            if wanted is None:
+                return
+            for g, cells in groups.items():
+                cell = cells[wanted]
+                if g in finished or cell.status in SETTLED:
                     continue
                 await self._visit(cell, until_done=True)
                 if cell.status == PENDING:
                     return  # stopped (or interrupted) mid-setting: resume picks it up
 
-    def _skip_rest(self, cells: dict[int, CellState], space: Sequence[Setting],
+    def _skip_rest(self, cells: dict[Setting, CellState], space: Sequence[Setting],
                    measured: Sequence[Measurement]) -> None:
         model = Surrogate(list(measured))
         best = max(measured, key=lambda m: m.tps)
-        left = [s for s in space if cells[s.steps].status not in SETTLED]
+        best_name = next((c.setting_label for s, c in cells.items() if s == best.setting), best.setting.label())
+        left = [s for s in space if cells[s].status not in SETTLED]
         for s in left:
             p = model.predict(s, best.concurrency)
-            cell = cells[s.steps]
+            cell = cells[s]
             cell.status, cell.reason = SKIPPED, "model"
-            cell.text = (f"the cost model bounds it at {p.upper:.1f} tok/s, below {best.setting.label()} "
+            cell.text = (f"the cost model bounds it at {p.upper:.1f} tok/s, below {best_name} "
                          f"({best.tps:.1f})")
         saved = len(left)
         self._emit("guided", f"guided search: {len(space) - saved} of {len(space)} settings measured, "
@@ -745,30 +957,37 @@ class Sweep:
 
     async def _ensure_server(self, cell: CellState) -> bool:
         crashed = self._run is not None and self._run.state is ServerState.CRASHED
-        if self._server_steps == cell.steps and self._run is not None and not crashed:
+        if self.server_setting == cell.setting and self._run is not None and not crashed:
             return True
         if self.load is not None:
             await self.load.stop()
-        ok, why = await self._restart(cell.steps)
+        ok, why = await self._restart(cell.steps, cell.point)
         if ok:
             return True
         for c in self.cells:
-            if c.steps == cell.steps and c.status not in SETTLED:
+            if c.setting == cell.setting and c.status not in SETTLED:
                 c.status, c.reason, c.text = FAILED, "restart", why
-        self._emit("failed", f"{cell.steps} steps: {why}", cell)
+        self._emit("failed", f"{cell.setting_label}: {why}", cell)
         self.save()
         return False
 
-    async def _restart(self, steps: int) -> tuple[bool, str]:
+    @property
+    def restarts(self) -> int:
+        """Restarts this sweep asked for (a resumed sweep counts only its own)."""
+        return self._restarts
+
+    async def _restart(self, steps: int, point: Point = ()) -> tuple[bool, str]:
         self._server_steps = None
+        self._server_point = ()
         self._run = None
+        self._restarts += 1
         mark = len(self.session.runs)
-        label = "no speculation" if steps == 0 else f"{steps} steps"
+        label = dimensions.label(steps, point)
         self._emit("restart", f"restarting the server with {label}")
         if self.recorder is not None:
-            self.recorder.restart(steps=steps, phase="started")
+            self.recorder.restart(steps=steps, phase="started", **({"dims": dict(point)} if point else {}))
         try:
-            outcome = await self._restart_fn(steps)
+            outcome = await (self._restart_fn(steps, dict(point)) if point else self._restart_fn(steps))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -781,12 +1000,13 @@ class Sweep:
         deadline = self._clock() + self.plan.attach_s
         fallback_at = self._clock() + self.plan.attach_s / 2
         while True:
-            run, problem = self._match_run(mark, steps, allow_unlabelled=self._clock() >= fallback_at)
+            run, problem = self._match_run(mark, steps, point, allow_unlabelled=self._clock() >= fallback_at)
             if problem:
                 return False, problem
             if run is not None:
                 self._run = run
                 self._server_steps = steps
+                self._server_point = point
                 self._emit("ready", f"server ready with {label}: {run.label} (run {run.id})")
                 return True, ""
             if self._clock() >= deadline:
@@ -794,15 +1014,18 @@ class Sweep:
                                f"{self.plan.attach_s:g} s (is the log path right?)")
             await self._sleep(min(self.plan.poll_s, 0.5))
 
-    def _match_run(self, mark: int, steps: int, *, allow_unlabelled: bool) -> tuple[Run | None, str]:
+    def _match_run(self, mark: int, steps: int, point: Point = (), *,
+                   allow_unlabelled: bool) -> tuple[Run | None, str]:
         runs = self.session.runs[mark:]
         for run in reversed(runs):
             if run.config is not None:
-                if _matches(run.config, steps):
+                if _matches(run.config, steps, point):
                     return run, ""
                 if run is runs[-1]:
-                    return None, (f"the restarted server reports {run.label}, not the {steps} steps asked for "
-                                  "(check the profile's {steps} placeholder)")
+                    names = "".join("{" + n + "}" for n in ("steps", *(k for k, _ in point)))
+                    return None, (f"the restarted server reports {run.label}, not the "
+                                  f"{dimensions.label(steps, point)} asked for (check the profile's {names} "
+                                  "placeholders)")
             elif allow_unlabelled and run is runs[-1]:
                 return run, ""
         return None, ""
@@ -810,7 +1033,7 @@ class Sweep:
     def _others(self, cell: CellState) -> tuple[dict[str, Summary], dict[str, str]]:
         others, names = {}, {}
         for c in self.cells:
-            if c is cell or c.concurrency != cell.concurrency or c.status == FAILED:
+            if c is cell or c.group != cell.group or c.status == FAILED:
                 continue
             s = c.summary()
             if s is not None:
@@ -842,7 +1065,7 @@ class Sweep:
             seg.kind = "counters"
             seg._cm = len(self.counters.samples) + settle
         cell.segments.append(seg)
-        cfg = _config_for(cell.steps, seg.config)
+        cfg = _config_for(cell.steps, seg.config, cell.point)
         cell.label = cfg.label
         return seg
 
@@ -888,14 +1111,14 @@ class Sweep:
             seg.per_position = [round(v / seg._pw, 4) for v in seg._pp]
         return sum(1 for smp in new if smp.throughput is not None)
 
-    def _switched_run(self, steps: int) -> Run | None:
+    def _switched_run(self, steps: int, point: Point = ()) -> Run | None:
         """A newer run of the same configuration (the server restarted by itself) to follow instead."""
         current = self._run
         runs = self.session.runs
         if current is None or not runs or runs[-1] is current:
             return None
         newest = runs[-1]
-        if newest.id > current.id and (newest.config is None or _matches(newest.config, steps)):
+        if newest.id > current.id and (newest.config is None or _matches(newest.config, steps, point)):
             return newest
         return None
 
@@ -906,10 +1129,14 @@ class Sweep:
         self.current = cell
         cell.status = ACTIVE
         if self.load is not None:
-            await self.load.start(cell.concurrency)
+            if cell.workload is not None:
+                await self.load.start(cell.concurrency, workload=cell.workload)
+            else:
+                await self.load.start(cell.concurrency)
         use_counters = await self._counters_ready()
         seg = self._start_segment(cell, use_counters)
-        self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency} "
+        on = f" on the {cell.workload} prompts" if cell.workload else ""
+        self._emit("start", f"measuring {cell.label} at concurrency {cell.concurrency}{on} "
                             f"({cell.n} samples so far; source: {seg.kind})", cell)
         started = self._clock()
         base_elapsed = cell.elapsed_s
@@ -932,7 +1159,7 @@ class Sweep:
                     self._emit("failed", f"{cell.label}: {cell.text}", cell)
                     self._server_steps = None
                     break
-                newer = self._switched_run(cell.steps)
+                newer = self._switched_run(cell.steps, cell.point)
                 if newer is not None:
                     self._run = newer
                     seg = self._start_segment(cell, seg.kind == "counters")
@@ -989,12 +1216,13 @@ class Sweep:
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""
         verdicts = []
-        for c in self.plan.concurrency:
-            if any(cell.concurrency == c and cell.n for cell in self.cells):
-                v = sweep_verdict(analyses_from_cells(self.cells, c), self.plan.rule, c)
-                verdicts.append(verdict_sources(v, self.cells, c))
+        for c, w in self.plan.groups:
+            cells = [cell for cell in self.cells if cell.workload == w]
+            if any(cell.concurrency == c and cell.n for cell in cells):
+                v = sweep_verdict(analyses_from_cells(cells, c), self.plan.rule, c, w)
+                verdicts.append(verdict_sources(v, cells, c))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
-                           str(self.state_path) if self.state_path else None)
+                           str(self.state_path) if self.state_path else None, self._restarts)
 
     def snapshot(self) -> dict[str, Any]:
         """Progress for a UI: every setting's status, samples and next look."""
@@ -1003,6 +1231,7 @@ class Sweep:
             "current": self.current.key if self.current else None,
             "finished": self.finished,
             "cells": [{"key": c.key, "steps": c.steps, "concurrency": c.concurrency, "label": c.label,
+                       "point": dict(c.point), "workload": c.workload,
                        "status": c.status, "samples": c.n, "reason": c.reason, "text": c.text,
                        "next_look": points[c.looks_done] if c.looks_done < len(points) else None,
                        "mean": (s.mean if (s := c.summary()) else None)} for c in self.cells],
@@ -1089,8 +1318,8 @@ def controller_restarter(controller: Any, show: Callable[[str], None] | None = N
         show: Receives each plan's description before it runs.
     """
 
-    async def restart(steps: int) -> RestartOutcome:
-        plan = controller.plan_for(steps)  # LaunchError / RestartError: the sweep fails this setting
+    async def restart(steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+        plan = controller.plan_for(steps, dims=dims) if dims else controller.plan_for(steps)  # LaunchError / RestartError: the sweep fails this setting
         text = controller.describe(plan)
         if show is not None:
             show(text)
@@ -1127,18 +1356,18 @@ class PlanRestarter:
         self.record_servers = record_servers
         self.started: Any = None  # the last start's ServerRecord, when recorded
 
-    def plan_for(self, steps: int) -> CommandPlan:
-        """The plan a restart with ``steps`` would run (for showing up front).
+    def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
+        """The plan a restart with ``steps`` (and the other dimensions ``dims``) would run.
 
         Raises:
             LaunchError: the profile cannot restart with ``steps`` (message for the user).
         """
-        return build_plan(self.profile, steps, host=self.host)
+        return build_plan(self.profile, steps, host=self.host, dims=dims)
 
-    async def __call__(self, steps: int) -> RestartOutcome:
-        """Restart with ``steps``; never raises for an expected failure."""
+    async def __call__(self, steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+        """Restart with ``steps`` and ``dims``; never raises for an expected failure."""
         try:
-            plan = self.plan_for(steps)
+            plan = self.plan_for(steps, dims)
         except LaunchError as exc:
             return RestartOutcome(False, str(exc))
         self.show(plan.describe())

@@ -2,12 +2,15 @@
 
 A busy server's log is mostly stats lines of a few shapes and HTTP access lines.
 The grammar (:mod:`specmon.parsing.grammar`) turns a stats line the line parser
-has read into a *template* of its shape; one alternation of the learned templates
-runs over a whole piece at C speed and yields the values as columns. Lines no
-template fits — lifecycle lines, configurations, damaged or unusual stats lines —
-and only those go to the ordinary line parser, in order, with their line numbers,
-so the session receives exactly what the line path gives it (tests compare both);
-only the cost differs.
+has read into a *template* of its shape; one ``re.split`` per line kind with the
+alternation of its learned templates runs over a whole piece at C speed and yields
+the values as columns (SGLang decode; vLLM and llama.cpp interval stats and spec
+lines) or counts (SGLang prefill). Lines that provably give nothing (HTTP access
+lines, *quiet* shapes learned from lines without any marker or lifecycle word) are
+skipped outside tracebacks. The lines left — lifecycle lines, configurations,
+damaged or unusual stats lines — and only those go to the ordinary line parser, in
+order, with their line numbers, so the session receives exactly what the line path
+gives it (tests compare both); only the cost differs.
 
 Workers (``multiprocessing``, one per core) parse byte ranges; the session
 itself is fed in the parent, in file order, because runs, warm-up and idle
@@ -19,18 +22,21 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from operator import add, itemgetter
+from functools import partial
+from itertools import islice, repeat
+from operator import add
 from typing import Any
 
-from specmon.model.session import Session
+from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
 from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
-from specmon.parsing.prefix import stamp_value
-from specmon.records import Engine, ParsedRecord
-from specmon.sources.logfiles import check_readable, head_lines, log_year
+from specmon.parsing.prefix import Rollover, stamp_value
+from specmon.records import Engine, EngineStats, ParsedRecord, Spec
+from specmon.sources.logfiles import check_readable, head_lines
 
 #: Bytes a worker parses per piece (lines never straddle pieces).
 PIECE = 4 << 20
@@ -39,6 +45,8 @@ PARALLEL_MIN_BYTES = 32 << 20
 #: Templates kept per line kind (a log prints few shapes), and samples tried per piece.
 MAX_TEMPLATES = 16
 MAX_LEARN = 32
+#: Shapes of lines that give nothing kept per process (each one a regex alternative).
+MAX_QUIET = 48
 
 # What a template-read line becomes in the piece's text while the rest is sorted out:
 # a token no line of a real log is (checked: a piece whose count disagrees is redone).
@@ -74,11 +82,23 @@ class Block:
 
 
 @dataclass
+class StatsBlock:
+    """Consecutive template-read interval stats and spec lines (vLLM, llama.cpp) as columns."""
+
+    first_line: int
+    last_line: int
+    last_ts: float | None
+    first_is_spec: bool
+    stats: StatsColumns | None
+    spec: SpecColumns | None
+
+
+@dataclass
 class Piece:
     """What a worker returns for one piece of the file: records and blocks, in file order."""
 
     lines: int
-    items: list[ParsedRecord | Block] = field(default_factory=list)
+    items: list[ParsedRecord | Block | StatsBlock] = field(default_factory=list)
     #: Stats lines read by a template that the session only counts, by record kind.
     counted: dict[str, int] = field(default_factory=dict)
     # The piece ended inside a traceback: the next piece's first lines may name the exception.
@@ -94,20 +114,81 @@ class _Learner:
         self.templates: dict[str, list[Template]] = {}
         self.refused: dict[str, set[bytes]] = {}
         self._regex: dict[str, re.Pattern[bytes] | None] = {}
+        #: Per ``kind/mode``: each template with the index of its first group and its group numbers.
+        self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
+        #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
+        self.quiet: list[bytes] = []
+        self.quiet_rx: re.Pattern[bytes] | None = None
 
-    def regex(self, kind: LineKind) -> re.Pattern[bytes] | None:
-        if kind.name not in self._regex:
+    def regex(self, kind: LineKind, mode: str = "records") -> re.Pattern[bytes] | None:
+        """The alternation of a kind's templates.
+
+        ``mode``: ``records`` (every value, one outer group per template), ``columns`` (only
+        what the session takes: fewer groups, a faster pass; the first group of each
+        template tells which matched) or ``count`` (no group at all).
+        """
+        key = f"{kind.name}/{mode}"
+        if key not in self._regex:
             tpls = self.templates.get(kind.name, [])
-            self._regex[kind.name] = (re.compile(b"\n(?:" + b"|".join(b"(" + t.source + b")" for t in tpls)
-                                                 + b")(?=\n)") if tpls else None)
-        return self._regex[kind.name]
+            if not tpls:
+                self._regex[key] = None
+            elif mode == "records":
+                self._regex[key] = re.compile(b"\n(?:" + b"|".join(b"(" + t.source + b")" for t in tpls)
+                                              + b")(?=\n)")
+            else:
+                roles = _column_roles(kind) if mode == "columns" else frozenset()
+                layout = []
+                base = 0
+                sources = []
+                for t in tpls:
+                    src, groups = t.lean(roles)
+                    layout.append((t, base, groups))
+                    base += len(groups)
+                    sources.append(src)
+                self.layouts[key] = layout
+                self._regex[key] = re.compile(b"\n(?:" + b"|".join(sources) + b")(?=\n)")
+        return self._regex[key]
 
     def add(self, tpl: Template) -> None:
         tpls = self.templates.setdefault(tpl.kind.name, [])
         if len(tpls) >= MAX_TEMPLATES:
             tpls.pop(0)
         tpls.append(tpl)
-        self._regex.pop(tpl.kind.name, None)
+        for mode in ("records", "columns", "count"):
+            self._regex.pop(f"{tpl.kind.name}/{mode}", None)
+
+    def add_quiet(self, source: bytes) -> None:
+        if source in self.quiet:
+            return
+        if len(self.quiet) >= MAX_QUIET:
+            self.quiet.pop(0)
+        self.quiet.append(source)
+        # One trie of the shapes: a shared start (a wrapper, a prefix) is matched once per line.
+        seqs = [_ATOMS.findall(q) for q in self.quiet]
+        body = (_trie(seqs) if all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
+                else b"|".join(self.quiet))
+        self.quiet_rx = re.compile(b"\n(" + body + b")(?=\n)")
+
+
+# The atoms of a quiet shape's regex (as _general writes them): digit runs, space runs, escaped text.
+_ATOMS = re.compile(rb"\\d\+| \+|(?:\\.|[^\\ ])+?(?=\\d\+| \+|$)", re.S)
+
+
+def _trie(seqs: list[list[bytes]]) -> bytes:
+    """An alternation of atom sequences with shared starts factored out (same language, fewer retries)."""
+    groups: dict[bytes, list[list[bytes]]] = {}
+    ends = False
+    for seq in seqs:
+        if not seq:
+            ends = True
+            continue
+        groups.setdefault(seq[0], []).append(seq[1:])
+    alts = [head + _trie(rest) for head, rest in groups.items()]
+    if ends:
+        alts.append(b"")
+    if len(alts) == 1:
+        return alts[0]
+    return b"(?:" + b"|".join(alts) + b")"
 
 
 _LEARNER = _Learner()
@@ -126,9 +207,9 @@ def _md_days(year: int) -> _Cache:
     return memo
 
 
-def _stamp_fn(year: int) -> Callable[[dict[str, str]], float | None]:
+def _stamp_fn(year: int, day: float) -> Callable[[dict[str, str]], float | None]:
     def fn(t: dict[str, str]) -> float | None:
-        return stamp_value(t.get("date"), t.get("md"), t["hms"], t.get("frac", ""), year)
+        return stamp_value(t.get("date"), t.get("md"), t["hms"], t.get("frac", ""), year, day)
     return fn
 
 
@@ -142,7 +223,7 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
     tpl = None
     if rec is not None and isinstance(rec, kind.record):
         message, outer_ts = probe._clean(text)
-        tpl = learn(kind, text, message, outer_ts, rec, _stamp_fn(year))
+        tpl = learn(kind, text, message, outer_ts, rec, _stamp_fn(year, probe.day))
     if tpl is None:
         if len(refused) >= 4096:
             refused.clear()
@@ -152,82 +233,103 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
     return tpl
 
 
-def _columns(kind: LineKind, found: list[tuple[bytes, ...]], year: int) -> tuple[list[Any], ...] | None:
-    """Columns (rank, ts, then ``kind.columns``) of template-matched lines, template by template."""
-    tpls = _LEARNER.templates[kind.name]
-    # Offsets of each template's groups inside the alternation (each template is one extra group).
-    offsets: list[int] = []
-    pos = 0
-    for t in tpls:
-        offsets.append(pos + 1)
-        pos += 1 + t.ngroups
-    # Usually one shape fills the piece: find it in C (all/map) before going line by line.
-    single = next((w for w, o in enumerate(offsets) if all(map(itemgetter(o - 1), found))), None)
-    ncol = 2 + len(kind.columns or ())
+def _group_columns(parts: list[Any], ngroups: int) -> list[list[Any]]:
+    """Column ``j`` = group ``j + 1`` of every match, from ``re.split`` output (one pass, C speed)."""
+    stride = ngroups + 1
+    return [parts[j::stride] for j in range(1, stride)]
+
+
+_TS_ROLES = ("rank", "date", "md", "hms", "frac")
+
+
+def _column_roles(kind: LineKind) -> frozenset[str]:
+    return frozenset((*_TS_ROLES, *(kind.columns or ())))
+
+
+def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> dict[str, list[Any]]:
+    """Columns (``rank``, ``ts``, then ``kind.columns``) of lines read by the kind's lean templates."""
+    layout = _LEARNER.layouts[f"{kind.name}/columns"]
+    names = ("rank", "ts", *(kind.columns or ()))
+    # Usually one shape fills the piece: find it in C (all) before going line by line.
+    single = next((w for w, (_t, base, _g) in enumerate(layout) if None not in gcols[base]), None)
     if single is None:
         # Lines of several shapes interleaved: one line at a time (rare).
-        which = [next(i for i, o in enumerate(offsets) if f[o - 1]) for f in found]
-        cols: tuple[list[Any], ...] = tuple([] for _ in range(ncol))
-        stamp = _stamp_fn(year)
-        for f, w in zip(found, which, strict=True):
-            t = tpls[w]
-            vals = read(t, f[offsets[w]:offsets[w] + t.ngroups], stamp)
-            cols[0].append(vals["rank"])
-            cols[1].append(vals["timestamp"])
-            for c, attr in enumerate(kind.columns or (), 2):
-                cols[c].append(vals[attr])
+        found = list(zip(*gcols, strict=True))
+        cols: dict[str, list[Any]] = {name: [] for name in names}
+        stamp = _stamp_fn(year, day)
+        for f in found:
+            t, base, groups = next(x for x in layout if f[x[1]] is not None)
+            vals = _read_lean(t, groups, f[base:base + len(groups)], stamp)
+            for name in names:
+                cols[name].append(vals.get(name))
         return cols
-    w = single
-    t = tpls[w]
-    base = offsets[w]  # tuple index of the template's group 1
-    g = {role: base + i - 1 for role, i in t.groups.items()}
-    out: list[list[Any]] = []
-    n = len(found)
-    # map/itemgetter keep the per-line work in C; the memos persist across pieces.
+    t, base, groups = layout[single]
+    g = {role: base + i - 1 for role, i in groups.items()}
+    n = len(gcols[0])
+    out: dict[str, list[Any]] = {}
+    # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
-    out.append([None] * n if ri is None else list(map(_RANKS.__getitem__, map(itemgetter(ri), found))))
+    out["rank"] = [None] * n if ri is None else list(map(_RANKS.__getitem__, gcols[ri]))
     hi = g.get("hms")
     if hi is None:
-        out.append([None] * n)
+        out["ts"] = [None] * n
     else:
-        secs = list(map(_HMS.__getitem__, map(itemgetter(hi), found)))
+        secs = list(map(_HMS.__getitem__, gcols[hi]))
         di, mi = g.get("date"), g.get("md")
         if di is not None:
-            days = list(map(_DAYS.__getitem__, map(itemgetter(di), found)))
+            days = list(map(_DAYS.__getitem__, gcols[di]))
         elif mi is not None:
-            memo = _md_days(year)
-            days = list(map(memo.__getitem__, map(itemgetter(mi), found)))
+            days = list(map(_md_days(year).__getitem__, gcols[mi]))
         else:
             days = None
         fi = g.get("frac")
-        fracs = list(map(_FRACS.__getitem__, map(itemgetter(fi), found))) if fi is not None else None
+        fracs = list(map(_FRACS.__getitem__, gcols[fi])) if fi is not None else None
         if None in secs or (days is not None and None in days):
             # An impossible date or time somewhere (month 13, 25:00:00): no timestamp there.
-            ts = [None if h is None or (days is not None and days[j] is None)
-                  else (days[j] if days is not None else 0.0) + h + (fracs[j] if fracs is not None else 0.0)
-                  for j, h in enumerate(secs)]
-            if days is None:
-                ts = [None if h is None else h + (fracs[j] if fracs is not None else 0.0)
-                      for j, h in enumerate(secs)]
+            ts: list[float | None] = []
+            for j, h in enumerate(secs):
+                if h is None or (days is not None and days[j] is None):
+                    ts.append(None)
+                else:
+                    ts.append((days[j] if days is not None else day) + h
+                              + (fracs[j] if fracs is not None else 0.0))
         elif days is None:
-            ts = secs if fracs is None else list(map(add, secs, fracs))
+            # A time of day without a date: on the file's day (the session keeps the days in order).
+            ts = list(map(add, secs, repeat(day)))
+            if fracs is not None:
+                ts = list(map(add, ts, fracs))
         else:
             ts = list(map(add, days, secs))
             if fracs is not None:
                 ts = list(map(add, ts, fracs))
-        out.append(ts)
+        out["ts"] = ts
     for attr in kind.columns or ():
         i = g.get(attr)
+        # A template's groups always take part: every value is there and matches its pattern.
         if i is None:
-            out.append([None] * n)
+            out[attr] = [None] * n
         else:
-            # A template's groups always take part: every value is there and matches its pattern.
-            out.append(list(map(t.converters[attr], map(itemgetter(i), found))))
-    return tuple(out)
+            conv = t.converters[attr]
+            column = getattr(conv, "column", None)  # a converter that does a whole column in C
+            out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
+    return out
+
+
+def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...],
+               stamp: Callable[[dict[str, str]], float | None]) -> dict[str, Any]:
+    """The column values of one line read by a lean template (groups numbered from 1 within it)."""
+    texts = {r: (f[i - 1] or b"").decode() for r, i in groups.items() if r in ("date", "md", "hms", "frac")}
+    out: dict[str, Any] = {"ts": stamp(texts) if "hms" in texts else None}
+    ri = groups.get("rank")
+    out["rank"] = f[ri - 1].decode() if ri else None
+    for attr in t.kind.columns or ():
+        i = groups.get(attr)
+        out[attr] = t.converters[attr](f[i - 1]) if i else None
+    return out
 
 
 def _offsets(kind: LineKind) -> list[int]:
-    """Tuple index of each template's group 1 in the alternation (one outer group per template)."""
+    """Column index + 1 of each template's outer group in the alternation (one outer group per template)."""
     offsets: list[int] = []
     pos = 0
     for t in _LEARNER.templates[kind.name]:
@@ -236,64 +338,134 @@ def _offsets(kind: LineKind) -> list[int]:
     return offsets
 
 
-def _record(kind: LineKind, f: tuple[bytes, ...], line: int, year: int) -> ParsedRecord:
-    """The record of one template-read line (the slow way: tests, ``parse``)."""
+def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int, year: int,
+            day: float) -> ParsedRecord:
+    """The record of one template-read line (the slow way: tests, ``parse``, mixed pieces)."""
     tpls = _LEARNER.templates[kind.name]
-    offsets = _offsets(kind)
     w = next(i for i, o in enumerate(offsets) if f[o - 1])
-    vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year))
+    vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year, day))
     ts, rank = vals.pop("timestamp"), vals.pop("rank")
     rec: ParsedRecord = kind.record(line, ts, rank, **vals)
+    if isinstance(rec, EngineStats | Spec):
+        rec.engine = kind.engine  # as the line parser: two engines print these
     return rec
 
 
-def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026) -> tuple[list[ParsedRecord], int]:
+def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026,
+                  day: float | None = None) -> tuple[list[ParsedRecord], int]:
     """Every record of a piece the bulk way, and how many lines a template read (tests, ``parse``)."""
-    piece = bulk_piece(data, engine, year, records=True)
-    return [r for r in piece.items if not isinstance(r, Block)], piece.by_template
+    piece = bulk_piece(data, engine, year, records=True, day=day)
+    return [r for r in piece.items if not isinstance(r, Block | StatsBlock)], piece.by_template
+
+
+# Which kinds the session takes as columns, by family: SGLang decode (prefill only counted), or one
+# interval-stats kind with one spec kind (vLLM, llama.cpp). Anything else in a piece: records.
+_DECODE_KINDS = frozenset({"sglang.decode"})
+_STATS_KINDS = frozenset({"vllm.stats", "llamacpp.eval"})
+_SPEC_KINDS = frozenset({"vllm.spec.0", "vllm.spec.1", "llamacpp.spec"})
+
+# What the line parser reads besides stats lines: a line holding none of these texts (with
+# digits and runs of spaces as they may vary) is given nothing outside a traceback.
+def _general(text: str) -> str:
+    """``text`` as a regex where every digit run is ``\\d+`` and every run of spaces `` +``."""
+    return _RUNS.sub(lambda m: r"\d+" if m.group(1) else " +" if m.group(2) else re.escape(m.group()), text)
+
+
+_RUNS = re.compile(r"(\d+)|( +)|[^\d ]+")
+
+
+def _interesting() -> re.Pattern[str]:
+    from specmon.parsing import llamacpp, sglang, vllm
+    from specmon.parsing.lifecycle import _GATE
+
+    words = [sglang.SERVER_ARGS_MARKER, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS, *_GATE,
+             *(k.marker for k in KINDS if not k.vetoes)]
+    alts = [_general(w) for w in words]
+    # A marker whose kind a veto turns away is harmless beside that veto.
+    for k in KINDS:
+        if k.vetoes:
+            none_of = "".join(f"(?!.*{_general(v)})" for v in k.vetoes)
+            alts.append(f"^{none_of}.*{_general(k.marker)}")
+    return re.compile("|".join(f"(?:{a})" for a in alts) + r"|\x1b|\[[\d;]+m|\r", re.S)
+
+
+_INTERESTING: re.Pattern[str] | None = None
+
+
+def _quiet_source(raw: bytes) -> bytes | None:
+    """The regex of lines shaped like ``raw`` (digits and space runs free), if no such line gives a record.
+
+    ``raw`` gave no record and holds none of the texts that make the line parser give one
+    (stats markers, configuration and lifecycle markers, ANSI): neither does any line of
+    the same shape, since those texts hold no digits and the generalised test is blind to
+    the length of digit and space runs. Outside a traceback such lines are skipped.
+    """
+    global _INTERESTING
+    if _INTERESTING is None:
+        _INTERESTING = _interesting()
+    text = raw.decode("utf-8", errors="replace")
+    if "\ufffd" in text or len(raw) > 2000 or _INTERESTING.search(text):
+        return None
+    return _general(text).encode()
 
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
-               records: bool = False, parser: LineParser | None = None) -> Piece:
+               records: bool = False, parser: LineParser | None = None, mixed: bool = False,
+               day: float | None = None) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
         in_traceback: the previous piece ended inside a traceback (the parser's only
             multi-line context).
         records: give every template-read line as a record (tests, ``parse``) instead
-            of decode columns and counts.
+            of columns and counts.
         parser: the line parser to continue with (live feeding keeps one per source);
             by default a new one with ``engine``, ``year`` and ``in_traceback``.
+        mixed: the piece holds lines of two families: only SGLang decode in columns.
+        day: the midnight of time-of-day stamps without a date (default: the parser's).
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
     nlines = text.count(b"\n") - 1
     if parser is None:
-        parser = LineParser(year=year, engine=engine)
+        parser = LineParser(year=year, engine=engine, day=day)
         parser.in_traceback = in_traceback
-    probe = LineParser(year=year, engine=engine)
-    kinds = [k for k in KINDS if k.body is not None and k.marker.encode() in text]
-    decode = None if records else next((k for k in kinds if k.columns), None)
-    found: dict[str, list[tuple[bytes, ...]]] = {}
-    counted: dict[str, int] = {}
+    day = parser.day
+    probe = LineParser(year=year, engine=engine, day=day)
+    # Who takes what: columns for one family (SGLang decode with prefill counted, or one
+    # stats kind with one spec kind of one engine), records for the rest (or all, if asked).
+    # Decided as the kinds turn up, in pass order; a piece that mixes families is redone.
+    kinds: list[LineKind] = []
+    col_kinds: set[str] = set()
+    count_kinds: set[str] = set()
+    rec_kinds: set[str] = set()
+    # One pass per kind: re.split gives the values (as columns) and the text between matches.
+    matched: dict[str, tuple[int, list[Any], int]] = {}  # kind -> (lines, split parts, groups)
     tokens: dict[bytes, LineKind] = {}
     rest = text
-    for i, kind in enumerate(kinds):
+    for i, kind in enumerate(k for k in KINDS if k.body is not None):
         marker = kind.marker.encode()
+        if marker not in rest:
+            continue  # (tested on what earlier passes left: the whole piece only for the first kinds)
+        kinds.append(kind)
         token = _TOKEN[:-1] + bytes([0x10 + i])
         tokens[token] = kind
-        keep = records or kind is decode
+        name = kind.name
+        if records or mixed:
+            mode = "records"
+        elif name in _DECODE_KINDS or name == "sglang.prefill":
+            mode = "columns" if name in _DECODE_KINDS else "count"
+        else:
+            mode = "columns"
         tries = 0
         while True:
-            rx = _LEARNER.regex(kind)
-            matched: list[tuple[bytes, ...]] = []
-            n = 0
-            new_rest = rest
-            if rx is not None:
-                if keep:
-                    matched = rx.findall(rest)
-                new_rest, n = rx.subn(b"\n" + token, rest)
+            rx = _LEARNER.regex(kind, mode)
+            parts: list[Any] = rx.split(rest) if rx is not None else [rest]
+            ngroups = rx.groups if rx is not None else 0
+            n = (len(parts) - 1) // (ngroups + 1)
+            between = parts[::ngroups + 1] if n and ngroups else parts
+            new_rest = (b"\n" + token).join(between) if n else rest
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
@@ -312,33 +484,104 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                 break
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
-        if keep:
-            found[kind.name] = matched
-        elif n:
-            name: str = getattr(kind.record, "kind", kind.name)
-            counted[name] = counted.get(name, 0) + n
+        if n:
+            matched[name] = (n, parts, ngroups)
+            {"columns": col_kinds, "count": count_kinds, "records": rec_kinds}[mode].add(name)
+    if col_kinds and not mixed:
+        stats_k, spec_k = col_kinds & _STATS_KINDS, col_kinds & _SPEC_KINDS
+        if ((stats_k or spec_k) and (col_kinds & _DECODE_KINDS or len(stats_k) > 1 or len(spec_k) > 1
+                                     or len({k.split(".")[0] for k in stats_k | spec_k}) > 1)):
+            # SGLang decode beside vLLM / llama.cpp stats, or two engines' stats: records for those.
+            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day)
+    counted: dict[str, int] = {}
+    for name in count_kinds:
+        kind = next(k for k in kinds if k.name == name)
+        rname: str = getattr(kind.record, "kind", name)
+        counted[rname] = counted.get(rname, 0) + matched[name][0]
+    cols = {name: _columns(next(k for k in kinds if k.name == name), _group_columns(*matched[name][1:]), year, day)
+            for name in col_kinds}
+    found = {name: list(zip(*_group_columns(*matched[name][1:]), strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
-    dec_found = found.get(decode.name, []) if decode is not None else []
-    cols = _columns(decode, dec_found, year) if decode is not None and dec_found else None
-    piece.by_template = sum(counted.values()) + sum(len(v) for v in found.values())
+    piece.by_template = sum(v[0] for v in matched.values())
+    # Lines known to give nothing (HTTP access lines, and shapes learned as quiet).
+    quiet_texts: list[bytes] = []
+    qrx = _LEARNER.quiet_rx
+    if qrx is not None:
+        qparts = qrx.split(rest)
+        if len(qparts) > 1:
+            quiet_texts = qparts[1::2]
+            rest = (b"\n" + _QUIET).join(qparts[::2])
     rest = _ACCESS.sub(b"\n", rest)
-    if not records and len(rest) == rest.count(b"\n") + piece.by_template * len(_TOKEN):
-        # Nothing but template-read lines and access lines: one block, no line parser.
-        if dec_found:
-            dec_token = next(t for t, k in tokens.items() if k is decode)
-            first = rest.count(b"\n", 0, rest.find(dec_token))
-            last = rest.count(b"\n", 0, rest.rfind(dec_token))
-            piece.items.append(_block(cols, 0, len(dec_found), first, last))  # type: ignore[arg-type]
-        if piece.by_template:
-            parser.in_traceback = False
-            if parser.engine is Engine.UNKNOWN:
-                parser.engine = next(iter(tokens.values())).engine
-        piece.in_traceback = parser.in_traceback
-        return piece
-    # Walk the lines: template-read ones join the current block, the others go to the parser.
+    by_kind = {k.name: t for t, k in tokens.items()}
+    start_in_tb = parser.in_traceback
+    if (not records and not rec_kinds and not (quiet_texts and start_in_tb)
+            and len(rest) == rest.count(b"\n") + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
+        # Nothing but template-read, quiet and access lines: one block, no line parser.
+        block = _whole_block(rest, col_kinds, cols, by_kind)
+        if block is not None or not col_kinds:
+            if block is not None:
+                piece.items.append(block)
+            if piece.by_template:
+                parser.in_traceback = False
+                if parser.engine is Engine.UNKNOWN:
+                    parser.engine = next(iter(tokens.values())).engine
+            piece.in_traceback = parser.in_traceback
+            return piece
+    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year, day)
+    piece.in_traceback = parser.in_traceback
+    return piece
+
+
+_QUIET = b"\x00\x01\x03"
+
+
+def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, list[Any]]],
+                 by_kind: dict[str, bytes]) -> Block | StatsBlock | None:
+    """The one block of a piece whose lines are all template-read, quiet or access lines (None: walk it)."""
+    if not col_kinds:
+        return None
+    spans = {name: (rest.find(by_kind[name]), rest.rfind(by_kind[name])) for name in col_kinds}
+    first_kind = min(spans, key=lambda k: spans[k][0])
+    last_kind = max(spans, key=lambda k: spans[k][1])
+    first = rest.count(b"\n", 0, spans[first_kind][0])
+    last = rest.count(b"\n", 0, spans[last_kind][1])
+    if "sglang.decode" in col_kinds:
+        c = cols["sglang.decode"]
+        return _block(c, 0, len(c["ts"]), first, last)
+    last_ts = cols[last_kind]["ts"][-1]
+    if last_ts is None and any(t is not None for name in col_kinds for t in cols[name]["ts"]):
+        return None  # the last time is on an earlier line: the walk finds it
+    return _stats_block(cols, {name: (0, len(cols[name]["ts"])) for name in col_kinds}, first, last, last_ts,
+                        first_kind in _SPEC_KINDS)
+
+
+def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, LineKind], col_kinds: set[str],
+          cols: dict[str, dict[str, list[Any]]], found: dict[str, list[tuple[bytes, ...]]],
+          quiet_texts: list[bytes], year: int, day: float) -> None:
+    """Template-read lines join the current block (or become records); the others go to the line parser."""
     lines = rest.split(b"\n")
-    seen = dict.fromkeys(found, 0)
-    k = start_k = first = last = 0
+    seen = {t: 0 for t in tokens}
+    offsets = {k.name: _offsets(k) for k in tokens.values() if k.name in found}
+    start: dict[str, int] = {}
+    first = last = 0
+    first_spec = False
+    last_ts: float | None = None
+    q = tries = 0
+    decode = "sglang.decode" in col_kinds
+
+    def close() -> None:
+        if not start:
+            return
+        if decode:
+            a = start.get("sglang.decode")
+            if a is not None:
+                piece.items.append(_block(cols["sglang.decode"], a, seen[by_name["sglang.decode"]], first, last))
+        else:
+            piece.items.append(_stats_block(cols, {k: (a, seen[by_name[k]]) for k, a in start.items()},
+                                            first, last, last_ts, first_spec))
+        start.clear()
+
+    by_name = {k.name: t for t, k in tokens.items()}
     for ln in range(1, len(lines) - 1):
         x = lines[ln]
         if not x:
@@ -349,28 +592,52 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             parser.in_traceback = False
             if parser.engine is Engine.UNKNOWN:
                 parser.engine = kind_x.engine
-            if records:
-                j = seen[kind_x.name]
-                seen[kind_x.name] = j + 1
-                piece.items.append(_record(kind_x, found[kind_x.name][j], ln, year))
-            elif kind_x is decode:
-                if k == start_k:
-                    first = ln
+            j = seen[x]
+            seen[x] = j + 1
+            name = kind_x.name
+            if name in found:
+                close()
+                piece.items.append(_record(kind_x, found[name][j], offsets[name], ln, year, day))
+            elif name in col_kinds:
+                if not start:
+                    first, first_spec, last_ts = ln, name in _SPEC_KINDS, None
+                start.setdefault(name, j)
                 last = ln
-                k += 1
+                t = cols[name]["ts"][j]
+                if t is not None:
+                    last_ts = t
             continue
+        if x == _QUIET:
+            qt = quiet_texts[q]
+            q += 1
+            if not parser.in_traceback:
+                continue  # gives nothing
+            x = qt
         rec = parser.parse(x.decode("utf-8", errors="replace"), ln)
         if rec is not None:
-            if k > start_k:
-                piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-                start_k = k
+            close()
             piece.items.append(rec)
-    if k > start_k:
-        piece.items.append(_block(cols, start_k, k, first, last))  # type: ignore[arg-type]
-    if k != len(dec_found):
-        raise AssertionError("template-read lines and their tokens disagree")
-    piece.in_traceback = parser.in_traceback
-    return piece
+        elif not parser.in_traceback and tries < MAX_LEARN:
+            tries += 1
+            source = _quiet_source(x)
+            if source is not None:
+                _LEARNER.add_quiet(source)
+    close()
+
+
+def _stats_block(cols: dict[str, dict[str, list[Any]]], ranges: dict[str, tuple[int, int]], first: int, last: int,
+                 last_ts: float | None, first_is_spec: bool) -> StatsBlock:
+    stats = spec = None
+    for name, (a, b) in ranges.items():
+        c = cols[name]
+        engine = Engine.VLLM if name.startswith("vllm") else Engine.LLAMACPP
+        if name in _STATS_KINDS:
+            stats = StatsColumns(engine, c["rank"][a:b], c["ts"][a:b], c["running"][a:b], c["gen_throughput"][a:b])
+        else:
+            spec = SpecColumns(engine, c["rank"][a:b], c["ts"][a:b], c["mean_acceptance_length"][a:b],
+                               c["draft_acceptance_rate"][a:b], c["accepted"][a:b], c["drafted"][a:b],
+                               c["per_position"][a:b])
+    return StatsBlock(first, last, last_ts, first_is_spec, stats, spec)
 
 
 @dataclass
@@ -402,20 +669,24 @@ def decode_columns(lines: list[bytes], engine: Engine, year: int) -> Columns | N
     return Columns(b.ranks, b.ts, b.running, b.tput, b.acc_len, b.acc_rate, piece.counted.get("prefill", 0))
 
 
-def _block(cols: tuple[list[Any], ...], a: int, b: int, first: int, last: int) -> Block:
-    ranks, ts, running, tput, acc_len, acc_rate = (c[a:b] for c in cols)
+def _block(cols: dict[str, list[Any]], a: int, b: int, first: int, last: int) -> Block:
+    ranks, ts, running, tput, acc_len, acc_rate = (cols[k][a:b] for k in (
+        "rank", "ts", "running_req", "gen_throughput", "accept_len", "accept_rate"))
     return Block(first, last, ranks, ts, running, tput,
                  acc_len if any(v is not None for v in acc_len) else None,
                  acc_rate if any(v is not None for v in acc_rate) else None)
 
 
-def parse_piece(args: tuple[str, int, int, str, int], in_traceback: bool = False) -> Piece:
+Task = tuple[str, int, int, str, int, float]
+
+
+def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -> Piece:
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
-    path, start, end, engine_value, year = args
+    path, start, end, engine_value, year, day = args
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(end - start)
-    return bulk_piece(data, Engine(engine_value), year, in_traceback)
+    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day)
 
 
 def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
@@ -440,51 +711,119 @@ def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
             start = end
 
 
-def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, jobs: int = 0) -> None:
+def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, jobs: int = 0,
+                     year: int | None = None) -> None:
     """Read one file into the session like :func:`specmon.ingest.files.ingest_file`, faster on big files.
 
     Args:
         jobs: worker processes; 0 = one per core; 1 = in this process.
+        year: the user's ``--year`` (else inferred from the file).
     """
+    from specmon.ingest.files import log_clock
+
     p = check_readable(path)
     size = p.stat().st_size
     head = head_lines(p)
-    year = log_year(p, head)
+    clock = log_clock(p, head, year)
     engine = detect_engine(head)
     session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
-    tasks = [(str(p), a, b, engine.value, year) for a, b in _pieces(str(p), size)]
+    tasks = [(str(p), a, b, engine.value, clock.year, clock.day) for a, b in _pieces(str(p), size)]
+    rollover = clock.rollover()
     workers = jobs or os.cpu_count() or 1
     if workers > 1 and size >= PARALLEL_MIN_BYTES:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         with ctx.Pool(min(workers, len(tasks))) as pool:
-            _feed(session, tasks, pool.imap(parse_piece, tasks, chunksize=1))
+            _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
     else:
-        _feed(session, tasks, map(parse_piece, tasks))
+        _feed(session, tasks, map(parse_piece, tasks), rollover)
 
 
-def _feed(session: Session, tasks: list[tuple[str, int, int, str, int]], pieces: Iterator[Piece]) -> None:
+def _fix_times(item: ParsedRecord | Block | StatsBlock, fix: Rollover) -> None:
+    """Move a record's or block's day-less stamps on by the days (years) the log has crossed."""
+    if isinstance(item, Block):
+        item.ts = fix.fix_all(item.ts)
+    elif isinstance(item, StatsBlock):
+        # Stats and spec lines alternate and cross the same midnights: each column from the
+        # state before the block, the state after it the later of the two.
+        start = (fix.offset, fix.last, fix.year)
+        ends = []
+        for cols in (item.stats, item.spec):
+            if cols is not None:
+                fix.offset, fix.last, fix.year = start
+                cols.ts = fix.fix_all(cols.ts)
+                ends.append((fix.offset, fix.last, fix.year))
+        if ends:
+            fix.offset, fix.last, fix.year = max(ends, key=lambda e: (e[0], e[1] or 0.0))
+        if item.last_ts is not None:
+            item.last_ts += fix.offset
+    else:
+        item.timestamp = fix.fix(item.timestamp)
+
+
+def _windowed(pool: Any, tasks: list[Task], window: int) -> Iterator[Piece]:
+    """The pieces in order, at most ``window`` parsed ahead of the feeding (bounded memory)."""
+    pending: deque[Any] = deque()
+    todo = iter(tasks)
+    for task in islice(todo, window):
+        pending.append(pool.apply_async(parse_piece, (task,)))
+    while pending:
+        piece: Piece = pending.popleft().get()
+        nxt = next(todo, None)
+        if nxt is not None:
+            pending.append(pool.apply_async(parse_piece, (nxt,)))
+        yield piece
+
+
+def _feed(session: Session, tasks: list[Task], pieces: Iterator[Piece], rollover: Rollover | None = None) -> None:
     offset = 0
     carry = False
     for task, piece in zip(tasks, pieces, strict=False):
+        in_tb = carry
         if carry:
             # A traceback ran across the boundary: redo this piece here with that context (rare).
             piece = parse_piece(task, in_traceback=True)
         carry = piece.in_traceback
-        feed_piece(session, piece, offset)
+        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True), rollover)
         offset += piece.lines
     session.lines += offset
 
 
-def feed_piece(session: Session, piece: Piece, offset: int) -> None:
-    """Give a piece's records, blocks and counts to the session (line numbers + ``offset``)."""
+def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], Piece] | None = None,
+               rollover: Rollover | None = None) -> None:
+    """Give a piece's records, blocks and counts to the session (line numbers + ``offset``).
+
+    Args:
+        redo: the same piece parsed into records (``records=True``), for a block of
+            stats lines the session cannot take as columns (it follows the end of a run).
+        rollover: keeps a log's day-less stamps in order across midnight, in file order.
+    """
     for kind, n in piece.counted.items():
         session.counts[kind] += n
+    fix = rollover if rollover is not None and rollover.mode is not None else None
     for item in piece.items:
+        if fix is not None:
+            _fix_times(item, fix)
         if isinstance(item, Block):
             session.ingest_decode_columns(item.ranks, item.ts, item.running, item.tput,
                                           item.acc_len, item.acc_rate,
                                           offset + item.first_line, offset + item.last_line)
+        elif isinstance(item, StatsBlock):
+            if not session.ingest_stats_columns(offset + item.first_line, offset + item.last_line, item.last_ts,
+                                                item.first_is_spec, item.stats, item.spec):
+                if redo is None:
+                    raise AssertionError("a stats block after the end of a run needs its records")
+                # The rest of the piece, record by record (counts of counted kinds are in already).
+                for rec in redo().items:
+                    if isinstance(rec, Block | StatsBlock) or rec.line < item.first_line:
+                        continue
+                    if rec.kind in piece.counted:
+                        continue
+                    if fix is not None:
+                        rec.timestamp = fix.fix(rec.timestamp)
+                    rec.line += offset
+                    session.ingest(rec)
+                return
         else:
             item.line += offset
             session.ingest(item)

@@ -2,28 +2,82 @@
 
 from __future__ import annotations
 
+import re
+from calendar import timegm
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
+from specmon.parsing.prefix import Rollover, clock_mode
 from specmon.sources.logfiles import check_readable, head_lines, iter_line_batches, log_year
 
+_DATED = re.compile(r"(?<!\d)((?:19|20)\d{2})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[ T]\d{2}:\d{2}:\d{2}")
 
-def ingest_lines(session: Session, parser: LineParser, lines: Iterable[str], first_lineno: int = 1) -> int:
+
+@dataclass(frozen=True)
+class LogClock:
+    """What a log's stamps leave out, inferred once per file: the year, the first day, the gaps.
+
+    Attributes:
+        year: for year-less ``MM-DD`` stamps: ``--year``, else the year of the first dated
+            line (a docker/k8s stamp, an SGLang prefix), else the file's modification year.
+        day: the midnight (UTC epoch) a time of day without a date belongs to: the first
+            dated line's day, else the modification day (with ``--year``'s year if given).
+        mode: ``"time"`` / ``"md"`` when the log's own stamps lack the date / the year
+            (a large step back is then the next day / year), else None.
+    """
+
+    year: int
+    day: float
+    mode: str | None
+
+    def rollover(self) -> Rollover:
+        """A fresh day-keeper for one pass over the file."""
+        return Rollover(self.mode, self.year)
+
+
+def log_clock(path: str | Path, head: list[str], year: int | None = None) -> LogClock:
+    """The :class:`LogClock` of a file from its first lines (``year``: the user's ``--year``)."""
+    y = year if year is not None else log_year(path, head)
+    day: tuple[int, int, int] | None = None
+    for line in head:
+        m = _DATED.search(line)
+        if m is not None:
+            day = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            break
+    if day is None:
+        try:
+            when = datetime.fromtimestamp(Path(path).stat().st_mtime, tz=UTC)
+        except OSError:
+            when = datetime.now(UTC)
+        day = (when.year, when.month, min(when.day, 28) if (when.month, when.day) == (2, 29) else when.day)
+    if year is not None:
+        day = (year, day[1], 28 if (day[1], day[2]) == (2, 29) else day[2])
+    return LogClock(y, float(timegm((*day, 0, 0, 0))), clock_mode(head))
+
+
+def ingest_lines(session: Session, parser: LineParser, lines: Iterable[str], first_lineno: int = 1,
+                 rollover: Rollover | None = None) -> int:
     """Parse lines into the session; returns the next line number."""
     n = first_lineno
     parse = parser.parse
     ingest = session.ingest
+    fix = rollover.fix if rollover is not None and rollover.mode is not None else None
     for text in lines:
         rec = parse(text, n)
         if rec is not None:
+            if fix is not None:
+                rec.timestamp = fix(rec.timestamp)
             ingest(rec)
         n += 1
     session.lines += n - first_lineno
     return n
 
 
-def ingest_file(session: Session, path: str, *, baseline: bool = False) -> None:
+def ingest_file(session: Session, path: str, *, baseline: bool = False, year: int | None = None) -> None:
     """Read one log file into the session as a new source."""
     session.begin_source(path, baseline=baseline)
     # The engine decides a few ambiguous markers (SGLang's "Application startup complete"
@@ -33,14 +87,16 @@ def ingest_file(session: Session, path: str, *, baseline: bool = False) -> None:
     # The file's signature lines break a tie of the per-line engine markers (and name the
     # engine of a log with no stats line at all).
     session.set_engine_hint(engine)
-    parser = LineParser(year=log_year(path, head), engine=engine)
+    clock = log_clock(path, head, year)
+    parser = LineParser(year=clock.year, engine=engine, day=clock.day)
+    rollover = clock.rollover()
     n = 1
     for batch in iter_line_batches(path):
-        n = ingest_lines(session, parser, batch, n)
+        n = ingest_lines(session, parser, batch, n, rollover)
 
 
 def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: int | None = None,
-                 jobs: int = 0) -> Session:
+                 jobs: int = 0, year: int | None = None) -> Session:
     """A session built from log files (baseline files first, then the rest, in order).
 
     Raises:
@@ -52,7 +108,7 @@ def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: 
 
     session = Session(warmup=warmup)
     for path in baseline:
-        ingest_file_fast(session, path, baseline=True, jobs=jobs)
+        ingest_file_fast(session, path, baseline=True, jobs=jobs, year=year)
     for path in files:
-        ingest_file_fast(session, path, jobs=jobs)
+        ingest_file_fast(session, path, jobs=jobs, year=year)
     return session

@@ -15,6 +15,7 @@ into a fresh session: pooling the same log twice would double the evidence.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -52,8 +53,10 @@ def ingest_batch(session: Session, parser: LineParser, lines: list[str], lineno:
         # bulk works on bytes (it reads files); one join/encode is C speed.
         raw = "\n".join(lines).encode("utf-8", errors="surrogateescape")
         if raw.count(b"\n") == len(lines) - 1 and b"\r" not in raw:
+            before = copy.deepcopy(parser)  # the state to read the batch again as records, if need be
             piece = bulk_piece(raw, parser.engine, parser.year, parser=parser)
-            feed_piece(session, piece, lineno - 1)
+            feed_piece(session, piece, lineno - 1,
+                       lambda: bulk_piece(raw, before.engine, before.year, records=True, parser=before))
             session.lines += len(lines)
             return lineno + len(lines)
     return ingest_lines(session, parser, lines, lineno)

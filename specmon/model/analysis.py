@@ -188,7 +188,7 @@ def row_key(run: Run) -> RunConfig | str:
     if run.config is not None:
         # The model path is informative but must not split rows of one campaign.
         c = run.config
-        return RunConfig(c.engine, c.algorithm, c.steps, c.topk, c.draft_tokens)
+        return RunConfig(c.engine, c.algorithm, c.steps, c.topk, c.draft_tokens, params=c.params)
     return f"unknown config ({run.source})"
 
 

@@ -25,6 +25,10 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import reduce
+from itertools import compress
+from operator import add
+from typing import cast
 
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
@@ -76,6 +80,8 @@ class RunConfig:
     topk: int | None = None
     draft_tokens: int | None = None
     model: str | None = None
+    #: Other launch parameters a sweep varied (``(("prompt_lookup_max", "4"),)``): distinct rows.
+    params: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_record(cls, rec: Config) -> RunConfig:
@@ -102,6 +108,9 @@ class RunConfig:
         if (self.draft_tokens is not None and self.steps is not None and self.engine is Engine.SGLANG
                 and self.draft_tokens != self.steps + 1):
             text += f" draft {self.draft_tokens}"
+        for name, value in self.params:
+            if value != self.algorithm:  # llama.cpp names its run after the type: "ngram-mod 4 tokens"
+                text += f" {name} {value}"
         return text
 
 
@@ -200,6 +209,42 @@ def _cause_weight(event: Event, detail: str) -> int:
     if EXCEPTION_LINE.match(detail):
         return 2
     return 0 if "Traceback" in detail else 1
+
+
+@dataclass(slots=True)
+class StatsColumns:
+    """Consecutive interval stats lines (vLLM engine lines, llama.cpp eval lines) as columns."""
+
+    engine: Engine
+    ranks: list[str | None]
+    ts: list[float | None]
+    running: list[int | None]
+    tput: list[float]
+
+    def record(self, i: int, line: int) -> EngineStats:
+        """Line ``i`` as the record the line parser gives (its line number: ``line``)."""
+        return EngineStats(line, self.ts[i], self.ranks[i], gen_throughput=self.tput[i], running=self.running[i],
+                           engine=self.engine)
+
+
+@dataclass(slots=True)
+class SpecColumns:
+    """Consecutive speculative-decoding lines (vLLM SpecDecoding, llama.cpp draft acceptance) as columns."""
+
+    engine: Engine
+    ranks: list[str | None]
+    ts: list[float | None]
+    mal: list[float | None]
+    rate: list[float | None]
+    accepted: list[int | None]
+    drafted: list[int | None]
+    per_position: list[tuple[float, ...] | None]
+
+    def record(self, i: int, line: int) -> Spec:
+        """Line ``i`` as a record with what the session reads of it."""
+        return Spec(line, self.ts[i], self.ranks[i], mean_acceptance_length=self.mal[i], accepted=self.accepted[i],
+                    drafted=self.drafted[i], draft_acceptance_rate=self.rate[i], per_position=self.per_position[i],
+                    engine=self.engine)
 
 
 class Session:
@@ -416,6 +461,141 @@ class Session:
                 counted.extend(values)
                 live.extend(values[-LIVE_POINTS:])
         return True
+
+    def ingest_stats_columns(self, first_line: int, last_line: int, last_ts: float | None, first_is_spec: bool,
+                             stats: StatsColumns | None, spec: SpecColumns | None) -> bool:
+        """Take a block of consecutive, well-formed vLLM / llama.cpp stats and spec lines as columns.
+
+        The same rules as :meth:`ingest` on the records, in line order (stats and spec
+        lines touch different figures, so only the block's first line and last time need
+        the order). Returns False, having done nothing, when the current run has ended
+        (which line comes first then decides whether a new run begins): feed the records.
+        """
+        run = self._current
+        if run is not None and run.state in (ServerState.CRASHED, ServerState.STOPPED):
+            return False
+        wmax = self.warmup if self.warmup is not None else max(DEFAULT_WARMUP.values())
+        order = ((spec, True), (stats, False)) if first_is_spec else ((stats, False), (spec, True))
+        for cols, is_spec in order:
+            if cols is None or not cols.ts:
+                continue
+            n = len(cols.ts)
+            i = 0
+            # Where the column's last rank begins its unbroken stretch (bulk only there).
+            same = n - 1
+            while same > 0 and cols.ranks[same - 1] == cols.ranks[-1]:
+                same -= 1
+            # Record by record while the run or the rank warms up (and to open the run).
+            while i < n and not self._steady(cols, is_spec, i, wmax, same):
+                self.ingest(cols.record(i, first_line))
+                i += 1
+            if i < n:
+                if is_spec:
+                    self._bulk_spec(cols, i)  # type: ignore[arg-type]
+                else:
+                    self._bulk_stats(cols, i)  # type: ignore[arg-type]
+        run = self._current
+        if run is not None:
+            run.last_line = last_line
+            if last_ts is not None:
+                run.last_at = last_ts
+        return True
+
+    def _steady(self, cols: StatsColumns | SpecColumns, is_spec: bool, i: int, wmax: int, same: int) -> bool:
+        run = self._current
+        if run is None or run.engine is Engine.UNKNOWN:
+            return False
+        if is_spec:
+            return run._spec_seen >= wmax
+        rank = cols.ranks[i]
+        rs = run._ranks.get(rank)
+        return rs is not None and rs.seen >= wmax and run.state is ServerState.SERVING and i >= same
+
+    def _bulk_stats(self, c: StatsColumns, i: int) -> None:
+        run = self._current
+        assert run is not None
+        n = len(c.ts) - i
+        self.counts["engine_stats"] += n
+        self._vote(c.engine, n)
+        rank = c.ranks[i]
+        rs = run._ranks[rank]
+        if rank:
+            run.ranks.add(rank)
+        rs.seen += n
+        # The gap average, in order (what _add_sample keeps through _update_gap), inlined.
+        ema, last = rs.gap_ema, rs.last_ts
+        for t in c.ts[i:]:
+            if t is not None:
+                if last is not None:
+                    gap = t - last
+                    if gap >= 0:
+                        if ema is None:
+                            ema = gap
+                        elif gap <= max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR * ema):
+                            ema = 0.9 * ema + 0.1 * gap
+                last = t
+        rs.gap_ema, rs.last_ts = ema, last
+        tput, running = c.tput[i:], c.running[i:]
+        run.live_throughput.extend(tput[-LIVE_POINTS:])
+        if 0 not in running and 0.0 not in tput:
+            # No idle interval: the common case, in C (llama.cpp prints no concurrency: 0 = unknown).
+            run.throughput.extend(tput)
+            if None not in running:
+                run.concurrency.extend(running)  # type: ignore[arg-type]
+            elif running.count(None) == len(running):
+                run.concurrency.extend([0] * len(running))
+            else:
+                run.concurrency.extend(0 if r is None else r for r in running)
+            return
+        busy = [not (r == 0 or t == 0) for r, t in zip(running, tput, strict=True)]
+        run.excluded_idle += busy.count(False)
+        run.throughput.extend(compress(tput, busy))
+        run.concurrency.extend(r if r is not None and r >= 0 else 0 for r in compress(running, busy))
+
+    def _bulk_spec(self, c: SpecColumns, i: int) -> None:
+        run = self._current
+        assert run is not None
+        n = len(c.ts) - i
+        self.counts["spec"] += n
+        self._vote(c.engine, n)
+        run._spec_seen += n
+        mal, rate, acc, dra, pps = c.mal[i:], c.rate[i:], c.accepted[i:], c.drafted[i:], c.per_position[i:]
+        for column, live in ((mal, run.live_accept_len), (rate, run.live_accept_rate)):
+            live.extend([v for v in column if v is not None][-LIVE_POINTS:] if None in column
+                        else column[-LIVE_POINTS:])  # type: ignore[arg-type]
+        pp = run.per_position_sum
+        if 0 not in dra and None not in mal and None not in rate and None not in acc and None not in dra:
+            # Every line drafted and read whole: the common case, in C (sums in line order).
+            run.accept_len.extend(mal)  # type: ignore[arg-type]
+            run.accept_rate.extend(rate)  # type: ignore[arg-type]
+            run.accepted += sum(acc)  # type: ignore[arg-type]
+            run.drafted += sum(dra)  # type: ignore[arg-type]
+            if None not in pps and pps:
+                whole = cast("list[tuple[float, ...]]", pps)
+                width = len(whole[0])
+                if width and width >= len(pp) and all(len(p) == width for p in whole):
+                    pp.extend([0.0] * (width - len(pp)))
+                    for j, values in enumerate(zip(*whole, strict=True)):
+                        pp[j] = reduce(add, values, pp[j])
+                    run.per_position_n += len(whole)
+                    return
+            keep = [True] * len(dra)
+        else:
+            keep = [d != 0 for d in dra]
+            run.accept_len.extend(v for v in compress(mal, keep) if v is not None)
+            run.accept_rate.extend(v for v in compress(rate, keep) if v is not None)
+            for a, d, k in zip(acc, dra, keep, strict=True):
+                if k and a is not None and d is not None:
+                    run.accepted += a
+                    run.drafted += d
+        for p in compress(pps, keep):
+            if p:
+                if len(pp) < len(p):
+                    pp.extend([0.0] * (len(p) - len(pp)))
+                if len(p) == len(pp):
+                    for j, v in enumerate(p):
+                        pp[j] += v
+                    run.per_position_n += 1
 
     def _add_sample(self, run: Run, rank: str | None, ts: float | None, tput: float | None,
                     conc: int | None, acc_len: float | None, acc_rate: float | None,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
@@ -228,6 +228,8 @@ class SweepVerdict:
     source: str = "log"
     #: The other sources' view (see :func:`check_source`).
     checks: tuple[SourceCheck, ...] = ()
+    #: The named prompt set these settings were measured with (None: one workload only).
+    workload: str | None = None
 
     @property
     def sources_agree(self) -> bool | None:
@@ -246,7 +248,8 @@ class SweepVerdict:
                 if c.agrees:
                     parts.append(f"{c.name} agrees ({gap})")
                 else:
-                    best = "no" if c.best_steps is None else f"{c.best_steps} steps as"
+                    best = ("no" if c.best_steps is None else f"{c.best_steps} as" if isinstance(c.best_steps, str)
+                            else f"{c.best_steps} steps as")
                     parts.append(f"{c.name} DISAGREES ({best} fastest, {gap})")
             text += "; " + ", ".join(parts)
         return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
@@ -275,6 +278,7 @@ class SweepVerdict:
 
         return {
             "concurrency": self.concurrency,
+            **({"workload": self.workload} if self.workload else {}),
             "best": best.label if best else None,
             "best_steps": best.steps if best else None,
             "runner_up": runner.label if runner else None,
@@ -304,7 +308,8 @@ def _pct_text(r: Ratio) -> str:
     return f"{pct:+.1f}% ({round(r.ci95_low, 2):+.1f}…{round(r.ci95_high, 2):+.1f}%)"
 
 
-def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None) -> SweepVerdict:
+def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None,
+                  workload: str | None = None) -> SweepVerdict:
     """Turn an :class:`~specmon.model.analysis.Analysis` of sweep data into the sweep's verdict.
 
     Args:
@@ -318,10 +323,10 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     """
     v = analysis.verdict
     level = rule.test_level
-    at = f" at concurrency {concurrency}" if concurrency else ""
+    at = (f" at concurrency {concurrency}" if concurrency else "") + (f" on the {workload} prompts" if workload else "")
     best, runner = v.best, v.runner_up
     if best is None or best.throughput is None:
-        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence)
+        return SweepVerdict(concurrency, analysis, False, None, level, v.sentence, workload=workload)
     best_tp = best.throughput
     diff = None
     separated = equivalent = False
@@ -354,7 +359,8 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
                 f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
-    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct)
+    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct,
+                        workload=workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,8 +376,9 @@ class SourceCheck:
     """
 
     name: str
-    means: dict[int, float]
-    best_steps: int | None
+    means: dict[Any, float]
+    #: The fastest setting's name: a step count, or a label when the sweep has more dimensions.
+    best_steps: int | str | None
     max_gap_pct: float | None
     agrees: bool
 
@@ -383,8 +390,8 @@ class SourceCheck:
                 "agrees": self.agrees}
 
 
-def check_source(name: str, means: Mapping[int, float], primary: Mapping[int, float], *,
-                 verdict_best: int | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
+def check_source(name: str, means: Mapping[Any, float], primary: Mapping[Any, float], *,
+                 verdict_best: int | str | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
     """Compare another source's means with the primary source's (see :class:`SourceCheck`)."""
     best = max(means, key=lambda k: means[k]) if means else None
     gaps = [abs(means[k] / primary[k] - 1) * 100 for k in means if k in primary and primary[k] > 0]

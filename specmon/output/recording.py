@@ -503,7 +503,7 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                      stats: ReadStats | None = None,
                      on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
                      on_entry: Callable[[dict[str, Any]], None] | None = None,
-                     on_samples: SamplesCallback | None = None) -> Session:
+                     on_samples: SamplesCallback | None = None, year: int | None = None) -> Session:
     """Rebuild the session a recording captured, streaming (memory bounded by a block of lines).
 
     Raw lines are parsed again per source, in order, with the recorded
@@ -523,6 +523,7 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
             verdicts), in order.
         on_samples: Called for the decode samples of a block read in bulk (no records are built
             for them). Without it, every line goes through the line parser and ``on_record``.
+        year: the year of year-less stamps (``--year``), instead of the recorded one.
 
     Raises:
         RecordingError: as for :func:`read_recording`.
@@ -533,9 +534,9 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     except OSError:
         size = 0
     if bulk and size >= PIPELINE_MIN_BYTES and "fork" in mp.get_all_start_methods():
-        ops: Iterator[_Op] = _ops_from_worker(path, stats)
+        ops: Iterator[_Op] = _ops_from_worker(path, stats, year)
     else:
-        ops = _replay_ops(path, stats, bulk)
+        ops = _replay_ops(path, stats, bulk, year)
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
     has_lines: set[str] = set()
@@ -569,8 +570,8 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                 _flush_records(session, pending_records, has_lines, on_record)
                 current = str(entry.get("source", ""))
                 session.begin_source(current, baseline=bool(entry.get("baseline")))
-                year = entry.get("year")
-                parsers[current] = LineParser(year=year if isinstance(year, int) else None)
+                recorded_year = entry.get("year") if year is None else year
+                parsers[current] = LineParser(year=recorded_year if isinstance(recorded_year, int) else None)
             elif entry["type"] == "record":
                 src = str(entry.get("src", ""))
                 if src not in has_lines:  # lines are authoritative: their source's records are not kept
@@ -603,7 +604,8 @@ class _Block:
     ts: list[Any]
 
 
-def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool) -> Iterator[_Op]:
+def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool,
+                year_override: int | None = None) -> Iterator[_Op]:
     """Read a recording into ordered operations: entries, new implicit sources, and blocks of
     raw lines with their bulk parse (made with the parser state this side can know: the year,
     the engine recognised from the source's first lines, no traceback open)."""
@@ -655,7 +657,7 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
         yield from flush()
         if kind == "meta" and entry.get("event") == "source":
             name = str(entry.get("source", ""))
-            year = entry.get("year")
+            year = entry.get("year") if year_override is None else year_override
             years[name] = year if isinstance(year, int) else None
             engines.pop(name, None)
             seen.discard(name)
@@ -666,11 +668,12 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
         yield ("stats", local)
 
 
-def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None) -> Iterator[_Op]:
+def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None,
+                     year: int | None = None) -> Iterator[_Op]:
     """:func:`_replay_ops` run in a forked process, its operations passed back in batches."""
     ctx = mp.get_context("fork")
     queue: Any = ctx.Queue(maxsize=8)  # bounded: the reader never runs far ahead
-    proc = ctx.Process(target=_worker, args=(str(path), stats is not None, queue), daemon=True)
+    proc = ctx.Process(target=_worker, args=(str(path), stats is not None, queue, year), daemon=True)
     proc.start()
     try:
         while True:
@@ -687,10 +690,10 @@ def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None) -> I
         queue.close()
 
 
-def _worker(path: str, with_stats: bool, queue: Any) -> None:
+def _worker(path: str, with_stats: bool, queue: Any, year: int | None = None) -> None:
     try:
         batch: list[_Op] = []
-        for op in _replay_ops(path, ReadStats() if with_stats else None, True):
+        for op in _replay_ops(path, ReadStats() if with_stats else None, True, year):
             batch.append(op)
             if op[0] == "block" or len(batch) >= 256:
                 queue.put(batch)

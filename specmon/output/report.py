@@ -155,7 +155,7 @@ class _RunLength:
         return np.repeat(np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.counts, dtype=np.int64))
 
 
-def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> ReportData:
+def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year: int | None = None) -> ReportData:
     """Replay a recording and gather what a report needs.
 
     Raises:
@@ -195,7 +195,7 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None) -> R
         tps_col.extend(tps)
         run_col.add(run, len(tps))
 
-    session = replay_recording(path, warmup=warmup, stats=stats, on_record=on_record, on_entry=on_entry,
+    session = replay_recording(path, warmup=warmup, year=year, stats=stats, on_record=on_record, on_entry=on_entry,
                                on_samples=on_samples)
     analysis = analyze(session.runs)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall

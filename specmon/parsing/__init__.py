@@ -11,6 +11,7 @@ final exception line) and for the engine it has recognised.
 from __future__ import annotations
 
 import re
+from calendar import timegm
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
@@ -40,12 +41,15 @@ class LineParser:
 
     Args:
         year: the year assumed for vLLM's year-less ``MM-DD HH:MM:SS`` stamps
-            (callers pass the log file's modification year; default: this year).
+            (callers pass the log file's year; default: this year).
+        day: the midnight (epoch seconds, UTC) of a time of day printed without a date
+            (callers pass the log file's first date; default: 1 January of ``year``).
         engine: the engine, when already known (otherwise recognised from the lines).
     """
 
-    def __init__(self, *, year: int | None = None, engine: Engine = Engine.UNKNOWN) -> None:
+    def __init__(self, *, year: int | None = None, engine: Engine = Engine.UNKNOWN, day: float | None = None) -> None:
         self.year = year if year is not None else datetime.now(UTC).year
+        self.day = day if day is not None else float(timegm((self.year, 1, 1, 0, 0, 0)))
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
@@ -84,7 +88,7 @@ class LineParser:
         at = message.find(marker)
         if at < 0:  # the marker sat inside a wrapper we removed: treat as plain text
             return self._slow(text, lineno)
-        ts, rank = read_prefix(message[:at], self.year)
+        ts, rank = read_prefix(message[:at], self.year, self.day)
         if ts is None:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
@@ -103,12 +107,12 @@ class LineParser:
         message, outer_ts = self._clean(text)
         if sglang.SERVER_ARGS_MARKER in message:
             at = message.index(sglang.SERVER_ARGS_MARKER)
-            ts, rank = read_prefix(message[:at], self.year)
+            ts, rank = read_prefix(message[:at], self.year, self.day)
             self.engine = Engine.SGLANG
             return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)
         if llamacpp.SETUP_MARKER in message:
             at = message.find(llamacpp.SETUP_MARKER)
-            ts, rank = read_prefix(message[:at], self.year)
+            ts, rank = read_prefix(message[:at], self.year, self.day)
             setup = self._llama_setup.feed(message, lineno, ts if ts is not None else outer_ts, rank)
             if setup is not None:
                 self.engine = Engine.LLAMACPP
@@ -116,7 +120,7 @@ class LineParser:
         for marker in vllm.CONFIG_MARKERS:
             at = message.find(marker)
             if at >= 0:
-                ts, rank = read_prefix(message[:at], self.year)
+                ts, rank = read_prefix(message[:at], self.year, self.day)
                 cfg = vllm.parse_config(message, lineno, ts if ts is not None else outer_ts, rank)
                 if cfg is not None:
                     self.engine = Engine.VLLM
@@ -128,7 +132,7 @@ class LineParser:
                 return self._exception_line(message, lineno, outer_ts)
             return None
         event, detail, progress = found
-        ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year)
+        ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year, self.day)
         self.in_traceback = event is Event.CRASH and "Traceback" in message
         return Lifecycle(lineno, ts if ts is not None else outer_ts, rank,
                          event=event, detail=detail, progress=progress)
@@ -139,7 +143,7 @@ class LineParser:
         ts = None
         m = _LEVEL_PREFIX.match(body) or _SGLANG_PREFIX.match(body)
         if m is not None:
-            ts, _ = read_prefix(body[: m.end()], self.year)
+            ts, _ = read_prefix(body[: m.end()], self.year, self.day)
             body = body[m.end():]
         body = body.strip()
         if EXCEPTION_LINE.match(body):

@@ -31,6 +31,13 @@ _SHAPES: dict[Engine, re.Pattern[str]] = {
 }
 
 
+# Texts each shape cannot match without (a cheap test before the regex).
+_SHAPE_GATES: dict[Engine, tuple[str, ...]] = {
+    Engine.SGLANG: ("] ",),
+    Engine.VLLM: ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    Engine.LLAMACPP: ("slot", "srv"),
+}
+
 #: A line's shape (its prefix) is as telling as a marker: a word such as "vLLM" inside a
 #: llama.cpp line must not outweigh the line's own form.
 _SHAPE_WEIGHT = 3
@@ -48,7 +55,8 @@ def line_engine(line: str) -> tuple[Engine, int]:
         for sign, weight in signs:
             if sign in line:
                 score += weight
-        if _SHAPES[engine].search(line):
+        gate = _SHAPE_GATES[engine]
+        if any(g in line for g in gate) and _SHAPES[engine].search(line):
             score += _SHAPE_WEIGHT
         if score > best_score:
             best, best_score, tied = engine, score, False

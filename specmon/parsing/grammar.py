@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import methodcaller, truediv
 from typing import Any
 
 from specmon.parsing.prefix import RANK_RUN
@@ -28,13 +30,16 @@ from specmon.records import Engine, ParsedRecord
 
 #: Value patterns. Bounded digit runs: ``float`` of 400 digits is inf, which the
 #: line parser rejects, so the bulk path must not read it either.
-INT = r"\d{1,18}"
-FLOAT = r"\d{1,18}(?:\.\d{1,18})?"
+INT = r"\d{1,18}+"  # possessive: what follows a value is never a digit, and the pass is faster
+FLOAT = r"\d{1,18}+(?:\.\d{1,18}+)?"
 BOOL = r"True|False"
 #: A value the line parser keeps without reading it. Narrow on purpose (word characters,
 #: ``.%+-/``): it can hold no marker, no quote and no ", ", so a line it admits is
 #: classified by the line parser exactly as by its template.
 ANY = r"[\w.%+\-/]+"
+#: An unknown field's value: ANY, or a number with one of the unit words engines print
+#: (vLLM V0's ``Swapped: 0 reqs``) — a closed list, so no marker can form inside it.
+UNKNOWN = ANY + r"(?: (?:reqs|tokens/s|tokens))?"
 
 
 _TRAIL = re.compile(r"[\s,|]*$")
@@ -45,6 +50,27 @@ def split_trailing(body: str) -> tuple[str, str]:
     m = _TRAIL.search(body)
     at = m.start() if m is not None else len(body)
     return body[:at], body[at:]
+
+
+def items_converter(item: Callable[[bytes], Any], sep: bytes) -> Callable[[bytes], Any]:
+    """``b"0.8, 0.6"`` → ``(0.8, 0.6)``; with a ``column`` attribute doing a whole column in C."""
+
+    def one(text: bytes) -> tuple[Any, ...]:
+        return tuple(map(item, text.split(sep)))
+
+    split = methodcaller("split", sep)
+    one.column = lambda col: list(map(tuple, map(map, repeat(item), map(split, col))))  # type: ignore[attr-defined]
+    return one
+
+
+def scaled(base: Callable[[bytes], float], by: float) -> Callable[[bytes], float]:
+    """``base(text) / by`` (a percentage as a fraction); with a ``column`` attribute doing a column in C."""
+
+    def one(text: bytes) -> float:
+        return base(text) / by
+
+    one.column = lambda col: list(map(truediv, map(base, col), repeat(by)))  # type: ignore[attr-defined]
+    return one
 
 
 def to_bool_bytes(text: bytes) -> bool:
@@ -68,6 +94,11 @@ class FieldSpec:
     keys: tuple[str, ...]
     pattern: str
     convert: Callable[[bytes], Any]
+    #: Text printed after the value (``" tokens/s"``, ``"%"``), each with the converter of a
+    #: value printed with it (``"%"`` → a fraction). Empty: the value is the pattern alone.
+    units: tuple[tuple[str, Callable[[bytes], Any]], ...] = ()
+    #: The value is a ``", "``-separated list of items of ``pattern`` (vLLM's per-position rates).
+    items: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +115,16 @@ class LineKind:
         body: the offset in the message where the ``key: value`` fields begin.
         gate: an extra cheap test on the raw line (None: the marker alone).
         columns: the attributes the session takes in bulk (None: records only).
+        lead: variants of the text right before the marker that carry values
+            (vLLM's ``Engine 000: ``), as regexes whose named groups are attributes.
+        shapes: for a body that is not ``key: value`` fields (llama.cpp), variants of the
+            whole text from the marker on, as regexes whose named groups are attributes.
+        strip_end: characters the line parser drops from the end of the body besides
+            spaces, commas and ``|`` (vLLM drops a final ``.``).
+        vetoes: texts whose presence stops the line parser from reading a line as this
+            kind (its ``gate`` fails whatever else the line holds).
+        requires: attributes a template must read (the line parser computes them from
+            other values when absent, so a shape without them reads differently per line).
     """
 
     name: str
@@ -95,6 +136,11 @@ class LineKind:
     body: Callable[[str], int] | None = None
     gate: Callable[[str], bool] | None = None
     columns: tuple[str, ...] | None = None
+    lead: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
+    strip_end: str = ""
+    vetoes: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     by_key: dict[str, FieldSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -144,6 +190,36 @@ class Template:
     ngroups: int
     converters: dict[str, Callable[[bytes], Any]]
 
+    def lean(self, roles: frozenset[str]) -> tuple[bytes, dict[str, int]]:
+        """The same regex capturing only ``roles`` (fewer groups: a faster pass), and their new numbers."""
+        keep = {i for r, i in self.groups.items() if r in roles}
+        out = bytearray()
+        number = kept = 0
+        new: dict[int, int] = {}
+        src = self.source
+        i = 0
+        in_class = False
+        while i < len(src):
+            c = src[i:i + 1]
+            if c == b"\\":
+                out += src[i:i + 2]
+                i += 2
+                continue
+            if in_class:
+                in_class = c != b"]"
+            elif c == b"[":
+                in_class = True
+            elif c == b"(" and src[i + 1:i + 2] != b"?":
+                number += 1
+                if number in keep:
+                    kept += 1
+                    new[number] = kept
+                else:
+                    c = b"(?:"
+            out += c
+            i += 1
+        return bytes(out), {r: new[i] for r, i in self.groups.items() if i in new}
+
 
 def _ts_piece(m: re.Match[str], capture: bool, groups: dict[str, int], counter: list[int]) -> str:
     """The regex of a timestamp token shaped like the sample's, capturing its parts if asked."""
@@ -167,6 +243,61 @@ def _ts_piece(m: re.Match[str], capture: bool, groups: dict[str, int], counter: 
     return out
 
 
+_NAMED = re.compile(r"\(\?P<(\w+)>")
+_BOUNDED = re.compile(r"\\d\{1,\d+\}")
+
+
+def _numbered(regex: str, groups: dict[str, int], counter: list[int]) -> str:
+    """A variant regex with its named groups made numbered ones (their numbers noted in ``groups``)."""
+
+    def sub(m: re.Match[str]) -> str:
+        counter[0] += 1
+        groups[m.group(1)] = counter[0]
+        return "("
+
+    return _NAMED.sub(sub, regex)
+
+
+def _lead(kind: LineKind, message: str, at: int) -> tuple[str | None, int] | None:
+    """The lead variant right before the marker and its length; None when the shape cannot have a template.
+
+    The line parser searches its lead in the 40 characters before the marker; a lead's
+    words elsewhere there (or with more digits than a variant admits) could read
+    differently on another line of the same shape, so such samples get no template.
+    """
+    window = message[max(0, at - 40):at]
+    for variant in kind.lead:
+        m = re.search(f"(?:{variant})$", window)
+        if m is not None:
+            before = message[: at - len(m.group())]
+            if before[-1:].isdigit():
+                return None
+            return variant, len(m.group())
+    for variant in kind.lead:
+        if re.search(_NAMED.sub("(?:", _BOUNDED.sub(r"\\d+", variant)), message[:at]):
+            return None
+    return None, 0
+
+
+def _value_piece(spec: FieldSpec, value: str) -> tuple[str, Callable[[bytes], Any]] | None:
+    """The regex of one field's value as printed (with its unit), and the converter of what it captures."""
+    if spec.items:
+        item = f"(?:{spec.pattern})"
+        if re.fullmatch(f"{item}(?:, {item})*", value) is None:
+            return None
+        return f"({item}(?:, {item})*)", items_converter(spec.convert, b", ")
+    if not spec.units:
+        return f"({spec.pattern})", spec.convert
+    m = re.match(f"(?:{spec.pattern})", value)
+    if m is None:
+        return None
+    unit = value[m.end():]
+    for u, conv in spec.units:
+        if unit.rstrip(".") == u:
+            return f"({spec.pattern})" + re.escape(unit), conv
+    return None
+
+
 def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: ParsedRecord,
           prefix_ts: Callable[[dict[str, str]], float | None]) -> Template | None:
     """A template for lines shaped like ``raw``, or None when this shape cannot have one.
@@ -179,7 +310,7 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
         prefix_ts: the timestamp of captured date/md/hms/frac texts (the line
             parser's own arithmetic, with its year).
     """
-    if kind.body is None or not kind.fields or "\n" in raw:
+    if kind.body is None or not kind.fields or "\n" in raw or ' - "' in raw:
         return None
     at_raw = raw.find(kind.marker)
     at_msg = message.find(kind.marker)
@@ -187,10 +318,16 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
         return None
     groups: dict[str, int] = {}
     counter = [0]
+    lead = _lead(kind, message, at_msg) if kind.lead else (None, 0)
+    if lead is None:
+        return None
+    lead_variant, lead_len = lead
+    if lead_len and message[at_msg - lead_len:at_msg] != raw[at_raw - lead_len:at_raw]:
+        return None
     # Which timestamp token is the record's: the first in the inner prefix, else the wrapper's.
-    tokens = list(_TOKEN.finditer(raw, 0, at_raw))
+    tokens = list(_TOKEN.finditer(raw, 0, at_raw - lead_len))
     ts_tokens = [t for t in tokens if t.lastgroup == "ts"]
-    inner_ts = sum(1 for t in _TOKEN.finditer(message, 0, at_msg) if t.lastgroup == "ts")
+    inner_ts = sum(1 for t in _TOKEN.finditer(message, 0, at_msg - lead_len) if t.lastgroup == "ts")
     chosen: int | None = None
     if inner_ts:
         chosen = len(ts_tokens) - inner_ts
@@ -218,50 +355,85 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
             parts.append(r"\d+")
         else:
             parts.append(re.escape(text))
-    # The marker, what sits between it and the fields (".", ",", " [12],"), then the fields.
-    start = kind.body(message)
-    if start < at_msg:
-        return None
-    parts.append(re.escape(kind.marker))
-    parts.append(_digits_general(message[at_msg + len(kind.marker):start]))
-    body, trail = split_trailing(message[start:])
+    if lead_variant is not None:
+        parts.append(_numbered(lead_variant, groups, counter))
     if raw[at_raw:] != message[at_msg:]:
         return None  # ANSI inside the message part: leave such lines to the line parser
-    segs = body.split(", ")
-    while segs and not segs[-1].strip():
-        segs.pop()  # a trailing ", " (0.5.x): no field
-    seg_parts: list[str] = []
-    seen_attr: dict[str, int] = {}
-    for seg in segs:
-        key, sep, value = seg.partition(": ")
-        if not sep or not value.strip():
-            return None  # damaged or cut: such lines stay with the line parser
-        spec = kind.by_key.get(key.strip())
-        lead = value[: len(value) - len(value.lstrip())]
-        tail = value[len(value.rstrip()):]
-        if spec is None:
-            pattern = f"(?:{ANY})"
-        else:
-            counter[0] += 1
-            seen_attr[key.strip()] = counter[0]
-            pattern = f"({spec.pattern})"
-        seg_parts.append(re.escape(key + ": " + lead) + pattern + re.escape(tail))
-    parts.append(re.escape(", ").join(seg_parts))
-    parts.append(re.escape(body[len(", ".join(segs)):] + trail))  # trailing punctuation, as printed
     converters: dict[str, Callable[[bytes], Any]] = {}
-    for spec in kind.fields:
-        for k in spec.keys:
-            if k in seen_attr:
-                groups[spec.attr] = seen_attr[k]
-                converters[spec.attr] = spec.convert
+    if kind.shapes:
+        # A body of fixed words (llama.cpp): the first variant that reads it, then what follows, as is.
+        for variant in kind.shapes:
+            m = re.compile(variant).match(message, at_msg)
+            if m is not None:
+                parts.append(_numbered(variant, groups, counter))
+                parts.append(re.escape(message[m.end():]))
                 break
+        else:
+            return None
+    else:
+        # The marker, what sits between it and the fields (".", ",", " [12],"), then the fields.
+        start = kind.body(message)
+        if start < at_msg + len(kind.marker):
+            if start != at_msg:
+                return None
+        else:
+            parts.append(re.escape(kind.marker))
+            parts.append(_digits_general(message[at_msg + len(kind.marker):start]))
+        body, trail = split_trailing(message[start:])
+        j = len(body)
+        while j and body[j - 1] in kind.strip_end:
+            j -= 1
+        body, trail = body[:j], body[j:] + trail
+        segs = body.split(", ")
+        while segs and not segs[-1].strip():
+            segs.pop()  # a trailing ", " (0.5.x): no field
+        # Items of a list value (", "-separated) stay with their key.
+        fields: list[list[str]] = []
+        for seg in segs:
+            key, sep, value = seg.partition(": ")
+            prev = kind.by_key.get(fields[-1][0].strip()) if fields else None
+            if not sep and prev is not None and prev.items:
+                fields[-1][1] += ", " + seg
+                continue
+            if not sep or not value.strip():
+                return None  # damaged or cut: such lines stay with the line parser
+            fields.append([key, value])
+        seg_parts: list[str] = []
+        seen_attr: dict[str, tuple[int, Callable[[bytes], Any]]] = {}
+        for key, value in fields:
+            spec = kind.by_key.get(key.strip())
+            lead_ws = value[: len(value) - len(value.lstrip())]
+            tail = value[len(value.rstrip()):]
+            if spec is None:
+                pattern = f"(?:{UNKNOWN})"
+            else:
+                piece = _value_piece(spec, value.strip())
+                if piece is None:
+                    return None
+                counter[0] += 1
+                seen_attr[key.strip()] = (counter[0], piece[1])
+                pattern = piece[0]
+            seg_parts.append(re.escape(key + ": " + lead_ws) + pattern + re.escape(tail))
+        parts.append(re.escape(", ").join(seg_parts))
+        printed = ", ".join(k + ": " + v for k, v in fields)
+        parts.append(re.escape(body[len(printed):] + trail))  # trailing punctuation, as printed
+        for spec in kind.fields:
+            for k in spec.keys:
+                if k in seen_attr:
+                    groups[spec.attr], converters[spec.attr] = seen_attr[k]
+                    break
+    for spec in kind.fields:
+        if spec.attr in groups and spec.attr not in converters:
+            converters[spec.attr] = spec.convert  # a lead's or a fixed body's value
+    if any(a not in groups for a in kind.requires):
+        return None
     src = "".join(parts).encode("utf-8")
     tpl = Template(kind, src, groups, counter[0], converters)
     # The proof: the sample read through the template is the line parser's record.
-    m = re.fullmatch(src, raw.encode("utf-8"))
-    if m is None:
+    m2 = re.fullmatch(src, raw.encode("utf-8"))
+    if m2 is None:
         return None
-    values = read(tpl, m.groups(), prefix_ts)
+    values = read(tpl, m2.groups(), prefix_ts)
     for attr in ("timestamp", "rank", *(s.attr for s in kind.fields)):
         if values.get(attr) != getattr(rec, attr, None):
             return None
@@ -277,5 +449,5 @@ def read(tpl: Template, g: tuple[Any, ...], prefix_ts: Callable[[dict[str, str]]
     out["rank"] = g[ri - 1].decode() if ri else None
     for spec in tpl.kind.fields:
         i = tpl.groups.get(spec.attr)
-        out[spec.attr] = spec.convert(g[i - 1]) if i else None
+        out[spec.attr] = tpl.converters[spec.attr](g[i - 1]) if i else None
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from specmon.parsing.common import cut, to_float
-from specmon.parsing.grammar import LineKind, register
+from specmon.parsing.grammar import FieldSpec, LineKind, items_converter, register
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
@@ -100,8 +100,39 @@ class SpecSetup:
         return None
 
 
-SPEC = register(LineKind(name="llamacpp.spec", engine=Engine.LLAMACPP, marker=SPEC_MARKER, parse=parse_spec,
-                         record=Spec))
-EVAL = register(LineKind(name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval,
-                         record=EngineStats,
-                         gate=lambda text: "tokens per second" in text and "prompt eval" not in text))
+# -- the grammar of these lines (shared with the bulk path): fixed words, not key: value ----------
+
+_F = r"\d{1,18}(?:\.\d{1,18})?"
+_I = r"\d{1,18}"
+_COUNTS = rf"\( *(?P<accepted>{_I}) accepted / *(?P<drafted>{_I}) generated\)"
+SPEC = register(LineKind(
+    name="llamacpp.spec", engine=Engine.LLAMACPP, marker=SPEC_MARKER, parse=parse_spec, record=Spec,
+    fields=(
+        FieldSpec("draft_acceptance_rate", (), _F, float),
+        FieldSpec("accepted", (), _I, int),
+        FieldSpec("drafted", (), _I, int),
+        FieldSpec("mean_acceptance_length", (), _F, float),
+        FieldSpec("per_position", (), _F, items_converter(float, b","), items=True),
+    ),
+    body=lambda message: message.index(SPEC_MARKER),
+    # Most specific first: the line parser reads the longest form the line has.
+    shapes=(
+        rf"draft acceptance(?: rate)? = (?P<draft_acceptance_rate>{_F}) {_COUNTS}, mean (?:acceptance )?"
+        rf"len(?:gth)? = *(?P<mean_acceptance_length>{_F}), acceptance rate per position = "
+        rf"\((?P<per_position>{_F}(?:, {_F})*)\)(?![\d.,])",
+        rf"draft acceptance(?: rate)? = (?P<draft_acceptance_rate>{_F}) {_COUNTS}, mean (?:acceptance )?"
+        rf"len(?:gth)? = *(?P<mean_acceptance_length>{_F})(?![\d.]|, acceptance rate per position)",
+        rf"draft acceptance(?: rate)? = (?P<draft_acceptance_rate>{_F}) {_COUNTS}(?!, mean (?:acceptance )?len)",
+    ),
+    columns=("mean_acceptance_length", "draft_acceptance_rate", "accepted", "drafted", "per_position"),
+))
+EVAL = register(LineKind(
+    name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval, record=EngineStats,
+    gate=lambda text: "tokens per second" in text and "prompt eval" not in text,
+    vetoes=("prompt eval",),
+    fields=(FieldSpec("gen_throughput", (), _F, float),),
+    body=lambda message: message.index(EVAL_MARKER),
+    shapes=(rf"eval time = *{_F} ms / *{_I} (?:tokens|runs) *\( *{_F} ms per token, *"
+            rf"(?P<gen_throughput>{_F}) tokens per second\)",),
+    columns=("running", "gen_throughput"),
+))

@@ -8,9 +8,13 @@ vLLM's year-less ``INFO 05-07 04:56:17 [loggers.py:271]``.
 
 from __future__ import annotations
 
+import calendar
 import re
+from collections.abc import Iterable
+from itertools import islice, repeat
+from operator import add, sub
 
-from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms
+from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms, strip_ansi, strip_outer
 
 # Date + time (ISO or space), vLLM month-day + time, or a bare time of day.
 _TS = re.compile(
@@ -24,38 +28,107 @@ RANK_RUN = r"(?<![A-Za-z0-9_])[A-Z][A-Z_]*\d+(?: [A-Z][A-Z_]*\d+)*(?![\w])"
 _RANK = re.compile(RANK_RUN)
 
 
-def stamp_value(date: str | None, md: str | None, hms: str, frac: str, year: int) -> float | None:
+def stamp_value(date: str | None, md: str | None, hms: str, frac: str, year: int,
+                day: float = 0.0) -> float | None:
     """Epoch seconds of a prefix timestamp's parts (the one arithmetic of both parse paths).
 
     Args:
         date: ``YYYY-MM-DD`` or None; md: vLLM's year-less ``MM-DD`` or None;
-        hms: ``HH:MM:SS``; frac: ``.123`` / ``,123`` or ""; year: for ``md``.
+        hms: ``HH:MM:SS``; frac: ``.123`` / ``,123`` or ""; year: for ``md``;
+        day: epoch seconds of the midnight a time of day without a date belongs to.
     """
     if date:
         return parse_datetime(date, hms, frac)
     if md:
         return parse_datetime(f"{year:04d}-{md}", hms, frac)
     sec = parse_hms(hms)
-    return None if sec is None else sec + parse_fraction(frac)
+    return None if sec is None else day + sec + parse_fraction(frac)
 
 
-def read_prefix(prefix: str, year: int) -> tuple[float | None, str | None]:
+def clock_mode(lines: Iterable[str], limit: int = 5000) -> str | None:
+    """How a log's own stamps lack a date: ``"time"`` (a time of day only), ``"md"`` (no year) or None.
+
+    Read from the first line with a prefix timestamp among the first ``limit``: it decides
+    whether a large step back in time means the next day (or year) — see :class:`Rollover`.
+    """
+    for line in islice(lines, limit):
+        m = _TS.search(strip_outer(strip_ansi(line[:300]))[0][:200])  # the line's own stamp, not a wrapper's
+        if m is not None:
+            if m.group("date"):
+                return None
+            return "md" if m.group("md") else "time"
+    return None
+
+
+#: A step back larger than this is a new day (time-only stamps), or a new year (``MM-DD``).
+DAY_BACK = 12 * 3600.0
+YEAR_BACK = 180 * 86400.0
+
+
+class Rollover:
+    """Keeps day-less (or year-less) stamps of one log in order across midnight (or New Year).
+
+    A log whose stamps carry no date (or no year) repeats its times every day (year):
+    a step back of more than half a day (half a year) is the next day (year), and every
+    later stamp is moved on by as much. Both parse paths apply it in file order.
+    """
+
+    def __init__(self, mode: str | None, year: int) -> None:
+        self.mode = mode
+        self.year = year
+        self.offset = 0.0
+        self.last: float | None = None
+
+    def _step(self) -> float:
+        if self.mode == "time":
+            return 86400.0
+        self.year += 1
+        return 86400.0 * (366 if calendar.isleap(self.year - 1) else 365)
+
+    def fix(self, ts: float | None) -> float | None:
+        """The stamp in the log's own order of days (None stays None)."""
+        if ts is None or self.mode is None:
+            return ts
+        t = ts + self.offset
+        if self.last is not None and t < self.last - (DAY_BACK if self.mode == "time" else YEAR_BACK):
+            step = self._step()
+            self.offset += step
+            t += step
+        self.last = t
+        return t
+
+    def fix_all(self, ts: list[float | None]) -> list[float | None]:
+        """:meth:`fix` over a column (in C while no step back occurs)."""
+        if self.mode is None or not ts:
+            return ts
+        if None in ts:
+            return [self.fix(t) for t in ts]
+        back = -(DAY_BACK if self.mode == "time" else YEAR_BACK)
+        first = ts[0] + self.offset  # type: ignore[operator]
+        if (self.last is None or first >= self.last + back) and min(map(sub, ts[1:], ts[:-1]), default=0.0) >= back:
+            out = ts if not self.offset else list(map(add, ts, repeat(self.offset)))
+            self.last = out[-1]
+            return out
+        return [self.fix(t) for t in ts]
+
+
+def read_prefix(prefix: str, year: int, day: float = 0.0) -> tuple[float | None, str | None]:
     """Timestamp and rank from the text that precedes a message.
 
     Args:
         prefix: the line text before the engine marker (already free of outer wrappers).
         year: the year to assume for vLLM's year-less timestamps.
+        day: the midnight (epoch seconds) of a time of day without a date.
 
     Returns:
         (epoch seconds or None, ``"DP0 TP0"``-style rank or None: the first run of
         rank tags after the timestamp, whatever their names). A time of day
-        with no date gives seconds since midnight of 1970-01-01: ordering and
-        intervals stay right within a day, the date is honestly unknown.
+        with no date belongs to ``day`` (the caller infers it from the file).
     """
     ts: float | None = None
     m = _TS.search(prefix)
     if m is not None:
-        ts = stamp_value(m.group("date"), m.group("md"), m.group("hms"), m.group("frac") or "", year)
+        ts = stamp_value(m.group("date"), m.group("md"), m.group("hms"), m.group("frac") or "", year, day)
     rank: str | None = None
     r = _RANK.search(prefix, m.end() if m is not None else 0)
     if r is not None:

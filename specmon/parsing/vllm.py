@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from specmon.parsing.common import cut, to_float, to_int
-from specmon.parsing.grammar import LineKind, register
+from specmon.parsing.grammar import FLOAT, INT, FieldSpec, LineKind, register, scaled
 from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
 
 STATS_MARKER = "Avg prompt throughput"
@@ -155,10 +156,58 @@ def parse_spec(message: str, line: int, ts: float | None, rank: str | None) -> S
     )
 
 
-STATS = register(LineKind(name="vllm.stats", engine=Engine.VLLM, marker=STATS_MARKER, parse=parse_stats,
-                           record=EngineStats))
-SPEC = tuple(register(LineKind(name=f"vllm.spec.{i}", engine=Engine.VLLM, marker=m, parse=parse_spec, record=Spec))
-             for i, m in enumerate(SPEC_MARKERS))
+# -- the grammar of these lines (shared with the bulk path) ------------------------------------
+
+
+_pct = scaled(float, 100.0)
+
+
+def _spec_body(marker: str) -> Callable[[str], int]:
+    def start(message: str) -> int:
+        at = message.index(marker) + len(marker)
+        while at < len(message) and message[at] in ": ":
+            at += 1  # the line parser's lstrip(": ")
+        return at
+    return start
+
+
+_TOKS = ((" tokens/s", float),)
+STATS = register(LineKind(
+    name="vllm.stats", engine=Engine.VLLM, marker=STATS_MARKER, parse=parse_stats, record=EngineStats,
+    fields=(
+        FieldSpec("prompt_throughput", ("Avg prompt throughput",), FLOAT, float, _TOKS),
+        FieldSpec("gen_throughput", ("Avg generation throughput",), FLOAT, float, _TOKS),
+        FieldSpec("running", ("Running",), INT, int, ((" reqs", int),)),
+        FieldSpec("waiting", ("Waiting", "Pending"), INT, int, ((" reqs", int),)),
+        FieldSpec("kv_cache_usage", ("GPU KV cache usage", "CPU KV cache usage"), FLOAT, float, (("%", float),)),
+        FieldSpec("prefix_cache_hit_rate", ("Prefix cache hit rate",), FLOAT, float, (("%", float),)),
+        FieldSpec("engine_index", (), INT, int),
+        FieldSpec("engines_aggregated", (), INT, int),
+    ),
+    body=lambda message: message.index(STATS_MARKER),
+    lead=(r"Engine (?P<engine_index>\d{1,4}): ", r"(?P<engines_aggregated>\d{1,18}) Engines Aggregated: "),
+    strip_end=".",
+    columns=("running", "gen_throughput"),
+))
+_COUNT = ((" tokens", int), ("", int))
+SPEC = tuple(register(LineKind(
+    name=f"vllm.spec.{i}", engine=Engine.VLLM, marker=m, parse=parse_spec, record=Spec,
+    fields=(
+        FieldSpec("mean_acceptance_length", ("Mean acceptance length",), FLOAT, float),
+        FieldSpec("accepted", ("Accepted", "Number of accepted tokens"), INT, int, _COUNT),
+        FieldSpec("drafted", ("Drafted", "Number of draft tokens", "Number of draft tokens tokens"), INT, int,
+                  _COUNT),
+        FieldSpec("draft_acceptance_rate", ("Avg Draft acceptance rate", "Draft acceptance rate"), FLOAT, float,
+                  (("%", _pct), ("", float))),
+        FieldSpec("per_position", ("Per-position acceptance rate",), FLOAT, float, items=True),
+        FieldSpec("accepted_throughput", ("Accepted throughput",), FLOAT, float, _TOKS),
+        FieldSpec("drafted_throughput", ("Drafted throughput",), FLOAT, float, _TOKS),
+    ),
+    body=_spec_body(m),
+    strip_end=".",
+    requires=("draft_acceptance_rate",),
+    columns=("mean_acceptance_length", "draft_acceptance_rate", "accepted", "drafted", "per_position"),
+)) for i, m in enumerate(SPEC_MARKERS))
 
 CONFIG_MARKERS = ("non-default args:", "Initializing a V1 LLM engine", "Initializing an LLM engine",
                   "Initializing a V0 LLM engine")

@@ -39,6 +39,8 @@ class SimRequest:
     generated: int = 0
     submitted_at: float = 0.0
     finished_at: float | None = None
+    #: The task's acceptance, as a factor on the model's (1: the campaign's; see sim.model.task_acceptance).
+    accept_scale: float = 1.0
 
     @property
     def done(self) -> bool:
@@ -76,6 +78,7 @@ class SimEngine:
         self.finished: list[SimRequest] = []
         self.decode_lines = 0
         self._sampler = AcceptSampler(model, spec)
+        self._samplers: dict[float, AcceptSampler] = {1.0: self._sampler}
         self._noise = model.noise(rng)
         self._factor = self._noise.next()
         self._cycles = 0  # decode cycles since the last Decode line
@@ -84,6 +87,14 @@ class SimEngine:
         self._req_cycles = 0  # request x cycle pairs since the last Decode line
         self._last_decode_log = now
         self._last_prefill_log = now
+
+    def _sampler_for(self, scale: float) -> AcceptSampler:
+        if scale not in self._samplers:
+            from dataclasses import replace
+
+            scaled = replace(self.model, acceptance=tuple(min(0.98, p * scale) for p in self.model.acceptance))
+            self._samplers[scale] = AcceptSampler(scaled, self.spec)
+        return self._samplers[scale]
 
     @property
     def idle(self) -> bool:
@@ -141,7 +152,7 @@ class SimEngine:
         seq_tokens = 0
         finished = False
         for r in list(self.running):
-            drawn = self._sampler.draw(self.rng)
+            drawn = self._sampler_for(r.accept_scale).draw(self.rng)
             got = min(drawn, r.max_tokens - r.generated)
             r.generated += got
             seq_tokens += r.seq_len

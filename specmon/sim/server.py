@@ -68,7 +68,7 @@ from specmon.sim.logwriter import (
     shutdown_script,
     startup_script,
 )
-from specmon.sim.model import DEFAULT_MODEL, SpecConfig, SpecConfigError
+from specmon.sim.model import DEFAULT_MODEL, SpecConfig, SpecConfigError, task_acceptance
 
 CRASH_AT = 0.4  # share of the start-up after which --crash-on-start dies
 MAX_PROMPT_TOKENS = 8192
@@ -369,7 +369,8 @@ class SimServer:
             return 400, {"object": "error", "message": str(exc), "code": 400}
         assert self.engine is not None
         prompt_tokens = min(MAX_PROMPT_TOKENS, max(1, len(text) // 4))
-        req = SimRequest(prompt_tokens, max_tokens, rid=uuid.uuid4().hex)
+        req = SimRequest(prompt_tokens, max_tokens, rid=uuid.uuid4().hex,
+                         accept_scale=task_acceptance(text) if self.args.task_acceptance else 1.0)
         fut: asyncio.Future[SimRequest] = asyncio.get_running_loop().create_future()
         self._pending[id(req)] = (req.rid, fut)
         if self.engine.idle:
@@ -432,6 +433,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--startup-seconds", type=float, default=6.0, help="wall-clock length of the start-up (default 6)")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     ap.add_argument("--crash-on-start", action="store_true", help="die during start-up with a traceback, exit 1")
+    ap.add_argument("--task-acceptance", action="store_true",
+                    help="acceptance depends on the prompt (code > long-form > chat), for workload sweeps")
     ap.add_argument("--pidfile", type=Path, default=None, help="write this process's PID here")
     ap.add_argument(
         "--load-concurrency", type=int, default=1, help="requests the built-in load keeps in flight (default 1)"

@@ -15,6 +15,21 @@ directly for a local one) and turns each difference into a
   ``accepted/draft_tokens`` and per-position acceptance ``accepted[pos]/drafts``
   — the same definitions as vLLM's own ``SpecDecoding metrics`` log line.
   Series summed over label sets (several engines/ranks add up).
+* **llama.cpp** (``llama-server --metrics``, checked on build 11434): the same
+  spec counters under ``llamacpp:`` (``spec_decode_num_drafts_total``,
+  ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total``,
+  ``..._num_accepted_tokens_per_pos_total{position="N"}``; the per-position series
+  appear once a draft was accepted), plus ``llamacpp:tokens_predicted_total`` and
+  ``llamacpp:tokens_predicted_seconds_total``. llama.cpp adds a request's totals
+  to every counter when the request *finishes* (``metrics_on_prediction`` at slot
+  release), so a sample is "the requests that finished since the last scrape",
+  and its tok/s is their tokens over their own generation time
+  (Δtokens_predicted / Δtokens_predicted_seconds: the decode speed per request
+  stream, like the log's ``eval time ... tokens per second``). Tokens over wall
+  time would put a ten-second request's tokens into one second. At concurrency 1
+  the two are the same thing minus prefill and idle gaps; at concurrency c the
+  engine's seconds overlap, so it is the speed of one stream, not the server's sum.
+  A server started without ``--metrics`` answers HTTP 501.
 * **SGLang** (``--enable-metrics``): its speed and acceptance are *gauges*
   set at every decode log line (``sglang:gen_throughput``,
   ``sglang:spec_accept_length``, ``sglang:spec_accept_rate``); a sample is
@@ -53,7 +68,42 @@ SGL_GEN_TPS = "sglang:gen_throughput"
 SGL_ACCEPT_LEN = "sglang:spec_accept_length"
 SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
 SGL_GEN = "sglang:generation_tokens_total"
-_COUNTERS = (VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED)
+LLAMA_GEN = "llamacpp:tokens_predicted_total"
+LLAMA_GEN_S = "llamacpp:tokens_predicted_seconds_total"
+LLAMA_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+LLAMA_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
+LLAMA_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
+LLAMA_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+_PER_POS = (VLLM_PER_POS, LLAMA_PER_POS)
+#: vLLM's per-request histograms (sums and counts): decode time is first to last token of a request.
+VLLM_DECODE_S = "vllm:request_decode_time_seconds_sum"
+VLLM_REQ_TOKENS = "vllm:request_generation_tokens_sum"
+VLLM_REQUESTS = "vllm:request_generation_tokens_count"
+_HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """One engine's counter names: generated tokens, drafts (steps), draft tokens, accepted tokens."""
+
+    gen: str
+    drafts: str
+    draft_tokens: str
+    accepted: str
+    #: The engine's own generation seconds (llama.cpp), else None: tok/s over wall time.
+    gen_seconds: str | None = None
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        names = (self.gen, self.drafts, self.draft_tokens, self.accepted)
+        return names + ((self.gen_seconds,) if self.gen_seconds else ())
+
+
+_NAMES = {
+    "vllm": _Names(VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED),
+    "llamacpp": _Names(LLAMA_GEN, LLAMA_DRAFTS, LLAMA_DRAFT_TOKENS, LLAMA_ACCEPTED, LLAMA_GEN_S),
+}
+_COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
 _GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
 
 
@@ -67,11 +117,10 @@ class Snapshot:
 
     @property
     def engine(self) -> str | None:
-        """``vllm`` or ``sglang`` by the series seen; None when neither is there."""
-        if any(k.startswith("vllm:") for k in self.values):
-            return "vllm"
-        if any(k.startswith("sglang:") for k in self.values):
-            return "sglang"
+        """``vllm``, ``llamacpp`` or ``sglang`` by the series seen; None when none is there."""
+        for prefix in ("vllm", "llamacpp", "sglang"):
+            if any(k.startswith(prefix + ":") for k in self.values):
+                return prefix
         return None
 
     def get(self, name: str) -> float | None:
@@ -85,13 +134,13 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     Raises:
         ValueError: the text is not the Prometheus exposition format.
     """
-    wanted = set(_COUNTERS) | set(_GAUGES) | {SGL_GEN}
+    wanted = set(_COUNTERS) | set(_GAUGES) | set(_HISTOGRAMS) | {SGL_GEN}
     values: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == VLLM_PER_POS:
+            if s.name in _PER_POS:
                 try:
                     pos = int(s.labels.get("position", ""))
                 except ValueError:
@@ -134,42 +183,82 @@ class CounterSample:
 
 
 def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
-    """The sample between two vLLM scrapes; None when nothing was generated or a counter reset.
+    """The sample between two vLLM or llama.cpp scrapes; None when nothing was generated or a counter reset.
 
     A counter that went down means the server restarted: no sample (the caller
     takes ``cur`` as the new base).
     """
     dt = cur.t - prev.t
-    if dt <= 0:
+    names = _NAMES.get(cur.engine or "")
+    if dt <= 0 or names is None or prev.engine != cur.engine:
         return None
-    for name in _COUNTERS:
-        a, b = prev.get(name), cur.get(name)
-        if a is not None and b is not None and b < a:
-            return None
-    if prev.per_pos is not None and cur.per_pos is not None and len(prev.per_pos) == len(cur.per_pos) \
-            and any(b < a for a, b in zip(prev.per_pos, cur.per_pos, strict=True)):
+    if _went_down(prev, cur):
         return None
-    g0, g1 = prev.get(VLLM_GEN), cur.get(VLLM_GEN)
+    g0, g1 = prev.get(names.gen), cur.get(names.gen)
     if g0 is None or g1 is None:
         return None
     tokens = g1 - g0
     if tokens <= 0:
         return None  # idle: an interval without load says nothing about speed
+    throughput: float | None = tokens / dt
+    if names.gen_seconds is not None:
+        s0, s1 = prev.get(names.gen_seconds), cur.get(names.gen_seconds)
+        throughput = tokens / (s1 - s0) if s0 is not None and s1 is not None and s1 > s0 else None
     accept_len = accept_rate = None
     per_position = None
     drafts = 0.0
-    d0, d1 = prev.get(VLLM_DRAFTS), cur.get(VLLM_DRAFTS)
-    acc0, acc1 = prev.get(VLLM_ACCEPTED), cur.get(VLLM_ACCEPTED)
+    d0, d1 = prev.get(names.drafts), cur.get(names.drafts)
+    acc0, acc1 = prev.get(names.accepted), cur.get(names.accepted)
     if d0 is not None and d1 is not None and acc0 is not None and acc1 is not None and d1 > d0:
         drafts = d1 - d0
         accepted = acc1 - acc0
         accept_len = 1.0 + accepted / drafts
-        t0, t1 = prev.get(VLLM_DRAFT_TOKENS), cur.get(VLLM_DRAFT_TOKENS)
+        t0, t1 = prev.get(names.draft_tokens), cur.get(names.draft_tokens)
         if t0 is not None and t1 is not None and t1 > t0:
             accept_rate = accepted / (t1 - t0)
-        if prev.per_pos is not None and cur.per_pos is not None and len(prev.per_pos) == len(cur.per_pos):
-            per_position = tuple((b - a) / drafts for a, b in zip(prev.per_pos, cur.per_pos, strict=True))
-    return CounterSample(cur.t, dt, tokens, tokens / dt, accept_len, accept_rate, per_position, drafts)
+        if cur.per_pos is not None:
+            # A position with no series yet counted nothing (llama.cpp adds them on first acceptance).
+            before = _padded(prev.per_pos or (), len(cur.per_pos))
+            if before is not None:
+                per_position = tuple((b - a) / drafts for a, b in zip(before, cur.per_pos, strict=True))
+    return CounterSample(cur.t, dt, tokens, throughput, accept_len, accept_rate, per_position, drafts)
+
+
+def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
+    """The engine's own per-request decode speed over the requests that finished between two scrapes.
+
+    The same definition as the load driver's per-request ``decode_tps`` (tokens after
+    the first over the time from the first to the last token), pooled over requests
+    (Σ tokens / Σ seconds), measured by the server: vLLM's ``request_generation_tokens``
+    and ``request_decode_time_seconds`` histograms (``(Σtokens − requests) / Σdecode``,
+    as vLLM's own time per output token leaves the prefill's token out), llama.cpp's
+    ``tokens_predicted_total / tokens_predicted_seconds_total``. Unlike
+    :attr:`CounterSample.throughput` of vLLM (tokens over wall time), it leaves out
+    prefill and the gaps between requests. None when no request finished, or the
+    engine does not export them.
+    """
+    if cur.engine == "llamacpp":
+        tokens, seconds, requests = _delta(prev, cur, LLAMA_GEN), _delta(prev, cur, LLAMA_GEN_S), 0.0
+    else:
+        tokens, seconds = _delta(prev, cur, VLLM_REQ_TOKENS), _delta(prev, cur, VLLM_DECODE_S)
+        requests = _delta(prev, cur, VLLM_REQUESTS) or 0.0
+        if requests <= 0:
+            return None
+    if tokens is None or seconds is None or seconds <= 0 or tokens - requests <= 0:
+        return None
+    return (tokens - requests) / seconds
+
+
+def _delta(prev: Snapshot, cur: Snapshot, name: str) -> float | None:
+    a, b = prev.get(name), cur.get(name)
+    return None if a is None or b is None else b - a
+
+
+def _padded(values: tuple[float, ...], n: int) -> tuple[float, ...] | None:
+    """``values`` padded with zeros to ``n`` positions; None when it has more (not the same server)."""
+    if len(values) > n:
+        return None
+    return values + (0.0,) * (n - len(values))
 
 
 def gauge_sample(prev: Snapshot | None, cur: Snapshot) -> CounterSample | None:
@@ -247,7 +336,9 @@ class MetricsScraper:
             self._fail(f"cannot read {self.url} ({type(exc).__name__}: {exc or 'no detail'})")
             return None
         if resp.status_code != 200:
-            self._fail(f"{self.url} answered HTTP {resp.status_code} (does the server export metrics?)")
+            hint = " (llama-server needs --metrics)" if resp.status_code == 501 else \
+                " (does the server export metrics? SGLang needs --enable-metrics, llama-server --metrics)"
+            self._fail(f"{self.url} answered HTTP {resp.status_code}{hint}")
             return None
         try:
             snap = parse_snapshot(resp.text, t)
@@ -255,7 +346,7 @@ class MetricsScraper:
             self._fail(f"{self.url} is not Prometheus text ({exc})")
             return None
         if snap.engine is None:
-            self._fail(f"{self.url} has no vLLM or SGLang series (SGLang needs --enable-metrics)")
+            self._fail(f"{self.url} has no vLLM, llama.cpp or SGLang series (SGLang needs --enable-metrics)")
             return None
         self.engine = snap.engine
         self.problem = None
@@ -323,9 +414,15 @@ class MetricsScraper:
 
 
 def _went_down(prev: Snapshot, cur: Snapshot) -> bool:
-    return any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a for n in _COUNTERS)
+    """Any counter (or per-position counter) lower than before, or fewer positions: a restart."""
+    if any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a for n in _COUNTERS):
+        return True
+    if prev.per_pos is not None and cur.per_pos is not None:
+        before = _padded(prev.per_pos, len(cur.per_pos))
+        return before is None or any(b < a for a, b in zip(before, cur.per_pos, strict=True))
+    return False
 
 
 def metrics_url_for(port: int, host: str = "127.0.0.1", path: str = "/metrics") -> str:
-    """The usual metrics URL of a server listening on ``port`` (vLLM and SGLang serve it on the API port)."""
+    """The usual metrics URL of a server listening on ``port`` (vLLM, SGLang and llama.cpp serve it on the API port)."""
     return f"http://{host}:{port}{path}"

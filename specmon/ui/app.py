@@ -82,6 +82,7 @@ from specmon.ui.widgets.throughput_plot import ThroughputPlot
 
 if TYPE_CHECKING:
     from specmon.output.recording import Recorder
+    from specmon.ui.counters import LiveCounters
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
 
@@ -185,6 +186,7 @@ class SpecmonApp(App[int]):
         controller: Restart/sweep provider; None disables ``r`` and ``s``.
         recorder: Records every line read (None: no recording).
         sweeper: Runs sweeps for ``s`` (default: one built on the controller's restart flow).
+        counters: The engine's ``/metrics`` scraped beside the log (None: the log only).
     """
 
     # Absolute: a relative path would be resolved next to a subclass's module.
@@ -206,8 +208,10 @@ class SpecmonApp(App[int]):
         controller: DashboardController | None = None,
         recorder: Recorder | None = None,
         sweeper: SweepFlow | None = None,
+        counters: LiveCounters | None = None,
     ) -> None:
         super().__init__()
+        self.counters = counters
         self.options = options or DashboardOptions()
         self.clock = clock
         self.controller = controller
@@ -292,6 +296,9 @@ class SpecmonApp(App[int]):
             self.sweeper.attach(dashboard)
         if self.recorder is not None:
             self._add_event("info", f"recording to {self.recorder.path}")
+        if self.counters is not None:
+            self._start_worker(self.counters.run, name="counters", group="counters",
+                               description="scrape the engine's /metrics")
         if self.options.prometheus_port is not None:
             self._start_worker(self._serve_metrics, name="prometheus", group="export",
                                description="serve Prometheus metrics")
@@ -430,6 +437,8 @@ class SpecmonApp(App[int]):
         if not self._sources_closed:
             self._sources_closed = True
             await self.feeder.close()
+            if self.counters is not None:
+                await self.counters.close()
             if self.exporter is not None:
                 exporter, self.exporter = self.exporter, None
                 await exporter.close()
@@ -484,6 +493,8 @@ class SpecmonApp(App[int]):
             state_since=feeder.state_since(), restart=restart() if restart is not None else None,
             replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
         )
+        if self.counters is not None:
+            snap = self.counters.apply(snap, feeder.session)
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():
             self._header.view = snap.header
@@ -852,6 +863,7 @@ def make_app(
     controller: DashboardController | None = None,
     recorder: Recorder | None = None,
     sweeper: SweepFlow | None = None,
+    counters: LiveCounters | None = None,
 ) -> SpecmonApp:
     """Build the dashboard for a source (or several inputs): the one factory.
 
@@ -867,13 +879,14 @@ def make_app(
         controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
         recorder: Records the session (a :class:`~specmon.output.recording.Recorder`; None: not recorded).
         sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
+        counters: The engine's ``/metrics`` scraped beside the log (:class:`~specmon.ui.counters.LiveCounters`).
     """
     inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
     user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
     return SpecmonApp(
         inputs, replay_clock=replay_clock, options=options, clock=clock,
         theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),
-        export_dir=export_dir, controller=controller, recorder=recorder, sweeper=sweeper,
+        export_dir=export_dir, controller=controller, recorder=recorder, sweeper=sweeper, counters=counters,
     )
 
 

@@ -192,6 +192,8 @@ class MetricView:
     note: str = ""
     #: The baseline's label when there is one but it has no value of this metric (no speculation).
     baseline_without: str = ""
+    #: Where the figures come from (``log``, ``counters``, ``counters · Δ log``); empty: say nothing (one source).
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,8 @@ class PositionsView:
     values: tuple[float, ...] | None
     label: str
     note: str
+    #: Where the figures come from (``log``, ``counters``); empty: say nothing (one source).
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,9 @@ def test_demo_profile_plans(tmp_path: Path) -> None:
     prof = demo_profile(tmp_path, time_scale=10, startup_s=8, seed=3)
     plan = build_plan(prof, 2, host=DEMO_HOST)
     assert plan.log == str(tmp_path / "sim_2step.log")
-    assert plan.argv is not None and plan.argv[-4:] == ("--steps", "2", "--draft-tokens", "3")
+    assert plan.argv is not None and plan.argv[-6:] == ("--steps", "2", "--draft-tokens", "3", "--topk", "1")
+    tree = build_plan(prof, 2, host=DEMO_HOST, dims={"topk": 4, "draft_tokens": 6})  # a sweep's dimensions
+    assert tree.argv is not None and tree.argv[-6:] == ("--steps", "2", "--draft-tokens", "6", "--topk", "4")
     assert "--seed" in plan.argv and "--append" in plan.argv
     nospec = build_plan(prof, 0)
     assert nospec.argv is not None and nospec.argv[-2:] == ("--steps", "0") and "--draft-tokens" not in nospec.argv

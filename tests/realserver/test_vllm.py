@@ -141,7 +141,7 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
     require(vllm_missing())
     folder = tmp_path / "vllm"
     folder.mkdir()
-    launch = vllm_profile(folder, free_port())
+    launch = vllm_profile(folder, free_port(), eager=True)
     config = write_config(tmp_path / "config.toml", "cpu-vllm",
                           ssh_profile(client_home, openssh_server, folder / "vllm_2.log"), launch)
     try:

@@ -419,3 +419,31 @@ async def test_load_through_an_ssh_local_forward(asyncssh_server: AsyncSSHServer
         link.close()
     assert len(report.ok) == 2
     assert ("127.0.0.1", sim_server.port) in asyncssh_server.forwards  # it really went through the SSH server
+
+
+async def test_a_sweep_switches_between_named_prompt_sets(http_server) -> None:
+    from specmon.control.load import bundled_workload, load_workloads
+
+    async def handler(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
+        data = json.dumps({"choices": [{"text": "ok"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+        w.write(f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+                f"{data}".encode())
+        await w.drain()
+
+    url, seen = await http_server(handler)
+    sets = load_workloads(["code", "chat"])
+    load = BackgroundLoad(LoadDriver(LoadConfig(url, model="m", max_tokens=2, stream=False)), workloads=sets)
+    for name in ("code", "chat"):
+        before = len(seen)
+        await load.start(1, workload=name)
+        for _ in range(400):
+            if len(seen) - before >= 3:
+                break
+            await asyncio.sleep(0.01)
+        report = await load.stop()
+        assert report is not None and report.ok
+        prompts = [json.loads(body)["prompt"] for _, body in seen[before:]]
+        assert len(prompts) >= 3 and set(prompts) <= set(bundled_workload(name))
+        assert prompts[0] == bundled_workload(name)[0]  # each workload starts from its first prompt
+    with pytest.raises(LoadError, match="no workload 'long'"):
+        await load.start(1, workload="long")

@@ -90,16 +90,20 @@ def llama_missing() -> str | None:
     return None
 
 
-def free_port() -> int:
-    """A port of 18100-18199 nobody listens on now."""
-    for port in PORTS:
+#: The counters tests' servers (another helper's range: they can run at the same time).
+COUNTERS_PORTS = range(18350, 18400)
+
+
+def free_port(ports: range = PORTS) -> int:
+    """A port of ``ports`` (default 18100-18199) nobody listens on now."""
+    for port in ports:
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError("no free port in 18100-18199")
+    raise AssertionError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 # --------------------------------------------------------------------------- launch profiles
@@ -108,10 +112,15 @@ def free_port() -> int:
 #: vLLM is ready in 25-40 s on an idle 2-core machine; at a load average of 30 it took 529 s
 #: (measured): the bounds only turn a hang into a failure.
 def vllm_profile(folder: Path, port: int, *, env: dict[str, str] | None = None,
-                 ready_marker: str = "Application startup complete", start_timeout_s: int = 900) -> LaunchProfile:
-    """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``."""
+                 ready_marker: str = "Application startup complete", start_timeout_s: int = 900,
+                 eager: bool = False) -> LaunchProfile:
+    """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``.
+
+    ``eager``: ``--enforce-eager``, no torch.compile warm-up (95 s of a start at load 15, and the
+    tests' own HOME has no compile cache): for tests that measure, not the start-up phases.
+    """
     common = [str(vllm_venv() / "bin" / "vllm"), "serve", str(vllm_model()), "--host", "127.0.0.1",
-              "--port", "{port}", "--max-model-len", "1024"]
+              "--port", "{port}", "--max-model-len", "1024", *(["--enforce-eager"] if eager else [])]
     return LaunchProfile(
         mode="managed", engine="vllm",
         argv=[*common, "--speculative-config",

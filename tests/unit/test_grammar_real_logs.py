@@ -16,7 +16,7 @@ import pytest
 
 from specmon.ingest.bulk import piece_records
 from specmon.parsing import parse_lines
-from specmon.records import Decode, Prefill
+from specmon.records import Decode, EngineStats, Prefill, Spec
 from tests.support.realdata import DATA, read_lines
 
 YEAR = 2025
@@ -26,7 +26,7 @@ LOGS = sorted(DATA.glob("*.log")) + sorted(DATA.glob("*/*.log"))
 def _both(path: Path) -> tuple[list[dict], list[dict], int, int]:
     line = list(parse_lines(read_lines(str(path.relative_to(DATA))), year=YEAR))
     bulk, by_template = piece_records(path.read_bytes(), year=YEAR)
-    stats = sum(isinstance(r, Decode | Prefill) for r in line)
+    stats = sum(isinstance(r, Decode | Prefill | EngineStats | Spec) for r in line)
     return [r.to_json() for r in line], [r.to_json() for r in bulk], by_template, stats
 
 
@@ -102,3 +102,32 @@ def test_year_less_stamps_take_the_year_of_a_dated_line_not_the_mtime(tmp_path: 
     last = session.runs[-1].last_at
     assert last is not None
     assert datetime.fromtimestamp(last, tz=UTC).strftime("%Y-%m-%d %H:%M:%S") == "2024-12-30 10:00:09"
+
+
+def test_values_by_hand_vllm_v1_engine_and_spec() -> None:
+    # (APIServer pid=1) INFO 05-07 04:56:17 [loggers.py:271] Engine 000: Avg prompt throughput: 2.5 tokens/s,
+    # Avg generation throughput: 123.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 17.5%, ...
+    r = _record("vllm_v1_dflash_access_interleaved_1.log", 2)
+    assert r["kind"] == "engine_stats" and r["timestamp"] == "2025-05-07T04:56:17" and r["engine"] == "vllm"
+    assert (r["prompt_throughput"], r["gen_throughput"], r["running"], r["waiting"]) == (2.5, 123.8, 1, 0)
+    assert (r["kv_cache_usage"], r["prefix_cache_hit_rate"], r["engine_index"]) == (17.5, 0.0, 0)
+    # ... SpecDecoding metrics: Mean acceptance length: 4.00, Accepted throughput: 26.40 tokens/s, Drafted
+    # throughput: 26.40 tokens/s, Accepted: 264 tokens, Drafted: 264 tokens, Per-position acceptance rate:
+    # 1.000, 1.000, 1.000, Avg Draft acceptance rate: 100.0%
+    s = _record("vllm_v1_spec_full_accept_loop_1.log", 2)
+    assert s["kind"] == "spec" and s["mean_acceptance_length"] == 4.0 and s["draft_acceptance_rate"] == 1.0
+    assert (s["accepted"], s["drafted"], s["accepted_throughput"], s["drafted_throughput"]) == (264, 264, 26.4, 26.4)
+    assert s["per_position"] == [1.0, 1.0, 1.0]
+
+
+def test_values_by_hand_vllm_v0_and_llamacpp() -> None:
+    # INFO 08-20 02:39:37 metrics.py:411] Avg prompt throughput: 871.4 tokens/s, Avg generation throughput:
+    # 88.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.2%, CPU KV ...: 0.0%.
+    r = _record("vllm_v0_engine_stats_0_5_4.log", 1)
+    assert (r["prompt_throughput"], r["gen_throughput"], r["running"], r["waiting"], r["kv_cache_usage"]) == (
+        871.4, 88.1, 1, 0, 0.2)
+    assert r["engine_index"] is None and r["timestamp"] == "2025-08-20T02:39:37"
+    # 2026-05-14 22:40:29.046 | draft acceptance rate = 0.98260 ( 1186 accepted /  1207 generated)
+    s = _record("llamacpp_mtp_print_timing_multiline_1.log", 31)
+    assert s["engine"] == "llamacpp" and (s["draft_acceptance_rate"], s["accepted"], s["drafted"]) == (0.9826, 1186, 1207)
+    assert s["timestamp"] == "2026-05-14T22:40:29.046000"

@@ -196,7 +196,9 @@ def test_vllm_draft_tokens_are_its_speculative_tokens() -> None:
 def test_draft_token_constraint_at_topk_one() -> None:
     with pytest.raises(LaunchError, match=r"exceeds steps\*topk\+1 = 4"):
         build_plan(managed(), 3, draft_tokens=5)
-    assert build_plan(managed(), 3, draft_tokens=2).draft_tokens == 2
+    # SGLang rewrites any other count to steps+1 at top-k 1: asking for 2 would run 4 unannounced.
+    with pytest.raises(LaunchError, match=r"top-k 1 makes SGLang use steps\+1 = 4 draft tokens, not 2"):
+        build_plan(managed(), 3, draft_tokens=2)
 
 
 def test_draft_token_constraint_with_topk() -> None:

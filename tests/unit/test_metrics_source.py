@@ -178,6 +178,28 @@ async def test_a_page_without_engine_series_is_no_counters(exporter: tuple[str, 
     scraper = MetricsScraper(url)
     try:
         assert await scraper.scrape_once() is None
-        assert not scraper.available and "no vLLM or SGLang series" in (scraper.problem or "")
+        assert not scraper.available and "no vLLM, llama.cpp or SGLang series" in (scraper.problem or "")
     finally:
         await scraper.stop()
+
+
+def test_vllms_own_per_request_decode_speed_from_its_histograms() -> None:
+    from specmon.sources.metrics import decode_speed
+
+    def page(tokens: float, requests: float, seconds: float) -> str:
+        return ("# TYPE vllm:request_generation_tokens histogram\n"
+                f'vllm:request_generation_tokens_bucket{{engine="0",le="+Inf"}} {requests}\n'
+                f'vllm:request_generation_tokens_count{{engine="0"}} {requests}\n'
+                f'vllm:request_generation_tokens_sum{{engine="0"}} {tokens}\n'
+                "# TYPE vllm:request_decode_time_seconds histogram\n"
+                f'vllm:request_decode_time_seconds_bucket{{engine="0",le="+Inf"}} {requests}\n'
+                f'vllm:request_decode_time_seconds_count{{engine="0"}} {requests}\n'
+                f'vllm:request_decode_time_seconds_sum{{engine="0"}} {seconds}\n'
+                f'vllm:generation_tokens_total{{engine="0"}} {tokens}\n')
+
+    a, b = parse_snapshot(page(1000, 2, 4.0), 0.0), parse_snapshot(page(2026, 4, 8.0), 9.0)
+    # Two requests of 513 tokens in 4 s of decode: the first token of each is the prefill's.
+    assert decode_speed(a, b) == pytest.approx((1026 - 2) / 4.0)
+    assert decode_speed(a, a) is None  # no request finished
+    assert decode_speed(Snapshot(0.0, {"vllm:generation_tokens_total": 1.0}),
+                        Snapshot(1.0, {"vllm:generation_tokens_total": 9.0})) is None  # no histograms

@@ -152,7 +152,12 @@ class SweepFlow:
         lo, hi = c.steps_range
         minutes = self.plan_options.get("max_minutes", 10.0)
         budget = f", at most {minutes:g} min each" if minutes else ""
-        self.line.app.push_screen(SweepScreen(host=c.host, lo=lo, hi=hi, budget=budget, on_choose=self.choose))
+        from specmon.control.dims import EXTRA, used_placeholders
+
+        p = c.profile
+        used = used_placeholders([*(p.argv or []), *(p.start or []), *p.env.values()])
+        self.line.app.push_screen(SweepScreen(host=c.host, lo=lo, hi=hi, budget=budget, on_choose=self.choose,
+                                              dimensions=[d for d in EXTRA if d in used]))
 
     # -- steps --------------------------------------------------------------------------------------
 
@@ -163,16 +168,16 @@ class SweepFlow:
         local = type(c.runner).__name__ == "LocalRunner"
         return f"http://127.0.0.1:{port}" if port and local else None
 
-    def choose(self, steps: tuple[int, ...]) -> None:
-        """The step list was chosen: build every plan and show them all for one confirmation."""
+    def choose(self, steps: tuple[int, ...], points: tuple[Any, ...] = (), strategy: str = "grid") -> None:
+        """The settings were chosen: build every plan and show them all for one confirmation."""
         c = self.flow.controller
         if c is None or self.dashboard is None:
             return
         try:
-            plan = SweepPlan(tuple(steps), **self.plan_options)
+            plan = SweepPlan(tuple(steps), **{"strategy": strategy, "points": tuple(points), **self.plan_options})
             # Built here only to be shown: the sweep builds (and shows again) each one as it runs.
-            texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None).describe()
-                     for i, s in enumerate(steps)]
+            texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None,
+                                dims=dict(pt) or None).describe() for i, (s, pt) in enumerate(plan.settings)]
         except (LaunchError, SweepError, ValueError) as exc:
             self.line.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
             return
@@ -187,7 +192,8 @@ class SweepFlow:
             else:
                 self._event("info", "sweep cancelled: nothing was run")
 
-        self.line.app.push_screen(SweepConfirmScreen(c.host, steps, text, load), callback=done)
+        self.line.app.push_screen(SweepConfirmScreen(c.host, steps, text, load, settings=len(plan.settings),
+                                                     strategy=strategy), callback=done)
 
     def run(self, plan: SweepPlan, shown: str) -> None:
         """Start a confirmed sweep in a worker (``shown``: the commands the user confirmed)."""
@@ -206,9 +212,11 @@ class SweepFlow:
                 self._event("warning", f"sweep: no load ({exc}); the server's own traffic is measured")
         shown_restart = controller_restarter(c, show=self._show_plan)
 
-        async def restart(steps: int) -> RestartOutcome:
-            self._restarting = steps  # whose commands _show_plan is about to log
-            return await shown_restart(steps)
+        async def restart(steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+            # Whose commands _show_plan is about to log (a row's details show them; by step count
+            # only when no other dimension varies).
+            self._restarting = None if dims else steps
+            return await shown_restart(steps, dims)
 
         def on_progress(view: RestartProgress) -> None:
             self.flow.show_progress(view)

@@ -1,6 +1,9 @@
 """The sweep's screens: the step list, the one confirmation of every plan, the offer to stop.
 
 :class:`SweepScreen` asks for the step counts (``0,1,2,3,5`` by default),
+the other dimensions the profile's command can vary (``topk=1,4
+draft_tokens=4,8``: only those it has placeholders for, validated live with
+the engine's own rules) and the strategy (grid, or guided by the cost model),
 :class:`SweepConfirmScreen` shows the commands of *every* restart the sweep
 may run, on which host, for one confirmation (nothing runs before it), and
 :class:`SweepStopScreen` offers to stop a running sweep. The flow that opens
@@ -17,13 +20,14 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, RadioButton, RadioSet, Static
 
 from specmon.control.counts import parse_step_list
+from specmon.control.dims import Grid, Point, expand_grid, parse_grid
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
-           "StepListValidator", "parse_step_list", "sweep_progress_text"]
+           "StepListValidator", "parse_step_list", "read_grid", "sweep_progress_text"]
 
 #: What the step list starts with (the real campaign's counts, 0 = the baseline).
 DEFAULT_STEPS = "0,1,2,3,5"
@@ -45,10 +49,28 @@ class StepListValidator(Validator):
         return self.success()
 
 
+def read_grid(steps: tuple[int, ...], text: str, allowed: Sequence[str]) -> Grid | None:
+    """The settings the dimensions field asks for on top of ``steps`` (None when it is blank).
+
+    Raises:
+        ValueError: a bad value, a dimension the profile's command cannot vary, or nothing left.
+    """
+    if not text.strip():
+        return None
+    grid = parse_grid(text.split())
+    if "steps" in grid:
+        raise ValueError("the step counts go in the first field")
+    bad = [d for d in grid if d not in allowed]
+    if bad:
+        can = ", ".join(allowed) if allowed else "nothing but the step count"
+        raise ValueError(f"this profile's command has no {{{bad[0]}}}: it can vary {can}")
+    return expand_grid({"steps": steps, **grid})
+
+
 def sweep_progress_text(snapshot: dict[str, Any]) -> str:
     """One line from :meth:`Sweep.snapshot`: ``sweep 2/5 · now 1 step@1: 34 samples (next look 80) · done: …``."""
     cells = snapshot.get("cells") or []
-    finished = sum(1 for c in cells if c["status"] in ("done", "failed"))
+    finished = sum(1 for c in cells if c["status"] in ("done", "failed", "skipped"))
     parts = [f"sweep {finished}/{len(cells)} settings"]
     current = next((c for c in cells if c["key"] == snapshot.get("current")), None)
     if current is not None:
@@ -88,12 +110,15 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
     """
 
     def __init__(self, *, host: str, lo: int, hi: int, budget: str = "",
-                 on_choose: Callable[[tuple[int, ...]], None] | None = None) -> None:
+                 on_choose: Callable[..., None] | None = None, dimensions: Sequence[str] = ()) -> None:
         super().__init__()
         self.host = host
         self.lo, self.hi = lo, hi
         self.budget = budget
         self._on_choose = on_choose
+        #: The dimensions besides the step count the profile's command has placeholders for.
+        self.dimensions = tuple(dimensions)
+        self.grid: Grid | None = None
         default = [s for s in (0, 1, 2, 3, 5) if lo <= s <= hi]
         self.default = ",".join(map(str, default)) if default else str(lo)
 
@@ -106,28 +131,69 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
             yield Input(self.default, placeholder="step counts, e.g. 0,1,2,3,5", id="sweep-steps",
                         validators=[StepListValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
                         max_length=80)
+            example = {"topk": "topk=1,4", "draft_tokens": "draft_tokens=4,8", "prompt_lookup_max":
+                       "prompt_lookup_max=2,4", "prompt_lookup_min": "prompt_lookup_min=1,2",
+                       "spec_type": "spec_type=draft-simple,ngram-mod"}
+            hint = " ".join(example[d] for d in self.dimensions) or "none: the profile's command varies only {steps}"
+            yield Input("", placeholder=f"more dimensions, e.g. {hint}", id="sweep-dims", max_length=160,
+                        disabled=not self.dimensions)
+            with RadioSet(id="sweep-strategy"):
+                yield RadioButton("grid: every setting", value=True, id="strategy-grid")
+                yield RadioButton("guided: fit the cost model, restart only where the best can be",
+                                  id="strategy-guided")
+            yield Static("", id="sweep-count", classes="hint", markup=False)
             yield Static("", id="sweep-error", markup=False)
             yield Static("enter: next (every restart's commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one(Input).focus()
+        self.query_one("#sweep-steps", Input).focus()
+        self._check()
+
+    @property
+    def strategy(self) -> str:
+        """``grid`` or ``guided``, as chosen."""
+        return "guided" if self.query_one("#strategy-guided", RadioButton).value else "grid"
+
+    def _check(self) -> tuple[int, ...] | None:
+        """Validate both fields together (live): the error line, and how many settings they make."""
+        error = self.query_one("#sweep-error", Static)
+        count = self.query_one("#sweep-count", Static)
+        try:
+            steps = parse_step_list(self.query_one("#sweep-steps", Input).value, self.lo, self.hi)
+            self.grid = read_grid(steps, self.query_one("#sweep-dims", Input).value, self.dimensions)
+        except ValueError as exc:
+            error.update(str(exc))
+            count.update("")
+            self.grid = None
+            return None
+        error.update("")
+        n = len(self.grid.settings) if self.grid else len(steps)
+        text = f"{n} setting{'s' if n != 1 else ''}: a grid restarts {n} time{'s' if n != 1 else ''}"
+        if self.grid and self.grid.skipped:
+            name, why = self.grid.skipped[0]
+            more = f" (and {len(self.grid.skipped) - 1} more)" if len(self.grid.skipped) > 1 else ""
+            text += f"; left out {name}: {why}{more}"
+        count.update(text)
+        return steps
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        result = event.validation_result
-        text = "; ".join(result.failure_descriptions) if result is not None and not result.is_valid else ""
-        self.query_one("#sweep-error", Static).update(text)
+        self._check()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        try:
-            steps = parse_step_list(event.value, self.lo, self.hi)
-        except ValueError as exc:
-            self.query_one("#sweep-error", Static).update(str(exc))
+        steps = self._check()
+        if steps is None:
             return
+        points: tuple[tuple[int, Point], ...] = self.grid.settings if self.grid and self.grid.dimensions else ()
+        strategy = self.strategy
         self.dismiss(steps)
         if self._on_choose is not None:
-            self.app.call_later(self._on_choose, steps)
+            if points or strategy != "grid":
+                steps = tuple(dict.fromkeys(st for st, _ in points)) if points else steps
+                self.app.call_later(self._on_choose, steps, points, strategy)
+            else:
+                self.app.call_later(self._on_choose, steps)
 
     def action_cancel(self) -> None:
         """Close; nothing runs."""
@@ -161,18 +227,23 @@ class SweepConfirmScreen(ModalScreen[bool]):
     }
     """
 
-    def __init__(self, host: str, steps: Sequence[int], text: str, load: str) -> None:
+    def __init__(self, host: str, steps: Sequence[int], text: str, load: str, *, settings: int | None = None,
+                 strategy: str = "grid") -> None:
         super().__init__()
         self.host = host
         self.steps = tuple(steps)
         self.text = text
         self.load = load
+        self.settings = len(self.steps) if settings is None else settings
+        self.strategy = strategy
 
     def compose(self) -> ComposeResult:
-        n = len(self.steps)
+        n = self.settings
+        what = f"{', '.join(map(str, self.steps))} steps" + (f" ({n} settings)" if n != len(self.steps) else "")
+        guided = ", guided: fewer when the cost model rules settings out" if self.strategy == "guided" else ""
         with Vertical(id="sweep-confirm-box"):
-            yield Static(f"Sweep on {self.host}: {', '.join(map(str, self.steps))} steps — up to {n} restart"
-                         f"{'' if n == 1 else 's'}", id="sweep-confirm-title", markup=False)
+            yield Static(f"Sweep on {self.host}: {what} — up to {n} restart"
+                         f"{'' if n == 1 else 's'}{guided}", id="sweep-confirm-title", markup=False)
             yield Static(f"These commands run on {self.host}, one restart per step count, in this order; the server "
                          f"is down during each restart. {self.load}", classes="hint", markup=False)
             with VerticalScroll(id="sweep-confirm-scroll"):

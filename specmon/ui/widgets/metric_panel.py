@@ -123,6 +123,8 @@ class MetricPanel(Vertical):
             # One cell per sample until the samples fill the width: a Sparkline stretches four
             # samples over the whole panel, which reads as a solid bar.
             spark.styles.width = len(view.series) if 0 < len(view.series) < width else "1fr"
+        if old is None or old.source != view.source:
+            self.border_subtitle = view.source  # which source the numbers come from (empty: the only one)
         self._view = view
 
     def on_resize(self) -> None:

@@ -29,6 +29,7 @@ class PositionBars(Widget):
 
     def watch_view(self, view: PositionsView | None) -> None:
         self.set_class(view is None or view.values is None, "-empty")
+        self.border_subtitle = view.source if view is not None else ""  # counters or log (empty: one source)
 
     def render(self) -> Content:
         """One line per position: ``1 ██████▌    0.65``; a note when the engine does not log it."""

@@ -1,0 +1,169 @@
+"""A simulated server for the sweep runner: instant restarts, decode lines made on ``sleep``.
+
+The world behind ``bench/bench_guided.py`` and the sweep tests: the sweep
+runner (:class:`specmon.control.sweep.Sweep`) restarts it with a setting —
+a step count and, for SGLang trees, top-k and draft tokens — and every poll
+makes decode lines drawn from the simulator's cost model
+(:class:`specmon.sim.model.CostModel`), with its per-line noise. So a bench
+run goes through exactly the code path of a real sweep: looks, the stopping
+rule, the guided strategy's choices, the verdict.
+
+Each setting's lines come from a generator seeded by ``(seed, setting)``:
+two sweeps over the same world (grid and guided) read the same lines for a
+setting both measure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+import zlib
+from collections.abc import Callable
+
+from specmon.model.session import Session
+from specmon.records import Config, Decode, Engine
+from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
+
+Sampler = Callable[[], tuple[float | None, float | None, float]]
+
+
+def line_sampler(spec: SpecConfig, rng: random.Random, model: CostModel = DEFAULT_MODEL, batch: int = 1) -> Sampler:
+    """Decode lines of ``spec``: ``(accept_len, accept_rate, gen_throughput)`` per call.
+
+    The tokens of one line are the sum of ``decode_log_interval`` independent
+    cycles drawn from ``model.accept_distribution``; that sum's distribution is
+    computed once by convolution, so a line costs one draw instead of 40. The
+    machine noise is the model's own AR(1)-plus-dips process.
+    """
+    cycles = model.decode_log_interval
+    one = model.accept_distribution(spec) if spec.enabled else (1.0,)
+    total = [1.0]
+    for _ in range(cycles):
+        nxt = [0.0] * (len(total) + len(one) - 1)
+        for i, a in enumerate(total):
+            if a:
+                for j, b in enumerate(one):
+                    nxt[i + j] += a * b
+        total = nxt
+    cum = list(itertools.accumulate(total))
+    cycle_s = model.cycle_ms(spec, batch) / 1000.0
+    noise = model.noise(rng)
+
+    def sample() -> tuple[float | None, float | None, float]:
+        factor = noise.next()
+        tokens = cycles + bisect.bisect_right(cum, rng.random() * cum[-1])
+        elapsed = cycles * cycle_s / factor
+        if not spec.enabled:
+            return None, None, batch * tokens / elapsed
+        accept_len = tokens / cycles
+        return accept_len, (accept_len - 1) / (spec.draft_tokens - 1), batch * tokens / elapsed
+
+    return sample
+
+
+class SweepWorld:
+    """A simulated SGLang server the sweep restarts (see the module docstring).
+
+    Args:
+        seed: Seeds every setting's lines.
+        model: The deployment's cost model (the bench varies it per seed).
+        lines_per_poll: Decode lines produced by each sweep poll.
+    """
+
+    def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
+                 workloads: dict[str, float] | None = None) -> None:
+        self.seed = seed
+        self.model = model
+        #: Acceptance per named prompt set, as a factor on the model's (code repeats more than chat).
+        self.workloads = dict(workloads or {})
+        self.workload: str | None = None
+        self.session = Session()
+        self.now = 0.0
+        self.log_time = 1.77e9
+        self.line = 0
+        self.lines_per_poll = lines_per_poll
+        #: Every restart asked for: ``(steps, topk, draft_tokens)``.
+        self.restarts: list[tuple[int, int, int]] = []
+        self._samplers: dict[tuple[SpecConfig, int, str | None], Sampler] = {}
+        self.sampler: Sampler | None = None
+        self._spec: SpecConfig | None = None
+        #: Requests in flight (the sweep's load sets it: the world is its own load driver too).
+        self.batch = 1
+
+    def clock(self) -> float:
+        """The simulated monotonic clock."""
+        return self.now
+
+    def spec_for(self, steps: int, dims: dict[str, int | str] | None = None) -> SpecConfig:
+        """The configuration a restart with ``steps`` and ``dims`` runs (SGLang's own rules)."""
+        d = dims or {}
+        topk = d.get("topk")
+        dt = d.get("draft_tokens")
+        return SpecConfig.make(steps, int(topk) if topk is not None else None, int(dt) if dt is not None else None)
+
+    def expected(self, steps: int, dims: dict[str, int | str] | None = None) -> float:
+        """The true mean throughput of a setting (the known truth)."""
+        return self.model.expected_throughput(self.spec_for(steps, dims))
+
+    async def restart(self, steps: int, dims: dict[str, int | str] | None = None) -> object:
+        """Restart on a setting: a new run in the session, announced like SGLang's server_args line."""
+        from specmon.control.sweep import RestartOutcome
+
+        spec = self.spec_for(steps, dims)
+        self.restarts.append((spec.steps, spec.topk, spec.draft_tokens))
+        self.session.begin_source(f"sim launch {len(self.restarts)}")
+        on = spec.enabled
+        self.line += 1
+        self.session.ingest(Config(self.line, self.log_time, None, engine=Engine.SGLANG,
+                                   algorithm="EAGLE3" if on else None, steps=spec.steps,
+                                   topk=spec.topk if on else None, draft_tokens=spec.draft_tokens if on else None))
+        self._spec = spec
+        self._pick()
+        return RestartOutcome(True, "ready")
+
+    def _pick(self) -> None:
+        spec = self._spec
+        if spec is None:
+            return
+        k = (spec, self.batch, self.workload)
+        if k not in self._samplers:
+            salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch,
+                                    self.workload)).encode())
+            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model_for(self.workload), self.batch)
+        self.sampler = self._samplers[k]
+
+    def expected_at(self, steps: int, dims: dict[str, int | str] | None, batch: int) -> float:
+        """The true mean throughput of a setting at ``batch`` requests in flight."""
+        return self.model.expected_throughput(self.spec_for(steps, dims), batch)
+
+    def model_for(self, workload: str | None) -> CostModel:
+        """The cost model under one workload's prompts (acceptance scaled, capped below 1)."""
+        factor = self.workloads.get(workload, 1.0) if workload else 1.0
+        if factor == 1.0:
+            return self.model
+        from dataclasses import replace
+
+        return replace(self.model, acceptance=tuple(min(0.98, p * factor) for p in self.model.acceptance))
+
+    async def start(self, concurrency: int, workload: str | None = None) -> None:
+        """The load: keep ``concurrency`` requests in flight with one workload's prompts (the sweep's LoadControl)."""
+        self.batch = concurrency
+        self.workload = workload
+        self._pick()
+
+    async def stop(self) -> None:
+        """The load stops (nothing to report: the simulated server has no client)."""
+        return None
+
+    async def sleep(self, seconds: float) -> None:
+        """Advance the clock; the running server writes ``lines_per_poll`` decode lines."""
+        self.now += seconds
+        if self.sampler is None:
+            return
+        for _ in range(self.lines_per_poll):
+            accept_len, accept_rate, tps = self.sampler()
+            self.log_time += 0.9
+            self.line += 1
+            self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=self.batch, accept_len=accept_len,
+                                       accept_rate=accept_rate, gen_throughput=tps))

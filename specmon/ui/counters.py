@@ -1,0 +1,231 @@
+"""The engine's counters live in the dashboard: ``/metrics`` scraped beside the log tail.
+
+A :class:`LiveCounters` owns a :class:`~specmon.sources.metrics.MetricsScraper`
+(about one scrape a second) and, on every live tick, replaces the log's figures
+in the snapshot with the counters' where it has them: tok/s, accept length,
+acceptance rate (current = the last second, mean = the last ``window``
+seconds, sparkline = the segment) and per-position acceptance (pooled over the
+segment's last hour, weighted by drafts). Each figure is tagged with its source
+(``counters`` or ``log``): the tag is the panel's border subtitle. The
+comparison with the baseline stays the run table's, which is built from the log:
+a panel whose numbers come from the counters and whose delta comes from the log
+says ``counters · Δ log``.
+
+*Segments*: counters are cumulative over a server's life, and the dashboard
+shows the current run. A new segment (the figures start afresh) begins when the
+session's current run changes (the log shows a restart or a new
+configuration), when a counter goes down (the server restarted under us), and
+when the counters come back after being unreadable (the server was down).
+
+*No metrics*: when ``/metrics`` cannot be read (no port forward, HTTP 404/501, no
+known series, a server without speculation for the acceptance figures) the
+panels keep the log's figures, tagged ``log``, and the event log says why.
+
+The URL may only exist once something is open (an SSH local port forward opened
+inside the running app): ``opener`` is an async context manager factory that
+yields the URL to scrape; it is entered by :meth:`LiveCounters.run` (the app's
+worker) and left when the app closes. Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING
+
+from specmon.model.session import SessionEvent
+from specmon.sources.metrics import CounterSample, MetricsScraper
+
+if TYPE_CHECKING:
+    from specmon.model.session import Session
+    from specmon.ui.views import DashboardSnapshot, MetricView, PositionsView
+
+__all__ = ["LiveCounters", "fixed_url"]
+
+#: Scrapes in a row that may fail before the opener is entered again (a dropped SSH forward; a
+#: server restarting for minutes only costs a new SSH login this often).
+REOPEN_AFTER = 30
+#: Seconds between two attempts to open the forward.
+REOPEN_WAIT_S = 5.0
+#: Sparkline points.
+SPARK_POINTS = 120
+#: Most recent samples of a segment the figures use (an hour at one a second): a tick stays cheap.
+MAX_SEGMENT = 3600
+#: Tags.
+COUNTERS, LOG = "counters", "log"
+
+
+def fixed_url(url: str) -> Callable[[], AbstractAsyncContextManager[str]]:
+    """An opener for a URL reachable as it is (a server on this machine)."""
+
+    @contextlib.asynccontextmanager
+    async def opener() -> AsyncIterator[str]:
+        yield url
+
+    return opener
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+class LiveCounters:
+    """Scrapes the engine's ``/metrics`` for the dashboard and puts the counters' figures in its snapshots.
+
+    Args:
+        opener: Yields the URL to scrape while it is entered (see the module docstring).
+        where: What the URL reaches, for the event log (``127.0.0.1:8000 on gpu-box, through SSH``).
+        interval_s: Seconds between scrapes.
+        window: Seconds (samples) behind the rolling means.
+        scraper_factory: Builds the scraper for a URL (tests inject a clock).
+    """
+
+    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[str]], *, where: str = "",
+                 interval_s: float = 1.0, window: int = 20,
+                 scraper_factory: Callable[[str], MetricsScraper] | None = None) -> None:
+        self.opener = opener
+        self.where = where
+        self.interval_s = interval_s
+        self.window = max(1, window)
+        self._factory = scraper_factory or (lambda url: MetricsScraper(url, interval_s=interval_s))
+        self.scraper: MetricsScraper | None = None
+        #: Why there are no counters (None while they are read, or before the first try).
+        self.problem: str | None = None
+        self._start = 0  # first sample of the current segment
+        self._run_id: int | None = None
+        self._resets = 0
+        self._was_available = False
+        self._said: str | None = None  # the last state the event log was told
+        self._closed = False
+
+    # -- the worker -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Open, scrape, and open again when the scrapes keep failing (a dropped forward); until closed."""
+        while not self._closed:
+            self.scraper = None
+            try:
+                async with self.opener() as url:
+                    scraper = self.scraper = self._factory(url)
+                    self._start = len(scraper.samples)
+                    failed = 0
+                    while not self._closed:
+                        started = asyncio.get_running_loop().time()
+                        await scraper.scrape_once()
+                        failed = 0 if scraper.available else failed + 1
+                        if failed >= REOPEN_AFTER:
+                            break
+                        elapsed = asyncio.get_running_loop().time() - started
+                        await asyncio.sleep(max(0.0, self.interval_s - elapsed))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure to open is shown, never fatal
+                self.scraper = None
+                self.problem = f"cannot reach the engine's /metrics{self._where()}: {exc or type(exc).__name__}"
+            finally:
+                if self.scraper is not None:
+                    await self.scraper.stop()
+            if not self._closed:
+                await asyncio.sleep(REOPEN_WAIT_S)
+
+    async def close(self) -> None:
+        """Stop scraping (the worker leaves at its next turn; the app cancels it anyway)."""
+        self._closed = True
+        if self.scraper is not None:
+            await self.scraper.stop()
+
+    def _where(self) -> str:
+        return f" ({self.where})" if self.where else ""
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """Whether the last scrape read an engine's series."""
+        return self.scraper is not None and self.scraper.available
+
+    def reason(self) -> str:
+        """Why the figures come from the log (empty while the counters are read)."""
+        if self.available:
+            return ""
+        if self.scraper is not None and self.scraper.problem:
+            return self.scraper.problem
+        return self.problem or "not read yet"
+
+    def segment(self, run_id: int | None) -> list[CounterSample]:
+        """The samples of the current segment (see the module docstring), starting a new one when due."""
+        scraper = self.scraper
+        if scraper is None:
+            return []
+        samples = scraper.samples
+        available = scraper.available
+        if run_id != self._run_id or scraper.resets != self._resets or (available and not self._was_available):
+            self._run_id, self._resets = run_id, scraper.resets
+            self._start = len(samples)
+        self._was_available = available
+        self._start = min(self._start, len(samples))  # the scraper trims its oldest samples
+        return samples[max(self._start, len(samples) - MAX_SEGMENT):]
+
+    # -- the snapshot ----------------------------------------------------------------------------
+
+    def apply(self, snap: DashboardSnapshot, session: Session) -> DashboardSnapshot:
+        """The snapshot with the counters' figures where they exist, every figure tagged with its source."""
+        run = session.current
+        samples = self.segment(run.id if run is not None else None)
+        self._tell(session)
+        tps = [s.throughput for s in samples if s.throughput is not None]
+        alen = [s.accept_len for s in samples if s.accept_len is not None]
+        rate = [s.accept_rate for s in samples if s.accept_rate is not None]
+        return dataclasses.replace(
+            snap,
+            throughput=self._metric(snap.throughput, tps),
+            accept_len=self._metric(snap.accept_len, alen),
+            accept_rate=self._metric(snap.accept_rate, rate),
+            positions=self._positions(snap.positions, samples),
+        )
+
+    def _metric(self, view: MetricView, values: list[float]) -> MetricView:
+        if not values or not self.available:
+            return dataclasses.replace(view, source=LOG)
+        recent = values[-self.window:]
+        has_delta = view.baseline is not None or view.delta is not None
+        return dataclasses.replace(view, current=values[-1], mean=_mean(recent), window=len(recent),
+                                   series=tuple(values[-SPARK_POINTS:]), note="",
+                                   source=f"{COUNTERS} · Δ {LOG}" if has_delta else COUNTERS)
+
+    def _positions(self, view: PositionsView, samples: list[CounterSample]) -> PositionsView:
+        rows = [(s.per_position, s.drafts) for s in samples if s.per_position and s.drafts > 0]
+        if not rows or not self.available:
+            return dataclasses.replace(view, source=LOG)
+        n = len(rows[-1][0])
+        rows = [(p, d) for p, d in rows if len(p) == n]
+        drafts = sum(d for _, d in rows)
+        pooled = tuple(round(sum(p[i] * d for p, d in rows) / drafts, 4) for i in range(n))
+        return dataclasses.replace(view, values=pooled, note="", source=COUNTERS)
+
+    def _tell(self, session: Session) -> None:
+        """One event-log line each time the counters come, go, or reset."""
+        scraper = self.scraper
+        if self.available and scraper is not None:
+            state = f"ok {scraper.resets}"
+            if state != self._said:
+                reset = self._said is not None and self._said.startswith("ok")
+                text = ("counters: the engine's counters went down (the server restarted): counting again"
+                        if reset else
+                        f"counters: reading {scraper.engine} /metrics every {self.interval_s:g} s"
+                        f"{self._where()}; tok/s, accept length, accept rate and per-position acceptance "
+                        "come from them (tagged 'counters'), the comparison with the baseline from the log")
+                session.events.append(SessionEvent(0, None, "info", text))
+        else:
+            why = self.reason()
+            # One line per kind of failure: "cannot read URL (ConnectError...)" and "(ReadError...)"
+            # alternate while a server restarts, and are the same news.
+            state = "no " + why.split(" (", 1)[0]
+            if why == "not read yet" or state == self._said:
+                return
+            session.events.append(SessionEvent(0, None, "warning",
+                                               f"counters unavailable: {why}; the figures come from the log"))
+        self._said = state
