@@ -60,9 +60,10 @@ def eta_history_file() -> Path:
 
 
 def export_dir() -> Path:
-    """Where ``e`` (export) and sweep reports write by default: the current directory.
+    """``<user data dir>/specmon/exports``: where ``e`` (export) and sweep reports write by default.
 
-    The user ran specmon there and expects the file there, as with any command-line
-    tool's output; the dashboard's ``export_dir`` argument overrides it.
+    Not the current directory: run from a checkout, exports became untracked files in it.
+    ``--out DIR`` (the dashboard's ``export_dir`` argument) chooses another folder; the path
+    of every file written is shown, and can be copied.
     """
-    return Path.cwd()
+    return data_dir() / "exports"

@@ -9,6 +9,7 @@ test writes lands in them.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -29,4 +30,7 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # The event log shows specmon's wall clock in local time: one zone, so screens are the same anywhere.
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
     return home

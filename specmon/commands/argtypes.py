@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # The one parser of a list of counts lives below both the commands and the dashboard.
 from specmon.control.counts import parse_step_list
@@ -86,6 +90,18 @@ def check_theme(name: str | None) -> str | None:
     if name in themes:
         return None
     return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
+
+
+def out_dir(text: str) -> Path:
+    """``--out DIR``: a folder for exports and reports (made when first written; not an existing file)."""
+    from pathlib import Path
+
+    if not text.strip() or any(ord(c) < 32 for c in text):
+        raise argparse.ArgumentTypeError(f"not a folder name: {text!r}")
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder: exports need a folder")
+    return path.resolve()
 
 
 def metrics_url(text: str) -> str:

@@ -16,6 +16,7 @@ from specmon.commands.argtypes import (
     check_theme,
     line_cap,
     metrics_url,
+    out_dir,
     positive_float,
     whole_number,
 )
@@ -64,9 +65,12 @@ def _port(text: str) -> int:
 
 
 def add_session_options(p: argparse.ArgumentParser, *, record: bool = True) -> None:
-    """``--prometheus-port``, and for live sessions ``--record PATH`` / ``--no-record``."""
+    """``--prometheus-port``, ``--out DIR``, and for live sessions ``--record PATH`` / ``--no-record``."""
     p.add_argument("--prometheus-port", type=_port, default=None, metavar="PORT",
                    help="serve the live figures as Prometheus metrics on 127.0.0.1:PORT/metrics")
+    p.add_argument("--out", type=out_dir, default=None, metavar="DIR", dest="out",
+                   help="where exports (e) and sweep reports go (default: the exports folder in specmon's "
+                        "data directory; the path is shown after each write)")
     if record:
         g = p.add_mutually_exclusive_group()
         g.add_argument("--record", metavar="PATH", default=None,
@@ -131,7 +135,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.warmup is None and args.files:
         args.warmup = _recorded_warmup(args.files[0])
     app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
-                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop))
+                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop),
+                     export_dir=getattr(args, "out", None))
     return int(app.run() or 0)
 
 
@@ -155,7 +160,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         counters = LiveCounters(fixed_url(args.metrics), where=args.metrics, window=max(1, args.window))
     app = watch_app(args.path, lines=args.lines, max_line=args.line_cap,
-                    options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters)
+                    options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters,
+                    export_dir=getattr(args, "out", None))
     # SIGTERM and SIGHUP (a closed terminal) end it like q: the recording gets its end entry.
     signals = exit_on_signals(lambda: app)
     try:

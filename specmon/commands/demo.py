@@ -182,6 +182,8 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             if recorder is not None:
                 _err(f"specmon: recording to {recorder.path}")
             app_kwargs["recorder"] = recorder
+        if getattr(args, "out", None) is not None:
+            app_kwargs.setdefault("export_dir", args.out)
         app, setup = build_demo_app(args, workdir, **app_kwargs)
         code = signals.exit_code(run_app(app))
     finally:

@@ -386,7 +386,8 @@ def cmd_connect(args: argparse.Namespace) -> int:
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
     counters = remote_counters(plan)  # before with_restart: it reads the SSH target of the plain source
     plan, flow, runner = with_restart(plan)
-    app = connect_app(plan, recorder=recorder, controller=flow, counters=counters)
+    app = connect_app(plan, recorder=recorder, controller=flow, counters=counters,
+                      export_dir=getattr(args, "out", None))
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
     async def run_and_close() -> ConnectOutcome:
         try:

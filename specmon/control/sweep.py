@@ -495,6 +495,7 @@ class SweepResult:
                 "elapsed_s": round(cell.elapsed_s, 2),
                 "throughput": tp.to_json() if tp else None,
                 "accept_len": al.to_json() if al else None,
+                "accept_rate": row.accept_rate.to_json() if row and row.accept_rate else None,
                 "vs_baseline_pct": round(vs.pct, 2) if vs else None,
                 "vs_baseline_ci95": None if vs is None else [
                     None if vs.ci95_low is None else round(vs.ci95_low, 2),

@@ -25,7 +25,7 @@ from typing import Any
 
 from specmon.ingest.bulk import bulk_piece, feed_piece
 from specmon.ingest.files import ingest_lines
-from specmon.model.session import Session, SessionEvent
+from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser
 from specmon.sources.base import ConnectionState, LineSource, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
@@ -34,6 +34,8 @@ __all__ = ["FeedInput", "Feeder", "RecordingSource", "ingest_batch", "recording_
 
 #: Lines parsed between two checks of the time slice.
 _SUB_BATCH = 512
+#: A state that began this many log seconds before the newest line read was read from the log's past.
+BACKLOG_S = 30.0
 #: Below this many lines a batch is parsed line by line (a live tail delivers a few at a time).
 _BULK_MIN = 64
 
@@ -126,6 +128,8 @@ class Feeder:
         self.recorder = recorder
         self._rec_source = ""
         self._rec_year: int | None = None
+        #: (session, run, state) -> wall time specmon saw the state begin (None: it was already old).
+        self._state_seen: dict[tuple[int, int, str], float | None] = {}
 
     # -- state for the UI ---------------------------------------------------------------------
 
@@ -262,19 +266,68 @@ class Feeder:
             messages = list(status.events)
             status.events.clear()
             level = "error" if status.state is ConnectionState.FAILED else "warning"
+            replay = self.replay_clock is not None
             for text in messages:
-                self.session.events.append(SessionEvent(0, self._last_ts, level, text))
+                # Specmon's own words: the wall clock live, the log's position in a replay.
+                self.session.events.append(SessionEvent(0, self._last_ts if replay else None, level, text,
+                                                        received=None if replay else self._clock()))
                 if self.recorder is not None:
                     self.recorder.meta("source-event", source=self._rec_source or self.current.source.name,
                                        level=level, text=text, lost=status.lost, overlong=status.overlong)
 
+    def stamp_events(self) -> None:
+        """Give the log's newest events the wall time they were read at (live sources only).
+
+        A replay's events keep their log time alone: there, the log's clock is the story.
+        """
+        if self.replay_clock is not None:
+            return
+        now = self._clock()
+        for e in reversed(self.session.events):
+            if e.received is not None:
+                break
+            e.received = now
+
+    def state_since(self) -> float | None:
+        """When the current run entered its state, on the wall clock — if specmon saw it happen.
+
+        None in a replay, and for a state already old when it was read (a log read from its
+        start): then only the log can tell how long it has lasted.
+        """
+        run = self.session.current
+        if run is None or self.replay_clock is not None:
+            return None
+        return self._state_seen.get(self._state_key(run))
+
+    def _state_key(self, run: Run) -> tuple[int, int, str]:
+        # Ready and serving are one stretch for the header (both count from "ready").
+        state = "up" if run.state.value in ("ready", "serving") else run.state.value
+        return (id(self.session), run.id, state)
+
+    def _note_state(self) -> None:
+        run = self.session.current
+        if run is None or self.replay_clock is not None:
+            return
+        key = self._state_key(run)
+        if key in self._state_seen:
+            return
+        began = (run.ready_at or run.started_at) if run.state.value in ("ready", "serving") else (
+            run.last_at if run.state.value in ("crashed", "stopped") else run.started_at)
+        if began is None or self._last_ts is None or self._last_ts - began > BACKLOG_S:
+            self._state_seen[key] = None
+        else:
+            # Seen live: now, less the little the log had already run in it (its lines came in one batch).
+            self._state_seen[key] = self._clock() - max(0.0, self._last_ts - began)
+
     def _after_batch(self, inp: FeedInput) -> None:
+        self.stamp_events()
         self.drain_events()
         run = self.session.current
         ts = run.last_at if run is not None else None
         if ts is not None and ts != self._last_ts:
             self._last_ts = ts
             self._last_ts_wall = self._clock()
+        self._note_state()
 
 
 # -- replaying a recording --------------------------------------------------------------------------

@@ -116,13 +116,19 @@ class RunConfig:
 
 @dataclass(slots=True)
 class SessionEvent:
-    """A line for the event log."""
+    """A line for the event log.
+
+    ``timestamp`` is the log's own time (naive, read as UTC; None for specmon's own events),
+    ``received`` the wall time (``time.time()``) at which specmon saw or made the event: the
+    live dashboard orders and shows events by it, one clock whatever the host's clock says.
+    """
 
     line: int
     timestamp: float | None
     level: str  # "info", "warning", "error"
     text: str
     run_id: int | None = None
+    received: float | None = None
 
 
 @dataclass(slots=True)

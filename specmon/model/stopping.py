@@ -300,9 +300,12 @@ class SweepVerdict:
 
 
 def _pct_text(r: Ratio) -> str:
+    # From the numbers the JSON keeps (2 decimals), as specmon.output.tables.pct_interval_text
+    # does: the sentence, the report and the dashboard then print the same digits.
+    pct = round(r.pct, 2)
     if r.ci95_low is None or r.ci95_high is None:
-        return f"{r.pct:+.1f}%"
-    return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f}%)"
+        return f"{pct:+.1f}%"
+    return f"{pct:+.1f}% ({round(r.ci95_low, 2):+.1f}…{round(r.ci95_high, 2):+.1f}%)"
 
 
 def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None,

@@ -35,7 +35,15 @@ from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.session import Session
 from specmon.output.recording import ReadStats, replay_recording
-from specmon.output.tables import HEADERS, crash_lines, row_cells, to_csv
+from specmon.output.tables import (
+    HEADERS,
+    SweepOutcome,
+    crash_lines,
+    outcome_markdown,
+    row_cells,
+    sweep_outcome,
+    to_csv,
+)
 from specmon.output.tables import to_json as table_json
 from specmon.records import Decode, EngineStats, ParsedRecord
 
@@ -105,8 +113,16 @@ class ReportData:
         return self.sweep_verdicts[-1] if self.sweep_verdicts else None
 
     @property
+    def outcome(self) -> SweepOutcome | None:
+        """The sweep's one verdict (:func:`specmon.output.tables.sweep_outcome`), when a sweep ran."""
+        return sweep_outcome(self.sweep_verdict)
+
+    @property
     def sentence(self) -> str:
         """The verdict sentence the report leads with."""
+        outcome = self.outcome
+        if outcome is not None:
+            return outcome.sentence
         sv = self.sweep_verdict
         if sv is not None:
             v = sv.get("verdict") if isinstance(sv.get("verdict"), dict) else sv
@@ -280,6 +296,10 @@ def _verdict_lines(data: ReportData) -> list[str]:
     if sv is not None:
         out.append("(the sweep's verdict: a winner is declared only when the difference holds up after "
                    "its repeated looks)")
+    outcome = data.outcome
+    if outcome is not None:
+        out.append(f"{outcome.source_text[0].upper()}{outcome.source_text[1:]}: the samples of the sweep's "
+                   "measurement windows (the table below)")
     note = data.analysis.verdict.concurrency_note
     if note:
         out.append(note)
@@ -298,26 +318,66 @@ def to_markdown(data: ReportData) -> str:
         lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
     if data.read.bad_lines:
         lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
-    lines += ["", "## Verdict", "", *(f"**{t}**" if i == 0 else f"_{t}_" for i, t in enumerate(_verdict_lines(data))),
-              "", "## Configurations", "",
-              "| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
+    lines += ["", "## Verdict", "", *(f"**{t}**" if i == 0 else f"_{t}_" for i, t in enumerate(_verdict_lines(data)))]
+    outcome = data.outcome
+    if outcome is not None:
+        lines += ["", "## Configurations measured by the sweep", "", *outcome_markdown(outcome)]
+    headers, keep = _session_columns(data)
+    lines += ["", "## All counted samples" if outcome is not None else "## Configurations", ""]
+    if outcome is not None:
+        lines += ["_Every counted sample of the recording, the sweep's settle time and the runs before and "
+                  "after it included; the speed-up is the sweep's, above._", ""]
+    lines += ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in data.analysis.rows:
-        cells = [c.replace("|", "\\|") for c in row_cells(row)]
-        if row.best:
+        cells = [c.replace("|", "\\|") for i, c in enumerate(row_cells(row)) if i in keep]
+        if row.best and outcome is None:
             cells[0] = f"**{cells[0]}**"
+        elif outcome is not None:
+            cells[0] = cells[0].removeprefix("★ ")
         lines.append("| " + " | ".join(cells) + " |")
     if data.analysis.crashes:
         lines += ["", "## Crashes", "", *(f"- {t}" for t in crash_lines(data.analysis))]
     lines += ["", "## Throughput over time", "", "```", *text_chart(data), "```"]
     if data.cost is not None:
         lines += ["", "## Cost model", "", "```", *data.cost.lines(), "```"]
-    if data.restarts:
-        lines += ["", "## Restarts", ""]
-        for r in data.restarts:
-            if r.get("phase") == "finished":
-                ok = "ready" if r.get("ok") else f"failed: {r.get('detail', '')}"
-                lines.append(f"- {_when(r)}: {r.get('steps')} steps — {ok}")
+    restarts = restart_lines(data)
+    if restarts:
+        lines += ["", "## Restarts", "", *(f"- {t}" for t in restarts)]
     return "\n".join(lines) + "\n"
+
+
+def _session_columns(data: ReportData) -> tuple[list[str], set[int]]:
+    """The whole-recording table's columns: without its own speed-up when a sweep gave the verdict."""
+    keep = set(range(len(HEADERS)))
+    if data.outcome is not None:
+        keep.discard(HEADERS.index("vs baseline (95% CI)"))
+    return [h for i, h in enumerate(HEADERS) if i in keep], keep
+
+
+def steps_text(steps: Any) -> str:
+    """``no speculation``, ``1 step``, ``5 steps`` (``? steps`` when unknown)."""
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return "? steps"
+    if steps == 0:
+        return "no speculation"
+    return f"{steps} step{'' if steps == 1 else 's'}"
+
+
+#: How each kind of start is named in a report (entries written before kinds existed are a sweep's).
+_RESTART_KINDS = {"first start": "first start", "restart": "restart", "go back": "go back", "sweep": "sweep restart"}
+
+
+def restart_lines(data: ReportData) -> list[str]:
+    """Every finished start and restart of the session, in time order: the first start, the ones made
+    from the dashboard and the sweep's, each with how it ended."""
+    done = [r for r in data.restarts if r.get("phase") == "finished"]
+    done.sort(key=lambda r: r["t"] if isinstance(r.get("t"), (int, float)) else 0.0)
+    out = []
+    for r in done:
+        ok = "ready" if r.get("ok") else f"failed: {r.get('detail', '')}"
+        kind = _RESTART_KINDS.get(str(r.get("kind", "sweep")), str(r.get("kind")))
+        out.append(f"{_when(r)}: {kind} → {steps_text(r.get('steps'))} — {ok}")
+    return out
 
 
 def _svg_chart(data: ReportData, width: int = 860, height: int = 320) -> str:
@@ -367,21 +427,27 @@ def to_html(data: ReportData) -> str:
     esc = html.escape
     s = data.session
     rows = []
+    headers, keep = _session_columns(data)
+    outcome = data.outcome
     for row in data.analysis.rows:
-        cells = row_cells(row)
-        tag = ' class="best"' if row.best else ""
+        cells = [c for i, c in enumerate(row_cells(row)) if i in keep]
+        tag = ' class="best"' if row.best and outcome is None else ""
         rows.append(f"<tr{tag}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    sweep_table = ""
+    if outcome is not None:
+        body = "".join(('<tr class="best">' if r.best else "<tr>") + "".join(f"<td>{esc(c)}</td>" for c in r.cells())
+                       + "</tr>" for r in outcome.rows)
+        sweep_table = ("<h2>Configurations measured by the sweep</h2>\n<table><thead><tr>"
+                       + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>")
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
     cost = ""
     if data.cost is not None:
         cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"
     restarts = ""
-    finished = [r for r in data.restarts if r.get("phase") == "finished"]
+    finished = restart_lines(data)
     if finished:
-        items = "".join(f"<li>{esc(_when(r))}: {esc(str(r.get('steps')))} steps — "
-                        f"{'ready' if r.get('ok') else esc('failed: ' + str(r.get('detail', '')))}</li>" for r in finished)
-        restarts = f"<h2>Restarts</h2>\n<ul>{items}</ul>"
+        restarts = "<h2>Restarts</h2>\n<ul>" + "".join(f"<li>{esc(t)}</li>" for t in finished) + "</ul>"
     crashes = ""
     if data.analysis.crashes:
         crashes = "<h2>Crashes</h2>\n<ul>" + "".join(f"<li>{esc(t)}</li>" for t in crash_lines(data.analysis)) + "</ul>"
@@ -399,8 +465,9 @@ p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6
 <p>Recorded {esc(_when(data.meta.get('start')))}; {s.lines} lines, {len(s.runs)} runs, engine {esc(s.engine.value)}.</p>
 <h2>Verdict</h2>
 {verdict}
-<h2>Configurations</h2>
-<table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in HEADERS)}</tr></thead>
+{sweep_table}
+<h2>{'All counted samples' if outcome is not None else 'Configurations'}</h2>
+<table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in headers)}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
 {crashes}
 <h2>Throughput over time</h2>

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
@@ -40,9 +41,7 @@ def _vs(row: ConfigRow) -> str:
     r = row.vs_baseline
     if r is None:
         return "—"
-    if r.ci95_low is None or r.ci95_high is None:
-        return f"{r.pct:+.1f}%"
-    return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f})"
+    return pct_interval_text(r.pct, r.ci95_low, r.ci95_high, closing_pct=False)
 
 
 def row_cells(row: ConfigRow) -> list[str]:
@@ -226,3 +225,203 @@ def render(fmt: str, session: Session, analysis: Analysis) -> str:
     if fmt == "markdown":
         return to_markdown(analysis)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+# -- the one verdict of a sweep ------------------------------------------------------------------
+
+def pct_interval_text(pct: float, low: float | None, high: float | None, *, closing_pct: bool = True) -> str:
+    """``+6.6% (+5.9…+7.4%)``: a relative difference and its interval, one decimal.
+
+    Every place that prints a sweep's speed-up (the verdict panel, the run table after a
+    sweep, the sweep report's verdict and its table) formats it here, from the same numbers:
+    the 2 decimals the sweep's JSON keeps (the sweep's own sentence rounds to those first too).
+    ``closing_pct=False`` drops the second ``%`` (table cells, where the header says it).
+    """
+    if low is None or high is None:
+        return f"{pct:+.1f}%"
+    return f"{pct:+.1f}% ({low:+.1f}…{high:+.1f}{'%' if closing_pct else ''})"
+
+
+#: What each source of a sweep's numbers is, in words.
+SOURCE_WORDS = {"log": "the server log", "counters": "the engine's counters (/metrics)",
+                "counters+log": "the engine's counters and, where they were missing, the log",
+                "client": "the load driver's own timings"}
+
+
+def _f(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _half(summary: Any) -> tuple[float | None, float | None]:
+    """(mean, half width of the 95% interval) of a ``Summary.to_json()`` dict."""
+    if not isinstance(summary, dict):
+        return None, None
+    mean, lo, hi = _f(summary.get("mean")), _f(summary.get("ci95_low")), _f(summary.get("ci95_high"))
+    return mean, (None if lo is None or hi is None else (hi - lo) / 2)
+
+
+def _mean_half_text(mean: float | None, half: float | None, nd: int) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.{nd}f}" if half is None else f"{mean:.{nd}f} ± {half:.{nd}f}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRow:
+    """One setting of a sweep, as its verdict saw it (the samples of its measurement windows)."""
+
+    label: str
+    steps: int | None
+    samples: int
+    status: str
+    tps_mean: float | None
+    tps_half: float | None
+    vs_pct: float | None
+    vs_low: float | None
+    vs_high: float | None
+    accept_len_mean: float | None
+    accept_len_half: float | None
+    accept_rate_mean: float | None
+    accept_rate_half: float | None
+    is_baseline: bool
+    best: bool
+    source: str | None
+
+    @property
+    def vs_text(self) -> str:
+        """``baseline``, ``+6.6% (+5.9…+7.4)`` or ``—``."""
+        if self.is_baseline:
+            return "baseline"
+        if self.vs_pct is None:
+            return "—"
+        return pct_interval_text(self.vs_pct, self.vs_low, self.vs_high, closing_pct=False)
+
+    def cells(self) -> list[str]:
+        """The row in :data:`HEADERS` order."""
+        return [("★ " if self.best else "") + self.label, str(self.samples),
+                _mean_half_text(self.tps_mean, self.tps_half, 1), self.vs_text,
+                _mean_half_text(self.accept_len_mean, self.accept_len_half, 2),
+                _mean_half_text(self.accept_rate_mean, self.accept_rate_half, 2)]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutcome:
+    """A sweep's one verdict: what the verdict panel, the run table and the sweep report all show.
+
+    Built by :func:`sweep_outcome` from the sweep's JSON document (``SweepResult.to_json()``,
+    which is also what the recording keeps), so the dashboard and a report written later
+    from the recording print the same numbers, formatted by the same functions.
+    """
+
+    rows: tuple[OutcomeRow, ...]
+    best: OutcomeRow | None
+    runner_up: OutcomeRow | None
+    baseline: OutcomeRow | None
+    separated: bool
+    equivalent: bool
+    concurrency: int | None
+    source: str
+    sources_agree: bool | None
+    checks: tuple[dict[str, Any], ...]
+    detail: str
+    finished: bool
+
+    @property
+    def speedup_text(self) -> str | None:
+        """The best setting against the baseline: ``+6.6% (+5.9…+7.4%)`` (None without one)."""
+        b = self.best
+        if b is None or b.is_baseline or b.vs_pct is None or self.baseline is None:
+            return None
+        return pct_interval_text(b.vs_pct, b.vs_low, b.vs_high)
+
+    @property
+    def headline(self) -> str:
+        """``EAGLE3 2 steps: +6.6% (+5.9…+7.4%) over no speculation``."""
+        b = self.best
+        at = f" at concurrency {self.concurrency}" if self.concurrency else ""
+        if b is None or b.tps_mean is None:
+            return "no verdict: nothing was measured"
+        if b.is_baseline:
+            return f"{b.label} is fastest{at} ({b.tps_mean:.1f} tok/s)"
+        sp = self.speedup_text
+        if sp is not None and self.baseline is not None:
+            return f"{b.label}: {sp} over {self.baseline.label}{at}"
+        return f"{b.label}: {b.tps_mean:.1f} tok/s{at} (no baseline measured)"
+
+    @property
+    def sentence(self) -> str:
+        """The headline and what the sweep said about the runner-up and the sources."""
+        return self.headline + self.detail
+
+    @property
+    def source_text(self) -> str:
+        """Where the numbers come from, and whether the other sources agree."""
+        text = f"numbers from {SOURCE_WORDS.get(self.source, self.source)}"
+        for c in self.checks:
+            name = str(c.get("name", "?"))
+            gap = c.get("max_gap_pct")
+            within = f" within {gap:.1f}%" if isinstance(gap, (int, float)) else ""
+            text += f"; {name} {'agrees' if c.get('agrees') else 'DISAGREES'}{within}"
+        return text
+
+    @property
+    def winner_steps(self) -> int | None:
+        """The step count to restart on: the best, when it is not the setting without speculation."""
+        b = self.best
+        return None if b is None or b.steps is None else b.steps
+
+
+def sweep_outcome(doc: Any) -> SweepOutcome | None:
+    """The one verdict of a sweep document (``SweepResult.to_json()``); None if ``doc`` is not one.
+
+    The speed-up is the best row's own ``vs baseline`` figure, so the headline and the
+    table cannot disagree; the rest of the sentence (runner-up, sources) is the sweep's.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("verdict"), dict) or not isinstance(doc.get("runs"), list):
+        return None
+    v = doc["verdict"]
+    conc = v.get("concurrency")
+    rows = []
+    for r in doc["runs"]:
+        if not isinstance(r, dict) or (conc is not None and r.get("concurrency") not in (None, conc)):
+            continue
+        tm, th = _half(r.get("throughput"))
+        am, ah = _half(r.get("accept_len"))
+        rm, rh = _half(r.get("accept_rate"))
+        raw_ci = r.get("vs_baseline_ci95")
+        ci: list[Any] = raw_ci if isinstance(raw_ci, list) and len(raw_ci) == 2 else [None, None]
+        steps = r.get("steps")
+        rows.append(OutcomeRow(str(r.get("label") or f"{steps} steps"), steps if isinstance(steps, int) else None,
+                               int(r.get("samples") or 0), str(r.get("status", "")), tm, th,
+                               _f(r.get("vs_baseline_pct")), _f(ci[0]), _f(ci[1]), am, ah, rm, rh,
+                               bool(r.get("is_baseline")), bool(r.get("best")),
+                               r.get("source") if isinstance(r.get("source"), str) else None))
+    best = next((r for r in rows if r.best), None)
+    if best is None and v.get("best_steps") is not None:
+        best = next((r for r in rows if r.steps == v.get("best_steps")), None)
+    runner = next((r for r in rows if r.steps == v.get("runner_up_steps") and r is not best), None) \
+        if v.get("runner_up_steps") is not None else None
+    baseline = next((r for r in rows if r.is_baseline), None)
+    sentence = str(v.get("sentence") or "")
+    # The sweep's own sentence: "<best>: <speed-up> over <baseline>; <runner-up> ... Rests on ...".
+    detail = ""
+    if ";" in sentence:
+        detail = ";" + sentence.split(";", 1)[1]
+    elif ". Rests on" in sentence:
+        detail = sentence[sentence.index(". Rests on"):]
+    checks = tuple(c for c in v.get("checks") or () if isinstance(c, dict))
+    return SweepOutcome(tuple(rows), best, runner, baseline, bool(v.get("separated")), bool(v.get("equivalent")),
+                        conc if isinstance(conc, int) else None, str(v.get("source") or "log"),
+                        v.get("sources_agree") if isinstance(v.get("sources_agree"), bool) else None, checks,
+                        detail, bool(doc.get("finished")))
+
+
+def outcome_markdown(outcome: SweepOutcome) -> list[str]:
+    """The sweep's table as Markdown lines (the numbers of its verdict)."""
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
+    for row in outcome.rows:
+        cells = [c.replace("|", "\\|") for c in row.cells()]
+        if row.best:
+            cells[0] = f"**{cells[0]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines

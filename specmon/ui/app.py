@@ -55,7 +55,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
@@ -65,13 +65,13 @@ from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
-from specmon.ui.flows import Dashboard
+from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
-from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
-from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder
+from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.key_footer import KeyFooter
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -182,7 +182,7 @@ class SpecmonApp(App[int]):
         options: Command-line settings.
         clock: Wall clock (``time.time`` scale): countdowns, export names.
         theme_dirs: Folders of theme files, later ones overriding earlier names.
-        export_dir: Where ``e`` writes (default: the current directory).
+        export_dir: Where ``e`` writes (default: the exports folder of the data directory, :func:`specmon.paths.export_dir`).
         controller: Restart/sweep provider; None disables ``r`` and ``s``.
         recorder: Records every line read (None: no recording).
         sweeper: Runs sweeps for ``s`` (default: one built on the controller's restart flow).
@@ -238,6 +238,7 @@ class SpecmonApp(App[int]):
         self._seq = 0
         self._applied_seq = 0
         self._availability: tuple[object, ...] = ()
+        self._runs_sig: tuple[object, ...] = ()
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
         if not self.options.animations:
             self.animation_level = "none"
@@ -278,6 +279,7 @@ class SpecmonApp(App[int]):
         self._plot = self.query_one(ThroughputPlot)
         self._table = self.query_one(RunTable)
         self._verdict = self.query_one("#verdict", Static)
+        self._table_box = self.query_one("#table-box")
         self._load_themes()
         self._size_classes()
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
@@ -285,14 +287,15 @@ class SpecmonApp(App[int]):
         self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
         dashboard = Dashboard(screen=self.screen_stack[0], feeder=self.feeder, clock=self.clock,
                               export_dir=self.export_dir, recorder=self.recorder,
-                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows))
+                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows),
+                              pin_table=self._pin_table, baseline_to_nospec=self._baseline_to_nospec)
         attach: Callable[[Dashboard], None] | None = getattr(self.controller, "attach", None)
         if attach is not None:
             attach(dashboard)
         if self.sweeper is not None:
             self.sweeper.attach(dashboard)
         if self.recorder is not None:
-            self.feeder.session.events.append(SessionEvent(0, None, "info", f"recording to {self.recorder.path}"))
+            self._add_event("info", f"recording to {self.recorder.path}")
         if self.counters is not None:
             self._start_worker(self.counters.run, name="counters", group="counters",
                                description="scrape the engine's /metrics")
@@ -301,10 +304,41 @@ class SpecmonApp(App[int]):
                                description="serve Prometheus metrics")
         self._tick()
 
+    def _pin_table(self, view: TableView | None) -> None:
+        """Show a sweep's verdict table until the next run begins (None: the live table)."""
+        run = self.feeder.session.current
+        self.builder.pinned = None if view is None else (view, run.id if run is not None else None)
+        self._push_table()
+
+    def _baseline_to_nospec(self) -> str:
+        """The sweep measured the run without speculation: make it the baseline, and say so."""
+        a = self.builder.analysis
+        row = next((r for r in a.rows if r.config is not None and r.config.is_nospec), None) if a else None
+        if row is None or (a is not None and a.baseline is not None and row.is_baseline):
+            return ""
+        automatic = self.builder.baseline_tps is None and not any(r.key == "baseline file" for r in a.rows) \
+            if a is not None else False
+        self.builder.baseline_key = None if automatic else row.key
+        self._maybe_analyze(force=True)
+        return f"baseline: now {row.label}, which the sweep measured (b marks another)"
+
     @on(FlowLogged)
     def _flow_logged(self, message: FlowLogged) -> None:
         """A flow's line for the event log (the restart and sweep flows post them)."""
-        self.feeder.session.events.append(SessionEvent(0, message.ts, message.level, message.text))
+        self._add_event(message.level, message.text, message.ts)
+
+    def _add_event(self, level: str, text: str, at: float | None = None) -> None:
+        """One of specmon's own events, on the wall clock (the log's events read so far get theirs first)."""
+        self.feeder.stamp_events()
+        # A replay tells the log's story on the log's clock; its few own events go where they fall.
+        wall = None if self.feeder.replay_clock is not None else (self.clock() if at is None else at)
+        self.feeder.session.events.append(SessionEvent(0, None, level, text, received=wall))
+
+    @on(FlowProgressed)
+    def _flow_progressed(self, message: FlowProgressed) -> None:
+        """A restart's panel moved on: refresh the header from the same view now, not at the next tick."""
+        if self.screen_stack and not self._sources_closed:  # not while the app shuts down
+            self._tick()
 
     @on(FlowChanged)
     def _flow_changed(self, message: FlowChanged) -> None:
@@ -334,12 +368,12 @@ class SpecmonApp(App[int]):
         try:
             await exporter.start()
         except OSError as exc:
-            self.feeder.session.events.append(SessionEvent(0, None, "error", str(exc)))
+            self._add_event("error", str(exc))
             self.notify(str(exc), title="prometheus", severity="error", timeout=10)
             return
         self.exporter = exporter
         text = f"Prometheus metrics at http://{exporter.host}:{exporter.port}/metrics"
-        self.feeder.session.events.append(SessionEvent(0, None, "info", text))
+        self._add_event("info", text)
 
     def on_resize(self) -> None:
         self._size_classes()
@@ -393,7 +427,7 @@ class SpecmonApp(App[int]):
         error = worker.error
         if worker.name == "ingest":
             text = f"reading stopped: {type(error).__name__}: {error}"
-            self.feeder.session.events.append(SessionEvent(0, None, "error", text))
+            self._add_event("error", text)
             self.notify(text, title="ingest", severity="error", timeout=10)
         elif worker.name == "analysis":
             self._analysis_running = False
@@ -446,9 +480,17 @@ class SpecmonApp(App[int]):
             self._generation = feeder.generation
             self.builder.reset()
         feeder.drain_events()
+        run = feeder.session.current
+        runs_sig = (feeder.generation, len(feeder.session.runs), run.id if run else None, bool(run and run.used))
+        if runs_sig != self._runs_sig:
+            # A new run or its first sample: the table follows the header now, not a second later.
+            self._runs_sig = runs_sig
+            self._maybe_analyze(force=True)
+        restart: Callable[[], tuple[str, str] | None] | None = getattr(self.controller, "header_state", None)
         snap = self.builder.live(
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
+            state_since=feeder.state_since(), restart=restart() if restart is not None else None,
             replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
         )
         if self.counters is not None:
@@ -487,6 +529,7 @@ class SpecmonApp(App[int]):
         with self.batch_update():
             self._table.show(table)
             self._verdict.update(table.verdict)
+            self._table_box.border_title = "runs · the sweep's numbers" if self.builder.pinned else "runs"
 
     def refresh_now(self) -> None:
         """Analyse synchronously and push every view at once (tests, before a snapshot)."""
@@ -717,6 +760,7 @@ class SpecmonApp(App[int]):
             return
         row = self.builder.row_for(self.feeder.session.current)
         assert row is not None
+        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
         if self.builder.baseline_key == row.key:
             self.builder.baseline_key = None
             self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
@@ -751,6 +795,7 @@ class SpecmonApp(App[int]):
         }
         written: list[Path] = []
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             for ext, text in outputs.items():
                 path = base.with_name(base.name + ext)
                 path.write_text(text, encoding="utf-8")
@@ -759,7 +804,12 @@ class SpecmonApp(App[int]):
             self.notify(f"export failed: {exc}", severity="error", timeout=10)
             return
         self.last_export = written
-        self.notify(f"run table written to {base}.csv, .json and .md", title="export", timeout=8)
+        # The folder is specmon's data directory unless --out says otherwise: say where, in full,
+        # and put the path on the clipboard (OSC 52) so it can be pasted into a shell.
+        self.copy_to_clipboard(str(written[-1]))
+        self._add_event("info", f"run table written to {base}.csv, .json and .md")
+        self.notify(f"run table written to {base}.csv, .json and .md\n(the .md path is on the clipboard)",
+                    title="export", timeout=10)
 
     def action_help(self) -> None:
         """Open the help screen."""
@@ -769,9 +819,25 @@ class SpecmonApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_restart(self) -> None:
-        """Open the controller's restart screen."""
+        """Open the controller's restart screen; on a highlighted run-table row, restart on that row's
+        configuration (its commands shown first)."""
         if self.controller is not None and not self._unavailable_reason("restart"):
+            steps = navigation.row_steps(self)
+            choose: Callable[[int], None] | None = getattr(self.controller, "choose", None)
+            if steps is not None and choose is not None:
+                choose(steps)
+                return
             self.push_screen(self.controller.restart_screen())
+
+    def action_events(self) -> None:
+        """The whole event log: full lines, filter, levels."""
+        navigation.open_events(self)
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run-table row: what its numbers rest on."""
+        if event.row_key.value is not None:
+            navigation.open_details(self, str(event.row_key.value))
 
     def action_sweep(self) -> None:
         """Open the sweep screen (or, during a sweep, offer to stop it)."""
@@ -809,7 +875,7 @@ def make_app(
         clock: Wall clock.
         user_themes: The user's theme folder; default: the platform config folder; None: none.
         extra_theme_dirs: More theme folders, read after the shipped ones.
-        export_dir: Where exports go (default: the current directory).
+        export_dir: Where exports go (default: :func:`specmon.paths.export_dir`; ``--out DIR``).
         controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
         recorder: Records the session (a :class:`~specmon.output.recording.Recorder`; None: not recorded).
         sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).

@@ -61,6 +61,8 @@ ACTIONS: tuple[KeyAction, ...] = (
               rank=9),
     KeyAction("dismiss", "d,escape", "`d` / `escape`", "Dismiss", "Dismiss panel",
               "dismiss the restart panel once the restart ended", rank=7),
+    KeyAction("events", "l", "`l`", "", "Event log",
+              "the whole event log: full lines, both clocks; `/` filter, `!` levels, `f` fold", rank=0),
     KeyAction("help", "question_mark", "`?`", "Help", "Help",
               "help: what every number means, and every key (`escape` closes it)", rank=6),
     KeyAction("quit", "q", "`q` / `ctrl+c`", "Quit", "Quit",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-__all__ = ["FlowChanged", "FlowLogged"]
+__all__ = ["FlowChanged", "FlowLogged", "FlowProgressed"]
 
 
 class FlowLogged(Message):
@@ -20,7 +20,7 @@ class FlowLogged(Message):
     Args:
         level: ``info``, ``warning`` or ``error``.
         text: One line.
-        ts: When, on the log's time scale (stamped when it happened, not when handled).
+        ts: When, wall time (``time.time`` scale; stamped when it happened, not when handled).
     """
 
     def __init__(self, level: str, text: str, ts: float | None) -> None:
@@ -32,3 +32,7 @@ class FlowLogged(Message):
 
 class FlowChanged(Message):
     """A flow's state changed (started, finished, adopted a server): what ``r`` and ``s`` can do may differ."""
+
+
+class FlowProgressed(Message):
+    """A flow's panel shows a newer moment (a restart's phase moved): the header must show it too, now."""

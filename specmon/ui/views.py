@@ -13,6 +13,7 @@ so it can run off the event loop; the *plot* view is built once a second.
 
 from __future__ import annotations
 
+import calendar
 import copy
 import math
 import time
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
-from specmon.output.tables import row_cells
+from specmon.output.tables import SweepOutcome, row_cells
 from specmon.records import Engine
 from specmon.sources.base import ConnectionState, SourceStatus
 
@@ -210,12 +211,20 @@ class PositionsView:
 
 @dataclass(frozen=True, slots=True)
 class EventView:
-    """One line of the event log."""
+    """One line of the event log.
+
+    ``time`` is the wall clock when specmon saw the event (live) or the log's time (replay);
+    ``log_time`` the log's own stamp when it differs from the wall clock by more than
+    :data:`CLOCKS_DIFFER_S` (a simulated clock, a remote host set wrong), "" otherwise.
+    """
 
     time: str
     level: str  # "info", "warning", "error"
     text: str
     count: int = 1  # consecutive events of one kind folded together (one per rank)
+    log_time: str = ""
+    at: float | None = None  # the time shown, as a number (never decreasing from one event to the next)
+    line: int = 0  # the log line (0: specmon's own event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +293,37 @@ class PlotView:
 
 
 EMPTY_TABLE = TableView((), "Not enough data yet.", None, None)
+
+
+def outcome_table(outcome: SweepOutcome, current_label: str | None = None,
+                  drafts: dict[str, int | None] | None = None) -> TableView:
+    """The run table of a sweep's verdict: the numbers the verdict panel and the sweep report show.
+
+    Rows carry the cells :class:`~specmon.output.tables.OutcomeRow` formats, so the table
+    cannot disagree with the panel; the line under it names the sweep as their source.
+    ``drafts`` gives the draft tokens by label (the sweep's document does not carry them).
+    """
+    rows = []
+    for r in outcome.rows:
+        cells = r.cells()
+        level = ""
+        if r.vs_pct is not None and not r.is_baseline:
+            if r.vs_low is not None and r.vs_high is not None and (r.vs_low > 0 or r.vs_high < 0):
+                level = "better" if r.vs_pct > 0 else "worse"
+            else:
+                level = "same"
+        algorithm = "no spec" if r.steps == 0 else (r.label.split(" ", 1)[0] if r.label else "spec")
+        rows.append(RowView(
+            key=r.label, label=r.label, algorithm=algorithm, steps=r.steps,
+            draft_tokens=(drafts or {}).get(r.label), samples=r.samples,
+            tps=cells[2], vs=cells[3],
+            vs_short="baseline" if r.is_baseline else ("—" if r.vs_pct is None else f"{r.vs_pct:+.1f}%"),
+            accept_len=cells[4], accept_rate=cells[5], tps_mean=r.tps_mean, vs_pct=r.vs_pct,
+            accept_len_mean=r.accept_len_mean, accept_rate_mean=r.accept_rate_mean, vs_level=level, best=r.best,
+            is_baseline=r.is_baseline, current=current_label is not None and r.label == current_label))
+    base = outcome.baseline
+    verdict = f"sweep: {outcome.headline} · the sweep's windows; live numbers return at the next restart"
+    return TableView(tuple(rows), verdict, base.label if base else None, base.tps_mean if base else None)
 
 
 # -- analysis with a baseline chosen on screen ------------------------------------------------------
@@ -395,6 +435,8 @@ class SnapshotBuilder:
         self._events_key: tuple[object, ...] | None = None
         self._events: tuple[EventView, ...] = ()
         self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
+        #: A sweep's verdict table shown instead of the live one while the run it ended on lasts.
+        self.pinned: tuple[TableView, int | None] | None = None
 
     # -- analysis ---------------------------------------------------------------------------
 
@@ -462,6 +504,7 @@ class SnapshotBuilder:
         self._y_max = 0.0
         self._events_key = None
         self._events = ()
+        self.pinned = None
 
     def row_for(self, run: Run | None) -> ConfigRow | None:
         """The table row a run belongs to, in the latest analysis."""
@@ -471,7 +514,8 @@ class SnapshotBuilder:
 
     def live(self, session: Session, *, source: str, status: SourceStatus, now: float,
              log_now: float | None, mode: str, paused: bool, lines: int, replay: bool = False,
-             ended: bool = False) -> DashboardSnapshot:
+             ended: bool = False, state_since: float | None = None,
+             restart: tuple[str, str] | None = None) -> DashboardSnapshot:
         """Header, metric panels, per-position bars and events.
 
         Args:
@@ -485,6 +529,10 @@ class SnapshotBuilder:
             lines: Lines ingested.
             replay: The source is a replay of saved logs (the header says so, not "live").
             ended: The replay has read everything: its last state is history, not now.
+            state_since: Wall time the current state began, when specmon saw it begin: the
+                header's "time in this state" is then on the wall clock, not the log's.
+            restart: While a restart runs, its phase and time in it, exactly as the restart
+                panel shows them (``("restart → 2 steps: loading weights 3/64", "4s")``).
         """
         run = session.current
         row = self.row_for(run)
@@ -492,7 +540,8 @@ class SnapshotBuilder:
         base_row = next((r for r in self.analysis.rows if r.is_baseline), None) if self.analysis else None
         cfg = run.config if run is not None else None
         return DashboardSnapshot(
-            header=self._header(session, run, source, status, now, log_now, mode, paused, lines, replay, ended),
+            header=self._header(session, run, source, status, now, log_now, mode, paused, lines, replay, ended,
+                                state_since, restart),
             throughput=self._throughput(run, row, baseline),
             accept_len=self._accept(run, row, base_row, "accept_len", "accept length", "tokens/step", 2,
                                     ceiling_of(cfg)),
@@ -503,7 +552,8 @@ class SnapshotBuilder:
 
     def _header(self, session: Session, run: Run | None, source: str, status: SourceStatus, now: float,
                 log_now: float | None, mode: str, paused: bool, lines: int, replay: bool = False,
-                ended: bool = False) -> HeaderView:
+                ended: bool = False, state_since: float | None = None,
+                restart: tuple[str, str] | None = None) -> HeaderView:
         state = run.state if run is not None else session.state
         if state is ServerState.UNKNOWN and run is not None and run.used:
             state = ServerState.SERVING
@@ -535,11 +585,18 @@ class SnapshotBuilder:
             else:
                 since_ts = run.started_at
         since = ""
-        if log_now is not None and since_ts is not None:
+        elapsed: float | None = None
+        if state_since is not None:
+            elapsed = max(0.0, now - state_since)  # specmon saw it begin: the wall clock
+        elif log_now is not None and since_ts is not None:
             elapsed = log_now - since_ts
-            # "down · 0s" at the end of a log says nothing: only show time that has passed.
-            if elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED):
-                since = duration_text(elapsed)
+        # "down · 0s" at the end of a log says nothing: only show time that has passed.
+        if elapsed is not None and (elapsed >= 1 or state not in (ServerState.STOPPED, ServerState.CRASHED)):
+            since = duration_text(elapsed)
+        if restart is not None:
+            # The restart panel's own view: header and panel cannot disagree.
+            text, since = restart
+            level = BUSY
         conn, conn_level = connection_text(status, now)
         if replay:
             # A replay reads saved logs: nothing is live, and its last state is not the server's now.
@@ -571,6 +628,14 @@ class SnapshotBuilder:
         elif base and recent and not is_base:
             # No counted samples yet (warm-up): compare the rolling mean, honestly marked unknown.
             delta = (_mean(recent) / base - 1) * 100  # type: ignore[operator]
+        pinned = self.pinned
+        if pinned is not None and run is not None and pinned[1] == run.id:
+            # After a sweep the run table shows the sweep's numbers: so does this panel.
+            mine = next((r for r in pinned[0].rows if r.current), None)
+            if mine is not None:
+                base, is_base = pinned[0].baseline_mean, mine.is_baseline
+                delta = mine.vs_pct
+                significant = None if mine.vs_level == "" else mine.vs_level != "same"
         if not live:
             note = "waiting for decode batches"
         return MetricView("throughput", "generation throughput", "tok/s", 1,
@@ -629,10 +694,14 @@ class SnapshotBuilder:
 
     def table(self, session: Session) -> TableView:
         """The run table from the latest analysis."""
+        current = session.current.id if session.current is not None else None
+        if self.pinned is not None:
+            if self.pinned[1] == current:
+                return self.pinned[0]
+            self.pinned = None  # a new run began: the live table again
         a = self.analysis
         if a is None:
             return EMPTY_TABLE
-        current = session.current.id if session.current is not None else None
         rows = tuple(self._row_view(r, current) for r in a.rows)
         b = a.baseline
         return TableView(rows, a.verdict.sentence, b.label if b else None, b.mean if b else None)
@@ -685,27 +754,66 @@ class SnapshotBuilder:
 
 #: Events of one kind this close in log time are one milestone printed by several ranks.
 FOLD_WITHIN_S = 5.0
+#: A log stamp further than this from the wall clock it was read at is shown beside it.
+CLOCKS_DIFFER_S = 2.0
 
 
-def fold_events(events: Sequence[SessionEvent]) -> tuple[EventView, ...]:
-    """Event views, with runs of the same kind of event (8 ranks finishing graph capture) folded.
+def wall_clock_text(ts: float) -> str:
+    """``09:14:03``, local time, for a wall-clock (``time.time``) instant."""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
 
-    The kind is the text before the first colon (``graph end``, ``load end``); the
-    newest event of a run is kept, with the run's length.
+
+def as_log_scale(ts: float) -> float:
+    """A wall-clock instant on the log's scale (log stamps are naive local time, read as UTC)."""
+    return calendar.timegm(time.localtime(ts)) + ts % 1.0
+
+
+def from_log_scale(ts: float) -> float:
+    """A log stamp (naive local time read as UTC) as the wall-clock instant it names, if the clock was right."""
+    return time.mktime(time.gmtime(ts)) + ts % 1.0
+
+
+def fold_events(events: Sequence[SessionEvent], *, fold: bool = True) -> tuple[EventView, ...]:
+    """Event views in the order they arrived, with runs of one kind of event (8 ranks finishing
+    graph capture) folded.
+
+    One clock, the wall clock: specmon's own events show when they happened; a log's event
+    shows its own stamp where that is a possible wall time (not later than specmon read it,
+    not earlier than the event before) — so a log read from its start keeps its history's
+    times — else when it was read (a simulated clock running fast, a host whose clock is
+    ahead). Never earlier than the event before it: the log reads in order. Where the shown
+    time is not the log's stamp, the stamp is kept beside it (``log_time``). Events with no
+    wall time (a replay) show the log's time, an unstamped line the time of the line before.
+    The kind is the text before the first colon (``graph end``, ``load end``); the newest
+    event of a run is kept, with the run's length (``fold=False``: every event on its own).
     """
     out: list[EventView] = []
     last_kind: tuple[str, str] | None = None
     last_ts: float | None = None
+    last_wall: float | None = None
     for e in events:
         # Unstamped lines (a traceback's last line) happened when the line before them did.
         ts = e.timestamp if e.timestamp is not None else last_ts
-        kind = (e.level, e.text.split(":", 1)[0])
-        close = last_ts is None or ts is None or abs(ts - last_ts) <= FOLD_WITHIN_S
-        if out and kind == last_kind and close and ":" in e.text:
-            out[-1] = EventView(clock_text(ts), e.level, e.text, out[-1].count + 1)
+        log_time = ""
+        at: float | None
+        fold_ts: float | None
+        if e.received is not None:
+            claimed = e.received if e.timestamp is None else min(e.received, from_log_scale(e.timestamp))
+            wall = claimed if last_wall is None else max(last_wall, claimed)
+            last_wall = wall
+            shown, at = wall_clock_text(wall), wall
+            if e.timestamp is not None and abs(from_log_scale(e.timestamp) - wall) > CLOCKS_DIFFER_S:
+                log_time = clock_text(e.timestamp)
+            fold_ts = e.timestamp if e.timestamp is not None else as_log_scale(wall)
         else:
-            out.append(EventView(clock_text(ts), e.level, e.text))
-        last_kind, last_ts = kind, ts
+            shown, at, fold_ts = clock_text(ts), ts, ts
+        kind = (e.level, e.text.split(":", 1)[0])
+        close = last_ts is None or fold_ts is None or abs(fold_ts - last_ts) <= FOLD_WITHIN_S
+        if fold and out and kind == last_kind and close and ":" in e.text:
+            out[-1] = EventView(shown, e.level, e.text, out[-1].count + 1, log_time, at, e.line)
+        else:
+            out.append(EventView(shown, e.level, e.text, 1, log_time, at, e.line))
+        last_kind, last_ts = kind, fold_ts
     return tuple(out)
 
 

@@ -129,7 +129,9 @@ async def test_e_exports_the_run_table_in_three_formats(isolated_home: Path, tmp
 
 
 async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path, tmp_path: Path) -> None:
-    app = sweep_app(export_dir=tmp_path / "does-not-exist")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    app = sweep_app(export_dir=blocker / "exports")  # the folder cannot be made
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         await pilot.press("e")
@@ -235,7 +237,7 @@ async def test_restart_and_sweep_open_the_controller_screens(isolated_home: Path
         assert app.check_action("restart", ()) is True
         await pilot.press("r")
         assert isinstance(app.screen, _Named) and app.screen.what == "restart"
-        app.pop_screen()
+        await app.pop_screen()  # (not awaited, a late pop could take the sweep screen off instead)
         await pilot.press("s")
         assert isinstance(app.screen, _Named) and app.screen.what == "sweep"
 

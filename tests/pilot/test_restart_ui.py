@@ -390,15 +390,21 @@ async def test_header_text_follows_the_running_restart(isolated_home: Path) -> N
 
     c = RestartController(fixed_profile(), Held(), host="gpu-box", current_steps=1)
     flow = RestartFlow(c)
-    assert flow.header_text() == ""
+    assert flow.header_text() == "" and flow.header_state() is None
     app = source_app(live_source(), controller=flow)
     async with app.run_test(size=SIZE) as pilot:
         flow.start_now(2)
         await wait_for(pilot, lambda: c.busy, "the restart to start")
-        assert flow.header_text() == "restart → 2 steps: stopping"
+        state = flow.header_state()
+        assert state is not None and state[0] == "restart → 2 steps: stopping"
+        # The header says what the panel says: one view of the restart, not two.
+        await wait_for(pilot, lambda: app._header.view is not None
+                       and app._header.view.state_text == "restart → 2 steps: stopping", "the header")
+        # Its time in the phase is the panel's (the restart's own wall clock, not the log's).
+        assert app._header.view.since.endswith("s") and app._header.view.state_level == "busy"
         gate.set()
         await wait_for(pilot, lambda: not c.busy, "the restart to end")
-        assert flow.header_text() == ""
+        assert flow.header_text() == "" and flow.header_state() is None
 
 
 async def test_the_flow_tells_the_app_with_past_tense_messages(isolated_home: Path) -> None:

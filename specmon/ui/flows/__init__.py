@@ -8,8 +8,6 @@ reads from the dashboard is handed over once, in ``attach``, as a
 
 from __future__ import annotations
 
-import calendar
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
 
     from specmon.ingest.live import Feeder
     from specmon.output.recording import Recorder
-    from specmon.ui.views import RowView
+    from specmon.ui.views import RowView, TableView
 
 __all__ = ["Dashboard", "event_time"]
 
@@ -36,6 +34,10 @@ class Dashboard:
         export_dir: Where reports go (None: :func:`specmon.paths.export_dir`).
         recorder: The recording of this session, if any.
         table_rows: The run table's rows now (the restart dialog shows what was measured).
+        pin_table: Show this table (a sweep's verdict) instead of the live one until the next run
+            begins; None: the live one again.
+        baseline_to_nospec: Make the run without speculation the baseline; returns what was done,
+            in words ("" when nothing changed).
     """
 
     screen: Screen[Any]
@@ -44,13 +46,15 @@ class Dashboard:
     export_dir: Path | None
     recorder: Recorder | None
     table_rows: Callable[[], list[RowView]]
+    pin_table: Callable[[TableView | None], None] | None = None
+    baseline_to_nospec: Callable[[], str] | None = None
 
 
 def event_time(dashboard: Dashboard) -> float:
-    """Now, on the event log's scale: the log's own time, else the wall clock read as the log would."""
-    ts = dashboard.feeder.log_now()
-    if ts is not None:
-        return ts
-    # Log times are naive local time read as UTC: put ours on the same scale.
-    now = dashboard.clock()
-    return calendar.timegm(time.localtime(now)) + now % 1.0
+    """When a flow's event happened: the wall clock (``time.time`` scale).
+
+    Specmon's own events are on the wall clock, never on the log's: the log's clock may run
+    at another pace (the demo's simulated server) or be set wrong (a remote host), and the
+    event log must not run backwards where the two meet.
+    """
+    return dashboard.clock()

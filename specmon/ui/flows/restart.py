@@ -34,7 +34,7 @@ from specmon.control.restart import (
 from specmon.control.runner import CommandRunner
 from specmon.sources.base import LineSource
 from specmon.ui.flows import Dashboard, event_time
-from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.views import RowView, duration_text
 from specmon.ui.widgets.restart_progress import RestartProgressPanel, phase_counter
 
@@ -81,6 +81,9 @@ class RestartFlow:
             super().__init__()
             self.plan = plan
 
+    class Progressed(FlowProgressed):
+        """The panel shows a newer moment of the running restart."""
+
     class Finished(FlowChanged):
         """A restart ended: ``progress.phase`` is READY, or where it failed."""
 
@@ -104,7 +107,10 @@ class RestartFlow:
         self.panel = RestartProgressPanel(on_go_back=self.go_back, on_dismiss=self.dismiss, id="restart-progress")
         self._visible = False
         self._hide_timer: Timer | None = None
+        self._driven = False
         self.runs = 0
+        #: The commands last run for each step count, as shown (a row's details show them).
+        self.commands: dict[int, str] = {}
 
     # -- the app's side of the interface --------------------------------------------------
 
@@ -184,17 +190,52 @@ class RestartFlow:
             return "a restart is in progress"
         return None
 
-    def header_text(self) -> str:
-        """What the header's mode slot says while a restart runs: ``restart: loading weights 29/64``."""
+    def _shown_progress(self) -> RestartProgress | None:
+        """The running restart as the panel shows it now (the header reads the same view)."""
         c = self.controller
-        view = c.progress if c is not None and c.busy else None
+        if c is None or not c.busy:
+            return None
+        view = self.panel.view if self._visible and self.panel.view is not None else c.progress
+        return view if view is not None and view.running else None
+
+    def header_state(self) -> tuple[str, str] | None:
+        """The header's state while a restart runs: its phase and the time in it, as the panel says.
+
+        The app calls this on its refresh tick; the panel is refreshed here, in the same tick,
+        from the same view (its own timer stands down), so the two never show different moments.
+        """
+        self._driven = True
+        c = self.controller
+        if self._visible and c is not None and c.busy:
+            self.panel.view = c.progress
+        view = self._shown_progress()
         if view is None:
-            return ""
+            return None
         verb = "start" if self.panel.first_start else "restart"
-        text = f"{verb} → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}"
-        if view.eta is not None and view.eta.remaining_s is not None:
-            text += f" · ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
-        return text
+        return (f"{verb} → {plan_label(view.steps)}: {view.phase.text}{phase_counter(view, view.phase)}",
+                duration_text(view.phase_elapsed_s) or "0s")
+
+    def header_text(self) -> str:
+        """What the header's mode slot says while a restart runs: its ETA (the phase is in the state)."""
+        view = self._shown_progress()
+        if view is None or view.eta is None or view.eta.remaining_s is None:
+            return ""
+        return f"ETA ~{duration_text(view.eta.remaining_s) or '0s'}"
+
+    def command_for(self, steps: int) -> str | None:
+        """The server's start command for ``steps``, saying whether specmon ran it (None: unknown)."""
+        text = self.commands.get(steps)
+        head = "the start command specmon ran for it:"
+        if text is None and self.controller is not None:
+            try:
+                text = self.controller.describe(self.controller.plan_for(steps))
+            except (LaunchError, RestartError):
+                return None
+            head = f"the start command r runs for {plan_label(steps)} (this run may have been started another way):"
+        if text is None:
+            return None
+        lines = [line.strip() for line in text.splitlines() if line.strip().startswith("start:")]
+        return "\n".join([head, *(lines or [text])])
 
     def restart_screen(self) -> Screen[Any]:
         """The step-count dialog; choosing leads to the confirmation screen."""
@@ -235,9 +276,9 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot go back: {exc}", "error")
             return
-        self._confirm(plan, "Go back")
+        self._confirm(plan, "Go back", kind="go back")
 
-    def _confirm(self, plan: CommandPlan, title: str) -> None:
+    def _confirm(self, plan: CommandPlan, title: str, *, kind: str = "restart") -> None:
         from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 
         assert self.controller is not None
@@ -246,7 +287,7 @@ class RestartFlow:
 
         def done(confirmed: bool | None) -> None:
             if confirmed:
-                self.run(plan, screen.text)
+                self.run(plan, screen.text, kind=kind)
             else:
                 self._event("info", "restart cancelled: nothing was run")
 
@@ -263,12 +304,14 @@ class RestartFlow:
             return
         # Nothing known to run yet and nothing started in this session: a start, not a restart.
         first = self.controller.current_steps is None and self.runs == 0
-        self.run(plan, self.controller.describe(plan), first=first)
+        self.run(plan, self.controller.describe(plan), first=first, kind="first start" if first else "restart")
 
-    def run(self, plan: CommandPlan, shown: str, *, first: bool = False) -> None:
+    def run(self, plan: CommandPlan, shown: str, *, first: bool = False, kind: str = "restart") -> None:
         """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first.
 
         ``first``: the session's first start (nothing specmon started runs yet): called a start, not a restart.
+        ``kind`` (``first start``, ``restart``, ``go back``) names it in the recording, so a
+        report's list of restarts has every start, not only a sweep's.
         """
         self.panel.first_start = first
         verb = "start" if first else "restart to"
@@ -278,18 +321,22 @@ class RestartFlow:
                 self._event("info", "  " + line)
         self._show()
         self.runs += 1
-        self.panel.run_worker(self._run(plan), name="restart", group="control", description="restart the server",
+        self.commands[plan.steps] = shown
+        self.panel.run_worker(self._run(plan, kind), name="restart", group="control", description="restart the server",
                               exit_on_error=False)
         self.panel.post_message(self.Started(plan))
 
-    async def _run(self, plan: CommandPlan) -> None:
+    async def _run(self, plan: CommandPlan, kind: str = "restart") -> None:
         assert self.controller is not None
+        self._record(steps=plan.steps, phase="started", kind=kind)
         try:
             final = await self.controller.run(plan, on_progress=self._progress)
         except RestartError as exc:
             self._notify(f"restart refused: {exc}", "error")
             self.panel.post_message(self.Finished(None))
             return
+        self._record(steps=plan.steps, phase="finished", kind=kind, ok=final.phase is Phase.READY,
+                     detail=final.message)
         self._progress(final)
         took = duration_text(final.elapsed_s) or "0s"
         if final.phase is Phase.READY:
@@ -324,12 +371,21 @@ class RestartFlow:
             self._hide_timer.stop()
             self._hide_timer = None
 
+    def show_progress(self, view: RestartProgress) -> None:
+        """Show a restart the flow did not start itself (a sweep's) in the panel, as its own."""
+        self._show()
+        self._progress(view)
+
     def _progress(self, view: RestartProgress) -> None:
         if self._visible:
             self.panel.view = view
+            if self._driven and view.running:
+                self.panel.post_message(self.Progressed())  # the header follows before the next paint
 
     def _refresh(self) -> None:
         c = self.controller
+        if self._driven:
+            return  # the app's tick refreshes the panel with the header (header_state)
         if self._visible and c is not None and c.busy:
             self.panel.view = c.progress
 
@@ -356,6 +412,11 @@ class RestartFlow:
         total = sum(store.medians(host).values())
         n = store.count(host)
         return f"usually {duration_text(total) or '0s'} on {host}, from {n} earlier restart{'' if n == 1 else 's'}"
+
+    def _record(self, **fields: Any) -> None:
+        recorder = self.dashboard.recorder if self.dashboard is not None else None
+        if recorder is not None and not recorder.closed:
+            recorder.restart(**fields)
 
     def _event(self, level: str, text: str) -> None:
         if self.dashboard is not None:

@@ -23,8 +23,17 @@ from textual.widgets import Static
 from specmon import paths
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.restart import RestartController, RestartProgress
-from specmon.control.sweep import Sweep, SweepError, SweepEvent, SweepPlan, SweepResult, controller_restarter
+from specmon.control.sweep import (
+    RestartOutcome,
+    Sweep,
+    SweepError,
+    SweepEvent,
+    SweepPlan,
+    SweepResult,
+    controller_restarter,
+)
 from specmon.model.session import Session
+from specmon.output.tables import SweepOutcome, sweep_outcome
 from specmon.ui.flows import Dashboard, event_time
 from specmon.ui.messages import FlowChanged, FlowLogged
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, SweepStopScreen, sweep_progress_text
@@ -32,6 +41,7 @@ from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, Swe
 if TYPE_CHECKING:
     from specmon.output.report import ReportData
     from specmon.ui.flows.restart import RestartFlow
+    from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 
 __all__ = ["SweepFlow"]
 
@@ -83,6 +93,11 @@ class SweepFlow:
         self.sweep: Sweep | None = None
         self.result: SweepResult | None = None
         self.report_path: Path | None = None
+        #: The last sweep's one verdict, and its panel while it is open.
+        self.outcome: SweepOutcome | None = None
+        self.verdict_screen: SweepVerdictScreen | None = None
+        self.last_verdict: SweepVerdictScreen | None = None  # kept after it is closed
+        self._restarting: int | None = None
         self.line = Static("", id="sweep-progress", markup=False)
         self.line.display = False
 
@@ -195,10 +210,16 @@ class SweepFlow:
                 load = BackgroundLoad(LoadDriver(LoadConfig(url, **self.load_options)), cap_s=6 * 3600.0)
             except LoadError as exc:
                 self._event("warning", f"sweep: no load ({exc}); the server's own traffic is measured")
-        restart = controller_restarter(c, show=self._show_plan)
+        shown_restart = controller_restarter(c, show=self._show_plan)
+
+        async def restart(steps: int, dims: dict[str, int | str] | None = None) -> RestartOutcome:
+            # Whose commands _show_plan is about to log (a row's details show them; by step count
+            # only when no other dimension varies).
+            self._restarting = None if dims else steps
+            return await shown_restart(steps, dims)
 
         def on_progress(view: RestartProgress) -> None:
-            self.flow.panel.view = view
+            self.flow.show_progress(view)
 
         try:
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
@@ -233,17 +254,66 @@ class SweepFlow:
             self.sweep = None
             self.line.display = False
         self.result = result
-        verdict = result.verdict
-        sentence = verdict.sentence if verdict is not None else "no verdict: nothing was measured"
+        # The one verdict: the numbers the panel, the run table and the report all show.
+        outcome = self.outcome = sweep_outcome(result.to_json())
+        sentence = outcome.sentence if outcome is not None else "no verdict: nothing was measured"
         state = "finished" if result.finished else "stopped"
         self._event("info", f"sweep {state}: {sentence}")
         for cell in result.cells:
             if cell.status == "failed":
                 self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
         path = await self._write_report(result)
-        if path is not None:
-            self.line.notify(f"{sentence}\nreport: {path}", title=f"sweep {state}", timeout=15)
+        if outcome is not None:
+            self.show_verdict(outcome, path, finished=result.finished)
+        else:
+            self.line.notify(sentence, title=f"sweep {state}", timeout=15)
         self.line.post_message(self.Finished(result))
+
+    # -- the verdict panel -------------------------------------------------------------------------
+
+    def show_verdict(self, outcome: SweepOutcome, report: Path | None, *, finished: bool = True) -> None:
+        """The end of a sweep: the baseline, the run table and the panel, from one verdict."""
+        from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
+        from specmon.ui.views import outcome_table
+
+        dashboard = self.dashboard
+        if dashboard is None:
+            return
+        note = ""
+        if outcome.baseline is not None and outcome.baseline.steps == 0:
+            if dashboard.baseline_to_nospec is not None:
+                note = dashboard.baseline_to_nospec()
+            if note:
+                self._event("info", note)
+            else:
+                note = f"baseline: {outcome.baseline.label}, which the sweep measured"
+        if dashboard.pin_table is not None:
+            run = dashboard.feeder.session.current
+            try:
+                drafts = {r.label: r.draft_tokens for r in dashboard.table_rows()}
+            except Exception:  # the table without its draft column rather than no table
+                drafts = {}
+            dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None, drafts))
+        c = self.flow.controller
+        best = outcome.best
+        winner_note = ""
+        if c is None:
+            winner_note = "restart on the winner: no restart controller"
+        elif best is not None and best.steps is not None and c.current_steps == best.steps:
+            winner_note = f"the server runs {best.label} already: nothing to restart"
+        screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
+                                    winner_note=winner_note)
+        app = self.line.app
+        if isinstance(app.screen, SweepStopScreen):
+            app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended
+        self.verdict_screen = self.last_verdict = screen
+
+        def done(choice: str | None) -> None:
+            self.verdict_screen = None
+            if choice == "winner" and best is not None and best.steps is not None:
+                self.flow.choose(best.steps)  # the commands are shown; y runs them
+
+        app.push_screen(screen, callback=done)
 
     # -- the report ------------------------------------------------------------------------------
 
@@ -260,6 +330,7 @@ class SweepFlow:
             path = folder / f"specmon-sweep-{stamp}-{n}.md"
             n += 1
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             recorder = dashboard.recorder
             if recorder is not None and not recorder.closed:
                 # The recording holds the lines, the restarts and the verdict: the full report.
@@ -285,6 +356,8 @@ class SweepFlow:
             self.line.update(sweep_progress_text(sweep.snapshot()))
 
     def _show_plan(self, text: str) -> None:
+        if self._restarting is not None:
+            self.flow.commands[self._restarting] = text  # a row's details show what ran
         for line in text.splitlines():
             if line.strip():
                 self._event("info", "  " + line)

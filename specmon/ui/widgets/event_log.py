@@ -11,6 +11,9 @@ from specmon.ui.widgets.levels import EVENT_STYLE
 
 __all__ = ["EventLog"]
 
+#: From this width on, an event whose log stamp differs from the time shown carries the stamp too.
+LOG_TIME_FROM_WIDTH = 60
+
 
 class EventLog(Widget):
     """Shows the newest events that fit; crashes and OOMs stand out in the error colour."""
@@ -34,5 +37,6 @@ class EventLog(Widget):
             if e.count > 1:
                 kind, _, rest = text.partition(":")
                 text = f"{kind} ×{e.count}:{rest}"
-            lines.append(Content.assemble((e.time, "$text-muted"), " ", (text, style)))
+            stamp = f" (log {e.log_time})" if e.log_time and self.content_size.width >= LOG_TIME_FROM_WIDTH else ""
+            lines.append(Content.assemble((e.time + stamp, "$text-muted"), " ", (text, style)))
         return Content("\n").join(lines)

@@ -65,6 +65,39 @@ class RunTable(DataTable[Text]):
         self.sort_reverse = False
         self._size = Size(-1, -1)
         self._columns_shown: tuple[str, ...] = ()
+        #: The user moved the cursor onto a row (keys or a click) since the table got the focus:
+        #: only then does ``r`` restart on the highlighted row (the table has the focus from the start).
+        self.chosen = False
+
+    def on_blur(self) -> None:
+        self.chosen = False
+
+    def action_cursor_up(self) -> None:
+        self.chosen = True
+        super().action_cursor_up()
+
+    def action_cursor_down(self) -> None:
+        self.chosen = True
+        super().action_cursor_down()
+
+    def action_page_up(self) -> None:
+        self.chosen = True
+        super().action_page_up()
+
+    def action_page_down(self) -> None:
+        self.chosen = True
+        super().action_page_down()
+
+    def action_scroll_top(self) -> None:
+        self.chosen = True
+        super().action_scroll_top()
+
+    def action_scroll_bottom(self) -> None:
+        self.chosen = True
+        super().action_scroll_bottom()
+
+    def on_click(self) -> None:
+        self.chosen = True  # DataTable's own _on_click moves the cursor
 
     def on_mount(self) -> None:
         self._set_columns(COLUMNS)

@@ -1,0 +1,169 @@
+"""The end of a sweep: its verdict, in a panel that stays until dismissed.
+
+:class:`SweepVerdictScreen` shows the sweep's one verdict
+(:class:`~specmon.output.tables.SweepOutcome`, the numbers the run table and the
+sweep report show too): the speed-up and its interval, the runner-up, where the
+numbers come from, each setting measured, the baseline the dashboard now uses,
+and the report's path. One key restarts on the winner (``w``: its commands are
+shown first, through the restart flow's confirmation), one opens the report
+(``o``), one copies its path (``c``). Designed at 80×24 first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from specmon.output.tables import SweepOutcome
+
+__all__ = ["SweepVerdictScreen", "verdict_lines"]
+
+#: Widths of the panel's table columns (label, n, tok/s, vs baseline): 76 columns with the gaps.
+_COLS = (22, 6, 13, 22)
+
+
+def _table_lines(outcome: SweepOutcome) -> list[str]:
+    w_label, w_n, w_tps, w_vs = _COLS
+    lines = [f"  {'setting':<{w_label}} {'n':>{w_n}} {'tok/s ± CI':>{w_tps}} {'vs baseline (95% CI)':>{w_vs}}"]
+    for row in outcome.rows:
+        cells = row.cells()
+        mark = "★ " if row.best else ("B " if row.is_baseline else "  ")
+        label = row.label if len(row.label) <= w_label else row.label[:w_label - 1] + "…"
+        status = "" if row.status in ("done", "") else f" ({row.status})"
+        lines.append(f"{mark}{label:<{w_label}} {cells[1]:>{w_n}} {cells[2]:>{w_tps}} {cells[3]:>{w_vs}}{status}")
+    return lines
+
+
+def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: str = "",
+                  winner_note: str = "") -> dict[str, list[str]]:
+    """The panel's text, by part (``head``, ``table``, ``foot``): what a test reads.
+
+    Args:
+        outcome: The sweep's one verdict.
+        report: Where the report was written (None: not written).
+        baseline_note: What happened to the dashboard's baseline.
+        winner_note: Why ``w`` does not apply (the server runs it already, no restart possible).
+    """
+    best = outcome.best
+    head = [outcome.headline]
+    if best is not None:
+        if outcome.separated:
+            head.append(f"{best.label} is the winner: the difference holds up after the sweep's repeated looks.")
+        elif outcome.equivalent:
+            head.append("No single winner: the runner-up is equivalent within the sweep's margin.")
+        else:
+            head.append("No winner declared: the fastest is not clearly ahead of the runner-up.")
+    runner = outcome.runner_up
+    if runner is not None:
+        vs = "" if runner.is_baseline else f", {runner.vs_text} vs baseline"
+        tps = "" if runner.tps_mean is None else f" {runner.tps_mean:.1f} tok/s"
+        head.append(f"runner-up: {runner.label}{tps}{vs}")
+    head.append(outcome.source_text[0].upper() + outcome.source_text[1:] + " (the samples of each measurement window)")
+    if baseline_note:
+        head.append(baseline_note)
+    foot = [f"report: {report}" if report is not None else "report: not written (see the event log)"]
+    keys = []
+    if winner_note:
+        foot.append(winner_note)
+    elif best is not None and best.steps is not None:
+        what = "winner" if outcome.separated else "fastest"
+        keys.append(f"w: restart on the {what} ({best.label}; commands shown first)")
+    if report is not None:
+        keys.append("o: open the report · c: copy its path")
+    keys.append("escape: close")
+    foot.append(" · ".join(keys))
+    return {"head": head, "table": _table_lines(outcome), "foot": foot}
+
+
+class SweepVerdictScreen(ModalScreen[str | None]):
+    """The sweep's verdict, until dismissed; returns ``"winner"``, ``"report"`` or None.
+
+    Args:
+        outcome: The sweep's one verdict.
+        report: The report's path (None when it was not written).
+        finished: Whether the sweep measured every setting (else it was stopped).
+        baseline_note: What happened to the dashboard's baseline.
+        winner_note: Why restarting on the winner is not offered ("" when it is).
+    """
+
+    BINDINGS = [
+        Binding("w", "winner", "Restart on winner"),
+        Binding("o", "open_report", "Open report"),
+        Binding("c", "copy_path", "Copy path"),
+        Binding("escape,q,enter", "close", "Close"),
+    ]
+
+    DEFAULT_CSS = """
+    SweepVerdictScreen { align: center middle; }
+    SweepVerdictScreen > #verdict-box {
+        width: 80; max-width: 100%; height: auto; max-height: 100%;
+        border: round $success; background: $surface; padding: 0 1;
+    }
+    SweepVerdictScreen #verdict-title { text-style: bold; color: $success; }
+    SweepVerdictScreen #verdict-head { height: auto; }
+    SweepVerdictScreen #verdict-scroll { height: auto; max-height: 8; margin: 1 0 0 0; background: $background; }
+    SweepVerdictScreen #verdict-table { width: auto; }
+    SweepVerdictScreen #verdict-foot { height: auto; color: $text-muted; margin-top: 1; }
+    """
+
+    def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
+                 baseline_note: str = "", winner_note: str = "") -> None:
+        super().__init__()
+        self.outcome = outcome
+        self.report = report
+        self.finished = finished
+        self.winner_note = winner_note
+        self.lines = verdict_lines(outcome, report=report, baseline_note=baseline_note, winner_note=winner_note)
+
+    def compose(self) -> ComposeResult:
+        title = "Sweep finished" if self.finished else "Sweep stopped: the verdict covers what was measured"
+        with Vertical(id="verdict-box"):
+            yield Static(title, id="verdict-title", markup=False)
+            yield Static("\n".join(self.lines["head"]), id="verdict-head", markup=False)
+            with VerticalScroll(id="verdict-scroll"):
+                yield Static("\n".join(self.lines["table"]), id="verdict-table", markup=False)
+            yield Static("\n".join(self.lines["foot"]), id="verdict-foot", markup=False)
+
+    @property
+    def text(self) -> str:
+        """Everything the panel says, as plain text."""
+        return "\n".join(line for part in ("head", "table", "foot") for line in self.lines[part])
+
+    def action_winner(self) -> None:
+        """Close, then restart on the winner through the usual confirmation (nothing runs yet)."""
+        best = self.outcome.best
+        if self.winner_note or best is None or best.steps is None:
+            self.notify(self.winner_note or "no setting to restart on", severity="warning")
+            return
+        self.dismiss("winner")
+
+    def action_open_report(self) -> None:
+        """Open the report in a scrollable view (the panel stays underneath)."""
+        if self.report is None:
+            self.notify("the report was not written", severity="warning")
+            return
+        from specmon.ui.screens.text_view import TextViewScreen
+
+        try:
+            text = self.report.read_text(encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"cannot read the report: {exc}", severity="error")
+            return
+        self.app.push_screen(TextViewScreen(str(self.report), text))
+
+    def action_copy_path(self) -> None:
+        """Copy the report's path to the clipboard (OSC 52: works over SSH in most terminals)."""
+        if self.report is None:
+            self.notify("the report was not written", severity="warning")
+            return
+        self.app.copy_to_clipboard(str(self.report))
+        self.notify(f"copied: {self.report}", timeout=4)
+
+    def action_close(self) -> None:
+        """Close the panel."""
+        self.dismiss(None)
