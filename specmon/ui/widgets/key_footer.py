@@ -41,12 +41,15 @@ def fit_labels(items: list[tuple[str, str, str]], width: int) -> tuple[dict[str,
             break
         labels[action] = ""
         dropped.append(action)
-    # Give back the labels that fit again (a long one dropped late may have made room).
+    # Give back the labels that fit again, most important first (a long one dropped late may have
+    # made room), and stop at the first that does not: a less important key never keeps its label
+    # while a more important one lost it.
     full = {action: label for action, _, label in items}
     for action in reversed(dropped):
         labels[action] = full[action]
         if cells(True) > width:
             labels[action] = ""
+            break
     return labels, cells(True) <= width
 
 
