@@ -78,8 +78,9 @@ def test_events_screen(snap_compare: Any, isolated_home: Path, size: tuple[int, 
         lambda app: EventsScreen(lambda: list(app.feeder.session.events))))
 
 
-def test_report_view_80x24(snap_compare: Any, isolated_home: Path) -> None:
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_report_view(snap_compare: Any, isolated_home: Path, size: tuple[int, int]) -> None:
     """``o`` in the verdict panel: the report's text, scrollable."""
     text = "# specmon report — demo.jsonl\n\n## Verdict\n\n**EAGLE3 2 steps: +5.3% (+4.4…+6.3%) over no speculation**\n"
-    assert snap_compare(sweep_app(), terminal_size=(80, 24), run_before=pushing(
+    assert snap_compare(sweep_app(), terminal_size=size, run_before=pushing(
         lambda app: TextViewScreen(str(REPORT), text)))
