@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
-import itertools
 import random
 from collections.abc import Callable
 
@@ -12,46 +10,13 @@ from specmon.control.sweep import RestartOutcome, Sweep, SweepPlan, SweepResult
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.records import Config, Decode, Engine
-from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
+from specmon.sim.model import SpecConfig
+
+# One law of decode lines for the tests and the bench: the simulator's own.
+from specmon.sim.sweepworld import line_sampler
 
 SEEDS = range(100)
 CAMPAIGN = (0, 1, 2, 3, 5)
-
-
-def line_sampler(spec: SpecConfig, rng: random.Random,
-                 model: CostModel = DEFAULT_MODEL) -> Callable[[], tuple[float | None, float | None, float]]:
-    """Decode lines of ``spec``: ``(accept_len, accept_rate, gen_throughput)`` per call.
-
-    Same law as ``model.sample_batch``: the tokens of one line are the sum of
-    ``decode_log_interval`` independent cycles, each drawn from
-    ``model.accept_distribution``; the exact distribution of that sum is
-    computed once by convolution, so a line costs one draw instead of 40.
-    The machine noise is the model's own AR(1)-plus-dips process.
-    """
-    cycles = model.decode_log_interval
-    one = model.accept_distribution(spec) if spec.enabled else (1.0,)
-    total = [1.0]
-    for _ in range(cycles):
-        nxt = [0.0] * (len(total) + len(one) - 1)
-        for i, a in enumerate(total):
-            if a:
-                for j, b in enumerate(one):
-                    nxt[i + j] += a * b
-        total = nxt
-    cum = list(itertools.accumulate(total))
-    cycle_s = model.cycle_ms(spec) / 1000.0
-    noise = model.noise(rng)
-
-    def sample() -> tuple[float | None, float | None, float]:
-        factor = noise.next()
-        tokens = cycles + bisect.bisect_right(cum, rng.random() * cum[-1])  # drafts accepted + 1 per cycle
-        elapsed = cycles * cycle_s / factor
-        if not spec.enabled:
-            return None, None, tokens / elapsed
-        accept_len = tokens / cycles
-        return accept_len, (accept_len - 1) / (spec.draft_tokens - 1), tokens / elapsed
-
-    return sample
 
 
 class SimWorld:
