@@ -370,6 +370,14 @@ class CellState:
         c["retried"] = c.get("retried", 0) + sum(r.retried for r in report.results)
         c["first_error"] = c.get("first_error") or next((r.error for r in report.results if r.error), None)
         c["decode_tps"] += [round(v, 3) for v in report.decode_tps()]
+        # Pooled decode speed (tokens after the first chunk over the time they took, summed): what
+        # llama.cpp's counters measure, so the cross-check can compare like with like.
+        for r in report.results:
+            tps = r.decode_tps(report.time_scale)
+            if tps:
+                after = r.output_tokens - (r.first_tokens if r.first_tokens is not None else 1)
+                c["decode_tokens"] = c.get("decode_tokens", 0) + after
+                c["decode_seconds"] = c.get("decode_seconds", 0.0) + after / tps
         c["ttft_s"] += [round(v, 4) for v in report.ttft()]
         c["seconds"] += (report.ended_at - report.started_at) * report.time_scale
 
@@ -595,6 +603,14 @@ def source_means(cell: CellState) -> dict[str, float]:
     # The client's output tok/s (tokens over the load's wall time) is what compares with the server's
     # throughput: both include prefill and the gaps between requests. Its per-request decode speed
     # leaves those out (on purpose: it is what a reader of the stream sees) and runs higher.
+    # llama.cpp's counters are that decode speed (generated tokens over generation seconds, per
+    # stream): there the client's pooled decode speed is the like-for-like figure (on the kit,
+    # output tok/s at concurrency 2 read 59-72% off a correct counters figure).
+    if ctr and any((s.config or {}).get("engine") == "llamacpp" for s in cell.segments if s.kind == "counters"):
+        dsecs, dtokens = cell.client.get("decode_seconds") or 0.0, cell.client.get("decode_tokens") or 0
+        if dsecs > 0 and dtokens and cell.client.get("requests", 0) >= 3:
+            out["client"] = dtokens / dsecs
+        return out
     secs, tokens = cell.client.get("seconds") or 0.0, cell.client.get("output_tokens") or 0
     if secs > 0 and tokens and cell.client.get("requests", 0) >= 3:
         out["client"] = tokens / secs
