@@ -8,30 +8,26 @@ command; the real commands run in ``test_restart_sim.py`` and ``test_demo.py``.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
-from specmon.control.eta import estimate
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import (
     Phase,
     RestartController,
     RestartProgress,
-    StartupTracker,
 )
 from specmon.control.runner import LocalRunner, Result
-from specmon.sim.logwriter import format_line, startup_script
-from specmon.sim.model import SpecConfig
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog, parse_steps
 from specmon.ui.theming import load_themes, theme_folders
 from specmon.ui.widgets.restart_progress import RestartProgressPanel, progress_bar
 from tests.support.app_factory import StaticSource, header_text, source_app, wait_for
+from tests.support.dialogs import crashed_view, loading_view
 from tests.support.logtext import ready, server_args
 
 SIZE = (110, 34)
@@ -86,11 +82,6 @@ class Host(App[None]):
         self.theme = "specmon-dark"
         if self._screen is not None:
             self.push_screen(self._screen, callback=self.results.append)
-
-
-def startup_lines(steps: int = 2, crash: bool = False) -> list[str]:
-    script = startup_script(SpecConfig.make(steps), random.Random(3), 600.0, crash_at=0.4 if crash else None)
-    return [format_line(1_770_000_000.0 + s.at, s.message, s.ranks) for s in script]
 
 
 # --------------------------------------------------------------------------- the step-count dialog
@@ -306,33 +297,6 @@ def test_progress_bar() -> None:
     assert progress_bar(0.55, 10) == "━━━━━╸────"
     assert progress_bar(1.0, 10) == "━" * 10
     assert progress_bar(None, 10) == "─" * 10
-
-
-def loading_view() -> RestartProgress:
-    """A restart 4m 42s in, loading shard 29/64, with two earlier restarts on the host (fake clock)."""
-    tracker = StartupTracker()
-    lines = startup_lines()
-    upto = next(i for i, line in enumerate(lines) if "| 29/64 [" in line)
-    tracker.feed(lines[:upto + 1])
-    medians = {"stopping": 14.0, "starting": 35.0, "loading": 470.0, "capturing": 180.0}
-    eta = estimate(medians, "loading", 233.0, load_progress=tracker.load_progress, runs=2, host="gpu-box")
-    return RestartProgress(
-        phase=Phase.LOADING, steps=2, label="2 steps, 3 draft tokens", host="gpu-box",
-        log="/srv/sglang/logs/sglang_2step.log", elapsed_s=282.0, phase_elapsed_s=233.0,
-        done=((Phase.STOPPING, 12.0), (Phase.STARTING, 37.0)), load_progress=tracker.load_progress,
-        eta=eta, message="start: result=started pid=48211 starttime=91234", last_lines=tracker.last_lines,
-        previous_steps=1, config=tracker.config.label if tracker.config else None)
-
-
-def crashed_view() -> RestartProgress:
-    tracker = StartupTracker()
-    tracker.feed(startup_lines(crash=True))
-    return RestartProgress(
-        phase=Phase.CRASHED, steps=2, label="2 steps, 3 draft tokens", host="gpu-box",
-        log="/srv/sglang/logs/sglang_2step.log", elapsed_s=151.0, phase_elapsed_s=0.0,
-        done=((Phase.STOPPING, 12.0), (Phase.STARTING, 37.0), (Phase.LOADING, 102.0)),
-        load_progress=tracker.load_progress, message=tracker.crash or "",
-        last_lines=tracker.last_lines, previous_steps=1)
 
 
 async def test_loading_panel_text() -> None:
