@@ -272,6 +272,9 @@ class Segment:
     kind: str = "log"
     #: The log's throughput samples of a counters segment (kept for the cross-check).
     log_throughput: list[float] = field(default_factory=list)
+    #: Tokens behind each counter throughput sample (same order; empty for log segments): weights
+    #: for the pooled figure the cross-check compares with the client's pooled one.
+    tokens: list[float] = field(default_factory=list)
     # Live bookkeeping, not persisted: where the next new sample starts in the run's arrays.
     _run: Run | None = field(default=None, repr=False)
     _tp: int = 0
@@ -288,7 +291,8 @@ class Segment:
                 "accept_len": [round(v, 4) for v in self.accept_len],
                 "accept_rate": [round(v, 4) for v in self.accept_rate],
                 "per_position": self.per_position,
-                "log_throughput": [round(v, 3) for v in self.log_throughput]}
+                "log_throughput": [round(v, 3) for v in self.log_throughput],
+                "tokens": [round(v, 1) for v in self.tokens]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Segment:
@@ -296,7 +300,8 @@ class Segment:
         return cls(str(d.get("source", "")), d.get("run_id"), d.get("config"),
                    [float(v) for v in d.get("throughput", [])], [float(v) for v in d.get("accept_len", [])],
                    [float(v) for v in d.get("accept_rate", [])], d.get("per_position"),
-                   str(d.get("kind", "log")), [float(v) for v in d.get("log_throughput", [])])
+                   str(d.get("kind", "log")), [float(v) for v in d.get("log_throughput", [])],
+                   [float(v) for v in d.get("tokens", [])])
 
     @property
     def log_samples(self) -> list[float]:
@@ -591,13 +596,32 @@ class SweepResult:
                 "client_agrees": None if server is None else best == server.setting}
 
 
+def pooled_counters(segments: Sequence[Segment]) -> float | None:
+    """Σ tokens / Σ seconds over counter samples: each sample weighted by the time it measured.
+
+    Like the client's pooled decode speed, and unlike a mean of per-sample ratios, which
+    gives a one-second interval with a fast request as much weight as one with a slow
+    request (on the llama.cpp kit the ratio mean read 15% above the pooled figure).
+    None when a segment lacks its token counts (a sweep file from before they were kept).
+    """
+    tokens = seconds = 0.0
+    for seg in segments:
+        if len(seg.tokens) != len(seg.throughput):
+            return None
+        for n, tps in zip(seg.tokens, seg.throughput, strict=True):
+            if tps > 0:
+                tokens, seconds = tokens + n, seconds + n / tps
+    return tokens / seconds if seconds > 0 else None
+
+
 def source_means(cell: CellState) -> dict[str, float]:
     """Mean tok/s of one setting by each source that measured it (counters, log, client)."""
     out: dict[str, float] = {}
-    ctr = [v for s in cell.segments if s.kind == "counters" for v in s.throughput]
+    counted = [s for s in cell.segments if s.kind == "counters" and s.throughput]
+    ctr = [v for s in counted for v in s.throughput]
     log = [v for s in cell.segments for v in s.log_samples]
     if ctr:
-        out["counters"] = sum(ctr) / len(ctr)
+        out["counters"] = pooled_counters(counted) or sum(ctr) / len(ctr)
     if log:
         out["log"] = sum(log) / len(log)
     # The client's output tok/s (tokens over the load's wall time) is what compares with the server's
@@ -629,7 +653,9 @@ def verdict_sources(verdict: SweepVerdict, cells: Sequence[CellState], concurren
         # Steps-only sweeps keep step counts as names (the sentences say "N steps").
         return c.setting_label if multi else c.steps
 
-    primary = {name(c): sm.mean for c in cs if (sm := c.summary()) is not None}
+    # Each source's own mean (counters pooled over time) against the others': like for like. The
+    # verdict's summary means have warm-up and batching applied, which the other sources have not.
+    primary = {name(c): source_means(c).get(source, sm.mean) for c in cs if (sm := c.summary()) is not None}
     best_cfg = verdict.best.config if verdict.best else None
     best = None if best_cfg is None else next((name(c) for c in cs if _row_is(best_cfg, c)), None)
     checks = []
@@ -1114,6 +1140,8 @@ class Sweep:
             if smp.throughput is None:
                 continue
             seg.throughput.append(smp.throughput)
+            if smp.tokens is not None and smp.tokens > 0 and len(seg.tokens) == len(seg.throughput) - 1:
+                seg.tokens.append(smp.tokens)
             if smp.accept_len is not None:
                 seg.accept_len.append(smp.accept_len)
             if smp.accept_rate is not None:

@@ -56,3 +56,47 @@ def test_the_kits_shape_two_streams_decoding_at_once() -> None:
     reqs = [(48, 47 / 1180.0)] * 200
     cell, pooled, output = _cell("llamacpp", reqs, wall=200 * 47 / 1180.0 / 2)
     assert abs(source_means(cell)["client"] - 1180.0) < 1.0 and output > 1.9 * pooled
+
+
+# --- the counters' own figure: pooled over time, like the client's ------------------------------
+
+intervals = st.lists(st.tuples(st.floats(1.0, 5000.0), st.floats(0.05, 30.0)), min_size=1, max_size=60)
+
+
+def _counted(engine: str, samples: list[tuple[float, float]]) -> CellState:
+    """A setting whose counter samples are (tokens, seconds of generation) pairs, in two segments."""
+    cell = CellState(2, 1)
+    half = len(samples) // 2
+    for part in (samples[:half], samples[half:]):
+        if part:
+            cell.segments.append(Segment("x.log", 1, {"engine": engine}, kind="counters",
+                                         throughput=[n / s for n, s in part], tokens=[n for n, _ in part]))
+    return cell
+
+
+@settings(max_examples=80, deadline=None)
+@given(intervals, st.sampled_from(["vllm", "llamacpp", "sglang"]))
+def test_the_counters_figure_is_tokens_over_seconds_across_every_sample(
+        samples: list[tuple[float, float]], engine: str) -> None:
+    means = source_means(_counted(engine, samples))
+    expected = sum(n for n, _ in samples) / sum(s for _, s in samples)
+    assert abs(means["counters"] - expected) <= 1e-9 * expected
+
+
+def test_a_fast_short_interval_does_not_weigh_as_much_as_a_slow_long_one() -> None:
+    # 100 tokens in 0.05 s (2,000 tok/s) and 1,000 tokens in 2 s (500 tok/s): the ratio mean says
+    # 1,250, the engine made 1,100 tokens in 2.05 s.
+    means = source_means(_counted("llamacpp", [(100.0, 0.05), (1000.0, 2.0)]))
+    assert abs(means["counters"] - 1100 / 2.05) < 1e-6
+
+
+def test_a_sweep_file_without_token_counts_falls_back_to_the_mean_of_the_samples() -> None:
+    cell = CellState(2, 1)
+    cell.segments.append(Segment("x.log", 1, {"engine": "vllm"}, throughput=[900.0, 1100.0], kind="counters"))
+    assert source_means(cell)["counters"] == 1000.0
+
+
+def test_token_counts_survive_the_sweep_file() -> None:
+    seg = Segment("x.log", 1, {"engine": "llamacpp"}, throughput=[500.0, 2000.0], kind="counters",
+                  tokens=[1000.0, 100.0])
+    assert Segment.from_json(seg.to_json()).tokens == [1000.0, 100.0]
