@@ -83,8 +83,22 @@ async def test_connect_shows_counters_from_metrics_through_the_ssh_forward(
                             and bars.border_subtitle == "counters" and run is not None
                             and len(counters.segment(run.id)) >= 10 and len(run.accept_len) >= 5)
 
+                def state() -> str:
+                    run = app.feeder.session.current
+                    scraper = counters.scraper
+                    events = "\n".join(f"  {e.text}" for e in app.feeder.session.events[-15:])
+                    return (f"panels {[(n, p.border_subtitle) for n, p in panels.items()]}, bars "
+                            f"{bars.border_subtitle!r}; run {None if run is None else (run.id, run.config)}, "
+                            f"log samples {0 if run is None else len(run.accept_len)}, counter samples "
+                            f"{len(counters.segment(None if run is None else run.id))}; scraper "
+                            f"{None if scraper is None else (scraper.url, scraper.scrapes, len(scraper.samples))}"
+                            f", resets {None if scraper is None else scraper.resets}, why "
+                            f"{counters.reason()!r}\nlast events:\n{events}\nlog tail:\n"
+                            + "".join(Path(folder / "vllm_3.log").read_text(errors="replace")
+                                      .splitlines(keepends=True)[-15:]))
+
                 await wait_until(pilot, counted, "ten counter samples and five log samples, every panel "
-                                 "tagged 'counters'", COUNTERS_WAIT_S)
+                                 "tagged 'counters'", COUNTERS_WAIT_S, state)
                 scraper = counters.scraper
                 assert scraper is not None and scraper.engine == "vllm"
                 assert not scraper.url.startswith(f"http://127.0.0.1:{port}/")  # a forwarded local port

@@ -200,12 +200,18 @@ def sweep_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return doc
 
 
-async def wait_until(pilot: Any, condition: Callable[[], bool], what: str, limit_s: float) -> None:
-    """Let the app run until ``condition()`` holds; the bound only turns a hang into a clear failure."""
+async def wait_until(pilot: Any, condition: Callable[[], bool], what: str, limit_s: float,
+                     state: Callable[[], str] | None = None) -> None:
+    """Let the app run until ``condition()`` holds; the bound only turns a hang into a clear failure.
+
+    ``state``: what the app shows at the deadline, for the failure message (a CI log is all
+    there is to read afterwards).
+    """
     deadline = time.monotonic() + limit_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"never happened within {limit_s:g} s: {what}")
+            seen = f"\nwhat there was at the deadline:\n{state()}" if state is not None else ""
+            raise AssertionError(f"never happened within {limit_s:g} s: {what}{seen}")
         await pilot.pause(0.5)
 
 
