@@ -66,7 +66,7 @@ async def test_connect_shows_counters_from_metrics_through_the_ssh_forward(
     try:
         await start_through_controller(plan, 3, eta)
         with background_load(shared_dir() / "real_server", port, tmp_path / "load.json",
-                             "--duration", "240", "--concurrency", "1"):
+                             "--duration", "240", "--concurrency", "1") as load:
             counters = remote_counters(plan)
             assert counters is not None
             plan, flow, runner = with_restart(plan, eta_store=eta)
@@ -93,7 +93,7 @@ async def test_connect_shows_counters_from_metrics_through_the_ssh_forward(
                             f"{len(counters.segment(None if run is None else run.id))}; scraper "
                             f"{None if scraper is None else (scraper.url, scraper.scrapes, len(scraper.samples))}"
                             f", resets {None if scraper is None else scraper.resets}, why "
-                            f"{counters.reason()!r}\nlast events:\n{events}\nlog tail:\n"
+                            f"{counters.reason()!r}\n{load.describe()}\nlast events:\n{events}\nlog tail:\n"
                             + "".join(Path(folder / "vllm_3.log").read_text(errors="replace")
                                       .splitlines(keepends=True)[-15:]))
 

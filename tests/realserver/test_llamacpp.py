@@ -86,9 +86,9 @@ async def test_dashboard_restarts_a_real_llama_server_from_depth_4_to_2_over_ope
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_until(pilot, lambda: bool(runs_by_steps(app, 4)), "the depth-4 run, from its start-up", 60)
             with background_load(shared_dir() / "real_server_llamacpp", port, tmp_path / "load.json",
-                                 "--requests", "1000000", "--duration", "240", "--concurrency", "2"):
+                                 "--requests", "1000000", "--duration", "240", "--concurrency", "2") as load:
                 await wait_until(pilot, lambda: any(len(r.accept_len) >= 5 for r in runs_by_steps(app, 4)),
-                                 "five requests' draft acceptance at depth 4", SAMPLES_WAIT_S)
+                                 "five requests' draft acceptance at depth 4", SAMPLES_WAIT_S, load.describe)
                 await pilot.press("r")
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the depth dialog", 30)
                 await pilot.press("2", "enter")
@@ -108,7 +108,7 @@ async def test_dashboard_restarts_a_real_llama_server_from_depth_4_to_2_over_ope
                     + "\n".join(final.last_lines))
                 await wait_until(pilot, lambda: any(len(r.accept_len) >= 5 and len(r.throughput) >= 5
                                                     for r in runs_by_steps(app, 2)),
-                                 "five requests at depth 2", SAMPLES_WAIT_S)
+                                 "five requests at depth 2", SAMPLES_WAIT_S, load.describe)
                 session = app.feeder.session
                 four = max(runs_by_steps(app, 4), key=lambda r: len(r.accept_len))
                 two = max(runs_by_steps(app, 2), key=lambda r: len(r.accept_len))

@@ -89,13 +89,13 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
     try:
         await start_through_controller(plan, 3, eta)
         with background_load(shared_dir() / "real_server", port, tmp_path / "load.json",
-                             "--duration", "420", "--concurrency", "4"):
+                             "--duration", "420", "--concurrency", "4") as load:
             plan, flow, runner = with_restart(plan, eta_store=eta)
             app = connect_app(plan, controller=flow, options=options(warmup=0, window=plan.window),
                               user_themes=None)
             async with app.run_test(size=(120, 36)) as pilot:
                 await wait_until(pilot, lambda: any(len(r.accept_len) >= 2 for r in runs_by_steps(app, 3)),
-                                 "two SpecDecoding samples of the 3-token run", SAMPLES_WAIT_S)
+                                 "two SpecDecoding samples of the 3-token run", SAMPLES_WAIT_S, load.describe)
                 await pilot.press("r")
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog", 30)
                 await pilot.press("1", "enter")
@@ -114,7 +114,7 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
                     f"the restart from the dashboard did not reach ready: {final.phase.value}: {final.message}\n"
                     + "\n".join(final.last_lines))
                 await wait_until(pilot, lambda: any(len(r.accept_len) >= 2 for r in runs_by_steps(app, 1)),
-                                 "two SpecDecoding samples of the 1-token run", SAMPLES_WAIT_S)
+                                 "two SpecDecoding samples of the 1-token run", SAMPLES_WAIT_S, load.describe)
                 three = max(runs_by_steps(app, 3), key=lambda r: len(r.accept_len))
                 one = max(runs_by_steps(app, 1), key=lambda r: len(r.accept_len))
                 print("\nreal vLLM over OpenSSH, restarted from the dashboard:")

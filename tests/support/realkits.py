@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -162,22 +163,85 @@ def server_argv(pidfile: str | None) -> list[str]:
         return []
 
 
-@contextmanager
-def background_load(kit: Path, port: int, out: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """The kit's bounded load generator against 127.0.0.1:port; stopped by its PID on the way out."""
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen([sys.executable, str(kit / "load_gen.py"), "--port", str(port), *args],
-                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
+#: Times the kit's load generator is started again when it dies before its duration is up.
+LOAD_RESTARTS = 5
+
+
+class KitLoad:
+    """The kit's bounded load generator, kept running for its whole ``--duration``.
+
+    The generator asks the server for its model name once, at start, with a 10 s
+    timeout, and exits with a traceback if that fails: a server busy right after
+    it became ready left a test without load, waiting out its bound for samples
+    that could not come. A generator that dies early is started again (at most
+    ``LOAD_RESTARTS`` times, for the time that is left); each exit is kept for
+    :meth:`describe`, and its output goes to ``out``.
+    """
+
+    def __init__(self, kit: Path, port: int, out: Path, args: tuple[str, ...]) -> None:
+        self.argv = [sys.executable, str(kit / "load_gen.py"), "--port", str(port)]
+        self.args = list(args)
+        i = self.args.index("--duration") if "--duration" in self.args else -1
+        self.deadline = time.monotonic() + (float(self.args[i + 1]) if i >= 0 else 70.0)
+        self.out = out
+        self.exits: list[tuple[int, float]] = []  # (exit status, seconds it ran)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._supervise, daemon=True)
+        self._thread.start()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        args = list(self.args)
+        if "--duration" in args:
+            args[args.index("--duration") + 1] = f"{max(1.0, self.deadline - time.monotonic()):.0f}"
+        with open(self.out, "ab") as sink:
+            return subprocess.Popen([*self.argv, *args], stdout=sink, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+
+    def _supervise(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            proc = self.proc = self._spawn()
+            while proc.poll() is None:
+                if self._stop.wait(0.5):
+                    return
+            self.exits.append((proc.returncode, round(time.monotonic() - started, 1)))
+            if proc.returncode == 0 or time.monotonic() > self.deadline - 2 or len(self.exits) > LOAD_RESTARTS:
+                return
+            self._stop.wait(2.0)
+
+    def describe(self) -> str:
+        """Whether the load runs, how it ended before, and the end of its output."""
+        proc = self.proc
+        running = proc is not None and proc.poll() is None
+        try:
+            tail = self.out.read_text(errors="replace")[-1500:]
+        except OSError:
+            tail = ""
+        return f"load generator {'running' if running else 'not running'}, exits (status, s) {self.exits}\n{tail}"
+
+    def stop(self) -> None:
+        """Stop supervising, then the generator, by its PID."""
+        self._stop.set()
+        self._thread.join(10)
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def background_load(kit: Path, port: int, out: Path, *args: str) -> Iterator[KitLoad]:
+    """The kit's bounded load generator against 127.0.0.1:port (:class:`KitLoad`); stopped on the way out."""
+    load = KitLoad(kit, port, out, args)
+    try:
+        yield load
+    finally:
+        load.stop()
 
 
 def run_specmon(args: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
