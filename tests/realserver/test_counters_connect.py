@@ -66,7 +66,7 @@ async def test_connect_shows_counters_from_metrics_through_the_ssh_forward(
     try:
         await start_through_controller(plan, 3, eta)
         with background_load(shared_dir() / "real_server", port, tmp_path / "load.json",
-                             "--duration", "240", "--concurrency", "1") as load:
+                             "--duration", "240", "--concurrency", "4") as load:
             counters = remote_counters(plan)
             assert counters is not None
             plan, flow, runner = with_restart(plan, eta_store=eta)
