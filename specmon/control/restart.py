@@ -57,6 +57,7 @@ from specmon.control.launch import (
 from specmon.control.runner import (
     MARKER_GRACE_S,
     CommandRunner,
+    ReadyOutcome,
     Result,
     SSHRunner,
     StepEvent,
@@ -66,6 +67,7 @@ from specmon.control.runner import (
 from specmon.control.servers import check_record, forget, load_record, record_started
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
+from specmon.parsing.lifecycle import usage_error
 from specmon.records import Engine, Event, Lifecycle
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
 
@@ -261,7 +263,12 @@ class StartupTracker:
         """The last raw lines (progress-bar lines folded to the latest one)."""
         return tuple(self._lines)
 
-    def feed(self, lines: list[str]) -> None:
+    @property
+    def lines_seen(self) -> int:
+        """How many lines of the new log have been fed."""
+        return self._lineno - 1
+
+    def feed(self, lines: list[str] | tuple[str, ...]) -> None:
         """Take a batch of complete lines from the new log."""
         for text in lines:
             rec = self._parser.parse(text, self._lineno)
@@ -269,8 +276,21 @@ class StartupTracker:
             if rec is not None:
                 self.session.ingest(rec)
                 self._note(rec)
+            elif self.reached is None and (refused := usage_error(text)) is not None:
+                # Before any start-up phase, a command-line parser's error is why the server is gone.
+                self._crash_details.append((Event.CRASH, refused))
             self._lineno += 1
         self.session.lines += len(lines)
+
+    def catch_up(self, first: int, lines: tuple[str, ...]) -> None:
+        """Feed the lines of a log excerpt that starts at line ``first`` which were not fed yet."""
+        skip = self.lines_seen + 1 - first
+        if skip < 0:
+            # The tail fell behind by more than the excerpt: the lines between are lost to the
+            # tracker, but the last words are what name the cause.
+            self._lineno, skip = first, 0
+        if skip < len(lines):
+            self.feed(lines[skip:])
 
     def _keep(self, text: str, rec: object) -> None:
         if not text.strip():
@@ -695,8 +715,7 @@ class RestartController:
             self._finish(a, Phase.READY, self._ready_message(a))
             self._record_eta(a)
         elif ready.state == "exited":
-            # Its last words may still be on their way through the tail.
-            await self._sleep(2 * WATCH_TICK_S)
+            await self._last_words(ready)
             detail = self._tracker.crash if self._tracker is not None else None
             text = "the server process exited"
             self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
@@ -709,6 +728,21 @@ class RestartController:
                                            f"({_last_result(ready.last)})")
         else:
             self._finish(a, Phase.FAILED, f"the readiness check cannot run: {_last_result(ready.last)}")
+
+    async def _last_words(self, ready: ReadyOutcome) -> None:
+        """Read the end of an exited server's log into the tracker, whatever the tail delivered.
+
+        A server that exits within a second (a command-line error) is gone before the tail's
+        first read, and the tail's new lines arrive a poll later still: the readiness check
+        sent the log's last lines with its verdict, numbered, so only the unseen ones are fed.
+        """
+        words = ready.last_words()
+        if words is None or self._tracker is None:
+            # No excerpt (a profile without a log): give the tail a moment instead.
+            await self._sleep(2 * WATCH_TICK_S)
+            return
+        await self._stop_tail()  # the process is gone: nothing more comes, and no line twice
+        self._tracker.catch_up(*words)
 
     def _note_started(self, plan: CommandPlan, fields: dict[str, str]) -> None:
         try:

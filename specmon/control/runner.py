@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -276,6 +277,32 @@ class ReadyOutcome:
     state: Literal["ready", "exited", "timeout", "error", "no-marker"]
     checks: int
     last: Result | None
+
+    def last_words(self) -> tuple[int, tuple[str, ...]] | None:
+        """The end of the log the readiness check sent with ``exited``: (first line's number, lines).
+
+        Line numbers count from 1, as the log tail counts the lines it delivers; None when
+        the check sent no log (no log in the profile, or an older check).
+        """
+        return log_tail_of(self.last.stdout if self.last is not None else "")
+
+
+_LOG_TAIL = re.compile(r"^specmon-ready log-tail lines=(\d+) partial=([01])$", re.MULTILINE)
+
+
+def log_tail_of(stdout: str) -> tuple[int, tuple[str, ...]] | None:
+    """Parse ``ready.sh``'s ``log-tail`` block: the log's last lines and the number of the first.
+
+    The block says how many newlines the log holds and whether its last line is unfinished,
+    then gives the last lines themselves; so the first one's number is exact, and a reader
+    that has already seen the first N lines knows which of these are new.
+    """
+    m = _LOG_TAIL.search(stdout)
+    if m is None:
+        return None
+    lines = tuple(stdout[m.end() + 1:].splitlines())
+    total = int(m.group(1)) + int(m.group(2))
+    return max(1, total - len(lines) + 1), lines
 
 
 #: A server answering its health URL is up; its log should show the ready marker within

@@ -74,6 +74,25 @@ _PCT_ONLY = re.compile(r"(?P<pct>\d{1,3})%\|")
 # The final line of a Python traceback: "RuntimeError: CUDA error: ...".
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::|$)")
 
+# A command-line parser's refusal, printed raw at the top of the log before the server
+# does anything: argparse ("prog: error: msg", where prog is vLLM's "vllm", "vllm serve",
+# SGLang's "launch_server.py", Python 3.14's "python -m pkg.mod") and llama.cpp's argument
+# parser ("error: invalid argument: -cc", 'error while handling argument "-c": ...').
+# Only a restart's tracker reads it (a new log, from its first line), where such a line can
+# only be the cause; in a running server's log "error:" at a line start means nothing certain.
+_USAGE_ERROR = re.compile(
+    r"^(?:(?:python3?(?:\.\d+)? -m )?[\w.\-/]{1,80}(?: [a-z][\w\-]{0,40})?: error: "
+    r"|error: |error while handling argument )\S")
+
+
+def usage_error(line: str) -> str | None:
+    """The line itself, bounded, when it is a command-line parser's error; else None."""
+    text = line.strip()
+    if _USAGE_ERROR.match(text) is None:
+        return None
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
 #: Cheap gate: a line with none of these substrings has no lifecycle marker.
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
          "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten")

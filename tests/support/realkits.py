@@ -168,7 +168,7 @@ LOAD_RESTARTS = 5
 
 
 class KitLoad:
-    """The kit's bounded load generator, kept running for its whole ``--duration``.
+    """The kit's bounded load generator, completions only (``kit_load.py``), kept running for its ``--duration``.
 
     The generator asks the server for its model name once, at start, with a 10 s
     timeout, and exits with a traceback if that fails: a server busy right after
@@ -179,7 +179,8 @@ class KitLoad:
     """
 
     def __init__(self, kit: Path, port: int, out: Path, args: tuple[str, ...]) -> None:
-        self.argv = [sys.executable, str(kit / "load_gen.py"), "--port", str(port)]
+        self.argv = [sys.executable, str(Path(__file__).with_name("kit_load.py")), str(kit / "load_gen.py"),
+                     "--port", str(port)]
         self.args = list(args)
         i = self.args.index("--duration") if "--duration" in self.args else -1
         self.deadline = time.monotonic() + (float(self.args[i + 1]) if i >= 0 else 70.0)

@@ -2,10 +2,23 @@
 # specmon-ready PIDFILE LOG MARKER URL: exit 0 ready, 1 not yet, 3 the server is gone.
 pidfile=$1 log=$2 marker=$3 url=$4
 say() { echo "specmon-ready $*"; }
+exited() {
+  say result=exited
+  # Its last words name the cause (a command-line error, a traceback): the live tail of the
+  # log may not have delivered them when the process is already gone, so send them here.
+  # lines = the log's newlines, partial=1 when its last line has none; then its last 40 lines.
+  if [ -n "$log" ] && [ -f "$log" ] && [ -r "$log" ]; then
+    partial=0
+    [ -n "$(tail -c 1 -- "$log" 2>/dev/null)" ] && partial=1
+    say log-tail lines="$(wc -l < "$log" | tr -d ' ')" partial=$partial
+    tail -n 40 -- "$log" 2>/dev/null | cut -c 1-2000
+  fi
+  exit 3
+}
 if [ -n "$pidfile" ]; then
   pid='' start=''
   if [ -f "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
-  if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then say result=exited; exit 3; fi
+  if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then exited; fi
 fi
 healthy() {
   if command -v curl >/dev/null 2>&1; then
