@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
@@ -226,6 +227,29 @@ async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path) -
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmCommandsScreen), "back to the dashboard")
         assert any("cancelled: nothing was run" in e.text for e in app.feeder.session.events)
         assert not flow.panel.display or flow.panel.view is None
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize("typed", [("3", "enter"), ("1", "2", "enter")])
+async def test_keys_typed_before_the_input_has_the_focus_are_the_input_s(isolated_home: Path,
+                                                                          typed: tuple[str, ...]) -> None:
+    """On a busy host the dialog mounts late and keys typed right after ``r`` reach the screen:
+    they go into the input (and enter submits it), never lost (a CI pass lost them and waited)."""
+    runner = RecordingRunner()
+    flow = RestartFlow(RestartController(fixed_profile(steps_max=12), runner, host="gpu-box"))
+    source = live_source()
+    app = source_app(source, controller=flow)
+    async with app.run_test(size=SIZE) as pilot:
+        await source.delivered.wait()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
+        dialog = app.screen
+        assert dialog.focused is dialog.query_one(Input)  # from its first frame
+        dialog.set_focus(None)  # as before the input took the focus
+        await pilot.press(*typed)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the confirmation screen")
+        assert app.screen.plan.steps == int("".join(typed[:-1]))
+        await pilot.press("escape")
     assert runner.calls == []
 
 

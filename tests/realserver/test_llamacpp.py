@@ -28,6 +28,7 @@ from specmon.control.restart import Phase
 from specmon.model.session import Run
 from specmon.records import Engine
 from tests.support.connecting import connect_args, start_through_controller, write_config
+from tests.support.dialogs import screen_state
 from tests.support.realkits import (
     background_load,
     free_port,
@@ -92,7 +93,8 @@ async def test_dashboard_restarts_a_real_llama_server_from_depth_4_to_2_over_ope
                 await pilot.press("r")
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the depth dialog", 30)
                 await pilot.press("2", "enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
+                await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30,
+                                 lambda: screen_state(app))
                 confirm = app.screen
                 assert isinstance(confirm, ConfirmCommandsScreen)
                 shown = confirm.text
@@ -148,7 +150,7 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
     try:
         result = run_specmon(["sweep", "cpu-llama", "--config", str(config), "--steps", "4,2", "--yes",
                               "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
-                              "--min-samples", "10", "--max-samples", "120", "--looks", "3", "--max-minutes", "2",
+                              "--min-samples", "10", "--max-samples", "60", "--looks", "3", "--max-minutes", "1",
                               "--concurrency", "2", "--max-tokens", "48", "--request-timeout", "30"],
                              SWEEP_WAIT_S)
         doc = sweep_json(result)

@@ -28,6 +28,7 @@ from specmon.control.eta import EtaStore
 from specmon.control.restart import Phase
 from specmon.model.session import Run
 from tests.support.connecting import connect_args, start_through_controller, write_config
+from tests.support.dialogs import screen_state
 from tests.support.realkits import (
     VLLM_ENV,
     background_load,
@@ -99,7 +100,8 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
                 await pilot.press("r")
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog", 30)
                 await pilot.press("1", "enter")
-                await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
+                await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30,
+                                 lambda: screen_state(app))
                 confirm = app.screen
                 assert isinstance(confirm, ConfirmCommandsScreen)
                 shown = confirm.text
@@ -200,7 +202,8 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
             await pilot.press("r")
             await wait_until(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog", 30)
             await pilot.press("2", "enter")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30)
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands", 30,
+                                 lambda: screen_state(app))
             confirm = app.screen
             assert isinstance(confirm, ConfirmCommandsScreen)
             assert "VLLM_CPU_KVCACHE_SPACE" not in confirm.text

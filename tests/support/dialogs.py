@@ -77,3 +77,17 @@ def ready_view() -> RestartProgress:
         log="/srv/sglang/logs/sglang_2step.log", elapsed_s=699.0, phase_elapsed_s=0.0,
         done=((Phase.STOPPING, 12.0), (Phase.STARTING, 37.0), (Phase.LOADING, 470.0), (Phase.CAPTURING, 180.0)),
         message="ready: 2 steps, 3 draft tokens on gpu-box", previous_steps=1)
+
+
+def screen_state(app: object) -> str:
+    """What the top screen shows, for a timed-out wait: its class, and a restart dialog's input."""
+    from textual.widgets import Input
+
+    from specmon.ui.screens.restart_dialog import RestartDialog
+
+    screen = app.screen  # type: ignore[attr-defined]
+    if not isinstance(screen, RestartDialog):
+        return f"screen {type(screen).__name__}"
+    error = screen.query_one("#restart-error").render()
+    return (f"restart dialog: input {screen.query_one(Input).value!r}, focused {screen.focused!r}, "
+            f"error {str(error)!r}")

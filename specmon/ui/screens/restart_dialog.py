@@ -11,10 +11,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
@@ -128,6 +130,8 @@ class RestartDialog(ModalScreen[int | None]):
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    # The input has the focus from the first frame, not the scrollable list above it.
+    AUTO_FOCUS = "#restart-steps"
 
     DEFAULT_CSS = """
     RestartDialog {
@@ -197,7 +201,7 @@ class RestartDialog(ModalScreen[int | None]):
                 yield Static(measured_text(self.measured), id="restart-measured")
             yield Input(placeholder=f"step count, {self.lo}–{self.hi}", id="restart-steps",
                         validators=[StepCountValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
-                        max_length=20)
+                        max_length=20, select_on_focus=False)
             yield Static("", id="restart-error", markup=False)
             yield Static("enter: next (the exact commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
@@ -208,6 +212,24 @@ class RestartDialog(ModalScreen[int | None]):
 
     def on_resize(self) -> None:
         self._fit()
+
+    async def on_key(self, event: events.Key) -> None:
+        # Keys typed right after `r`, before the input took the focus (a busy host: the dialog
+        # mounts late), reach the screen: they are the input's, never lost.
+        try:
+            steps = self.query_one(Input)
+        except NoMatches:
+            return
+        if self.focused is steps:
+            return
+        if event.is_printable and event.character:
+            event.stop()
+            steps.focus()
+            steps.insert_text_at_cursor(event.character)
+        elif event.key == "enter":
+            event.stop()
+            steps.focus()
+            await steps.action_submit()
 
     def _fit(self) -> None:
         self.set_class(self.size.height < SHORT_BELOW, "-short")
