@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +365,17 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
     Raises:
         RecordingError: the file is missing, unreadable, or not a recording.
     """
+    for batch in read_recording_batches(path, stats):
+        yield from batch
+
+
+def read_recording_batches(path: str | os.PathLike[str],
+                           stats: ReadStats | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The entries of a recording in order, as lists of about ``_CHUNK_BYTES`` of lines each.
+
+    What :func:`read_recording` yields, a chunk at a time: the replay works on runs of
+    raw lines within a chunk instead of one entry at a time. Same errors and ``stats``.
+    """
     p = Path(path)
     stats = stats if stats is not None else ReadStats()
     try:
@@ -384,9 +396,9 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
                     items = None
                 if items is not None and all(type(e) is dict and "type" in e for e in items):
                     stats.entries += len(items)
-                    yield from items
+                    yield items
                     continue
-            yield from _read_lines(p, chunk, stats, first)
+            yield list(_read_lines(p, chunk, stats, first))
             first = False
         if first:
             raise RecordingError(f"{p}: empty file, not a specmon recording")
@@ -591,6 +603,9 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     return session
 
 
+#: The key of an entry that is not a raw line of a text-named source (runs are grouped by source).
+_OTHER = object()
+
 #: What the reading side hands the session side, in order (see :func:`_replay_ops`).
 _Op = tuple[Any, ...]
 
@@ -632,28 +647,31 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
         block.texts.clear()
         block.ts.clear()
 
-    ns_append, texts_append, ts_append = block.ns.append, block.texts.append, block.ts.append
-    for entry in read_recording(path, local):
+    def open_block(src: str) -> Iterator[_Op]:
+        nonlocal block_src
+        yield from flush()
+        block_src = src
+        if src not in years:
+            # Lines before any source entry (a hand-made file): one implicit source.
+            years[src] = None
+            yield ("implicit", src)
+        if src not in seen:
+            seen.add(src)
+            yield ("has_lines", src)
+
+    def other_entry(entry: dict[str, Any]) -> Iterator[_Op]:
+        """One entry that is not a raw line of a text-named source, the way lines used to go."""
+        nonlocal block_src
         kind = entry["type"]
-        if kind == "line":  # the bulk of a recording: kept cheap
-            src = entry.get("src", "")
+        if kind == "line":  # a hand-made file's source name that is not a string
+            src = str(entry.get("src", ""))
             if src != block_src or len(block.ns) >= REPLAY_BLOCK:
-                if not isinstance(src, str):
-                    src = str(src)
-                yield from flush()
-                block_src = src
-                if src not in years:
-                    # Lines before any source entry (a hand-made file): one implicit source.
-                    years[src] = None
-                    yield ("implicit", src)
-                if src not in seen:
-                    seen.add(src)
-                    yield ("has_lines", src)
+                yield from open_block(src)
             n, text = entry.get("n", 0), entry.get("text", "")
-            ns_append(n if type(n) is int else int(n))
-            texts_append(text if type(text) is str else str(text))
-            ts_append(entry.get("t"))
-            continue
+            block.ns.append(n if type(n) is int else int(n))
+            block.texts.append(text if type(text) is str else str(text))
+            block.ts.append(entry.get("t"))
+            return
         yield from flush()
         if kind == "meta" and entry.get("event") == "source":
             name = str(entry.get("source", ""))
@@ -663,6 +681,34 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
             seen.discard(name)
             block_src = None  # the next line, even of the same name, opens a block of this source
         yield ("entry", entry)
+
+    for batch in read_recording_batches(path, local):
+        # Runs of raw lines of one source (the bulk of a recording) are taken a run at a time:
+        # a comprehension per field, not a loop turn per line (3 µs a line, most of report's time).
+        keys = [e["src"] if e["type"] == "line" and type(e.get("src")) is str else _OTHER for e in batch]
+        at = 0
+        for key, group in groupby(keys):
+            count = len(list(group))
+            run, at = batch[at:at + count], at + count
+            if key is _OTHER:
+                for entry in run:
+                    yield from other_entry(entry)
+                continue
+            assert isinstance(key, str)
+            while run:
+                if key != block_src or len(block.ns) >= REPLAY_BLOCK:
+                    yield from open_block(key)
+                room = REPLAY_BLOCK - len(block.ns)
+                part, run = run[:room], run[room:]
+                ns = [e.get("n", 0) for e in part]
+                texts = [e.get("text", "") for e in part]
+                if set(map(type, ns)) != {int}:
+                    ns = [int(n) for n in ns]
+                if set(map(type, texts)) != {str}:
+                    texts = [str(t) for t in texts]
+                block.ns.extend(ns)
+                block.texts.extend(texts)
+                block.ts.extend([e.get("t") for e in part])
     yield from flush()
     if stats is not None:
         yield ("stats", local)

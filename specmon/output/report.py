@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any, overload
 
 import numpy as np
@@ -148,8 +149,9 @@ class _RunLength:
         self.counts.append(n)
 
     def extend(self, values: Iterable[float]) -> None:
-        for v in values:
-            self.add(v)
+        # Runs found in C (groupby): a batch's receive time repeats for its whole batch.
+        for v, same in groupby(values):
+            self.add(v, sum(1 for _ in same))
 
     def expand(self) -> np.ndarray:
         return np.repeat(np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.counts, dtype=np.int64))
