@@ -208,9 +208,15 @@ async def test_r_is_greyed_without_a_controller_and_in_read_only(isolated_home: 
         assert app.check_action("restart", ()) is True
 
 
-async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path) -> None:
+# Keys typed before the dialog's input has the focus: on a busy host the dialog mounts late and
+# keys typed right after ``r`` reach the screen; they go into the input (enter submits it), never
+# lost (a CI pass lost them and waited). ``unfocus`` takes the focus away as before it took it.
+@pytest.mark.parametrize(("typed", "unfocus"), [(("2", "enter"), False), (("3", "enter"), True),
+                                                (("1", "2", "enter"), True)])
+async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path, typed: tuple[str, ...],
+                                                          unfocus: bool) -> None:
     runner = RecordingRunner()
-    c = RestartController(fixed_profile(), runner, host="gpu-box")
+    c = RestartController(fixed_profile(steps_max=12), runner, host="gpu-box")
     flow = RestartFlow(c)
     source = live_source()
     app = source_app(source, controller=flow)
@@ -218,38 +224,19 @@ async def test_r_then_escape_on_the_commands_runs_nothing(isolated_home: Path) -
         await source.delivered.wait()
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
-        assert app.screen.current_steps == 1  # read from the log
-        await pilot.press("2", "enter")
+        dialog = app.screen
+        assert dialog.current_steps == 1  # read from the log
+        assert dialog.focused is dialog.query_one(Input)  # from its first frame
+        if unfocus:
+            dialog.set_focus(None)
+        await pilot.press(*typed)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the confirmation screen")
         plan = app.screen.plan
-        assert plan.steps == 2 and plan.host == "gpu-box"
+        assert plan.steps == int("".join(typed[:-1])) and plan.host == "gpu-box"
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmCommandsScreen), "back to the dashboard")
         assert any("cancelled: nothing was run" in e.text for e in app.feeder.session.events)
         assert not flow.panel.display or flow.panel.view is None
-    assert runner.calls == []
-
-
-@pytest.mark.parametrize("typed", [("3", "enter"), ("1", "2", "enter")])
-async def test_keys_typed_before_the_input_has_the_focus_are_the_input_s(isolated_home: Path,
-                                                                          typed: tuple[str, ...]) -> None:
-    """On a busy host the dialog mounts late and keys typed right after ``r`` reach the screen:
-    they go into the input (and enter submits it), never lost (a CI pass lost them and waited)."""
-    runner = RecordingRunner()
-    flow = RestartFlow(RestartController(fixed_profile(steps_max=12), runner, host="gpu-box"))
-    source = live_source()
-    app = source_app(source, controller=flow)
-    async with app.run_test(size=SIZE) as pilot:
-        await source.delivered.wait()
-        await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, RestartDialog), "the step-count dialog")
-        dialog = app.screen
-        assert dialog.focused is dialog.query_one(Input)  # from its first frame
-        dialog.set_focus(None)  # as before the input took the focus
-        await pilot.press(*typed)
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the confirmation screen")
-        assert app.screen.plan.steps == int("".join(typed[:-1]))
-        await pilot.press("escape")
     assert runner.calls == []
 
 
