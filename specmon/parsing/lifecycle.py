@@ -88,9 +88,7 @@ _USAGE_ERROR = re.compile(
 def usage_error(line: str) -> str | None:
     """The line itself, bounded, when it is a command-line parser's error; else None."""
     text = line.strip()
-    if _USAGE_ERROR.match(text) is None:
-        return None
-    return text if len(text) <= 160 else text[:157] + "..."
+    return None if _USAGE_ERROR.match(text) is None else _detail(text, 0)
 
 
 #: Cheap gate: a line with none of these substrings has no lifecycle marker.
