@@ -297,6 +297,9 @@ class MetricsScraper:
     scrapes: int = 0
     resets: int = 0
     _last: Snapshot | None = field(default=None, repr=False)
+    #: The last good scrape before failed ones: the first good one after them is compared with it,
+    #: so a server that restarted while unreadable counts as a reset (a blip does not).
+    _before_gap: Snapshot | None = field(default=None, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
     _ok: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _scraped: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
@@ -352,6 +355,10 @@ class MetricsScraper:
         self.problem = None
         self._ok.set()
         prev, self._last = self._last, snap
+        if prev is None and self._before_gap is not None:
+            if _went_down(self._before_gap, snap):
+                self.resets += 1
+            self._before_gap = None
         if snap.engine == "sglang":
             sample = gauge_sample(prev, snap)
         elif prev is None:
@@ -369,6 +376,9 @@ class MetricsScraper:
     def _fail(self, why: str) -> None:
         self.problem = why
         self._ok.clear()
+        # No sample spans the gap (its rates would count the time unread), but the counters
+        # before it are kept to tell a blip from a restart.
+        self._before_gap = self._last or self._before_gap
         self._last = None
 
     async def wait_available(self, timeout_s: float, scrapes: int = 3) -> bool:

@@ -14,8 +14,11 @@ says ``counters · Δ log``.
 *Segments*: counters are cumulative over a server's life, and the dashboard
 shows the current run. A new segment (the figures start afresh) begins when the
 session's current run changes (the log shows a restart or a new
-configuration), when a counter goes down (the server restarted under us), and
-when the counters come back after being unreadable (the server was down).
+configuration), when a counter goes down (the server restarted under us, also
+while the counters were unreadable: the first good scrape is compared with the
+last one before the gap), and when the forward is opened again after
+``REOPEN_AFTER`` failed scrapes. A failed scrape alone (a timeout on a busy host)
+does not start one: the figures of the same server and run go on.
 
 *No metrics*: when ``/metrics`` cannot be read (no port forward, HTTP 404/501, no
 known series, a server without speculation for the acceptance figures) the
@@ -97,7 +100,6 @@ class LiveCounters:
         self._start = 0  # first sample of the current segment
         self._run_id: int | None = None
         self._resets = 0
-        self._was_available = False
         self._said: str | None = None  # the last state the event log was told
         self._closed = False
 
@@ -161,11 +163,9 @@ class LiveCounters:
         if scraper is None:
             return []
         samples = scraper.samples
-        available = scraper.available
-        if run_id != self._run_id or scraper.resets != self._resets or (available and not self._was_available):
+        if run_id != self._run_id or scraper.resets != self._resets:
             self._run_id, self._resets = run_id, scraper.resets
             self._start = len(samples)
-        self._was_available = available
         self._start = min(self._start, len(samples))  # the scraper trims its oldest samples
         return samples[max(self._start, len(samples) - MAX_SEGMENT):]
 

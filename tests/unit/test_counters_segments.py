@@ -2,11 +2,12 @@
 
 A real :class:`~specmon.sources.metrics.MetricsScraper` reads a real HTTP page on
 127.0.0.1 (tests/support/metricspage.py) whose vLLM counters follow a generated
-history: steps with their own acceptance, restarts (every counter from zero), the
-server gone (HTTP 501) and back, and new runs in the log. After every scrape the
+history: steps with their own acceptance, restarts (every counter from zero), a
+failed scrape (HTTP 501) with the same server back (a blip: the figures go on), the
+server gone and back restarted, and new runs in the log. After every scrape the
 accept-length figure LiveCounters puts in the snapshot is checked against the
-history: its mean is exactly the mean over the steps since the last restart, gap
-or new run (within the window), or the log's figure when there are none yet.
+history: its mean is exactly the mean over the steps since the last restart or
+new run (within the window), or the log's figure when there are none yet.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ WINDOW = 4
 LOG_VALUE = 9.0  # what the log says: never a counters figure here
 
 EVENTS = st.lists(st.one_of(st.tuples(st.just("step"), st.integers(0, 3)),  # accepted per draft (x of 3)
-                            st.just(("restart", 0)), st.just(("gone", 0)), st.just(("run", 0))),
+                            st.just(("restart", 0)), st.just(("gone", 0)), st.just(("bounce", 0)),
+                            st.just(("run", 0))),
                   min_size=1, max_size=14)
 
 
@@ -77,11 +79,14 @@ async def _check(events: list[tuple[str, int]]) -> None:
             elif kind == "restart":
                 gen = drafts = acc = 0
                 expected = []
-            elif kind == "gone":
+            elif kind in ("gone", "bounce"):
                 page.page = None
                 await scraper.scrape_once()
-                counters.apply(_snapshot(), session)
-                expected = []
+                view = counters.apply(_snapshot(), session).accept_len
+                assert view.source == "log" and view.current == LOG_VALUE, (events, view)
+                if kind == "bounce":  # back restarted: every counter from zero
+                    gen = drafts = acc = 0
+                    expected = []
             else:
                 session.run_id += 1
                 counters.apply(_snapshot(), session)  # the dashboard sees the new run at its next tick
@@ -89,7 +94,7 @@ async def _check(events: list[tuple[str, int]]) -> None:
             page.page = (f"vllm:generation_tokens_total {gen}\nvllm:spec_decode_num_drafts_total {drafts}\n"
                          f"vllm:spec_decode_num_accepted_tokens_total {acc}\n")
             await scraper.scrape_once()
-            if kind != "step":
+            if kind in ("restart", "run"):
                 expected = []  # this scrape is the new segment's base: no sample yet
             view = counters.apply(_snapshot(), session).accept_len
             if expected:
