@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.control.counts import parse_step_list
+from specmon.wording import counted
 
 #: What ``llama-server --spec-type`` accepts (build 11434, ``llama-server --help``); ``none`` turns it off.
 LLAMACPP_SPEC_TYPES: tuple[str, ...] = (
@@ -203,7 +204,7 @@ def label(steps: int, point: Point | Mapping[str, Value] = ()) -> str:
     if steps == 0:
         return "no speculation"
     items = point.items() if isinstance(point, Mapping) else point
-    return ", ".join([f"{steps} step{'s' if steps != 1 else ''}", *(f"{k} {v}" for k, v in items)])
+    return ", ".join([counted(steps, "step"), *(f"{k} {v}" for k, v in items)])
 
 
 def key(steps: int, point: Point) -> str:

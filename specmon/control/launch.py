@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from specmon.control.dims import DIMENSIONS, LLAMACPP_SPEC_TYPES, check_point, sglang_problem
+from specmon.wording import counted
 
 #: Every placeholder a template may use. Anything else that looks like
 #: ``{identifier}`` is an error; any other brace (JSON) is kept verbatim.
@@ -482,9 +483,9 @@ class CommandPlan:
         Returns:
             Several lines: host, stop, start, readiness.
         """
-        spec = "no speculation" if self.steps == 0 else f"{self.steps} step{'' if self.steps == 1 else 's'}"
+        spec = "no speculation" if self.steps == 0 else counted(self.steps, "step")
         if self.draft_tokens is not None and self.steps:
-            spec += f", {self.draft_tokens} draft tokens"
+            spec += f", {counted(self.draft_tokens, 'draft token')}"
         for name, value in self.dims:
             spec += f", {name} {value}"
         lines = [f"host:  {self.host}   ({spec})", f"stop:  {self.stop.display}", f"start: {self.start.display}"]

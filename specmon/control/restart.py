@@ -70,6 +70,7 @@ from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
 from specmon.records import Engine, Event, Lifecycle
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
+from specmon.wording import counted
 
 __all__ = [
     "ConnectingRunner",
@@ -144,9 +145,9 @@ def plan_label(steps: int, draft_tokens: int | None = None) -> str:
     """``2 steps, 3 draft tokens``, ``1 step``, ``no speculation``."""
     if steps == 0:
         return "no speculation"
-    text = f"{steps} step{'' if steps == 1 else 's'}"
+    text = counted(steps, "step")
     if draft_tokens is not None:
-        text += f", {draft_tokens} draft tokens"
+        text += f", {counted(draft_tokens, 'draft token')}"
     return text
 
 

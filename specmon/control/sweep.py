@@ -57,6 +57,7 @@ from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
 from specmon.records import Config, Decode, Engine, Spec
 from specmon.sources.base import stop_reading
+from specmon.wording import counted
 
 ORDERS = ("given", "random", "interleave")
 #: ``grid`` measures every setting; ``guided`` only those the cost model says could win (model/guided.py).
@@ -476,7 +477,7 @@ class SweepResult:
         """``restarts: 5 (a grid restarts once per setting: 11; 6 saved)``."""
         settings = len({c.setting for c in self.cells})
         skipped = len({c.setting for c in self.cells if c.status == SKIPPED})
-        text = f"restarts: {self.restarts} for {settings} setting{'s' if settings != 1 else ''}"
+        text = f"restarts: {self.restarts} for {counted(settings, 'setting')}"
         if skipped:
             text += f" ({skipped} not measured: the cost model bounds them below the best)"
         return text
@@ -994,7 +995,7 @@ class Sweep:
                          f"({best.tps:.1f})")
         saved = len(left)
         self._emit("guided", f"guided search: {len(space) - saved} of {len(space)} settings measured, "
-                             f"{saved} restart{'s' if saved != 1 else ''} saved")
+                             f"{counted(saved, 'restart')} saved")
         self.save()
 
     async def _ensure_server(self, cell: CellState) -> bool:

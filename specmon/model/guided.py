@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specmon.wording import counted
+
 #: The prediction's own uncertainty, relative, per step of distance to the nearest measured setting.
 EXTRAPOLATION_PER_STEP = 0.01
 #: Tree-branch acceptance gain assumed when no tree setting has been measured (only ranks candidates).
@@ -81,8 +83,8 @@ class Setting:
             return "no speculation"
         extra = "".join(f", {k} {v}" for k, v in self.family)
         if self.is_chain:
-            return f"{self.steps} step{'s' if self.steps != 1 else ''}{extra}"
-        return f"{self.steps} steps, top-k {self.topk}, {self.draft_tokens} draft tokens{extra}"
+            return f"{counted(self.steps, 'step')}{extra}"
+        return f"{counted(self.steps, 'step')}, top-k {self.topk}, {counted(self.draft_tokens, 'draft token')}{extra}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from specmon.output.tables import (
 )
 from specmon.output.tables import to_json as table_json
 from specmon.records import Decode, EngineStats, ParsedRecord
+from specmon.wording import counted
 
 REPORT_FORMATS = ("markdown", "html", "json", "csv")
 #: Most points a plot is given (more cannot be seen, and make the file heavy).
@@ -362,7 +363,7 @@ def steps_text(steps: Any) -> str:
         return "? steps"
     if steps == 0:
         return "no speculation"
-    return f"{steps} step{'' if steps == 1 else 's'}"
+    return counted(steps, "step")
 
 
 #: How each kind of start is named in a report (entries written before kinds existed are a sweep's).

@@ -26,6 +26,7 @@ from specmon.model.stats import Summary, difference
 from specmon.output.tables import SweepOutcome, row_cells
 from specmon.records import Engine
 from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.wording import counted
 
 __all__ = [
     "DEFAULT_WINDOW", "DashboardSnapshot", "EventView", "HeaderView", "MetricView", "PlotSegment",
@@ -134,7 +135,7 @@ def config_text(cfg: RunConfig | None) -> str:
     unit = "token" if cfg.engine is Engine.VLLM else "step"
     parts = [cfg.algorithm or "speculative"]
     if cfg.steps is not None:
-        parts.append(f"{cfg.steps} {unit}{'' if cfg.steps == 1 else 's'}")
+        parts.append(counted(cfg.steps, unit))
     if cfg.topk is not None:
         parts.append(f"top-k {cfg.topk}")
     if cfg.draft_tokens is not None:

@@ -24,6 +24,7 @@ from textual.widgets import Input, Static
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
 from specmon.ui.widgets.run_table import mark_text
+from specmon.wording import counted
 
 __all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
 
@@ -279,4 +280,4 @@ class RestartDialog(ModalScreen[int | None]):
 
 
 def _steps_text(steps: int) -> str:
-    return "no speculation" if steps == 0 else f"{steps} step{'' if steps == 1 else 's'}"
+    return "no speculation" if steps == 0 else counted(steps, "step")

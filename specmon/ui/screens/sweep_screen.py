@@ -25,6 +25,7 @@ from textual.widgets import Button, Input, RadioButton, RadioSet, Static
 from specmon.control.counts import parse_step_list
 from specmon.control.dims import Grid, Point, expand_grid, parse_grid
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
+from specmon.wording import counted
 
 __all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
            "StepListValidator", "parse_step_list", "read_grid", "sweep_progress_text"]
@@ -169,7 +170,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
             return None
         error.update("")
         n = len(self.grid.settings) if self.grid else len(steps)
-        text = f"{n} setting{'s' if n != 1 else ''}: a grid restarts {n} time{'s' if n != 1 else ''}"
+        text = f"{counted(n, 'setting')}: a grid restarts {counted(n, 'time')}"
         if self.grid and self.grid.skipped:
             name, why = self.grid.skipped[0]
             more = f" (and {len(self.grid.skipped) - 1} more)" if len(self.grid.skipped) > 1 else ""
