@@ -21,10 +21,10 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
+from specmon.control.restart import plan_label
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
 from specmon.ui.widgets.run_table import mark_text
-from specmon.wording import counted
 
 __all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
 
@@ -191,7 +191,7 @@ class RestartDialog(ModalScreen[int | None]):
         self._measured_width = 0
 
     def compose(self) -> ComposeResult:
-        now = "unknown" if self.current_steps is None else _steps_text(self.current_steps)
+        now = "unknown" if self.current_steps is None else plan_label(self.current_steps)
         zero = " (0 = no speculation)" if self.lo == 0 else ""
         with Vertical(id="restart-box"):
             yield Static(f"Restart the server on {self.host}", id="restart-title", markup=False)
@@ -277,7 +277,3 @@ class RestartDialog(ModalScreen[int | None]):
     def action_cancel(self) -> None:
         """Close without choosing."""
         self.dismiss(None)
-
-
-def _steps_text(steps: int) -> str:
-    return "no speculation" if steps == 0 else counted(steps, "step")
