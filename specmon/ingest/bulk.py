@@ -30,10 +30,11 @@ from itertools import islice, repeat
 from operator import add
 from typing import Any
 
+from specmon.ingest.scan import AS_BYTES, AS_FLOAT, AS_INT, Pass, RePass, Unsupported, compile_pass
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
-from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
+from specmon.parsing.grammar import FLOAT, INT, KINDS, LineKind, Template, learn, read
 from specmon.parsing.prefix import Rollover, stamp_value
 from specmon.records import Engine, EngineStats, ParsedRecord, Spec
 from specmon.sources.logfiles import check_readable, head_lines
@@ -112,16 +113,20 @@ class _Learner:
 
     def __init__(self) -> None:
         self.templates: dict[str, list[Template]] = {}
+        #: The line each template was learned from (the C pass is checked against re on them).
+        self.samples: dict[str, list[bytes]] = {}
         self.refused: dict[str, set[bytes]] = {}
-        self._regex: dict[str, re.Pattern[bytes] | None] = {}
+        self._regex: dict[str, Pass | None] = {}
+        #: Per ``kind/mode``: what each group's column holds (``scan``'s ``kinds``).
+        self.kinds: dict[str, bytes] = {}
         #: Per ``kind/mode``: each template with the index of its first group and its group numbers.
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
         self.quiet_rx: re.Pattern[bytes] | None = None
 
-    def regex(self, kind: LineKind, mode: str = "records") -> re.Pattern[bytes] | None:
-        """The alternation of a kind's templates.
+    def regex(self, kind: LineKind, mode: str = "records") -> Pass | None:
+        """The alternation of a kind's templates, as a pass that splits a piece (``re.split``).
 
         ``mode``: ``records`` (every value, one outer group per template), ``columns`` (only
         what the session takes: fewer groups, a faster pass; the first group of each
@@ -133,27 +138,48 @@ class _Learner:
             if not tpls:
                 self._regex[key] = None
             elif mode == "records":
-                self._regex[key] = re.compile(b"\n(?:" + b"|".join(b"(" + t.source + b")" for t in tpls)
-                                              + b")(?=\n)")
+                self._regex[key] = self._pass(kind, [b"(" + t.source + b")" for t in tpls])
+                self.kinds[key] = bytes(sum(1 + t.ngroups for t in tpls))
             else:
                 roles = _column_roles(kind) if mode == "columns" else frozenset()
                 layout = []
                 base = 0
                 sources = []
+                kinds = bytearray()
                 for t in tpls:
                     src, groups = t.lean(roles)
                     layout.append((t, base, groups))
                     base += len(groups)
                     sources.append(src)
+                    # Plain numbers are converted by the pass (in C, without a bytes object each).
+                    by_group = {i: _as(t, r) for r, i in groups.items()}
+                    kinds += bytes(by_group[i] for i in range(1, len(groups) + 1))
                 self.layouts[key] = layout
-                self._regex[key] = re.compile(b"\n(?:" + b"|".join(sources) + b")(?=\n)")
+                self.kinds[key] = bytes(kinds)
+                self._regex[key] = self._pass(kind, sources)
         return self._regex[key]
 
-    def add(self, tpl: Template) -> None:
+    def _pass(self, kind: LineKind, sources: list[bytes]) -> Pass:
+        """The C pass of these template regexes where it runs them, else ``re``'s.
+
+        The C pass is kept only if it splits the templates' own sample lines as ``re`` does.
+        """
+        rx = RePass(sources)
+        try:
+            fast = compile_pass(sources)
+        except Unsupported:
+            return rx
+        probe = b"\n" + b"\n".join(self.samples.get(kind.name, [])) + b"\n"
+        return fast if fast.split(probe) == rx.split(probe) else rx
+
+    def add(self, tpl: Template, sample: bytes = b"") -> None:
         tpls = self.templates.setdefault(tpl.kind.name, [])
+        samples = self.samples.setdefault(tpl.kind.name, [])
         if len(tpls) >= MAX_TEMPLATES:
             tpls.pop(0)
+            samples.pop(0)
         tpls.append(tpl)
+        samples.append(sample)
         for mode in ("records", "columns", "count"):
             self._regex.pop(f"{tpl.kind.name}/{mode}", None)
 
@@ -229,14 +255,17 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
             refused.clear()
         refused.add(raw)
         return None
-    _LEARNER.add(tpl)
+    _LEARNER.add(tpl, raw)
     return tpl
 
 
-def _group_columns(parts: list[Any], ngroups: int) -> list[list[Any]]:
-    """Column ``j`` = group ``j + 1`` of every match, from ``re.split`` output (one pass, C speed)."""
-    stride = ngroups + 1
-    return [parts[j::stride] for j in range(1, stride)]
+def _as(t: Template, role: str) -> int:
+    """What the pass makes of a role's text: a float or int where the field is a plain number, else bytes."""
+    spec = next((s for s in t.kind.fields if s.attr == role), None)
+    conv = t.converters.get(role)
+    if spec is None or spec.items or spec.pattern not in (INT, FLOAT):
+        return AS_BYTES  # (an ANY value may read "1_000", which float() takes and the C pass would not)
+    return AS_FLOAT if conv is float else AS_INT if conv is int else AS_BYTES
 
 
 _TS_ROLES = ("rank", "date", "md", "hms", "frac")
@@ -311,7 +340,10 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> d
         else:
             conv = t.converters[attr]
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
-            out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
+            if _as(t, attr) != AS_BYTES:
+                out[attr] = gcols[i]  # converted by the pass
+            else:
+                out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
 
 
@@ -440,8 +472,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     col_kinds: set[str] = set()
     count_kinds: set[str] = set()
     rec_kinds: set[str] = set()
-    # One pass per kind: re.split gives the values (as columns) and the text between matches.
-    matched: dict[str, tuple[int, list[Any], int]] = {}  # kind -> (lines, split parts, groups)
+    # One pass per kind: the values (as columns) and the text with the lines read as tokens.
+    matched: dict[str, tuple[int, list[list[Any]]]] = {}  # kind -> (lines, a column per group)
     tokens: dict[bytes, LineKind] = {}
     rest = text
     for i, kind in enumerate(k for k in KINDS if k.body is not None):
@@ -461,11 +493,11 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         tries = 0
         while True:
             rx = _LEARNER.regex(kind, mode)
-            parts: list[Any] = rx.split(rest) if rx is not None else [rest]
-            ngroups = rx.groups if rx is not None else 0
-            n = (len(parts) - 1) // (ngroups + 1)
-            between = parts[::ngroups + 1] if n and ngroups else parts
-            new_rest = (b"\n" + token).join(between) if n else rest
+            gcols: list[list[Any]]
+            if rx is None:
+                new_rest, n, gcols = rest, 0, []
+            else:
+                new_rest, n, gcols = rx.scan(rest, token, _LEARNER.kinds[f"{name}/{mode}"])
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
@@ -485,7 +517,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
         if n:
-            matched[name] = (n, parts, ngroups)
+            matched[name] = (n, gcols)
             {"columns": col_kinds, "count": count_kinds, "records": rec_kinds}[mode].add(name)
     if col_kinds and not mixed:
         stats_k, spec_k = col_kinds & _STATS_KINDS, col_kinds & _SPEC_KINDS
@@ -498,9 +530,9 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         kind = next(k for k in kinds if k.name == name)
         rname: str = getattr(kind.record, "kind", name)
         counted[rname] = counted.get(rname, 0) + matched[name][0]
-    cols = {name: _columns(next(k for k in kinds if k.name == name), _group_columns(*matched[name][1:]), year, day)
+    cols = {name: _columns(next(k for k in kinds if k.name == name), matched[name][1], year, day)
             for name in col_kinds}
-    found = {name: list(zip(*_group_columns(*matched[name][1:]), strict=True)) for name in rec_kinds}
+    found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
     piece.by_template = sum(v[0] for v in matched.values())
     # Lines known to give nothing (HTTP access lines, and shapes learned as quiet).

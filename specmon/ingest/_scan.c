@@ -1,0 +1,612 @@
+/* The bulk path's template pass in C: what re.split gives for "\n(?:T1|T2|...)(?=\n)".
+ *
+ * Why C: Python's re reads a 180-byte SGLang decode line through its template in about
+ * 1.2 us (17.9 ms for a 4 MB piece of 14,600 such lines, measured), and that pass is the
+ * largest part of summarize's time; pcre2 (PyPI) and polars' str.extract were measured
+ * slower or no faster (specmon/ingest/scan.py says by how much).
+ *
+ * A program is built by specmon/ingest/scan.py from a template's regex text, for the
+ * closed subset of regex syntax the grammar writes (literals, classes with counts,
+ * groups with alternatives, ? and * on groups, a negative look-ahead of one class).
+ * Matching backtracks as re does, in the same order (see match()), so a line is read
+ * with the groups re gives it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum { N_LIT = 0, N_RUN = 1, N_ALT = 2, N_REP = 3, N_NLA = 4, N_END = 5, N_NOT = 6 };
+
+typedef struct Seq Seq;
+
+typedef struct {
+    int type;
+    unsigned char *lit; /* N_LIT */
+    Py_ssize_t len;
+    unsigned char set[32]; /* N_RUN, N_NLA: a bit per byte value */
+    Py_ssize_t min, max;   /* N_RUN, N_REP: max < 0 is unbounded */
+    int back;              /* N_RUN: gives characters back to what follows it in its sequence */
+    int cap;               /* N_ALT: the group it captures, -1 for none */
+    int cap_lo, cap_hi;    /* N_ALT, N_REP: the groups inside, reset when it fails */
+    int nseq;
+    Seq *seqs; /* N_ALT, N_NOT: the alternatives; N_REP: one body */
+} Node;
+
+struct Seq {
+    int n;
+    Node *nodes;
+};
+
+static void free_seq(Seq *q);
+
+static void free_node(Node *nd) {
+    PyMem_Free(nd->lit);
+    if (nd->seqs != NULL) {
+        for (int i = 0; i < nd->nseq; i++) free_seq(&nd->seqs[i]);
+        PyMem_Free(nd->seqs);
+    }
+}
+
+static void free_seq(Seq *q) {
+    if (q->nodes != NULL) {
+        for (int i = 0; i < q->n; i++) free_node(&q->nodes[i]);
+        PyMem_Free(q->nodes);
+    }
+    q->nodes = NULL;
+    q->n = 0;
+}
+
+static int build_seq(PyObject *list, Seq *out, int ngroups);
+
+static int set_from(PyObject *obj, unsigned char set[32]) {
+    if (!PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) != 32) {
+        PyErr_SetString(PyExc_ValueError, "a class is 32 bytes");
+        return -1;
+    }
+    memcpy(set, PyBytes_AS_STRING(obj), 32);
+    return 0;
+}
+
+static int check_caps(int lo, int hi, int cap, int ngroups) {
+    if (lo < 0 || hi < lo || hi > ngroups || cap < -1 || cap >= ngroups) {
+        PyErr_SetString(PyExc_ValueError, "group number out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* One node from its tuple (see scan.py's _Compiler for the forms). */
+static int build_node(PyObject *t, Node *nd, int ngroups) {
+    memset(nd, 0, sizeof(*nd));
+    nd->cap = -1;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 2) {
+        PyErr_SetString(PyExc_ValueError, "a node is a tuple");
+        return -1;
+    }
+    long type = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
+    if (type == -1 && PyErr_Occurred()) return -1;
+    nd->type = (int)type;
+    Py_ssize_t size = PyTuple_GET_SIZE(t);
+    switch (type) {
+    case N_LIT: {
+        PyObject *b = PyTuple_GET_ITEM(t, 1);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_ValueError, "a literal is bytes");
+            return -1;
+        }
+        nd->len = PyBytes_GET_SIZE(b);
+        nd->lit = PyMem_Malloc(nd->len ? nd->len : 1);
+        if (nd->lit == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(nd->lit, PyBytes_AS_STRING(b), nd->len);
+        return 0;
+    }
+    case N_RUN:
+        if (size != 5) break;
+        if (set_from(PyTuple_GET_ITEM(t, 1), nd->set) < 0) return -1;
+        nd->min = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
+        nd->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
+        nd->back = PyObject_IsTrue(PyTuple_GET_ITEM(t, 4));
+        return PyErr_Occurred() ? -1 : 0;
+    case N_END:
+        return 0;
+    case N_NOT: {
+        if (size != 2) break;
+        PyObject *alts = PyTuple_GET_ITEM(t, 1);
+        if (!PyList_Check(alts) || PyList_GET_SIZE(alts) < 1) {
+            PyErr_SetString(PyExc_ValueError, "alternatives are a non-empty list");
+            return -1;
+        }
+        nd->nseq = (int)PyList_GET_SIZE(alts);
+        nd->seqs = PyMem_Calloc(nd->nseq, sizeof(Seq));
+        if (nd->seqs == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < nd->nseq; i++)
+            if (build_seq(PyList_GET_ITEM(alts, i), &nd->seqs[i], ngroups) < 0) return -1;
+        return 0;
+    }
+    case N_NLA:
+        if (size != 2) break;
+        return set_from(PyTuple_GET_ITEM(t, 1), nd->set);
+    case N_ALT: {
+        if (size != 5) break;
+        nd->cap = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+        nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
+        nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
+        if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, nd->cap, ngroups) < 0) return -1;
+        PyObject *alts = PyTuple_GET_ITEM(t, 4);
+        if (!PyList_Check(alts) || PyList_GET_SIZE(alts) < 1) {
+            PyErr_SetString(PyExc_ValueError, "alternatives are a non-empty list");
+            return -1;
+        }
+        nd->nseq = (int)PyList_GET_SIZE(alts);
+        nd->seqs = PyMem_Calloc(nd->nseq, sizeof(Seq));
+        if (nd->seqs == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < nd->nseq; i++)
+            if (build_seq(PyList_GET_ITEM(alts, i), &nd->seqs[i], ngroups) < 0) return -1;
+        return 0;
+    }
+    case N_REP:
+        if (size != 6) break;
+        nd->min = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
+        nd->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
+        nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
+        nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 4));
+        if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, -1, ngroups) < 0) return -1;
+        nd->nseq = 1;
+        nd->seqs = PyMem_Calloc(1, sizeof(Seq));
+        if (nd->seqs == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return build_seq(PyTuple_GET_ITEM(t, 5), &nd->seqs[0], ngroups);
+    default:
+        break;
+    }
+    PyErr_SetString(PyExc_ValueError, "unknown node");
+    return -1;
+}
+
+static int build_seq(PyObject *list, Seq *out, int ngroups) {
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_ValueError, "a sequence is a list");
+        return -1;
+    }
+    out->n = (int)PyList_GET_SIZE(list);
+    out->nodes = PyMem_Calloc(out->n ? out->n : 1, sizeof(Node));
+    if (out->nodes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < out->n; i++) {
+        if (build_node(PyList_GET_ITEM(list, i), &out->nodes[i], ngroups) < 0) {
+            out->n = i + 1; /* free what was built, this node included */
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#define IN(set, c) ((set)[(c) >> 3] & (1u << ((c) & 7)))
+
+static void reset(Py_ssize_t *caps, int lo, int hi) {
+    for (int i = lo; i < hi; i++) caps[2 * i] = caps[2 * i + 1] = -1;
+}
+
+/* What to do when a sequence ends: close a group (ALT) or an iteration (REP), then go on
+ * with the sequence that holds it, from its node i. The frames live on the C stack. */
+typedef struct Frame {
+    const Node *nd;
+    const Seq *q;
+    int i;
+    Py_ssize_t start; /* where the group or the iteration began */
+    Py_ssize_t count; /* REP: iterations done before this one */
+    const struct Frame *up;
+} Frame;
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t end;
+    Py_ssize_t *caps;
+} Ctx;
+
+/* Match sequence q from node i at p, then whatever the frames say; the end position or -1.
+ * The order of trials is the regex's (greedy counts longest first, alternatives in order,
+ * one more iteration before leaving a repeat), so the first match found is the one re finds,
+ * with the same groups; captures are put back when a trial fails. */
+static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const Ctx *c) {
+    const unsigned char *s = c->s;
+    for (;;) {
+        if (i == q->n) {
+            if (k == NULL) return p;
+            const Node *nd = k->nd;
+            if (nd->type == N_ALT) {
+                if (nd->cap < 0) {
+                    q = k->q, i = k->i, k = k->up;
+                    continue;
+                }
+                Py_ssize_t *cap = c->caps + 2 * nd->cap;
+                Py_ssize_t a = cap[0], b = cap[1];
+                cap[0] = k->start, cap[1] = p;
+                Py_ssize_t r = match(k->q, k->i, p, k->up, c);
+                if (r < 0) cap[0] = a, cap[1] = b;
+                return r;
+            }
+            /* N_REP: one more iteration first (not after an empty one), then what follows. */
+            Py_ssize_t count = k->count + 1;
+            if ((nd->max < 0 || count < nd->max) && p != k->start) {
+                Frame f = {nd, k->q, k->i, p, count, k->up};
+                Py_ssize_t r = match(&nd->seqs[0], 0, p, &f, c);
+                if (r >= 0) return r;
+            }
+            if (count < nd->min) return -1;
+            q = k->q, i = k->i, k = k->up;
+            continue;
+        }
+        const Node *nd = &q->nodes[i];
+        switch (nd->type) {
+        case N_LIT:
+            if (c->end - p < nd->len || memcmp(s + p, nd->lit, nd->len) != 0) return -1;
+            p += nd->len;
+            i++;
+            continue;
+        case N_NLA:
+            /* At the line's end the next character is its newline, as re sees it. */
+            if (p < c->end ? IN(nd->set, s[p]) : IN(nd->set, '\n')) return -1;
+            i++;
+            continue;
+        case N_NOT:
+            /* None of the alternatives may match here (they read no newline: scan.py checks). */
+            for (int b = 0; b < nd->nseq; b++)
+                if (match(&nd->seqs[b], 0, p, NULL, c) >= 0) return -1;
+            i++;
+            continue;
+        case N_END:
+            if (p != c->end) return -1;
+            i++;
+            continue;
+        case N_RUN: {
+            Py_ssize_t n = 0, room = c->end - p;
+            if (nd->max >= 0 && nd->max < room) room = nd->max;
+            while (n < room && IN(nd->set, s[p + n])) n++;
+            if (n < nd->min) return -1;
+            if (!nd->back || n == nd->min) {
+                p += n;
+                i++;
+                continue;
+            }
+            for (; n >= nd->min; n--) {
+                Py_ssize_t r = match(q, i + 1, p + n, k, c);
+                if (r >= 0) return r;
+            }
+            return -1;
+        }
+        case N_ALT: {
+            Frame f = {nd, q, i + 1, p, 0, k};
+            for (int b = 0; b < nd->nseq; b++) {
+                Py_ssize_t r = match(&nd->seqs[b], 0, p, &f, c);
+                if (r >= 0) return r;
+            }
+            return -1;
+        }
+        case N_REP: {
+            if (nd->max != 0) {
+                Frame f = {nd, q, i + 1, p, 0, k};
+                Py_ssize_t r = match(&nd->seqs[0], 0, p, &f, c);
+                if (r >= 0) return r;
+            }
+            if (nd->min > 0) return -1;
+            i++;
+            continue;
+        }
+        default:
+            return -1;
+        }
+    }
+}
+
+static Py_ssize_t match_seq(const Seq *q, const unsigned char *s, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *caps) {
+    Ctx c = {s, end, caps};
+    return match(q, 0, p, NULL, &c);
+}
+
+typedef struct {
+    PyObject_HEAD
+    int ntemplates;
+    Seq *templates;
+    int *ngroups; /* per template */
+    int *base;    /* the first output group of each template */
+    int groups;   /* in all */
+    int maxgroups;
+} Scanner;
+
+static void Scanner_dealloc(Scanner *self) {
+    if (self->templates != NULL) {
+        for (int i = 0; i < self->ntemplates; i++) free_seq(&self->templates[i]);
+        PyMem_Free(self->templates);
+    }
+    PyMem_Free(self->ngroups);
+    PyMem_Free(self->base);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
+    PyObject *templates;
+    static char *kwlist[] = {"templates", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyList_Type, &templates)) return -1;
+    if (self->templates != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Scanner is built once");
+        return -1;
+    }
+    int n = (int)PyList_GET_SIZE(templates);
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "no template");
+        return -1;
+    }
+    self->templates = PyMem_Calloc(n, sizeof(Seq));
+    self->ngroups = PyMem_Calloc(n, sizeof(int));
+    self->base = PyMem_Calloc(n, sizeof(int));
+    if (self->templates == NULL || self->ngroups == NULL || self->base == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->ntemplates = n;
+    int base = 0;
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(templates, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_ValueError, "a template is (groups, sequence)");
+            return -1;
+        }
+        long g = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        if (g < 0 || g > 1000) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad group count");
+            return -1;
+        }
+        self->ngroups[i] = (int)g;
+        self->base[i] = base;
+        base += (int)g;
+        if (g > self->maxgroups) self->maxgroups = (int)g;
+        if (build_seq(PyTuple_GET_ITEM(item, 1), &self->templates[i], (int)g) < 0) return -1;
+    }
+    self->groups = base;
+    return 0;
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* re.split(pattern, text) for pattern "\n(?:T1|T2|...)(?=\n)" (see the top of the file). */
+static PyObject *Scanner_split(Scanner *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *s = view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t *caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
+    if (out == NULL || caps == NULL) goto fail;
+    Py_ssize_t last = 0;
+    const unsigned char *nl = memchr(s, '\n', size);
+    while (nl != NULL) {
+        Py_ssize_t at = nl - s;
+        const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
+        if (next == NULL) break;
+        Py_ssize_t end = next - s;
+        int hit = -1;
+        for (int t = 0; t < self->ntemplates; t++) {
+            reset(caps, 0, self->ngroups[t]);
+            if (match_seq(&self->templates[t], s, at + 1, end, caps) == end) {
+                hit = t;
+                break;
+            }
+        }
+        if (hit >= 0) {
+            if (append_new(out, PyBytes_FromStringAndSize((const char *)s + last, at - last)) < 0) goto fail;
+            for (int t = 0; t < self->ntemplates; t++) {
+                for (int g = 0; g < self->ngroups[t]; g++) {
+                    if (t != hit || caps[2 * g] < 0) {
+                        if (PyList_Append(out, Py_None) < 0) goto fail;
+                    } else if (append_new(out, PyBytes_FromStringAndSize((const char *)s + caps[2 * g],
+                                                                         caps[2 * g + 1] - caps[2 * g])) < 0) {
+                        goto fail;
+                    }
+                }
+            }
+            last = end;
+        }
+        nl = next;
+    }
+    if (append_new(out, PyBytes_FromStringAndSize((const char *)s + last, size - last)) < 0) goto fail;
+    PyMem_Free(caps);
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    PyMem_Free(caps);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A group's text as the value its column holds: bytes, float or int, the values Python's
+ * float() and int() give. The pattern admits digits and at most one '.' (no sign, exponent,
+ * space or '_' to differ on). A float of at most 15 digits is m / 10^k with both exact in a
+ * double, and IEEE division rounds that quotient correctly: the value float() gives
+ * (Clinger's fast path); longer ones go through Python's own PyOS_string_to_double. */
+static PyObject *value(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, char kind) {
+    Py_ssize_t n = b - a;
+    if (kind == 0 || n <= 0 || n >= 64) return PyBytes_FromStringAndSize((const char *)s + a, n);
+    unsigned long long m = 0;
+    int digits = 0, frac = -1, ok = 1;
+    for (Py_ssize_t i = a; i < b; i++) {
+        unsigned char c = s[i];
+        if (c >= '0' && c <= '9') {
+            m = m * 10 + (c - '0');
+            digits++;
+            if (frac >= 0) frac++;
+        } else if (c == '.' && frac < 0 && kind == 1) {
+            frac = 0;
+        } else {
+            ok = 0;
+            break;
+        }
+    }
+    if (ok && digits > 0 && digits <= 15 && kind == 1)
+        return PyFloat_FromDouble((double)m / POW10[frac < 0 ? 0 : frac]);
+    if (ok && digits > 0 && digits <= 18 && kind == 2) return PyLong_FromUnsignedLongLong(m);
+    char buf[64];
+    memcpy(buf, s + a, n);
+    buf[n] = '\0';
+    if (kind == 1) {
+        double d = PyOS_string_to_double(buf, NULL, NULL);
+        if (d == -1.0 && PyErr_Occurred()) return NULL;
+        return PyFloat_FromDouble(d);
+    }
+    return PyLong_FromString(buf, NULL, 10);
+}
+
+/* The pass as bulk.py uses it: the text with every line read replaced by "\n" + token
+ * (what (b"\n" + token).join of split's texts gives), how many lines were read, and one
+ * list per group of their values (None where another template read the line), each
+ * converted as ``kinds`` says (0 bytes, 1 float, 2 int; one byte per group). */
+static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
+    Py_buffer view, tok, kinds;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &tok, &kinds)) return NULL;
+    PyObject *result = NULL, *cols = NULL, *rest = NULL;
+    Py_ssize_t *caps = NULL;
+    char *out = NULL;
+    if (kinds.len != self->groups) {
+        PyErr_SetString(PyExc_ValueError, "kinds: one byte per group");
+        goto done;
+    }
+    const unsigned char *s = view.buf;
+    const char *kind = kinds.buf;
+    Py_ssize_t size = view.len, o = 0, count = 0;
+    /* A read line of at least one character becomes 1 + len(token) bytes: a token longer than
+     * a line is the only way to grow, bounded by one token per line. */
+    Py_ssize_t cap = size + 1 + (size + 1) * (tok.len > 0 ? tok.len : 0);
+    out = PyMem_Malloc(cap > 0 ? cap : 1);
+    caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
+    cols = PyList_New(self->groups);
+    if (out == NULL || caps == NULL || cols == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int g = 0; g < self->groups; g++) {
+        PyObject *col = PyList_New(0);
+        if (col == NULL) goto done;
+        PyList_SET_ITEM(cols, g, col);
+    }
+    Py_ssize_t last = 0;
+    const unsigned char *nl = memchr(s, '\n', size);
+    while (nl != NULL) {
+        Py_ssize_t at = nl - s;
+        const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
+        if (next == NULL) break;
+        Py_ssize_t end = next - s;
+        int hit = -1;
+        for (int t = 0; t < self->ntemplates; t++) {
+            reset(caps, 0, self->ngroups[t]);
+            if (match_seq(&self->templates[t], s, at + 1, end, caps) == end) {
+                hit = t;
+                break;
+            }
+        }
+        if (hit >= 0) {
+            memcpy(out + o, s + last, at - last);
+            o += at - last;
+            out[o++] = '\n';
+            memcpy(out + o, tok.buf, tok.len);
+            o += tok.len;
+            count++;
+            for (int t = 0; t < self->ntemplates; t++) {
+                for (int g = 0; g < self->ngroups[t]; g++) {
+                    int j = self->base[t] + g;
+                    PyObject *col = PyList_GET_ITEM(cols, j);
+                    if (t != hit || caps[2 * g] < 0) {
+                        if (PyList_Append(col, Py_None) < 0) goto done;
+                    } else if (append_new(col, value(s, caps[2 * g], caps[2 * g + 1], kind[j])) < 0) {
+                        goto done;
+                    }
+                }
+            }
+            last = end;
+        }
+        nl = next;
+    }
+    memcpy(out + o, s + last, size - last);
+    o += size - last;
+    rest = PyBytes_FromStringAndSize(out, o);
+    if (rest == NULL) goto done;
+    result = Py_BuildValue("(OnO)", rest, count, cols);
+done:
+    Py_XDECREF(rest);
+    Py_XDECREF(cols);
+    PyMem_Free(caps);
+    PyMem_Free(out);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tok);
+    PyBuffer_Release(&kinds);
+    return result;
+}
+
+static PyObject *Scanner_get_groups(Scanner *self, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(self->groups);
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"split", (PyCFunction)Scanner_split, METH_O,
+     "split(text) -> list: re.split of '\\n(?:T1|...)(?=\\n)' over text, for lines the program accepts."},
+    {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
+     "scan(text, token, kinds) -> (rest, lines, columns): the read lines replaced by newline + token."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Scanner_getset[] = {
+    {"groups", (getter)Scanner_get_groups, NULL, "groups of all templates, as re.Pattern.groups", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "specmon.ingest._scan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Scanner(templates): templates are (groups, sequence) pairs built by specmon.ingest.scan.",
+    .tp_methods = Scanner_methods,
+    .tp_getset = Scanner_getset,
+    .tp_init = (initproc)Scanner_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef scan_module = {
+    PyModuleDef_HEAD_INIT, "_scan", "The bulk path's template pass in C (see specmon.ingest.scan).", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&scan_module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&ScannerType);
+    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
+        Py_DECREF(&ScannerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
