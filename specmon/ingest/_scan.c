@@ -441,67 +441,142 @@ fail:
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* A group's text as the value its column holds: bytes, float or int, the values Python's
- * float() and int() give. The pattern admits digits and at most one '.' (no sign, exponent,
- * space or '_' to differ on). A float of at most 15 digits is m / 10^k with both exact in a
- * double, and IEEE division rounds that quotient correctly: the value float() gives
- * (Clinger's fast path); longer ones go through Python's own PyOS_string_to_double. */
-static PyObject *value(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, char kind) {
-    Py_ssize_t n = b - a;
-    if (kind == 0 || n <= 0 || n >= 64) return PyBytes_FromStringAndSize((const char *)s + a, n);
-    unsigned long long m = 0;
-    int digits = 0, frac = -1, ok = 1;
-    for (Py_ssize_t i = a; i < b; i++) {
-        unsigned char c = s[i];
-        if (c >= '0' && c <= '9') {
-            m = m * 10 + (c - '0');
-            digits++;
-            if (frac >= 0) frac++;
-        } else if (c == '.' && frac < 0 && kind == 1) {
-            frac = 0;
-        } else {
-            ok = 0;
-            break;
-        }
+/* What a column holds (one code per group; scan.py has the same names). */
+enum { AS_BYTES = 0, AS_FLOAT = 1, AS_INT = 2, AS_STR = 3, AS_HMS = 4, AS_DAY = 5, AS_FRAC = 6 };
+
+static int digits_at(const unsigned char *s, Py_ssize_t n, long *out) {
+    long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
     }
-    if (ok && digits > 0 && digits <= 15 && kind == 1)
-        return PyFloat_FromDouble((double)m / POW10[frac < 0 ? 0 : frac]);
-    if (ok && digits > 0 && digits <= 18 && kind == 2) return PyLong_FromUnsignedLongLong(m);
-    char buf[64];
-    memcpy(buf, s + a, n);
-    buf[n] = '\0';
-    if (kind == 1) {
-        double d = PyOS_string_to_double(buf, NULL, NULL);
-        if (d == -1.0 && PyErr_Occurred()) return NULL;
-        return PyFloat_FromDouble(d);
-    }
-    return PyLong_FromString(buf, NULL, 10);
+    *out = v;
+    return 1;
 }
 
+/* Days from 1970-01-01 to y-m-01 in the proleptic Gregorian calendar (date.toordinal's). */
+static long days_from_civil(long y, long m) {
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    long yoe = y - era * 400;
+    long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5;
+    long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* The fast form of a value, or NULL with no error set when the text is not in that form
+ * (then the group's Python converter reads it). Each form gives what the converter gives:
+ *   AS_FLOAT: digits with at most one '.', at most 15 digits: m / 10^k, both exact in a double,
+ *     and IEEE division rounds that quotient correctly, as float() does (Clinger's fast path);
+ *   AS_INT: at most 18 digits;  AS_STR: ASCII (bytes.decode);
+ *   AS_HMS: "HH:MM:SS" -> float seconds, None past 23:59:60 (parsing.common.parse_hms);
+ *   AS_DAY: "YYYY-MM-DD" -> float epoch seconds of its midnight, None for month or day out of
+ *     range or year 0; a day past the month's end runs on, as calendar.timegm does (_day_start);
+ *   AS_FRAC: "." or "," and 1-9 digits -> int / 10.0 ** n; "" -> 0.0 (parse_fraction). */
+static PyObject *fast_value(const unsigned char *s, Py_ssize_t n, int kind) {
+    long a, b, c;
+    switch (kind) {
+    case AS_FLOAT: {
+        unsigned long long m = 0;
+        int digits = 0, frac = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char ch = s[i];
+            if (ch >= '0' && ch <= '9') {
+                m = m * 10 + (ch - '0');
+                digits++;
+                if (frac >= 0) frac++;
+            } else if (ch == '.' && frac < 0) {
+                frac = 0;
+            } else {
+                return NULL;
+            }
+        }
+        if (digits == 0 || digits > 15 || frac == 0) return NULL;
+        return PyFloat_FromDouble((double)m / POW10[frac < 0 ? 0 : frac]);
+    }
+    case AS_INT: {
+        unsigned long long m = 0;
+        if (n == 0 || n > 18) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9') return NULL;
+            m = m * 10 + (s[i] - '0');
+        }
+        return PyLong_FromUnsignedLongLong(m);
+    }
+    case AS_STR:
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (s[i] >= 0x80) return NULL;
+        return PyUnicode_DecodeASCII((const char *)s, n, NULL);
+    case AS_HMS:
+        if (n != 8 || s[2] != ':' || s[5] != ':' || !digits_at(s, 2, &a) || !digits_at(s + 3, 2, &b) ||
+            !digits_at(s + 6, 2, &c))
+            return NULL;
+        if (a > 23 || b > 59 || c > 60) Py_RETURN_NONE;
+        return PyFloat_FromDouble((double)(a * 3600 + b * 60 + c));
+    case AS_DAY:
+        if (n != 10 || s[4] != '-' || s[7] != '-' || !digits_at(s, 4, &a) || !digits_at(s + 5, 2, &b) ||
+            !digits_at(s + 8, 2, &c))
+            return NULL;
+        if (b < 1 || b > 12 || c < 1 || c > 31 || a == 0) Py_RETURN_NONE;
+        return PyFloat_FromDouble((double)((days_from_civil(a, b) + c - 1) * 86400));
+    case AS_FRAC:
+        if (n == 0) return PyFloat_FromDouble(0.0);
+        if (n < 2 || n > 10 || (s[0] != '.' && s[0] != ',') || !digits_at(s + 1, n - 1, &a)) return NULL;
+        return PyFloat_FromDouble((double)a / POW10[n - 1]);
+    }
+    return NULL;
+}
+
+/* A group's value: the fast form, else the converter on its bytes, else the bytes. */
+static PyObject *value(const unsigned char *s, Py_ssize_t a, Py_ssize_t b, int kind, PyObject *conv) {
+    if (kind != AS_BYTES) {
+        PyObject *v = fast_value(s + a, b - a, kind);
+        if (v != NULL || PyErr_Occurred()) return v;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)s + a, b - a);
+    if (raw == NULL || conv == Py_None) return raw;
+    PyObject *v = PyObject_CallOneArg(conv, raw);
+    Py_DECREF(raw);
+    return v;
+}
+
+/* The last value of a column and its text: a line whose text is the same gets the same object
+ * (values are immutable and a pure function of the text; ranks, days and seconds repeat). */
+typedef struct {
+    PyObject *obj; /* borrowed from the column list */
+    const unsigned char *text;
+    Py_ssize_t len;
+} Last;
+
 /* The pass as bulk.py uses it: the text with every line read replaced by "\n" + token
- * (what (b"\n" + token).join of split's texts gives), how many lines were read, and one
- * list per group of their values (None where another template read the line), each
- * converted as ``kinds`` says (0 bytes, 1 float, 2 int; one byte per group). */
+ * (what (b"\n" + token).join of split's texts gives), how many lines were read, one list per
+ * group of their values (None where another template read the line), each as ``kinds`` says
+ * with ``convs`` (a callable or None per group) for texts outside the fast forms, and how many
+ * lines each template read. */
 static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     Py_buffer view, tok, kinds;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &tok, &kinds)) return NULL;
-    PyObject *result = NULL, *cols = NULL, *rest = NULL;
-    Py_ssize_t *caps = NULL;
+    PyObject *convs;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!", &view, &tok, &kinds, &PyTuple_Type, &convs)) return NULL;
+    PyObject *result = NULL, *cols = NULL, *rest = NULL, *per = NULL;
+    Py_ssize_t *caps = NULL, *hits = NULL;
+    Last *last_v = NULL;
     char *out = NULL;
-    if (kinds.len != self->groups) {
-        PyErr_SetString(PyExc_ValueError, "kinds: one byte per group");
+    if (kinds.len != self->groups || PyTuple_GET_SIZE(convs) != self->groups) {
+        PyErr_SetString(PyExc_ValueError, "kinds and convs: one per group");
         goto done;
     }
     const unsigned char *s = view.buf;
-    const char *kind = kinds.buf;
+    const unsigned char *kind = kinds.buf;
     Py_ssize_t size = view.len, o = 0, count = 0;
     /* A read line of at least one character becomes 1 + len(token) bytes: a token longer than
      * a line is the only way to grow, bounded by one token per line. */
     Py_ssize_t cap = size + 1 + (size + 1) * (tok.len > 0 ? tok.len : 0);
     out = PyMem_Malloc(cap > 0 ? cap : 1);
     caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
+    hits = PyMem_Calloc(self->ntemplates, sizeof(Py_ssize_t));
+    last_v = PyMem_Calloc(self->groups + 1, sizeof(Last));
     cols = PyList_New(self->groups);
-    if (out == NULL || caps == NULL || cols == NULL) {
+    if (out == NULL || caps == NULL || hits == NULL || last_v == NULL || cols == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -532,15 +607,27 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
             memcpy(out + o, tok.buf, tok.len);
             o += tok.len;
             count++;
+            hits[hit]++;
             for (int t = 0; t < self->ntemplates; t++) {
                 for (int g = 0; g < self->ngroups[t]; g++) {
                     int j = self->base[t] + g;
                     PyObject *col = PyList_GET_ITEM(cols, j);
                     if (t != hit || caps[2 * g] < 0) {
                         if (PyList_Append(col, Py_None) < 0) goto done;
-                    } else if (append_new(col, value(s, caps[2 * g], caps[2 * g + 1], kind[j])) < 0) {
-                        goto done;
+                        continue;
                     }
+                    const unsigned char *text = s + caps[2 * g];
+                    Py_ssize_t len = caps[2 * g + 1] - caps[2 * g];
+                    Last *lv = &last_v[j];
+                    if (lv->obj != NULL && lv->len == len && memcmp(lv->text, text, len) == 0) {
+                        if (PyList_Append(col, lv->obj) < 0) goto done;
+                        continue;
+                    }
+                    PyObject *v = value(s, caps[2 * g], caps[2 * g + 1], kind[j], PyTuple_GET_ITEM(convs, j));
+                    if (append_new(col, v) < 0) goto done;
+                    lv->obj = v; /* the list holds it */
+                    lv->text = text;
+                    lv->len = len;
                 }
             }
             last = end;
@@ -550,12 +637,21 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     memcpy(out + o, s + last, size - last);
     o += size - last;
     rest = PyBytes_FromStringAndSize(out, o);
-    if (rest == NULL) goto done;
-    result = Py_BuildValue("(OnO)", rest, count, cols);
+    per = PyList_New(self->ntemplates);
+    if (rest == NULL || per == NULL) goto done;
+    for (int t = 0; t < self->ntemplates; t++) {
+        PyObject *h = PyLong_FromSsize_t(hits[t]);
+        if (h == NULL) goto done;
+        PyList_SET_ITEM(per, t, h);
+    }
+    result = Py_BuildValue("(OnOO)", rest, count, cols, per);
 done:
     Py_XDECREF(rest);
     Py_XDECREF(cols);
+    Py_XDECREF(per);
     PyMem_Free(caps);
+    PyMem_Free(hits);
+    PyMem_Free(last_v);
     PyMem_Free(out);
     PyBuffer_Release(&view);
     PyBuffer_Release(&tok);
@@ -572,7 +668,7 @@ static PyMethodDef Scanner_methods[] = {
     {"split", (PyCFunction)Scanner_split, METH_O,
      "split(text) -> list: re.split of '\\n(?:T1|...)(?=\\n)' over text, for lines the program accepts."},
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
-     "scan(text, token, kinds) -> (rest, lines, columns): the read lines replaced by newline + token."},
+     "scan(text, token, kinds, convs) -> (rest, lines, columns, per_template): see Scanner_scan."},
     {NULL, NULL, 0, NULL},
 };
 

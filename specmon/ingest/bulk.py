@@ -30,11 +30,24 @@ from itertools import islice, repeat
 from operator import add
 from typing import Any
 
-from specmon.ingest.scan import AS_BYTES, AS_FLOAT, AS_INT, Pass, RePass, Unsupported, compile_pass
+from specmon.ingest.scan import (
+    AS_BYTES,
+    AS_DAY,
+    AS_FLOAT,
+    AS_FRAC,
+    AS_HMS,
+    AS_INT,
+    AS_STR,
+    CONVERTERS,
+    Pass,
+    RePass,
+    Unsupported,
+    compile_pass,
+)
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
-from specmon.parsing.common import _day_start, parse_fraction, parse_hms
-from specmon.parsing.grammar import FLOAT, INT, KINDS, LineKind, Template, learn, read
+from specmon.parsing.common import _day_start
+from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
 from specmon.parsing.prefix import Rollover, stamp_value
 from specmon.records import Engine, EngineStats, ParsedRecord, Spec
 from specmon.sources.logfiles import check_readable, head_lines
@@ -117,8 +130,9 @@ class _Learner:
         self.samples: dict[str, list[bytes]] = {}
         self.refused: dict[str, set[bytes]] = {}
         self._regex: dict[str, Pass | None] = {}
-        #: Per ``kind/mode``: what each group's column holds (``scan``'s ``kinds``).
+        #: Per ``kind/mode``: what each group's column holds (``scan``'s ``kinds`` and ``convs``).
         self.kinds: dict[str, bytes] = {}
+        self.convs: dict[str, tuple[Any, ...]] = {}
         #: Per ``kind/mode``: each template with the index of its first group and its group numbers.
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
@@ -140,6 +154,7 @@ class _Learner:
             elif mode == "records":
                 self._regex[key] = self._pass(kind, [b"(" + t.source + b")" for t in tpls])
                 self.kinds[key] = bytes(sum(1 + t.ngroups for t in tpls))
+                self.convs[key] = (None,) * len(self.kinds[key])
             else:
                 roles = _column_roles(kind) if mode == "columns" else frozenset()
                 layout = []
@@ -156,6 +171,7 @@ class _Learner:
                     kinds += bytes(by_group[i] for i in range(1, len(groups) + 1))
                 self.layouts[key] = layout
                 self.kinds[key] = bytes(kinds)
+                self.convs[key] = tuple(CONVERTERS.get(k) for k in kinds)
                 self._regex[key] = self._pass(kind, sources)
         return self._regex[key]
 
@@ -219,10 +235,6 @@ def _trie(seqs: list[list[bytes]]) -> bytes:
 
 _LEARNER = _Learner()
 # Memos of the prefix arithmetic (few distinct days, at most 86,400 times of day, 1,000 ms).
-_RANKS = _Cache(lambda b: b.decode())
-_HMS = _Cache(lambda b: parse_hms(b.decode()))
-_DAYS = _Cache(lambda b: _day_start(b.decode()))
-_FRACS = _Cache(lambda b: parse_fraction(b.decode()))
 _MD_DAYS: dict[int, _Cache] = {}
 
 
@@ -259,12 +271,15 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
     return tpl
 
 
+#: What the pass makes of the prefix's parts (the converters the line parser's arithmetic uses).
+_ROLE_AS = {"rank": AS_STR, "hms": AS_HMS, "date": AS_DAY, "frac": AS_FRAC}
+
+
 def _as(t: Template, role: str) -> int:
-    """What the pass makes of a role's text: a float or int where the field is a plain number, else bytes."""
-    spec = next((s for s in t.kind.fields if s.attr == role), None)
+    """What the pass makes of a role's text: a prefix part, a plain number, or bytes (other converters)."""
+    if role in _ROLE_AS:
+        return _ROLE_AS[role]
     conv = t.converters.get(role)
-    if spec is None or spec.items or spec.pattern not in (INT, FLOAT):
-        return AS_BYTES  # (an ANY value may read "1_000", which float() takes and the C pass would not)
     return AS_FLOAT if conv is float else AS_INT if conv is int else AS_BYTES
 
 
@@ -275,20 +290,23 @@ def _column_roles(kind: LineKind) -> frozenset[str]:
     return frozenset((*_TS_ROLES, *(kind.columns or ())))
 
 
-def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> dict[str, list[Any]]:
-    """Columns (``rank``, ``ts``, then ``kind.columns``) of lines read by the kind's lean templates."""
+def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], year: int,
+             day: float) -> dict[str, list[Any]]:
+    """Columns (``rank``, ``ts``, then ``kind.columns``) of the ``n`` lines read by the kind's lean templates.
+
+    The pass has made the prefix parts and plain numbers values already (see :func:`_as`).
+    """
     layout = _LEARNER.layouts[f"{kind.name}/columns"]
     names = ("rank", "ts", *(kind.columns or ()))
-    # Usually one shape fills the piece: find it in C (all) before going line by line.
-    single = next((w for w, (_t, base, _g) in enumerate(layout) if None not in gcols[base]), None)
+    # Usually one shape fills the piece (the pass counts each template's lines).
+    single = next((w for w, h in enumerate(hits) if h == n), None)
     if single is None:
         # Lines of several shapes interleaved: one line at a time (rare).
         found = list(zip(*gcols, strict=True))
         cols: dict[str, list[Any]] = {name: [] for name in names}
-        stamp = _stamp_fn(year, day)
         for f in found:
-            t, base, groups = next(x for x in layout if f[x[1]] is not None)
-            vals = _read_lean(t, groups, f[base:base + len(groups)], stamp)
+            t, base, groups = next(x for x in layout if any(v is not None for v in f[x[1]:x[1] + len(x[2])]))
+            vals = _read_lean(t, groups, f[base:base + len(groups)], year, day)
             for name in names:
                 cols[name].append(vals.get(name))
         return cols
@@ -298,30 +316,31 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> d
     out: dict[str, list[Any]] = {}
     # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
-    out["rank"] = [None] * n if ri is None else list(map(_RANKS.__getitem__, gcols[ri]))
+    out["rank"] = [None] * n if ri is None else gcols[ri]
     hi = g.get("hms")
     if hi is None:
         out["ts"] = [None] * n
     else:
-        secs = list(map(_HMS.__getitem__, gcols[hi]))
+        secs: list[float | None] = gcols[hi]
         di, mi = g.get("date"), g.get("md")
+        days: list[float | None] | None
         if di is not None:
-            days = list(map(_DAYS.__getitem__, gcols[di]))
+            days = gcols[di]
         elif mi is not None:
             days = list(map(_md_days(year).__getitem__, gcols[mi]))
         else:
             days = None
         fi = g.get("frac")
-        fracs = list(map(_FRACS.__getitem__, gcols[fi])) if fi is not None else None
+        fracs = gcols[fi] if fi is not None else None
         if None in secs or (days is not None and None in days):
             # An impossible date or time somewhere (month 13, 25:00:00): no timestamp there.
             ts: list[float | None] = []
             for j, h in enumerate(secs):
-                if h is None or (days is not None and days[j] is None):
+                d = days[j] if days is not None else day
+                if h is None or d is None:
                     ts.append(None)
                 else:
-                    ts.append((days[j] if days is not None else day) + h
-                              + (fracs[j] if fracs is not None else 0.0))
+                    ts.append(d + h + (fracs[j] if fracs is not None else 0.0))
         elif days is None:
             # A time of day without a date: on the file's day (the session keeps the days in order).
             ts = list(map(add, secs, repeat(day)))
@@ -341,22 +360,30 @@ def _columns(kind: LineKind, gcols: list[list[Any]], year: int, day: float) -> d
             conv = t.converters[attr]
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
             if _as(t, attr) != AS_BYTES:
-                out[attr] = gcols[i]  # converted by the pass
+                out[attr] = gcols[i]  # made by the pass
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
 
 
-def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...],
-               stamp: Callable[[dict[str, str]], float | None]) -> dict[str, Any]:
-    """The column values of one line read by a lean template (groups numbered from 1 within it)."""
-    texts = {r: (f[i - 1] or b"").decode() for r, i in groups.items() if r in ("date", "md", "hms", "frac")}
-    out: dict[str, Any] = {"ts": stamp(texts) if "hms" in texts else None}
+def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...], year: int, day: float) -> dict[str, Any]:
+    """The column values of one line read by a lean template (groups numbered from 1 within it).
+
+    The time is :func:`specmon.parsing.prefix.stamp_value`'s arithmetic on the parts the pass made.
+    """
+    out: dict[str, Any] = {"ts": None}
+    hi = groups.get("hms")
+    if hi:
+        di, mi, fi = groups.get("date"), groups.get("md"), groups.get("frac")
+        d = f[di - 1] if di else _md_days(year)[f[mi - 1]] if mi else day
+        sec = f[hi - 1]
+        if d is not None and sec is not None:
+            out["ts"] = d + sec + (f[fi - 1] if fi else 0.0)
     ri = groups.get("rank")
-    out["rank"] = f[ri - 1].decode() if ri else None
+    out["rank"] = f[ri - 1] if ri else None
     for attr in t.kind.columns or ():
         i = groups.get(attr)
-        out[attr] = t.converters[attr](f[i - 1]) if i else None
+        out[attr] = None if not i else f[i - 1] if _as(t, attr) != AS_BYTES else t.converters[attr](f[i - 1])
     return out
 
 
@@ -473,7 +500,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     count_kinds: set[str] = set()
     rec_kinds: set[str] = set()
     # One pass per kind: the values (as columns) and the text with the lines read as tokens.
-    matched: dict[str, tuple[int, list[list[Any]]]] = {}  # kind -> (lines, a column per group)
+    matched: dict[str, tuple[int, list[list[Any]], list[int]]] = {}  # kind -> (lines, columns, lines per template)
     tokens: dict[bytes, LineKind] = {}
     rest = text
     for i, kind in enumerate(k for k in KINDS if k.body is not None):
@@ -494,10 +521,12 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         while True:
             rx = _LEARNER.regex(kind, mode)
             gcols: list[list[Any]]
+            hits: list[int]
             if rx is None:
-                new_rest, n, gcols = rest, 0, []
+                new_rest, n, gcols, hits = rest, 0, [], []
             else:
-                new_rest, n, gcols = rx.scan(rest, token, _LEARNER.kinds[f"{name}/{mode}"])
+                key = f"{name}/{mode}"
+                new_rest, n, gcols, hits = rx.scan(rest, token, _LEARNER.kinds[key], _LEARNER.convs[key])
             if tries >= MAX_LEARN or marker not in new_rest:
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
@@ -517,7 +546,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             # Run the new alternation over this kind's lines again (its groups are renumbered).
         rest = new_rest
         if n:
-            matched[name] = (n, gcols)
+            matched[name] = (n, gcols, hits)
             {"columns": col_kinds, "count": count_kinds, "records": rec_kinds}[mode].add(name)
     if col_kinds and not mixed:
         stats_k, spec_k = col_kinds & _STATS_KINDS, col_kinds & _SPEC_KINDS
@@ -530,7 +559,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         kind = next(k for k in kinds if k.name == name)
         rname: str = getattr(kind.record, "kind", name)
         counted[rname] = counted.get(rname, 0) + matched[name][0]
-    cols = {name: _columns(next(k for k in kinds if k.name == name), matched[name][1], year, day)
+    cols = {name: _columns(next(k for k in kinds if k.name == name), *matched[name], year, day)
             for name in col_kinds}
     found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)

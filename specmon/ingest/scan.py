@@ -26,6 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from specmon.parsing.common import _day_start, parse_fraction, parse_hms
+
 try:
     from specmon.ingest._scan import Scanner
 except ImportError:  # built without a C compiler: the re path does everything
@@ -51,15 +53,26 @@ class Pass(Protocol):
         """``re.split`` of the alternation over ``text``."""
         ...
 
-    def scan(self, text: bytes, token: bytes, kinds: bytes, /) -> tuple[bytes, int, list[list[Any]]]:
-        """The text with each line read replaced by ``\\n`` + ``token``, the lines read, and a
-        column per group (None where another template read the line), converted per ``kinds``."""
+    def scan(self, text: bytes, token: bytes, kinds: bytes, convs: tuple[Any, ...], /
+             ) -> tuple[bytes, int, list[list[Any]], list[int]]:
+        """The text with each line read replaced by ``\\n`` + ``token``, the lines read, a column
+        per group (None where another template read the line) made by ``kinds[j]`` and
+        ``convs[j]`` (see :data:`CONVERTERS`), and the lines each template read."""
         ...
 
 
-#: What a column's values become (one byte per group in ``scan``'s ``kinds``).
-AS_BYTES, AS_FLOAT, AS_INT = 0, 1, 2
-_CONVERT: dict[int, Callable[[bytes], Any]] = {AS_FLOAT: float, AS_INT: int}
+#: What a column's values become (one code per group in ``scan``'s ``kinds``), and the Python
+#: converter that defines each: the C pass reads common forms itself, bit for bit the same,
+#: and hands it every other text (``convs[j]``: that converter, or None for bytes).
+AS_BYTES, AS_FLOAT, AS_INT, AS_STR, AS_HMS, AS_DAY, AS_FRAC = range(7)
+CONVERTERS: dict[int, Callable[[bytes], Any]] = {
+    AS_FLOAT: float,
+    AS_INT: int,
+    AS_STR: bytes.decode,
+    AS_HMS: lambda b: parse_hms(b.decode()),
+    AS_DAY: lambda b: _day_start(b.decode()),
+    AS_FRAC: lambda b: parse_fraction(b.decode()),
+}
 
 
 class RePass:
@@ -68,23 +81,32 @@ class RePass:
     def __init__(self, sources: Sequence[bytes]) -> None:
         self.rx = re.compile(b"\n(?:" + b"|".join(sources) + b")(?=\n)")
         self.groups = self.rx.groups
+        # An empty group before each template says which one read a line.
+        self._tagged = re.compile(b"\n(?:" + b"|".join(b"()" + s for s in sources) + b")(?=\n)")
+        self._sizes = [re.compile(s).groups for s in sources]
 
     def split(self, text: bytes, /) -> list[Any]:
         return self.rx.split(text)
 
-    def scan(self, text: bytes, token: bytes, kinds: bytes, /) -> tuple[bytes, int, list[list[Any]]]:
-        parts = self.rx.split(text)
-        g = self.groups
+    def scan(self, text: bytes, token: bytes, kinds: bytes, convs: tuple[Any, ...], /
+             ) -> tuple[bytes, int, list[list[Any]], list[int]]:
+        parts = self._tagged.split(text)
+        g = self._tagged.groups
         n = (len(parts) - 1) // (g + 1)
         if not n:
-            return text, 0, [[] for _ in range(g)]
-        rest = (b"\n" + token).join(parts[::g + 1] if g else parts)
-        cols = [parts[j::g + 1] for j in range(1, g + 1)]
-        for j, k in enumerate(kinds):
-            if k:
-                conv = _CONVERT[k]
-                cols[j] = [None if v is None else conv(v) for v in cols[j]]
-        return rest, n, cols
+            return text, 0, [[] for _ in range(self.groups)], [0] * len(self._sizes)
+        rest = (b"\n" + token).join(parts[::g + 1])
+        cols: list[list[Any]] = []
+        hits: list[int] = []
+        j = 1
+        for size in self._sizes:
+            hits.append(sum(1 for v in parts[j::g + 1] if v is not None))
+            cols.extend(parts[j + k::g + 1] for k in range(1, size + 1))
+            j += size + 1
+        for c, conv in enumerate(convs):
+            if conv is not None:
+                cols[c] = [None if v is None else conv(v) for v in cols[c]]
+        return rest, n, cols, hits
 
 
 def _set(chars: set[int]) -> bytes:

@@ -17,7 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.ingest import bulk, scan
-from specmon.ingest.scan import AS_FLOAT, AS_INT, RePass, Unsupported, compile_pass, program
+from specmon.ingest.scan import (
+    AS_DAY,
+    AS_FLOAT,
+    AS_FRAC,
+    AS_HMS,
+    AS_INT,
+    AS_STR,
+    CONVERTERS,
+    RePass,
+    Unsupported,
+    compile_pass,
+    program,
+)
 from tests.unit.test_grammar_props import stats_line
 from tests.unit.test_grammar_props_engines import any_line
 
@@ -85,8 +97,9 @@ def _check_kind_passes(lines: list[bytes], data: st.DataObject) -> int:
             text = b"\n" + b"\n".join(probe) + b"\n"
             if set(by_c) == set(by_re):
                 assert fast.split(text) == slow.split(text)
-                assert fast.scan(text, b"\x00\x01\x02", bytes(fast.groups)) == \
-                    slow.scan(text, b"\x00\x01\x02", bytes(slow.groups))
+                none = (None,) * fast.groups
+                assert fast.scan(text, b"\x00\x01\x02", bytes(fast.groups), none) == \
+                    slow.scan(text, b"\x00\x01\x02", bytes(slow.groups), none)
             checked += 1
     return checked
 
@@ -157,36 +170,70 @@ def test_outside_the_subset_is_refused_not_guessed(regex: bytes) -> None:
         program(regex)
 
 
-# -- numbers: what float() and int() give, bit for bit -------------------------------------------
+# -- values: what the Python converters give, bit for bit ---------------------------------------
 
-_NUMBER = rb"n=(\d{1,18}+(?:\.\d{1,18}+)?);"
+_VALUE = rb"v=([^;\n]*);"
+_TEXTS = {
+    AS_FLOAT: st.one_of(st.from_regex(r"\A\d{1,18}(\.\d{1,18})?\Z"), st.from_regex(r"\A\.?\d{1,3}\.?\Z"),
+                        st.sampled_from(["inf", "nan", "1e5", "1_000", "5.", " 7", "0.1"])),
+    AS_INT: st.one_of(st.from_regex(r"\A\d{1,25}\Z"), st.sampled_from(["1_0", " 3", "007"])),
+    AS_STR: st.one_of(st.from_regex(r"\A[A-Z_]{1,8}\d{0,3}( [A-Z]{2}\d)?\Z"), st.just("TP\u00e90")),
+    AS_HMS: st.one_of(st.from_regex(r"\A\d\d:\d\d:\d\d\Z"), st.sampled_from(["23:59:60", "24:00:00", "1:00:00"])),
+    AS_DAY: st.one_of(st.from_regex(r"\A\d{4}-\d\d-\d\d\Z"),
+                      st.sampled_from(["0000-01-01", "2026-02-31", "2026-13-01", "2026-00-10", "2024-02-29"])),
+    AS_FRAC: st.one_of(st.from_regex(r"\A[.,]\d{1,9}\Z"), st.sampled_from(["", ".", ".1234567890", ",5"])),
+}
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.tuples(st.text("0123456789", min_size=1, max_size=18),
-                          st.one_of(st.none(), st.text("0123456789", min_size=1, max_size=18))),
-                min_size=1, max_size=20))
-def test_floats_and_ints_are_what_python_reads(numbers: list[tuple[str, str | None]]) -> None:
-    texts = [a if b is None else f"{a}.{b}" for a, b in numbers]
-    data = ("\n" + "\n".join(f"n={t};" for t in texts) + "\n").encode()
-    fast = compile_pass([_NUMBER])
-    _, n, (floats,) = fast.scan(data, b"T", bytes([AS_FLOAT]))
-    assert n == len(texts)
-    assert [x.hex() for x in floats] == [float(t).hex() for t in texts]
-    ints = [a for a, b in numbers if b is None]
-    data = ("\n" + "\n".join(f"n={t};" for t in ints) + "\n").encode()
-    _, n, (got,) = fast.scan(data, b"T", bytes([AS_INT]))
-    assert got == [int(t) for t in ints]
-    assert all(type(v) is int for v in got)
+def _python(kind: int, text: str) -> object:
+    try:
+        return CONVERTERS[kind](text.encode())
+    except ValueError as exc:
+        return type(exc)
+
+
+def _c(kind: int, texts: list[str]) -> list[object]:
+    data = ("\n" + "\n".join(f"v={t};" for t in texts) + "\n").encode()
+    try:
+        _, n, (got,), hits = compile_pass([_VALUE]).scan(data, b"T", bytes([kind]), (CONVERTERS[kind],))
+    except ValueError as exc:
+        return [type(exc)]
+    assert n == len(texts) == hits[0]
+    return got
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a.hex() == b.hex() or (a != a and b != b)  # bit for bit (nan is nan)
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_TEXTS)), st.data())
+def test_values_are_what_the_python_converters_give(kind: int, data: st.DataObject) -> None:
+    texts = data.draw(st.lists(_TEXTS[kind], min_size=1, max_size=12))
+    texts += texts[-1:] * data.draw(st.integers(0, 2))  # a repeated text reuses the value: still equal
+    want = [_python(kind, t) for t in texts]
+    got = _c(kind, texts)
+    if any(w is ValueError for w in want):
+        assert got == [ValueError]  # the converter's own error, as the re path raises it
+    else:
+        assert len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True)), (texts, got, want)
 
 
 def test_scan_replaces_read_lines_by_the_token_and_keeps_the_rest() -> None:
     fast = compile_pass([rb"v (\d+)"])
     text = b"\nv 1\nother\nv 22\n\nv x\n"
-    rest, n, cols = fast.scan(text, b"\x00\x01\x10", bytes([AS_INT]))
-    assert (rest, n, cols) == (b"\n\x00\x01\x10\nother\n\x00\x01\x10\n\nv x\n", 2, [[1, 22]])
-    assert RePass([rb"v (\d+)"]).scan(text, b"\x00\x01\x10", bytes([AS_INT])) == (rest, n, cols)
-    assert fast.scan(b"\nnothing\n", b"T", bytes([AS_INT])) == (b"\nnothing\n", 0, [[]])
+    got = fast.scan(text, b"\x00\x01\x10", bytes([AS_INT]), (int,))
+    assert got == (b"\n\x00\x01\x10\nother\n\x00\x01\x10\n\nv x\n", 2, [[1, 22]], [2])
+    assert RePass([rb"v (\d+)"]).scan(text, b"\x00\x01\x10", bytes([AS_INT]), (int,)) == got
+    assert fast.scan(b"\nnothing\n", b"T", bytes([AS_INT]), (int,)) == (b"\nnothing\n", 0, [[]], [0])
+    # Two templates: each line's values in its own template's groups, and the lines of each.
+    two = [rb"a (\d+)", rb"b (\d+)-(\d+)"]
+    text = b"\nb 1-2\na 3\nb 4-5\n"
+    got = compile_pass(two).scan(text, b"T", bytes([AS_INT] * 3), (int,) * 3)
+    assert got == (b"\nT\nT\nT\n", 3, [[None, 3, None], [1, None, 4], [2, None, 5]], [1, 2])
+    assert RePass(two).scan(text, b"T", bytes([AS_INT] * 3), (int,) * 3) == got
 
 
 # -- the bulk path: C where it can, re where it cannot, the same records either way ----------------
