@@ -137,7 +137,7 @@ class _Learner:
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
-        self.quiet_rx: re.Pattern[bytes] | None = None
+        self.quiet_rx: Pass | None = None
 
     def regex(self, kind: LineKind, mode: str = "records") -> Pass | None:
         """The alternation of a kind's templates, as a pass that splits a piece (``re.split``).
@@ -209,7 +209,11 @@ class _Learner:
         seqs = [_ATOMS.findall(q) for q in self.quiet]
         body = (_trie(seqs) if all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
                 else b"|".join(self.quiet))
-        self.quiet_rx = re.compile(b"\n(" + body + b")(?=\n)")
+        sources = [b"(" + body + b")"]
+        try:
+            self.quiet_rx = compile_pass(sources)
+        except Unsupported:
+            self.quiet_rx = RePass(sources)
 
 
 # The atoms of a quiet shape's regex (as _general writes them): digit runs, space runs, escaped text.
@@ -435,9 +439,14 @@ _RUNS = re.compile(r"(\d+)|( +)|[^\d ]+")
 
 def _interesting() -> re.Pattern[str]:
     from specmon.parsing import llamacpp, sglang, vllm
-    from specmon.parsing.lifecycle import _GATE
+    from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
 
-    words = [sglang.SERVER_ARGS_MARKER, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS, *_GATE,
+    # The lifecycle phrases themselves, not match_lifecycle's cheap gate: the gate's fragments
+    # ("erver", "oad", "rror") are in many lines that give nothing, such as llama.cpp's
+    # "srv  log_server_r: done request: ..." (one line in four of a busy llama-server log),
+    # which then went to the line parser one by one.
+    words = [sglang.SERVER_ARGS_MARKER, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS,
+             *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS,
              *(k.marker for k in KINDS if not k.vetoes)]
     alts = [_general(w) for w in words]
     # A marker whose kind a veto turns away is harmless beside that veto.
@@ -568,10 +577,9 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     quiet_texts: list[bytes] = []
     qrx = _LEARNER.quiet_rx
     if qrx is not None:
-        qparts = qrx.split(rest)
-        if len(qparts) > 1:
-            quiet_texts = qparts[1::2]
-            rest = (b"\n" + _QUIET).join(qparts[::2])
+        rest, nq, (texts,), _ = qrx.scan(rest, _QUIET, b"\0", (None,))
+        if nq:
+            quiet_texts = texts
     rest = _ACCESS.sub(b"\n", rest)
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback

@@ -69,6 +69,9 @@ MARKERS: tuple[tuple[str, Event, frozenset[Engine] | None], ...] = (
 
 # "Capture cuda graph begin." / 2026 "Capture target decode CUDA graph begin." / draft variants.
 _CAPTURE = re.compile(r"Capture (?:[\w ]*?)(?:cuda|CUDA|NPU|CPU|XPU) graph (?P<what>begin|end)")
+#: Words every _CAPTURE match holds: with MARKERS, what a line needs to give a lifecycle record
+#: (the bulk path skips lines of a shape that holds none of them; see ingest/bulk.py).
+CAPTURE_WORDS = ("Capture", "graph")
 _PROGRESS = re.compile(r"(?P<pct>\d{1,3})%[^\n]*?(?P<done>\d+)/(?P<total>\d+)")
 _PCT_ONLY = re.compile(r"(?P<pct>\d{1,3})%\|")
 # The final line of a Python traceback: "RuntimeError: CUDA error: ...".

@@ -1,0 +1,89 @@
+"""Lines the bulk path skips as *quiet* give nothing on the line path, whatever their digits and spaces.
+
+A quiet shape is learned from one line the line parser gave nothing for, if the line
+holds none of the texts that make it give a record (stats markers, configuration
+markers, lifecycle phrases); every line of that shape, digit runs and space runs
+free, is then skipped outside tracebacks. Tested here: lines built around each
+lifecycle phrase (whole, or with a word changed), with random digits and spaces —
+when such a line is learned as quiet, every variant of its shape gives no record.
+And llama-server's per-request line, which holds the lifecycle gate's fragment
+"erver" but no phrase, is quiet (it went to the line parser one by one, a quarter
+of a busy llama-server log).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specmon.ingest import bulk
+from specmon.parsing import LineParser
+from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
+from specmon.records import Engine
+
+PHRASES = [p for p, _e, _g in MARKERS] + ["Capture cuda graph begin", "Capture target decode CUDA graph end"]
+_RUN = re.compile(rb"\d+| +")
+
+
+def _variant(line: bytes, data: st.DataObject) -> bytes:
+    """The same shape: each digit run and each space run replaced by another of its kind."""
+    def sub(m: re.Match[bytes]) -> bytes:
+        if m.group()[:1].isdigit():
+            return data.draw(st.from_regex(rb"\A[0-9]{1,6}\Z"))
+        return b" " * data.draw(st.integers(1, 4))
+    return _RUN.sub(sub, line)
+
+
+@st.composite
+def around_a_phrase(draw: st.DrawFn) -> bytes:
+    phrase = draw(st.sampled_from(PHRASES))
+    words = phrase.split(" ")
+    if draw(st.booleans()):  # a near miss: one word changed, one letter cut
+        i = draw(st.integers(0, len(words) - 1))
+        words[i] = words[i][1:] or "x"
+    sep = [" " * draw(st.integers(1, 3)) for _ in words]
+    body = "".join(w + s for w, s in zip(words, sep, strict=True)).rstrip()
+    pre = draw(st.sampled_from(["", "[2026-08-23 09:00:00 TP0] ", "INFO 10-22 09:00:00 ", "0.03.412.123 I srv  "]))
+    post = draw(st.sampled_from(["", " 12", ": 4/7 [00:01<00:02]", " (took 3.5 s)", "."]))
+    return (pre + body + post).encode()
+
+
+@settings(max_examples=400, deadline=None)
+@given(around_a_phrase(), st.data())
+def test_a_quiet_shape_gives_no_record_whatever_its_digits_and_spaces(line: bytes, data: st.DataObject) -> None:
+    source = bulk._quiet_source(line)
+    if source is None:
+        return  # not quiet: the line parser reads every such line (nothing to check)
+    rx = re.compile(source)
+    for _ in range(5):
+        other = _variant(line, data)
+        assert rx.fullmatch(other), (source, other)  # the variant is of the shape skipped
+        for engine in Engine:
+            assert LineParser(engine=engine).parse(other.decode(), 1) is None, (line, other, engine)
+
+
+def test_every_lifecycle_phrase_keeps_its_lines_off_the_quiet_path() -> None:
+    for phrase in [*PHRASES, *CAPTURE_WORDS]:
+        for line in (phrase, f"[2026-08-23 09:00:00 TP0] {phrase} 3", f"x  {phrase.replace(' ', '   ')}"):
+            assert bulk._quiet_source(line.encode()) is None, line
+    # Near misses are quiet: the gate's fragments alone ("hut", "erver", "oad", "rror") prove nothing.
+    for line in ("[2026-08-23 09:00:00] hutting down 3 workers", "srv  log_server_r: done request: GET /health",
+                 "INFO 10-22 09:00:00 download 4/7 files", "0 errors in 12 batches"):
+        assert bulk._quiet_source(line.encode()) is not None, line
+
+
+def test_llama_server_request_lines_are_quiet_and_skip_the_line_parser(monkeypatch) -> None:
+    request = "2026-05-14 22:40:{s:02d}.051 | srv  log_server_r: done request: POST /v1/chat/completions 172.18.0.{i} 200"
+    spec = "2026-05-14 22:40:{s:02d}.051 | draft acceptance rate = 0.98260 ( {i:4d} accepted /  1207 generated)"
+    lines = [f.format(s=i % 60, i=i) for i in range(200) for f in (request, spec)]
+    text = ("\n".join(lines) + "\n").encode()
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    first = bulk.bulk_piece(text, Engine.LLAMACPP, 2026)  # learns the template and the quiet shape
+    calls = []
+    original = LineParser.parse
+    monkeypatch.setattr(LineParser, "parse", lambda self, t, n: calls.append(t) or original(self, t, n))
+    again = bulk.bulk_piece(text, Engine.LLAMACPP, 2026)
+    assert [c for c in calls if "log_server_r" in c] == []
+    assert again.by_template == first.by_template == 200
