@@ -41,6 +41,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from specmon import __version__, paths
 from specmon.model.session import Run, Session
 from specmon.parsing import LineParser, detect_engine
@@ -388,12 +390,7 @@ def read_recording_batches(path: str | os.PathLike[str],
         first = True
         for chunk in _chunks(f):
             if not first and chunk[-1].endswith(b"\n"):
-                # Whole lines decoded as one JSON array, at C speed; a damaged line in the chunk
-                # makes it fail, and then the chunk is read line by line below.
-                try:
-                    items = json.loads(b"[" + b",".join(chunk) + b"]")
-                except ValueError:
-                    items = None
+                items = _decode_chunk(b"[" + b",".join(chunk) + b"]")
                 if items is not None and all(type(e) is dict and "type" in e for e in items):
                     stats.entries += len(items)
                     yield items
@@ -408,6 +405,27 @@ def read_recording_batches(path: str | os.PathLike[str],
 
 #: Bytes of whole lines decoded at once (bounded memory whatever the file's size).
 _CHUNK_BYTES = 1 << 21
+#: Every digit as "0", every other byte as " ": a run of 19 digits is then one bytes search.
+_DIGIT_RUNS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+
+
+def _decode_chunk(data: bytes) -> Any:
+    """A chunk of whole lines as one JSON array, or None if some line in it is not JSON.
+
+    orjson decodes a 2 MB chunk of line entries in 2.8 ms where json takes 7.6 (measured), and
+    that was most of report's reading. It reads an integer past 64 bits as a float, though:
+    a chunk with 19 digits in a row anywhere (1.2 ms to look) goes to json, and so does one
+    that orjson refuses (NaN, Infinity, a damaged line), before the line-by-line reading.
+    """
+    if b"0" * 19 not in data.translate(_DIGIT_RUNS):
+        try:
+            return orjson.loads(data)
+        except ValueError:
+            pass
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
 
 
 def _chunks(f: Any) -> Iterator[list[bytes]]:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specmon.cli import main
 from specmon.output import recording as recmod
@@ -188,3 +190,28 @@ def test_the_reading_process_reports_a_bad_file(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
     with pytest.raises(RecordingError, match="not a specmon recording"):
         load_report(bad)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(st.characters(codec="utf-8"), max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.dictionaries(st.sampled_from(["src", "n", "text", "t", "x"]), _JSON_VALUES, max_size=5),
+                min_size=1, max_size=30))
+def test_chunks_read_what_json_reads(tmp_path: Path, entries: list[dict[str, object]]) -> None:
+    """The chunk decoder (orjson) gives what the standard json module gives for the lines the
+    Recorder writes, NaN, infinities, integers past 64 bits, quotes and non-ASCII text included
+    (what orjson does not read sends the chunk to json, line by line)."""
+    path = tmp_path / "odd.jsonl"
+    head = {"type": "meta", "event": "start", "format": recmod.FORMAT, "version": recmod.VERSION}
+    lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in
+             [head, *({"type": "line", **e} for e in entries)]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    got = list(read_recording(path))
+    want = [json.loads(line) for line in lines]
+    # NaN is not equal to itself: compare the JSON texts of both (json writes NaN as NaN).
+    assert [json.dumps(g, sort_keys=True) for g in got] == [json.dumps(w, sort_keys=True) for w in want]
