@@ -154,8 +154,9 @@ class _RunLength:
         for v, same in groupby(values):
             self.add(v, sum(1 for _ in same))
 
-    def expand(self) -> np.ndarray:
-        return np.repeat(np.frombuffer(self.values, dtype=np.float64), np.frombuffer(self.counts, dtype=np.int64))
+    def expand(self, dtype: Any = np.float64) -> np.ndarray:
+        return np.repeat(np.frombuffer(self.values, dtype=np.float64).astype(dtype),
+                         np.frombuffer(self.counts, dtype=np.int64))
 
 
 def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year: int | None = None) -> ReportData:
@@ -208,12 +209,12 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
     basis = "log time" if use_log else "receive time"
     when = lt if use_log else recv_t.expand()
     tps = np.frombuffer(tps_col, dtype=np.float64)
-    runs = run_col.expand().astype(np.uint32)
+    runs = run_col.expand(np.uint32)  # (not float64 first: 10 MB less at the peak on 1.2M samples)
     keep = ~np.isnan(when)
     if not keep.all():
         when, tps, runs = when[keep], tps[keep], runs[keep]
     t0 = float(when.min()) if len(when) else 0.0
-    when = when - t0
+    when -= t0  # in place: a view of log_t, or a fresh array (one column fewer at the peak)
     if len(when) > 1 and not bool((when[1:] >= when[:-1]).all()):
         order = np.argsort(when, kind="stable")  # the same order as a stable sort by time
         when, tps, runs = when[order], tps[order], runs[order]
