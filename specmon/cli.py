@@ -21,9 +21,6 @@ from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
-    from rich.console import Console
-    from rich.markup import escape
-
     from specmon.ingest.files import ingest_files
     from specmon.model.analysis import analyze
     from specmon.output.tables import crash_lines, render, to_rich
@@ -52,6 +49,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
                      "expected SGLang 'Decode batch', vLLM 'Engine 000: Avg prompt throughput' / "
                      "'SpecDecoding metrics', or llama.cpp 'draft acceptance' lines", EXIT_NOTHING)
     if args.format == "table":
+        from rich.console import Console  # the table only (45 ms to import)
+        from rich.markup import escape
+
         console = Console()
         if not console.is_terminal:
             console.width = max(console.width, 110)  # piped: no terminal to fit, keep rows whole

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import reduce
 from itertools import compress
-from operator import add
+from operator import add, sub
 from typing import cast
 
 from specmon.parsing.lifecycle import EXCEPTION_LINE
@@ -435,10 +435,12 @@ class Session:
         reduce to appends and the gap average. Returns False (nothing done) otherwise.
         """
         rs = run._ranks[rank]
-        if any(r != rank for r in ranks[i:]) or any(t is None for t in ts[i:]):
+        # In C: count() (the bulk path hands one object per rank) and a search for None.
+        tail_ts = ts[i:]
+        if ranks[i:].count(rank) != len(tail_ts) or None in tail_ts:
             return False
         prev = rs.last_ts
-        gaps = [t - p for t, p in zip(ts[i:], [prev, *ts[i:-1]], strict=False)]  # type: ignore[operator]
+        gaps: list[float] = list(map(sub, tail_ts, [prev, *ts[i:-1]]))
         if max(gaps) > IDLE_GAP_MIN_S:
             return False
         ema = rs.gap_ema

@@ -11,14 +11,15 @@ import io
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
 from specmon.records import Engine, iso_timestamp
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -205,6 +206,8 @@ def to_markdown(analysis: Analysis) -> str:
 
 def to_rich(analysis: Analysis, title: str | None = None) -> Table:
     """A rich Table for the terminal."""
+    from rich.table import Table  # here: the other formats need none of rich (45 ms to import)
+
     table = Table(title=title, caption=analysis.verdict.sentence, caption_justify="left")
     for i, h in enumerate(HEADERS):
         # The label may wrap; numbers never do (a wrapped number reads as two).
