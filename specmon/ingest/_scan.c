@@ -215,13 +215,32 @@ typedef struct {
     const unsigned char *s;
     Py_ssize_t end;
     Py_ssize_t *caps;
+    int depth;    /* nested trials (C stack frames) */
+    int overflow; /* set past MAX_DEPTH: the line is left unread (the Python path reads it) */
 } Ctx;
+
+/* A line whose match would nest deeper (a repeat of thousands of items) is not read here:
+ * about 200 bytes of C stack per level keeps this under 1 MB. */
+#define MAX_DEPTH 4000
+
+static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c);
+
+static Py_ssize_t deeper(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c) {
+    if (c->overflow || c->depth >= MAX_DEPTH) {
+        c->overflow = 1;
+        return -1;
+    }
+    c->depth++;
+    Py_ssize_t r = match(q, i, p, k, c);
+    c->depth--;
+    return r;
+}
 
 /* Match sequence q from node i at p, then whatever the frames say; the end position or -1.
  * The order of trials is the regex's (greedy counts longest first, alternatives in order,
  * one more iteration before leaving a repeat), so the first match found is the one re finds,
  * with the same groups; captures are put back when a trial fails. */
-static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const Ctx *c) {
+static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c) {
     const unsigned char *s = c->s;
     for (;;) {
         if (i == q->n) {
@@ -235,7 +254,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
                 Py_ssize_t *cap = c->caps + 2 * nd->cap;
                 Py_ssize_t a = cap[0], b = cap[1];
                 cap[0] = k->start, cap[1] = p;
-                Py_ssize_t r = match(k->q, k->i, p, k->up, c);
+                Py_ssize_t r = deeper(k->q, k->i, p, k->up, c);
                 if (r < 0) cap[0] = a, cap[1] = b;
                 return r;
             }
@@ -243,7 +262,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
             Py_ssize_t count = k->count + 1;
             if ((nd->max < 0 || count < nd->max) && p != k->start) {
                 Frame f = {nd, k->q, k->i, p, count, k->up};
-                Py_ssize_t r = match(&nd->seqs[0], 0, p, &f, c);
+                Py_ssize_t r = deeper(&nd->seqs[0], 0, p, &f, c);
                 if (r >= 0) return r;
             }
             if (count < nd->min) return -1;
@@ -265,7 +284,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
         case N_NOT:
             /* None of the alternatives may match here (they read no newline: scan.py checks). */
             for (int b = 0; b < nd->nseq; b++)
-                if (match(&nd->seqs[b], 0, p, NULL, c) >= 0) return -1;
+                if (deeper(&nd->seqs[b], 0, p, NULL, c) >= 0 || c->overflow) return -1;
             i++;
             continue;
         case N_END:
@@ -283,7 +302,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
                 continue;
             }
             for (; n >= nd->min; n--) {
-                Py_ssize_t r = match(q, i + 1, p + n, k, c);
+                Py_ssize_t r = deeper(q, i + 1, p + n, k, c);
                 if (r >= 0) return r;
             }
             return -1;
@@ -291,7 +310,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
         case N_ALT: {
             Frame f = {nd, q, i + 1, p, 0, k};
             for (int b = 0; b < nd->nseq; b++) {
-                Py_ssize_t r = match(&nd->seqs[b], 0, p, &f, c);
+                Py_ssize_t r = deeper(&nd->seqs[b], 0, p, &f, c);
                 if (r >= 0) return r;
             }
             return -1;
@@ -299,7 +318,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
         case N_REP: {
             if (nd->max != 0) {
                 Frame f = {nd, q, i + 1, p, 0, k};
-                Py_ssize_t r = match(&nd->seqs[0], 0, p, &f, c);
+                Py_ssize_t r = deeper(&nd->seqs[0], 0, p, &f, c);
                 if (r >= 0) return r;
             }
             if (nd->min > 0) return -1;
@@ -313,8 +332,9 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, const
 }
 
 static Py_ssize_t match_seq(const Seq *q, const unsigned char *s, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *caps) {
-    Ctx c = {s, end, caps};
-    return match(q, 0, p, NULL, &c);
+    Ctx c = {s, end, caps, 0, 0};
+    Py_ssize_t r = match(q, 0, p, NULL, &c);
+    return c.overflow ? -1 : r;
 }
 
 typedef struct {
@@ -568,10 +588,9 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     const unsigned char *s = view.buf;
     const unsigned char *kind = kinds.buf;
     Py_ssize_t size = view.len, o = 0, count = 0;
-    /* A read line of at least one character becomes 1 + len(token) bytes: a token longer than
-     * a line is the only way to grow, bounded by one token per line. */
-    Py_ssize_t cap = size + 1 + (size + 1) * (tok.len > 0 ? tok.len : 0);
-    out = PyMem_Malloc(cap > 0 ? cap : 1);
+    /* The rest is no longer than the text unless a read line is shorter than the token. */
+    Py_ssize_t cap = size + 64;
+    out = PyMem_Malloc(cap);
     caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
     hits = PyMem_Calloc(self->ntemplates, sizeof(Py_ssize_t));
     last_v = PyMem_Calloc(self->groups + 1, sizeof(Last));
@@ -601,6 +620,16 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
             }
         }
         if (hit >= 0) {
+            if (o + (at - last) + 1 + tok.len > cap) {
+                Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
+                char *grown = PyMem_Realloc(out, want);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                out = grown;
+                cap = want;
+            }
             memcpy(out + o, s + last, at - last);
             o += at - last;
             out[o++] = '\n';
@@ -633,6 +662,14 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
             last = end;
         }
         nl = next;
+    }
+    if (o + (size - last) > cap) {
+        char *grown = PyMem_Realloc(out, o + (size - last) + 1);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        out = grown;
     }
     memcpy(out + o, s + last, size - last);
     o += size - last;

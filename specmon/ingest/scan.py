@@ -16,7 +16,8 @@ the closed subset of syntax :mod:`specmon.parsing.grammar` writes and the engine
 modules' variants use; anything else raises :class:`Unsupported`, and the caller
 keeps ``re``. The extension backtracks as ``re`` does, trying the same paths in
 the same order, so it reads the same lines with the same groups (tests compare
-both on generated templates and mutated lines). Without a compiler at install
+both on generated templates and mutated lines); a line whose match would nest past its
+stack bound (a repeat of thousands of items) is left unread, for the line parser. Without a compiler at install
 time the extension is absent and everything runs on ``re`` (same results, slower).
 """
 

@@ -267,3 +267,23 @@ def test_a_c_pass_that_splits_its_samples_otherwise_is_not_used(monkeypatch: pyt
     assert read == 2 and len(records) == 2
     assert all(isinstance(p, RePass) and p.rx.pattern != b"\n(?:(?!))(?=\n)"
                for p in bulk._LEARNER._regex.values() if p is not None)
+
+
+def test_a_line_too_deep_for_the_c_stack_is_left_to_re() -> None:
+    # A repeat of 50,000 items nests a trial per item: past the extension's depth bound the line
+    # is left unread (no crash), and the bulk path reads it through the line parser.
+    source = rb"rates: \(((?:\d+\.\d+)(?:, (?:\d+\.\d+))*)\)"
+    fast, slow = compile_pass([source]), RePass([source])
+    short = b"rates: (" + b", ".join([b"0.5"] * 10) + b")"
+    long = b"rates: (" + b", ".join([b"0.5"] * 50_000) + b")"
+    assert _lines_read(fast, [short, long]) == {0: [short[8:-1]]}
+    assert _lines_read(slow, [short, long]) == {0: [short[8:-1]], 1: [long[8:-1]]}
+    assert fast.scan(b"\n" + long + b"\n", b"T", b"\x00", (None,))[1] == 0
+
+
+def test_a_token_longer_than_the_lines_it_replaces() -> None:
+    fast = compile_pass([rb"x"])
+    text = b"\n" + b"\n".join([b"x"] * 10_000) + b"\n"
+    rest, n, _, _ = fast.scan(text, b"0123456789" * 3, b"", ())
+    assert n == 10_000 and rest == b"\n" + b"\n".join([b"0123456789" * 3] * 10_000) + b"\n"
+    assert RePass([rb"x"]).scan(text, b"0123456789" * 3, b"", ())[0] == rest
