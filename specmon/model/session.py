@@ -420,38 +420,58 @@ class Session:
                 acc_rate[i] if acc_rate else None, True, False, warmup)
             rs = run._ranks.get(rank)
             i += 1
-        if i < n and not self._bulk_steady(run, rank, ranks, ts, running, tput, acc_len, acc_rate, i):
+        if i < n and not self._bulk_steady(run, rank, ranks, ts, running, tput, acc_len, acc_rate, i, warmup):
             for j in range(i, n):
                 add(run, ranks[j], ts[j], tput[j], running[j], acc_len[j] if acc_len else None,
                     acc_rate[j] if acc_rate else None, True, False, warmup)
 
     def _bulk_steady(self, run: Run, rank: str | None, ranks: list[str | None], ts: list[float | None],
                      running: list[int], tput: list[float], acc_len: list[float | None] | None,
-                     acc_rate: list[float | None] | None, i: int) -> bool:
-        """The common case in bulk: one warmed-up rank, no gap long enough to be idle.
+                     acc_rate: list[float | None] | None, i: int, warmup: int) -> bool:
+        """The common case in bulk: warmed-up ranks, no gap long enough to be idle.
 
-        Every gap is then at most IDLE_GAP_MIN_S, below the idle limit whatever the
-        typical gap is, so no sample is excluded and the rules of :meth:`_add_sample`
-        reduce to appends and the gap average. Returns False (nothing done) otherwise.
+        Every gap (a rank's time since its own last sample) is then at most
+        IDLE_GAP_MIN_S, below the idle limit whatever the typical gap is, so no sample
+        is excluded and the rules of :meth:`_add_sample` reduce to appends in line
+        order and each rank's gap average over its own samples. Several ranks in turn
+        (DP attention prints one line per DP rank) are the same rules per rank.
+        Returns False (nothing done) otherwise.
         """
-        rs = run._ranks[rank]
-        # In C: count() (the bulk path hands one object per rank) and a search for None.
         tail_ts = ts[i:]
-        if ranks[i:].count(rank) != len(tail_ts) or None in tail_ts:
+        tail_ranks = ranks[i:]
+        if None in tail_ts:
             return False
-        prev = rs.last_ts
-        gaps: list[float] = list(map(sub, tail_ts, [prev, *ts[i:-1]]))
-        if max(gaps) > IDLE_GAP_MIN_S:
-            return False
-        ema = rs.gap_ema
-        for g in gaps:  # the same average _update_gap keeps, in the same order
-            if g >= 0:
-                ema = g if ema is None else 0.9 * ema + 0.1 * g
-        rs.gap_ema = ema
-        rs.seen += len(gaps)
-        rs.last_ts = ts[-1]
-        if rank:
-            run.ranks.add(rank)
+        by_rank: dict[str | None, list[float]]
+        # In C: count() (the bulk path hands one object per rank); one pass per sample only
+        # when ranks take turns.
+        if tail_ranks.count(rank) == len(tail_ts):
+            by_rank = {rank: tail_ts}  # type: ignore[dict-item]  # (no None: tested above)
+        else:
+            by_rank = {}
+            for r, t in zip(tail_ranks, tail_ts, strict=True):
+                times = by_rank.get(r)
+                if times is None:
+                    times = by_rank[r] = []
+                times.append(t)  # type: ignore[arg-type]
+        steady: list[tuple[str | None, _RankState, list[float]]] = []
+        for r, times in by_rank.items():
+            rs = run._ranks.get(r)
+            if rs is None or rs.seen < max(warmup, 1) or rs.last_ts is None:
+                return False
+            gaps = list(map(sub, times, [rs.last_ts, *times[:-1]]))
+            if max(gaps) > IDLE_GAP_MIN_S:
+                return False
+            steady.append((r, rs, gaps))
+        for r, rs, gaps in steady:
+            ema = rs.gap_ema
+            for g in gaps:  # the same average _update_gap keeps, in the same order
+                if g >= 0:
+                    ema = g if ema is None else 0.9 * ema + 0.1 * g
+            rs.gap_ema = ema
+            rs.seen += len(gaps)
+            rs.last_ts = by_rank[r][-1]
+            if r:
+                run.ranks.add(r)
         tail = slice(max(i, len(tput) - LIVE_POINTS), None)
         run.live_throughput.extend(tput[tail])
         run.throughput.extend(tput[i:])

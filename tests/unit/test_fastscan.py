@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specmon.ingest import bulk as fastscan
 from specmon.ingest.files import ingest_file
@@ -20,6 +22,19 @@ REAL = Path(__file__).parents[1] / "data" / "real_logs"
 
 def _doc(session: Session) -> dict:
     return json.loads(json.dumps(to_json(session, analyze(session.runs))))
+
+
+def _line_session(path: Path, warmup: int | None = None) -> Session:
+    session = Session(warmup=warmup)
+    ingest_file(session, str(path))
+    return session
+
+
+def _state(session: Session) -> list[object]:
+    """What the bulk path must leave as the line path does: each run's columns and rank states."""
+    return [(list(r.throughput), list(r.concurrency), list(r.accept_len), list(r.accept_rate),
+             r.excluded_idle, r.excluded_warmup, sorted(r.ranks),
+             {k: (s.seen, s.gap_ema, s.last_ts) for k, s in r._ranks.items()}) for r in session.runs]
 
 
 def _both(path: Path, jobs: int) -> tuple[dict, dict]:
@@ -120,3 +135,40 @@ def test_bulk_steady_path_equals_line_path(tmp_path: Path, monkeypatch) -> None:
     assert calls["steady"] > 10 and calls["not"] >= 2  # both branches ran
     assert fast == slow
     assert slow["runs"][0]["excluded_idle"] >= 3
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 5), st.integers(0, 2**31), st.sampled_from((None, 0, 3)))
+def test_steady_path_with_ranks_in_turn_equals_line_path(tmp_path: Path, monkeypatch, ranks: int, seed: int,
+                                                        warmup: int | None) -> None:
+    """DP attention prints one decode line per DP rank in turn: the steady bulk path takes each
+    rank's gaps and average over its own samples, and gives what the line path gives — with a
+    rank that joins late, idle gaps on one rank, and lines without a time."""
+    monkeypatch.setattr(fastscan, "PIECE", 16 << 10)
+    calls = {"steady": 0}
+    original = Session._bulk_steady
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        done = original(self, *args)
+        calls["steady"] += done
+        return done
+
+    monkeypatch.setattr(Session, "_bulk_steady", counting)
+    rng = random.Random(seed)
+    names = [f"DP{r} TP{r} EP{r}" for r in range(ranks)]
+    lines = [L.server_args(3), L.ready(1)]
+    t = 2.0
+    for i in range(3000):
+        r = i % ranks if i > 600 else i % max(1, ranks - 1)  # the last rank joins late
+        t += rng.choice((0.0, 0.0, 1.0)) + (40.0 if rng.random() < 0.002 else 0.0)
+        rank = names[r] if rng.random() > 0.001 else None
+        lines.append(L.decode(t, rng.uniform(58, 120), rng.uniform(1.5, 2.9), rng.uniform(.4, .9),
+                              running=rng.randint(0, 9), rank=rank))
+    log = tmp_path / "dp.log"
+    log.write_text("\n".join(lines) + "\n")
+    slow = _line_session(log, warmup)
+    session = Session(warmup=warmup)
+    fastscan.ingest_file_fast(session, str(log), jobs=1)
+    assert _state(session) == _state(slow)
+    assert _doc(session) == _doc(slow)
+    assert calls["steady"] > 0
