@@ -462,7 +462,8 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* What a column holds (one code per group; scan.py has the same names). */
-enum { AS_BYTES = 0, AS_FLOAT = 1, AS_INT = 2, AS_STR = 3, AS_HMS = 4, AS_DAY = 5, AS_FRAC = 6 };
+enum { AS_BYTES = 0, AS_FLOAT = 1, AS_INT = 2, AS_STR = 3, AS_HMS = 4, AS_DAY = 5, AS_FRAC = 6,
+       AS_FLOATS_CS = 7, AS_FLOATS_C = 8 };
 
 static int digits_at(const unsigned char *s, Py_ssize_t n, long *out) {
     long v = 0;
@@ -492,7 +493,42 @@ static long days_from_civil(long y, long m) {
  *   AS_HMS: "HH:MM:SS" -> float seconds, None past 23:59:60 (parsing.common.parse_hms);
  *   AS_DAY: "YYYY-MM-DD" -> float epoch seconds of its midnight, None for month or day out of
  *     range or year 0; a day past the month's end runs on, as calendar.timegm does (_day_start);
- *   AS_FRAC: "." or "," and 1-9 digits -> int / 10.0 ** n; "" -> 0.0 (parse_fraction). */
+ *   AS_FRAC: "." or "," and 1-9 digits -> int / 10.0 ** n; "" -> 0.0 (parse_fraction);
+ *   AS_FLOATS_CS, AS_FLOATS_C: a tuple of such floats (grammar.items_converter(float, sep)). */
+static PyObject *fast_value(const unsigned char *s, Py_ssize_t n, int kind);
+
+/* A tuple of floats separated by ", " (AS_FLOATS_CS) or "," with spaces about the items, which
+ * float() strips (AS_FLOATS_C): each item in AS_FLOAT's fast form, else NULL, no error. */
+static PyObject *fast_floats(const unsigned char *s, Py_ssize_t n, int comma_space) {
+    Py_ssize_t items = 1;
+    for (Py_ssize_t i = 0; i < n; i++) items += s[i] == ',';
+    PyObject *out = PyTuple_New(items);
+    if (out == NULL) return NULL;
+    Py_ssize_t a = 0;
+    for (Py_ssize_t k = 0; k < items; k++) {
+        Py_ssize_t b = a;
+        while (b < n && s[b] != ',') b++;
+        Py_ssize_t x = a, y = b;
+        if (comma_space) {
+            if (k > 0) {
+                if (x >= y || s[x] != ' ') goto slow; /* "a,b": split(b", ") keeps one item */
+                x++;
+            }
+        } else {
+            while (x < y && s[x] == ' ') x++;
+            while (y > x && s[y - 1] == ' ') y--;
+        }
+        PyObject *v = fast_value(s + x, y - x, AS_FLOAT);
+        if (v == NULL) goto slow;
+        PyTuple_SET_ITEM(out, k, v);
+        a = b + 1;
+    }
+    return out;
+slow:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyObject *fast_value(const unsigned char *s, Py_ssize_t n, int kind) {
     long a, b, c;
     switch (kind) {
@@ -539,6 +575,9 @@ static PyObject *fast_value(const unsigned char *s, Py_ssize_t n, int kind) {
             return NULL;
         if (b < 1 || b > 12 || c < 1 || c > 31 || a == 0) Py_RETURN_NONE;
         return PyFloat_FromDouble((double)((days_from_civil(a, b) + c - 1) * 86400));
+    case AS_FLOATS_CS:
+    case AS_FLOATS_C:
+        return fast_floats(s, n, kind == AS_FLOATS_CS);
     case AS_FRAC:
         if (n == 0) return PyFloat_FromDouble(0.0);
         if (n < 2 || n > 10 || (s[0] != '.' && s[0] != ',') || !digits_at(s + 1, n - 1, &a)) return NULL;

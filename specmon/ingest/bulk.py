@@ -34,6 +34,8 @@ from specmon.ingest.scan import (
     AS_BYTES,
     AS_DAY,
     AS_FLOAT,
+    AS_FLOATS_C,
+    AS_FLOATS_CS,
     AS_FRAC,
     AS_HMS,
     AS_INT,
@@ -277,6 +279,8 @@ def _try_learn(kind: LineKind, raw: bytes, probe: LineParser, year: int) -> Temp
 
 #: What the pass makes of the prefix's parts (the converters the line parser's arithmetic uses).
 _ROLE_AS = {"rank": AS_STR, "hms": AS_HMS, "date": AS_DAY, "frac": AS_FRAC}
+#: Lists of floats the pass makes itself, by their separator.
+_ITEMS_AS = {(float, b", "): AS_FLOATS_CS, (float, b","): AS_FLOATS_C}
 
 
 def _as(t: Template, role: str) -> int:
@@ -284,6 +288,9 @@ def _as(t: Template, role: str) -> int:
     if role in _ROLE_AS:
         return _ROLE_AS[role]
     conv = t.converters.get(role)
+    items = getattr(conv, "items", None)
+    if items is not None:
+        return _ITEMS_AS.get(items, AS_BYTES)
     return AS_FLOAT if conv is float else AS_INT if conv is int else AS_BYTES
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from specmon.parsing.common import _day_start, parse_fraction, parse_hms
+from specmon.parsing.grammar import items_converter
 
 try:
     from specmon.ingest._scan import Scanner
@@ -65,8 +66,10 @@ class Pass(Protocol):
 #: What a column's values become (one code per group in ``scan``'s ``kinds``), and the Python
 #: converter that defines each: the C pass reads common forms itself, bit for bit the same,
 #: and hands it every other text (``convs[j]``: that converter, or None for bytes).
-AS_BYTES, AS_FLOAT, AS_INT, AS_STR, AS_HMS, AS_DAY, AS_FRAC = range(7)
+AS_BYTES, AS_FLOAT, AS_INT, AS_STR, AS_HMS, AS_DAY, AS_FRAC, AS_FLOATS_CS, AS_FLOATS_C = range(9)
 CONVERTERS: dict[int, Callable[[bytes], Any]] = {
+    AS_FLOATS_CS: items_converter(float, b", "),  # vLLM's per-position rates: a tuple of floats
+    AS_FLOATS_C: items_converter(float, b","),  # llama.cpp's
     AS_FLOAT: float,
     AS_INT: int,
     AS_STR: bytes.decode,

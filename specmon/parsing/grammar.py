@@ -60,6 +60,7 @@ def items_converter(item: Callable[[bytes], Any], sep: bytes) -> Callable[[bytes
 
     split = methodcaller("split", sep)
     one.column = lambda col: list(map(tuple, map(map, repeat(item), map(split, col))))  # type: ignore[attr-defined]
+    one.items = (item, sep)  # type: ignore[attr-defined]  # what it is, for the bulk path's C pass
     return one
 
 

@@ -20,6 +20,8 @@ from specmon.ingest import bulk, scan
 from specmon.ingest.scan import (
     AS_DAY,
     AS_FLOAT,
+    AS_FLOATS_C,
+    AS_FLOATS_CS,
     AS_FRAC,
     AS_HMS,
     AS_INT,
@@ -182,6 +184,10 @@ _TEXTS = {
     AS_DAY: st.one_of(st.from_regex(r"\A\d{4}-\d\d-\d\d\Z"),
                       st.sampled_from(["0000-01-01", "2026-02-31", "2026-13-01", "2026-00-10", "2024-02-29"])),
     AS_FRAC: st.one_of(st.from_regex(r"\A[.,]\d{1,9}\Z"), st.sampled_from(["", ".", ".1234567890", ",5"])),
+    AS_FLOATS_CS: st.one_of(st.from_regex(r"\A\d{1,3}\.\d{1,3}(, \d{1,3}\.\d{1,3}){0,5}\Z"),
+                            st.sampled_from(["0.5,0.6", "0.5,  0.6", " 0.5, 0.6", "0.5, ", "1"])),
+    AS_FLOATS_C: st.one_of(st.from_regex(r"\A\d{1,3}\.\d{1,3}(, ?\d{1,3}\.\d{1,3}){0,5}\Z"),
+                           st.sampled_from(["0.5 ,0.6", " 0.5,0.6 ", "0.5,,0.6", "0.5,\t0.6", "7"])),
 }
 
 
@@ -203,6 +209,8 @@ def _c(kind: int, texts: list[str]) -> list[object]:
 
 
 def _same(a: object, b: object) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float):
         return a.hex() == b.hex() or (a != a and b != b)  # bit for bit (nan is nan)
     return type(a) is type(b) and a == b
