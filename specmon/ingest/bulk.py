@@ -741,9 +741,9 @@ class Columns:
     prefill: int
 
 
-def decode_columns(lines: list[bytes], engine: Engine, year: int) -> Columns | None:
-    """Columns of consecutive lines when no line gives a record of its own (report's replay); else None."""
-    data = b"\n".join(lines)
+def decode_columns(data: bytes, engine: Engine, year: int) -> Columns | None:
+    """Columns of consecutive lines (``\\n``-joined) when no line gives a record of its own
+    (report's replay); else None."""
     piece = bulk_piece(data, engine, year)
     blocks = [b for b in piece.items if isinstance(b, Block)]
     if len(blocks) != len(piece.items) or len(blocks) > 1:

@@ -37,7 +37,8 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from itertools import groupby
+from itertools import groupby, repeat
+from operator import contains, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -391,7 +392,7 @@ def read_recording_batches(path: str | os.PathLike[str],
         for chunk in _chunks(f):
             if not first and chunk[-1].endswith(b"\n"):
                 items = _decode_chunk(b"[" + b",".join(chunk) + b"]")
-                if items is not None and all(type(e) is dict and "type" in e for e in items):
+                if items is not None and _all_entries(items):
                     stats.entries += len(items)
                     yield items
                     continue
@@ -407,6 +408,33 @@ def read_recording_batches(path: str | os.PathLike[str],
 _CHUNK_BYTES = 1 << 21
 #: Every digit as "0", every other byte as " ": a run of 19 digits is then one bytes search.
 _DIGIT_RUNS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+
+
+def _all_entries(items: Any) -> bool:
+    """Whether a decoded chunk is a list of entries (objects with a "type"), tested in C."""
+    return (type(items) is list and set(map(type, items)) <= {dict}
+            and all(map(contains, items, repeat("type"))))
+
+
+def _run_keys(batch: list[dict[str, Any]]) -> list[Any]:
+    """Per entry: its source if it is a raw line of a text-named source, else _OTHER.
+
+    In C for the usual chunk, raw lines only, each with a text source name.
+    """
+    types = set(map(itemgetter("type"), batch))
+    if types == {"line"}:
+        srcs = _field(batch, "src", None)
+        if set(map(type, srcs)) == {str}:
+            return srcs
+    return [e["src"] if e["type"] == "line" and type(e.get("src")) is str else _OTHER for e in batch]
+
+
+def _field(part: list[dict[str, Any]], key: str, default: Any) -> list[Any]:
+    """One field of every entry of a run, in C (itemgetter) when all have it, as .get otherwise."""
+    try:
+        return list(map(itemgetter(key), part))
+    except KeyError:
+        return [e.get(key, default) for e in part]
 
 
 def _decode_chunk(data: bytes) -> Any:
@@ -640,6 +668,15 @@ class _Block:
     ns: list[int]
     texts: list[str]
     ts: list[Any]
+    #: The receive times of its decode lines, found by the reading process (None: not yet).
+    recv: list[Any] | None = None
+    #: The texts UTF-8 encoded and joined by newlines, as the reading process sends them
+    #: (one bytes object pickles as a copy; 8,192 strings took most of the hand-over).
+    data: bytes | None = None
+
+    def lines(self) -> list[str]:
+        """The texts (decoded from ``data`` when sent that way: an exact round trip)."""
+        return self.texts if self.data is None else self.data.decode("utf-8").split("\n")
 
 
 def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool,
@@ -669,7 +706,13 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
             piece = _bulk(block, LineParser(year=years.get(block_src), engine=engine)) if bulk else None
         if piece not in (None, _PARSE_HERE) and (piece.tput or piece.prefill) and engine is Engine.UNKNOWN:
             engines[block_src] = Engine.SGLANG
-        yield ("block", block_src, _Block(block.ns[:], block.texts[:], block.ts[:]), piece, engine, detected)
+        if piece == _PARSE_HERE:
+            out = _Block(block.ns[:], [], block.ts[:], _decode_recv(block.texts, block.ts), _packed(block.texts))
+            if out.data is None:
+                out.texts = block.texts[:]
+        else:
+            out = _Block(block.ns[:], block.texts[:], block.ts[:])
+        yield ("block", block_src, out, piece, engine, detected)
         block.ns.clear()
         block.texts.clear()
         block.ts.clear()
@@ -712,7 +755,7 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
     for batch in read_recording_batches(path, local):
         # Runs of raw lines of one source (the bulk of a recording) are taken a run at a time:
         # a comprehension per field, not a loop turn per line (3 µs a line, most of report's time).
-        keys = [e["src"] if e["type"] == "line" and type(e.get("src")) is str else _OTHER for e in batch]
+        keys = _run_keys(batch)
         at = 0
         for key, group in groupby(keys):
             count = len(list(group))
@@ -727,15 +770,15 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
                     yield from open_block(key)
                 room = REPLAY_BLOCK - len(block.ns)
                 part, run = run[:room], run[room:]
-                ns = [e.get("n", 0) for e in part]
-                texts = [e.get("text", "") for e in part]
+                ns = _field(part, "n", 0)
+                texts = _field(part, "text", "")
                 if set(map(type, ns)) != {int}:
                     ns = [int(n) for n in ns]
                 if set(map(type, texts)) != {str}:
                     texts = [str(t) for t in texts]
                 block.ns.extend(ns)
                 block.texts.extend(texts)
-                block.ts.extend([e.get("t") for e in part])
+                block.ts.extend(_field(part, "t", None))
     yield from flush()
     if stats is not None:
         yield ("stats", local)
@@ -794,17 +837,34 @@ def _detect_head(texts: list[str]) -> Engine:
     return detect_engine(head)
 
 
+def _packed(texts: list[str]) -> bytes | None:
+    """The texts as one UTF-8 block, if that gives them back exactly (no newline inside a text,
+    no lone surrogate); else None (they cross over as a list)."""
+    try:
+        data = "\n".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return data if data.count(b"\n") == len(texts) - 1 else None
+
+
+def _decode_recv(texts: list[str], ts: list[Any]) -> list[Any]:
+    """The receive times of a block's decode lines (bulk_piece takes decode lines by this same test)."""
+    return [t for text, t in zip(texts, ts, strict=True) if "Decode batch" in text]
+
+
 def _bulk(block: _Block, parser: LineParser) -> Any:
     """The bulk parse of a block (``decode_columns``), or None when it must be read line by line."""
     from specmon.ingest.bulk import decode_columns
 
+    if block.data is not None:
+        return decode_columns(block.data, parser.engine, parser.year)
     texts = block.texts
     # One encode of the joined block instead of one per line (raw lines hold no newline;
     # a hand-made one that does is encoded line by line).
-    raw = "\n".join(texts).encode("utf-8", errors="replace").split(b"\n")
-    if len(raw) != len(texts):
-        raw = [t.encode("utf-8", errors="replace") for t in texts]
-    return decode_columns(raw, parser.engine, parser.year)
+    data = "\n".join(texts).encode("utf-8", errors="replace")
+    if data.count(b"\n") != len(texts) - 1:
+        data = b"\n".join(t.encode("utf-8", errors="replace") for t in texts)
+    return decode_columns(data, parser.engine, parser.year)
 
 
 def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any,
@@ -813,7 +873,7 @@ def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any
     """Ingest a block of raw lines: its bulk parse when there is one, else line by line."""
     if piece is None:
         parse = parser.parse
-        for n, text, t in zip(block.ns, block.texts, block.ts, strict=True):
+        for n, text, t in zip(block.ns, block.lines(), block.ts, strict=True):
             rec = parse(text, n)
             session.lines += 1
             if rec is not None:
@@ -831,8 +891,7 @@ def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any
         session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
                                       piece.acc_len, piece.acc_rate, block.ns[0], block.ns[-1])
         if on_samples is not None and session.current is not None:
-            # bulk_piece takes decode lines in order by this same test.
-            recv = [t for text, t in zip(block.texts, block.ts, strict=True) if "Decode batch" in text]
+            recv = block.recv if block.recv is not None else _decode_recv(block.lines(), block.ts)
             on_samples(piece.ts, recv, piece.tput, session.current.id)
     session.lines += len(block.ns)
 

@@ -194,8 +194,9 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
 
     def on_samples(ts: Sequence[float | None], recv: Sequence[float | None], tps: Sequence[float],
                    run: int) -> None:
-        log_t.extend(nan if v is None else v for v in ts)
-        recv_t.extend(nan if v is None else float(v) for v in recv)
+        # Whole columns in C when no time is missing (the usual case).
+        log_t.extend(ts if None not in ts else [nan if v is None else v for v in ts])  # type: ignore[arg-type]
+        recv_t.extend(recv if set(map(type, recv)) <= {float} else [nan if v is None else float(v) for v in recv])  # type: ignore[arg-type]
         tps_col.extend(tps)
         run_col.add(run, len(tps))
 

@@ -215,3 +215,31 @@ def test_chunks_read_what_json_reads(tmp_path: Path, entries: list[dict[str, obj
     want = [json.loads(line) for line in lines]
     # NaN is not equal to itself: compare the JSON texts of both (json writes NaN as NaN).
     assert [json.dumps(g, sort_keys=True) for g in got] == [json.dumps(w, sort_keys=True) for w in want]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.characters(), max_size=30), min_size=1, max_size=20))
+def test_blocks_cross_over_packed_and_come_back_exactly(texts: list[str]) -> None:
+    """The reading process sends a block's texts as one UTF-8 block when that round-trips exactly;
+    a newline inside a text or a lone surrogate keeps them a list. Either way the feeding side
+    reads the same texts."""
+    data = recmod._packed(texts)
+    if data is None:
+        assert any("\n" in t for t in texts) or any(0xD800 <= ord(c) <= 0xDFFF for t in texts for c in t)
+    block = recmod._Block(list(range(len(texts))), [] if data is not None else texts, [None] * len(texts),
+                          None, data)
+    assert block.lines() == texts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"type": st.sampled_from(["line", "record", "meta"])},
+                                      optional={"src": st.one_of(st.text(max_size=3), st.integers()),
+                                                "n": st.integers(), "t": st.floats(), "text": st.text()}),
+                max_size=12))
+def test_run_keys_and_fields_are_the_per_entry_rules(batch: list[dict[str, object]]) -> None:
+    want_keys = [e["src"] if e["type"] == "line" and type(e.get("src")) is str else recmod._OTHER for e in batch]
+    assert recmod._run_keys(batch) == want_keys
+    for key, default in (("n", 0), ("text", ""), ("t", None)):
+        assert recmod._field(batch, key, default) == [e.get(key, default) for e in batch]
+    assert recmod._all_entries(batch)
+    assert not recmod._all_entries([*batch, {"no": "type"}]) and not recmod._all_entries([*batch, ["x"]])
