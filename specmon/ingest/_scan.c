@@ -1,4 +1,4 @@
-/* The bulk path's template pass in C: what re.split gives for "\n(?:T1|T2|...)(?=\n)".
+/* The bulk path's template pass in C: re.split of "\n(?:T1|T2|...)(?=\n)" over a piece, made columns.
  *
  * Why C: Python's re reads a 180-byte SGLang decode line through its template in about
  * 1.2 us (17.9 ms for a 4 MB piece of 14,600 such lines, measured), and that pass is the
@@ -75,6 +75,23 @@ static int check_caps(int lo, int hi, int cap, int ngroups) {
     return 0;
 }
 
+/* The alternatives of an ALT or NOT node: a non-empty list of sequences. */
+static int build_alts(PyObject *alts, Node *nd, int ngroups) {
+    if (!PyList_Check(alts) || PyList_GET_SIZE(alts) < 1) {
+        PyErr_SetString(PyExc_ValueError, "alternatives are a non-empty list");
+        return -1;
+    }
+    nd->nseq = (int)PyList_GET_SIZE(alts);
+    nd->seqs = PyMem_Calloc(nd->nseq, sizeof(Seq));
+    if (nd->seqs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < nd->nseq; i++)
+        if (build_seq(PyList_GET_ITEM(alts, i), &nd->seqs[i], ngroups) < 0) return -1;
+    return 0;
+}
+
 /* One node from its tuple (see scan.py's _Compiler for the forms). */
 static int build_node(PyObject *t, Node *nd, int ngroups) {
     memset(nd, 0, sizeof(*nd));
@@ -114,20 +131,7 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
         return 0;
     case N_NOT: {
         if (size != 2) break;
-        PyObject *alts = PyTuple_GET_ITEM(t, 1);
-        if (!PyList_Check(alts) || PyList_GET_SIZE(alts) < 1) {
-            PyErr_SetString(PyExc_ValueError, "alternatives are a non-empty list");
-            return -1;
-        }
-        nd->nseq = (int)PyList_GET_SIZE(alts);
-        nd->seqs = PyMem_Calloc(nd->nseq, sizeof(Seq));
-        if (nd->seqs == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (int i = 0; i < nd->nseq; i++)
-            if (build_seq(PyList_GET_ITEM(alts, i), &nd->seqs[i], ngroups) < 0) return -1;
-        return 0;
+        return build_alts(PyTuple_GET_ITEM(t, 1), nd, ngroups);
     }
     case N_NLA:
         if (size != 2) break;
@@ -138,20 +142,7 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
         nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
         nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
         if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, nd->cap, ngroups) < 0) return -1;
-        PyObject *alts = PyTuple_GET_ITEM(t, 4);
-        if (!PyList_Check(alts) || PyList_GET_SIZE(alts) < 1) {
-            PyErr_SetString(PyExc_ValueError, "alternatives are a non-empty list");
-            return -1;
-        }
-        nd->nseq = (int)PyList_GET_SIZE(alts);
-        nd->seqs = PyMem_Calloc(nd->nseq, sizeof(Seq));
-        if (nd->seqs == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (int i = 0; i < nd->nseq; i++)
-            if (build_seq(PyList_GET_ITEM(alts, i), &nd->seqs[i], ngroups) < 0) return -1;
-        return 0;
+        return build_alts(PyTuple_GET_ITEM(t, 4), nd, ngroups);
     }
     case N_REP:
         if (size != 6) break;
@@ -400,62 +391,21 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
+/* The first template that reads the whole line s[a:end], its groups in caps; -1 for none. */
+static int first_template(const Scanner *self, const unsigned char *s, Py_ssize_t a, Py_ssize_t end,
+                          Py_ssize_t *caps) {
+    for (int t = 0; t < self->ntemplates; t++) {
+        reset(caps, 0, self->ngroups[t]);
+        if (match_seq(&self->templates[t], s, a, end, caps) == end) return t;
+    }
+    return -1;
+}
+
 static int append_new(PyObject *list, PyObject *item) {
     if (item == NULL) return -1;
     int r = PyList_Append(list, item);
     Py_DECREF(item);
     return r;
-}
-
-/* re.split(pattern, text) for pattern "\n(?:T1|T2|...)(?=\n)" (see the top of the file). */
-static PyObject *Scanner_split(Scanner *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *s = view.buf;
-    Py_ssize_t size = view.len;
-    PyObject *out = PyList_New(0);
-    Py_ssize_t *caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
-    if (out == NULL || caps == NULL) goto fail;
-    Py_ssize_t last = 0;
-    const unsigned char *nl = memchr(s, '\n', size);
-    while (nl != NULL) {
-        Py_ssize_t at = nl - s;
-        const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
-        if (next == NULL) break;
-        Py_ssize_t end = next - s;
-        int hit = -1;
-        for (int t = 0; t < self->ntemplates; t++) {
-            reset(caps, 0, self->ngroups[t]);
-            if (match_seq(&self->templates[t], s, at + 1, end, caps) == end) {
-                hit = t;
-                break;
-            }
-        }
-        if (hit >= 0) {
-            if (append_new(out, PyBytes_FromStringAndSize((const char *)s + last, at - last)) < 0) goto fail;
-            for (int t = 0; t < self->ntemplates; t++) {
-                for (int g = 0; g < self->ngroups[t]; g++) {
-                    if (t != hit || caps[2 * g] < 0) {
-                        if (PyList_Append(out, Py_None) < 0) goto fail;
-                    } else if (append_new(out, PyBytes_FromStringAndSize((const char *)s + caps[2 * g],
-                                                                         caps[2 * g + 1] - caps[2 * g])) < 0) {
-                        goto fail;
-                    }
-                }
-            }
-            last = end;
-        }
-        nl = next;
-    }
-    if (append_new(out, PyBytes_FromStringAndSize((const char *)s + last, size - last)) < 0) goto fail;
-    PyMem_Free(caps);
-    PyBuffer_Release(&view);
-    return out;
-fail:
-    PyMem_Free(caps);
-    Py_XDECREF(out);
-    PyBuffer_Release(&view);
-    return NULL;
 }
 
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
@@ -650,14 +600,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
         if (next == NULL) break;
         Py_ssize_t end = next - s;
-        int hit = -1;
-        for (int t = 0; t < self->ntemplates; t++) {
-            reset(caps, 0, self->ngroups[t]);
-            if (match_seq(&self->templates[t], s, at + 1, end, caps) == end) {
-                hit = t;
-                break;
-            }
-        }
+        int hit = first_template(self, s, at + 1, end, caps);
         if (hit >= 0) {
             if (o + (at - last) + 1 + tok.len > cap) {
                 Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
@@ -741,8 +684,6 @@ static PyObject *Scanner_get_groups(Scanner *self, void *closure) {
 }
 
 static PyMethodDef Scanner_methods[] = {
-    {"split", (PyCFunction)Scanner_split, METH_O,
-     "split(text) -> list: re.split of '\\n(?:T1|...)(?=\\n)' over text, for lines the program accepts."},
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
      "scan(text, token, kinds, convs) -> (rest, lines, columns, per_template): see Scanner_scan."},
     {NULL, NULL, 0, NULL},

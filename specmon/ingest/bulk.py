@@ -180,7 +180,7 @@ class _Learner:
     def _pass(self, kind: LineKind, sources: list[bytes]) -> Pass:
         """The C pass of these template regexes where it runs them, else ``re``'s.
 
-        The C pass is kept only if it splits the templates' own sample lines as ``re`` does.
+        The C pass is kept only if it reads the templates' own sample lines as ``re`` does.
         """
         rx = RePass(sources)
         try:
@@ -188,7 +188,8 @@ class _Learner:
         except Unsupported:
             return rx
         probe = b"\n" + b"\n".join(self.samples.get(kind.name, [])) + b"\n"
-        return fast if fast.split(probe) == rx.split(probe) else rx
+        raw = bytes(rx.groups), (None,) * rx.groups  # the groups' texts, unconverted
+        return fast if fast.scan(probe, _TOKEN, *raw) == rx.scan(probe, _TOKEN, *raw) else rx
 
     def add(self, tpl: Template, sample: bytes = b"") -> None:
         tpls = self.templates.setdefault(tpl.kind.name, [])

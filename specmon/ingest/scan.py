@@ -46,14 +46,11 @@ class Unsupported(ValueError):
 
 
 class Pass(Protocol):
-    """One kind's template pass over a piece (the C one, or :class:`RePass`)."""
+    """One kind's template pass over a piece (the C one, or :class:`RePass`): what ``re.split`` of
+    the alternation gives, as the text left and columns."""
 
     @property
     def groups(self) -> int: ...
-
-    def split(self, text: bytes, /) -> list[Any]:
-        """``re.split`` of the alternation over ``text``."""
-        ...
 
     def scan(self, text: bytes, token: bytes, kinds: bytes, convs: tuple[Any, ...], /
              ) -> tuple[bytes, int, list[list[Any]], list[int]]:
@@ -86,11 +83,8 @@ class RePass:
         self.rx = re.compile(b"\n(?:" + b"|".join(sources) + b")(?=\n)")
         self.groups = self.rx.groups
         # An empty group before each template says which one read a line.
-        self._tagged = re.compile(b"\n(?:" + b"|".join(b"()" + s for s in sources) + b")(?=\n)")
+        self._tagged = re.compile(b"\n(?:" + b"|".join(b"()(?:" + s + b")" for s in sources) + b")(?=\n)")
         self._sizes = [re.compile(s).groups for s in sources]
-
-    def split(self, text: bytes, /) -> list[Any]:
-        return self.rx.split(text)
 
     def scan(self, text: bytes, token: bytes, kinds: bytes, convs: tuple[Any, ...], /
              ) -> tuple[bytes, int, list[list[Any]], list[int]]:
