@@ -13,7 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <string.h>
+#include <string.h> /* memmem: pyconfig.h sets _GNU_SOURCE on glibc */
 
 enum { N_LIT = 0, N_RUN = 1, N_ALT = 2, N_REP = 3, N_NLA = 4, N_END = 5, N_NOT = 6 };
 
@@ -336,6 +336,8 @@ typedef struct {
     int *base;    /* the first output group of each template */
     int groups;   /* in all */
     int maxgroups;
+    unsigned char *needle; /* a text every template's lines hold (scan.py finds it), or none */
+    Py_ssize_t nlen;
 } Scanner;
 
 static void Scanner_dealloc(Scanner *self) {
@@ -345,13 +347,32 @@ static void Scanner_dealloc(Scanner *self) {
     }
     PyMem_Free(self->ngroups);
     PyMem_Free(self->base);
+    PyMem_Free(self->needle);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
     PyObject *templates;
-    static char *kwlist[] = {"templates", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyList_Type, &templates)) return -1;
+    Py_buffer needle = {0};
+    static char *kwlist[] = {"templates", "needle", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|y*", kwlist, &PyList_Type, &templates, &needle)) return -1;
+    if (needle.buf != NULL) {
+        int bad = memchr(needle.buf, '\n', needle.len) != NULL;
+        if (!bad && needle.len > 0) {
+            self->needle = PyMem_Malloc(needle.len);
+            if (self->needle != NULL) memcpy(self->needle, needle.buf, needle.len);
+            self->nlen = needle.len;
+        }
+        PyBuffer_Release(&needle);
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "a needle holds no newline");
+            return -1;
+        }
+        if (self->nlen > 0 && self->needle == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
     if (self->templates != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Scanner is built once");
         return -1;
@@ -389,6 +410,22 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
     }
     self->groups = base;
     return 0;
+}
+
+/* The first place of needle in s[0:n], or NULL. */
+static const unsigned char *find(const unsigned char *s, Py_ssize_t n, const unsigned char *needle, Py_ssize_t k) {
+#if defined(__GLIBC__) || defined(__APPLE__) || defined(__FreeBSD__)
+    return memmem(s, (size_t)n, needle, (size_t)k);
+#else
+    const unsigned char *end = s + n - k + 1;
+    while (s < end) {
+        const unsigned char *c = memchr(s, needle[0], end - s);
+        if (c == NULL) return NULL;
+        if (memcmp(c, needle, k) == 0) return c;
+        s = c + 1;
+    }
+    return NULL;
+#endif
 }
 
 /* The first template that reads the whole line s[a:end], its groups in caps; -1 for none. */
@@ -597,6 +634,15 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     const unsigned char *nl = memchr(s, '\n', size);
     while (nl != NULL) {
         Py_ssize_t at = nl - s;
+        if (self->nlen > 0) {
+            /* Only a line that holds the needle can be read: jump to the next one (lines between
+             * are passed over at memmem's speed, not tried one by one). */
+            const unsigned char *hit = find(nl + 1, size - at - 1, self->needle, self->nlen);
+            if (hit == NULL) break;
+            while (*(hit - 1) != '\n') hit--; /* s[at] is a newline, so this stops there at the latest */
+            nl = hit - 1;
+            at = nl - s;
+        }
         const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
         if (next == NULL) break;
         Py_ssize_t end = next - s;
@@ -678,6 +724,21 @@ done:
     return result;
 }
 
+/* Whether a template reads this one line (no newline in it): the walk's test of a shape it just learned. */
+static PyObject *Scanner_reads(Scanner *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t *caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
+    if (caps == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int hit = memchr(view.buf, '\n', view.len) == NULL ? first_template(self, view.buf, 0, view.len, caps) : -1;
+    PyMem_Free(caps);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(hit >= 0);
+}
+
 static PyObject *Scanner_get_groups(Scanner *self, void *closure) {
     (void)closure;
     return PyLong_FromLong(self->groups);
@@ -686,6 +747,7 @@ static PyObject *Scanner_get_groups(Scanner *self, void *closure) {
 static PyMethodDef Scanner_methods[] = {
     {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
      "scan(text, token, kinds, convs) -> (rest, lines, columns, per_template): see Scanner_scan."},
+    {"reads", (PyCFunction)Scanner_reads, METH_O, "reads(line) -> whether a template reads the whole line."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -699,7 +761,7 @@ static PyTypeObject ScannerType = {
     .tp_basicsize = sizeof(Scanner),
     .tp_dealloc = (destructor)Scanner_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Scanner(templates): templates are (groups, sequence) pairs built by specmon.ingest.scan.",
+    .tp_doc = "Scanner(templates, needle=b''): templates are (groups, sequence) pairs built by specmon.ingest.scan; needle, a text every line they read holds.",
     .tp_methods = Scanner_methods,
     .tp_getset = Scanner_getset,
     .tp_init = (initproc)Scanner_init,

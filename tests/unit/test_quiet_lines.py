@@ -87,3 +87,50 @@ def test_llama_server_request_lines_are_quiet_and_skip_the_line_parser(monkeypat
     again = bulk.bulk_piece(text, Engine.LLAMACPP, 2026)
     assert [c for c in calls if "log_server_r" in c] == []
     assert again.by_template == first.by_template == 200
+
+
+def test_shapes_learned_in_a_piece_skip_the_line_parser_in_that_piece(monkeypatch) -> None:
+    # A worker's first piece learns its quiet shapes as it walks it: the lines after must not go
+    # to the line parser one by one (a llama.cpp piece sent 30,640 of its 45,841 lines there).
+    shapes = ["2026-05-14 09:00:{s:02d}.{i:03d} | srv  update_slots: all slots are idle",
+              "2026-05-14 09:00:{s:02d}.{i:03d} | slot print_timing: id  {s} | task {i} | ",
+              "2026-05-14 09:00:{s:02d}.{i:03d} |       total time =   {i}.11 ms /  {s} tokens"]
+    lines = [f.format(s=i % 60, i=i) for i in range(300) for f in shapes]
+    text = ("\n".join(lines) + "\n").encode()
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    calls: list[str] = []
+    original = LineParser.parse
+    monkeypatch.setattr(LineParser, "parse", lambda self, t, n: calls.append(t) or original(self, t, n))
+    bulk.bulk_piece(text, Engine.LLAMACPP, 2026)
+    assert 0 < len(calls) <= 2 * len(shapes)  # the first line or two of each shape, then none
+
+
+_TRACEBACK = ["Traceback (most recent call last):", '  File "x.py", line 3, in <module>',
+              "RuntimeError: CUDA out of memory"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["idle", "task", "total", "tb", "stats"]), min_size=1, max_size=40),
+       st.data())
+def test_a_walk_with_shapes_it_learns_gives_what_the_line_parser_gives(order: list[str],
+                                                                        data: st.DataObject) -> None:
+    # Quiet shapes learned mid-walk, tracebacks (where quiet lines are still parsed) and stats
+    # lines in any order, on a fresh learner: the records are the line path's, line for line.
+    def one(what: str, i: int) -> list[str]:
+        p = f"2026-05-14 09:00:{i % 60:02d}.{i % 1000:03d} | "
+        if what == "idle":
+            return [p + "srv  update_slots: all slots are idle"]
+        if what == "task":
+            return [p + f"slot print_timing: id  {i % 4} | task {data.draw(st.integers(0, 99999))} | "]
+        if what == "total":
+            return [p + f"      total time =   {data.draw(st.integers(1, 9999))}.11 ms /  {i} tokens"]
+        if what == "tb":
+            return _TRACEBACK
+        return [p + f"draft acceptance rate = 0.5{i % 10}000 ( {i} accepted /  1207 generated)"]
+    lines = [ln for i, w in enumerate(order) for ln in one(w, i)]
+    text = ("\n".join(lines) + "\n").encode()
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    got, _ = bulk.piece_records(text, Engine.LLAMACPP, 2026)
+    parser = LineParser(year=2026, engine=Engine.LLAMACPP)
+    want = [r for n, ln in enumerate(lines, 1) if (r := parser.parse(ln, n)) is not None]
+    assert got == want

@@ -95,6 +95,9 @@ def _check_kind_passes(lines: list[bytes], data: st.DataObject) -> int:
             slow = RePass(sources)
             assert fast.groups == slow.groups
             by_c, by_re = _lines_read(fast, probe), _lines_read(slow, probe)
+            # The C pass skips every line without its needle: each line re reads must hold it.
+            nd = scan.needle([program(s) for s in sources])
+            assert all(nd in probe[i] for i in by_re), (name, mode, nd)
             for i, groups in by_c.items():
                 assert by_re.get(i) == groups, (name, mode, probe[i], sources)
             # Every generated (unmutated) line of this kind is read in C too.
@@ -299,3 +302,38 @@ def test_a_token_longer_than_the_lines_it_replaces() -> None:
     rest, n, _, _ = fast.scan(text, b"0123456789" * 3, b"", ())
     assert n == 10_000 and rest == b"\n" + b"\n".join([b"0123456789" * 3] * 10_000) + b"\n"
     assert RePass([rb"x"]).scan(text, b"0123456789" * 3, b"", ())[0] == rest
+
+
+# -- the needle: the pass jumps between lines that hold it ----------------------------------------
+
+def test_needle_is_the_longest_text_every_template_holds() -> None:
+    one = [program(rb"\[(\d+)\] Decode batch, #running-req: (\d+)")]
+    assert scan.needle(one) == b"] Decode batch, #running-req: "
+    # inside a group of one alternative, and common to two templates
+    two = [program(rb"(x(?:ab|cd)Decode batch.)"), program(rb"\d+ Decode batch (\d+)")]
+    assert scan.needle(two) == b"Decode batch"
+    # an alternative or an optional part is not held by every line; short texts are no help
+    assert scan.needle([program(rb"(?:Decode|Prefill) batch")]) == b" batch"
+    assert scan.needle([program(rb"(?:Decode batch)?x")]) == b""
+    assert scan.needle([program(rb"ab\d+")]) == b""
+    # at most 48 bytes
+    assert len(scan.needle([program(b"a" * 100)])) == 48
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"v: 12 done", b"v: 7 donex", b"xv: 1 done", b"v: 3 done v: 4 done",
+                                 b"v: done", b"", b"noise", b"v: 55 done"]), max_size=12),
+       st.booleans())
+def test_the_jump_to_the_needle_reads_what_re_reads(lines: list[bytes], trailing: bool) -> None:
+    # Lines holding the needle that do not match, next to ones that do, twice in a line, first
+    # and last in the text: the jump must land on each line's start and miss none.
+    sources = [rb"v: (\d+) done"]
+    fast, slow = compile_pass(sources), RePass(sources)
+    assert scan.needle([program(sources[0])]) == b" done"
+    text = b"\n" + b"\n".join(lines) + (b"\n" if trailing else b"")
+    assert _scan(fast, text) == _scan(slow, text)
+
+
+def test_a_needle_with_a_newline_is_refused() -> None:
+    with pytest.raises(ValueError, match="newline"):
+        scan.Scanner([program(rb"a")], b"a\nb")
