@@ -520,7 +520,19 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     matched: dict[str, tuple[int, list[list[Any]], list[int]]] = {}  # kind -> (lines, columns, lines per template)
     tokens: dict[bytes, LineKind] = {}
     rest = text
-    for i, kind in _pass_order(engine if engine is not Engine.UNKNOWN else parser.engine):
+    quiet_texts: list[bytes] = []
+    for step in _pass_order(engine if engine is not Engine.UNKNOWN else parser.engine):
+        if step is None:
+            # Lines known to give nothing (shapes learned as quiet), taken out before the other
+            # engines' kinds look for their markers: those searches then read a small remainder.
+            # A quiet line gives no record (see _quiet_source): no later pass may read it anyway.
+            qrx = _LEARNER.quiet_rx
+            if qrx is not None:
+                rest, nq, (texts,), _ = qrx.scan(rest, _QUIET, b"\0", (None,))
+                if nq:
+                    quiet_texts = texts
+            continue
+        i, kind = step
         marker = kind.marker.encode()
         if marker not in rest:
             continue  # (tested on what earlier passes left: the whole piece only for the first kinds)
@@ -581,13 +593,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
     piece.by_template = sum(v[0] for v in matched.values())
-    # Lines known to give nothing (HTTP access lines, and shapes learned as quiet).
-    quiet_texts: list[bytes] = []
-    qrx = _LEARNER.quiet_rx
-    if qrx is not None:
-        rest, nq, (texts,), _ = qrx.scan(rest, _QUIET, b"\0", (None,))
-        if nq:
-            quiet_texts = texts
+    # HTTP access lines give nothing either.
     rest = _ACCESS.sub(b"\n", rest)
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
@@ -612,16 +618,19 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
 _QUIET = b"\x00\x01\x03"
 
 
-def _pass_order(engine: Engine) -> list[tuple[int, LineKind]]:
-    """The kinds with templates (and their token numbers), the log's own engine's first.
+def _pass_order(engine: Engine) -> list[tuple[int, LineKind] | None]:
+    """The kinds with templates (and their token numbers), the log's own engine's first, then
+    None (the quiet pass), then the other engines' kinds.
 
     Each pass looks for its marker in what the passes before it left, and a marker that is
-    not there costs a search of the whole text: the log's own kinds first leave little for
-    the others' searches (vLLM pieces searched 4 MB twice for SGLang's markers). The order
-    changes nothing else: a template reads only lines the line parser reads as its kind.
+    not there costs a search of the whole text: the log's own kinds and its quiet lines first
+    leave little for the others' searches (vLLM pieces searched 4 MB twice for SGLang's
+    markers). The order changes nothing else: a template reads only lines the line parser
+    reads as its kind, and a quiet line is one it reads as nothing.
     """
     kinds = [(i, k) for i, k in enumerate(k for k in KINDS if k.body is not None)]
-    return sorted(kinds, key=lambda ik: ik[1].engine is not engine)
+    own = [ik for ik in kinds if ik[1].engine is engine or engine is Engine.UNKNOWN]
+    return [*own, None, *(ik for ik in kinds if ik not in own)]
 
 
 def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, list[Any]]],
