@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import re
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -362,7 +363,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             ts = list(map(add, days, secs))
             if fracs is not None:
                 ts = list(map(add, ts, fracs))
-        out["ts"] = ts
+        out["ts"] = _packed(ts, "d")
     for attr in kind.columns or ():
         i = g.get(attr)
         # A template's groups always take part: every value is there and matches its pattern.
@@ -371,11 +372,32 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
         else:
             conv = t.converters[attr]
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
-            if _as(t, attr) != AS_BYTES:
-                out[attr] = gcols[i]  # made by the pass
+            made = _as(t, attr)
+            if made != AS_BYTES:
+                out[attr] = _packed(gcols[i], _PACKED.get(made))  # made by the pass
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
+
+
+#: The array type a column of floats or counts made by the pass travels in (see _packed).
+_PACKED = {AS_FLOAT: "d", AS_INT: "I"}
+
+
+def _packed(column: list[Any], typecode: str | None) -> list[Any] | array[Any]:
+    """A column without a missing value as an array of ``typecode``, else as it is.
+
+    An array pickles as one buffer: the feeding process unpickled 14,500 floats per column
+    of an SGLang piece one object at a time (0.19 ms), then converted each into the run's
+    float32 array (0.33 ms); now both are copies (see session._extend). "d" keeps every
+    float exact; a count past 32 bits or a None keeps the list.
+    """
+    if typecode is None:
+        return column
+    try:
+        return array(typecode, column)
+    except (TypeError, OverflowError):
+        return column
 
 
 def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...], year: int, day: float) -> dict[str, Any]:

@@ -28,7 +28,9 @@ from enum import Enum
 from functools import reduce
 from itertools import compress
 from operator import add, sub
-from typing import cast
+from typing import Any, cast
+
+import numpy as np
 
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
@@ -56,6 +58,22 @@ LIVE_POINTS = 600
 EVENTS_KEPT = 500
 UNPARSED_KEPT = 200
 
+
+
+# The bulk path hands a column without a missing value as an array (floats as "d", counts as
+# "I"): it crosses from the worker as one buffer, not an object per value, and joins the run's
+# float32 arrays in C. A column with a gap (None) stays a list. Both read the same by index.
+def _complete(column: Any) -> bool:
+    """No value is missing (an array cannot hold None; a list is searched)."""
+    return isinstance(column, array) or None not in column
+
+
+def _extend(dst: array[Any], values: Any) -> None:
+    """``dst.extend(values)``, also from an array of another type (rounded as ``append`` rounds)."""
+    if isinstance(values, array) and values.typecode != dst.typecode:
+        dst.frombytes(np.frombuffer(values, dtype=values.typecode).astype(dst.typecode).tobytes())
+    else:
+        dst.extend(values)
 
 class ServerState(str, Enum):
     """What the server is doing, as far as its log tells."""
@@ -439,7 +457,7 @@ class Session:
         """
         tail_ts = ts[i:]
         tail_ranks = ranks[i:]
-        if None in tail_ts:
+        if not _complete(tail_ts):
             return False
         by_rank: dict[str | None, list[float]]
         # In C: count() (the bulk path hands one object per rank); one pass per sample only
@@ -474,13 +492,13 @@ class Session:
                 run.ranks.add(r)
         tail = slice(max(i, len(tput) - LIVE_POINTS), None)
         run.live_throughput.extend(tput[tail])
-        run.throughput.extend(tput[i:])
-        run.concurrency.extend(running[i:])
+        _extend(run.throughput, tput[i:])
+        _extend(run.concurrency, running[i:])
         for column, counted, live in ((acc_len, run.accept_len, run.live_accept_len),
                                       (acc_rate, run.accept_rate, run.live_accept_rate)):
             if column:
-                values = [v for v in column[i:] if v is not None]
-                counted.extend(values)
+                values = column[i:] if isinstance(column, array) else [v for v in column[i:] if v is not None]
+                _extend(counted, values)
                 live.extend(values[-LIVE_POINTS:])
         return True
 
@@ -561,9 +579,9 @@ class Session:
         run.live_throughput.extend(tput[-LIVE_POINTS:])
         if 0 not in running and 0.0 not in tput:
             # No idle interval: the common case, in C (llama.cpp prints no concurrency: 0 = unknown).
-            run.throughput.extend(tput)
-            if None not in running:
-                run.concurrency.extend(running)  # type: ignore[arg-type]
+            _extend(run.throughput, tput)
+            if _complete(running):
+                _extend(run.concurrency, running)
             elif running.count(None) == len(running):
                 run.concurrency.extend([0] * len(running))
             else:
@@ -583,13 +601,13 @@ class Session:
         run._spec_seen += n
         mal, rate, acc, dra, pps = c.mal[i:], c.rate[i:], c.accepted[i:], c.drafted[i:], c.per_position[i:]
         for column, live in ((mal, run.live_accept_len), (rate, run.live_accept_rate)):
-            live.extend([v for v in column if v is not None][-LIVE_POINTS:] if None in column
-                        else column[-LIVE_POINTS:])  # type: ignore[arg-type]
+            live.extend(column[-LIVE_POINTS:] if _complete(column)
+                        else [v for v in column if v is not None][-LIVE_POINTS:])  # type: ignore[arg-type]
         pp = run.per_position_sum
-        if 0 not in dra and None not in mal and None not in rate and None not in acc and None not in dra:
+        if 0 not in dra and _complete(mal) and _complete(rate) and _complete(acc) and _complete(dra):
             # Every line drafted and read whole: the common case, in C (sums in line order).
-            run.accept_len.extend(mal)  # type: ignore[arg-type]
-            run.accept_rate.extend(rate)  # type: ignore[arg-type]
+            _extend(run.accept_len, mal)
+            _extend(run.accept_rate, rate)
             run.accepted += sum(acc)  # type: ignore[arg-type]
             run.drafted += sum(dra)  # type: ignore[arg-type]
             if None not in pps and pps:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from array import array
 from collections.abc import Iterable
 from itertools import islice, repeat
 from operator import add, sub
@@ -101,7 +102,7 @@ class Rollover:
         """:meth:`fix` over a column (in C while no step back occurs)."""
         if self.mode is None or not ts:
             return ts
-        if None in ts:
+        if not isinstance(ts, array) and None in ts:  # (an array holds no None: see bulk._packed)
             return [self.fix(t) for t in ts]
         back = -(DAY_BACK if self.mode == "time" else YEAR_BACK)
         first = ts[0] + self.offset  # type: ignore[operator]
