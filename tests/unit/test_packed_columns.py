@@ -14,6 +14,7 @@ import struct
 from array import array
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,3 +123,33 @@ def test_the_bulk_path_hands_decode_columns_as_arrays(tmp_path: Path) -> None:
         assert isinstance(col, array) and col.typecode == "d"
     assert isinstance(block.running, array) and block.running.typecode == "I"
     assert list(block.tput[:3]) == [60.25, 61.25, 62.25]
+
+
+def _bits(v: float | None) -> bytes | None:
+    return None if v is None else struct.pack("d", v)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e10, allow_nan=False), st.none()), max_size=50),
+       st.one_of(st.none(), st.floats(-1e6, 1e10, allow_nan=False)),
+       st.one_of(st.none(), st.floats(0.0, 100.0)), st.booleans())
+def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float | None], last: float | None,
+                                                            ema: float | None, packed: bool) -> None:
+    # Gaps below and above the idle limit, negative steps, missing times, a first sample with
+    # no history: the C loop must give the float the Python loop gives (no fused multiply-add).
+    from specmon.ingest import _scan
+    from specmon.model import session
+
+    column = bulk._packed(times, "d") if packed else times
+    want = session._gap_average_py(times, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
+    got = _scan.gap_average(column, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
+    assert [_bits(v) for v in got] == [_bits(None if v is None else float(v)) for v in want]
+
+
+def test_the_gap_average_refuses_what_is_not_a_column_of_times() -> None:
+    from specmon.ingest import _scan
+
+    with pytest.raises(TypeError):
+        _scan.gap_average(array("i", [1, 2]), None, None, 5.0, 4.0)
+    with pytest.raises(TypeError):
+        _scan.gap_average(["x"], None, None, 5.0, 4.0)
