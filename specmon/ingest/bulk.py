@@ -19,6 +19,7 @@ detection depend on order.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import re
@@ -860,7 +861,16 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     workers = jobs or os.cpu_count() or 1
     if workers > 1 and size >= PARALLEL_MIN_BYTES:
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-        with ctx.Pool(min(workers, len(tasks))) as pool:
+        # The workers' garbage collector leaves what they inherit alone (gc.freeze, as the gc
+        # docs advise before a fork): its collections otherwise walked every object of the
+        # parent's imports, again and again, and wrote to their pages. A 4 MB SGLang piece took
+        # 15.5 ms in a worker forked from a process with the CLI's imports, 13.4 ms so.
+        gc.freeze()
+        try:
+            pool = ctx.Pool(min(workers, len(tasks)))
+        finally:
+            gc.unfreeze()  # (here only: each worker keeps its own frozen copy)
+        with pool:
             _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
     else:
         _feed(session, tasks, map(parse_piece, tasks), rollover)
