@@ -601,11 +601,19 @@ typedef struct {
  * lines each template read. */
 static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     Py_buffer view, tok, kinds;
-    PyObject *convs;
-    if (!PyArg_ParseTuple(args, "y*y*y*O!", &view, &tok, &kinds, &PyTuple_Type, &convs)) return NULL;
+    PyObject *convs, *text;
+    if (!PyArg_ParseTuple(args, "Oy*y*O!", &text, &tok, &kinds, &PyTuple_Type, &convs)) return NULL;
+    if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&tok);
+        PyBuffer_Release(&kinds);
+        return NULL;
+    }
     PyObject *result = NULL, *cols = NULL, *rest = NULL, *per = NULL;
     Py_ssize_t *caps = NULL, *hits = NULL;
     Last *last_v = NULL;
+    /* The rest is written straight into a bytes object, made at the first line read (none read:
+     * the text itself is the rest), and cut to its length at the end: no copy of 4 MB per pass. */
+    PyObject *buf = NULL;
     char *out = NULL;
     if (kinds.len != self->groups || PyTuple_GET_SIZE(convs) != self->groups) {
         PyErr_SetString(PyExc_ValueError, "kinds and convs: one per group");
@@ -616,12 +624,11 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     Py_ssize_t size = view.len, o = 0, count = 0;
     /* The rest is no longer than the text unless a read line is shorter than the token. */
     Py_ssize_t cap = size + 64;
-    out = PyMem_Malloc(cap);
     caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
     hits = PyMem_Calloc(self->ntemplates, sizeof(Py_ssize_t));
     last_v = PyMem_Calloc(self->groups + 1, sizeof(Last));
     cols = PyList_New(self->groups);
-    if (out == NULL || caps == NULL || hits == NULL || last_v == NULL || cols == NULL) {
+    if (caps == NULL || hits == NULL || last_v == NULL || cols == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -648,14 +655,15 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         Py_ssize_t end = next - s;
         int hit = first_template(self, s, at + 1, end, caps);
         if (hit >= 0) {
+            if (buf == NULL) {
+                buf = PyBytes_FromStringAndSize(NULL, cap);
+                if (buf == NULL) goto done;
+                out = PyBytes_AS_STRING(buf);
+            }
             if (o + (at - last) + 1 + tok.len > cap) {
                 Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
-                char *grown = PyMem_Realloc(out, want);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                out = grown;
+                if (_PyBytes_Resize(&buf, want) < 0) goto done; /* (buf is NULL then) */
+                out = PyBytes_AS_STRING(buf);
                 cap = want;
             }
             memcpy(out + o, s + last, at - last);
@@ -691,17 +699,19 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         }
         nl = next;
     }
-    if (o + (size - last) > cap) {
-        char *grown = PyMem_Realloc(out, o + (size - last) + 1);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            goto done;
+    if (buf == NULL) {
+        rest = PyBytes_CheckExact(text) ? Py_NewRef(text) : PyBytes_FromStringAndSize((const char *)s, size);
+    } else {
+        if (o + (size - last) > cap) {
+            if (_PyBytes_Resize(&buf, o + (size - last)) < 0) goto done;
+            out = PyBytes_AS_STRING(buf);
         }
-        out = grown;
+        memcpy(out + o, s + last, size - last);
+        o += size - last;
+        if (_PyBytes_Resize(&buf, o) < 0) goto done;
+        rest = buf;
+        buf = NULL;
     }
-    memcpy(out + o, s + last, size - last);
-    o += size - last;
-    rest = PyBytes_FromStringAndSize(out, o);
     per = PyList_New(self->ntemplates);
     if (rest == NULL || per == NULL) goto done;
     for (int t = 0; t < self->ntemplates; t++) {
@@ -717,7 +727,7 @@ done:
     PyMem_Free(caps);
     PyMem_Free(hits);
     PyMem_Free(last_v);
-    PyMem_Free(out);
+    Py_XDECREF(buf);
     PyBuffer_Release(&view);
     PyBuffer_Release(&tok);
     PyBuffer_Release(&kinds);
