@@ -510,7 +510,7 @@ def _quiet_source(raw: bytes) -> bytes | None:
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
                records: bool = False, parser: LineParser | None = None, mixed: bool = False,
-               day: float | None = None) -> Piece:
+               day: float | None = None, framed: bool = False) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
@@ -522,10 +522,15 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             by default a new one with ``engine``, ``year`` and ``in_traceback``.
         mixed: the piece holds lines of two families: only SGLang decode in columns.
         day: the midnight of time-of-day stamps without a date (default: the parser's).
+        framed: ``data`` already begins with the newline before its first line (and ends
+            with its last line's): taken as it is, not copied with one added.
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
+    if framed and data.startswith(b"\n") and data.endswith(b"\n") and len(data) > 1:
+        text = data
+    else:
+        text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
     nlines = text.count(b"\n") - 1
     if parser is None:
         parser = LineParser(year=year, engine=engine, day=day)
@@ -605,7 +610,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         if ((stats_k or spec_k) and (col_kinds & _DECODE_KINDS or len(stats_k) > 1 or len(spec_k) > 1
                                      or len({k.split(".")[0] for k in stats_k | spec_k}) > 1)):
             # SGLang decode beside vLLM / llama.cpp stats, or two engines' stats: records for those.
-            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day)
+            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day, framed=framed)
     counted: dict[str, int] = {}
     for name in count_kinds:
         kind = next(k for k in kinds if k.name == name)
@@ -812,9 +817,16 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
     path, start, end, engine_value, year, day = args
     with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read(end - start)
-    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day)
+        # From the newline that ends the previous piece: the pass's framing without a 4 MB copy.
+        f.seek(start - 1 if start else 0)
+        data = f.read(end - start + (1 if start else 0))
+    if not start:
+        data = b"\n" + data
+    elif not data.startswith(b"\n"):
+        data = b"\n" + data[1:]  # (the file changed since it was cut: still its lines from start)
+    if not data.endswith(b"\n"):
+        data += b"\n"  # the file's last line, without its newline
+    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day, framed=True)
 
 
 def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:

@@ -1,0 +1,47 @@
+"""A worker reads its piece from the newline before it (issue 10): the framing the pass needs,
+without copying 4 MB to add it. Whatever the cut, the piece must read as its own bytes do."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specmon.ingest import bulk
+from specmon.records import Engine
+
+_LINES = st.sampled_from([
+    "[2026-08-23 09:00:01] Decode batch, #running-req: 2, #token: 900, token usage: 0.02, "
+    "gen throughput (token/s): 61.25, #queue-req: 0",
+    "[2026-08-23 09:00:02] Prefill batch, #new-seq: 1, #new-token: 28, #cached-token: 0, "
+    "token usage: 0.00, #running-req: 0, #queue-req: 0",
+    'INFO:     127.0.0.1:3766 - "POST /v1/completions HTTP/1.1" 200 OK',
+    "", "Traceback (most recent call last):", "RuntimeError: boom", "noise \r",
+])
+
+
+def _summary(piece: bulk.Piece) -> tuple[object, ...]:
+    return (piece.lines, piece.by_template, piece.counted, piece.in_traceback, repr(piece.items))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_LINES, min_size=1, max_size=60), st.booleans(), st.integers(64, 2048))
+def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newline: bool, size: int) -> None:
+    data = "\n".join(lines).encode() + (b"\n" if last_newline else b"")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "x.log"
+        path.write_bytes(data)
+        old = bulk.PIECE
+        bulk.PIECE = size
+        try:
+            cuts = list(bulk._pieces(str(path), len(data)))
+        finally:
+            bulk.PIECE = old
+        for a, b in cuts:
+            bulk._LEARNER.__init__()  # type: ignore[misc]
+            got = bulk.parse_piece((str(path), a, b, Engine.SGLANG.value, 2026, 0.0))
+            bulk._LEARNER.__init__()  # type: ignore[misc]
+            want = bulk.bulk_piece(data[a:b], Engine.SGLANG, 2026, day=0.0)
+            assert _summary(got) == _summary(want), (a, b)
