@@ -15,6 +15,8 @@
 #include <Python.h>
 #include <string.h> /* memmem: pyconfig.h sets _GNU_SOURCE on glibc */
 
+#define IN(set, c) ((set)[(c) >> 3] & (1u << ((c) & 7)))
+
 enum { N_LIT = 0, N_RUN = 1, N_ALT = 2, N_REP = 3, N_NLA = 4, N_END = 5, N_NOT = 6 };
 
 typedef struct Seq Seq;
@@ -35,6 +37,8 @@ typedef struct {
 struct Seq {
     int n;
     Node *nodes;
+    int any;               /* 0: a match starts with a byte of first (and needs one) */
+    unsigned char first[32];
 };
 
 static void free_seq(Seq *q);
@@ -182,10 +186,25 @@ static int build_seq(PyObject *list, Seq *out, int ngroups) {
             return -1;
         }
     }
+    /* The bytes a match can start with, when the first node reads one for sure: an alternative
+     * (or a template) that cannot start here is passed over without a trial. */
+    out->any = 1;
+    memset(out->first, 0, 32);
+    if (out->n > 0) {
+        const Node *nd = &out->nodes[0];
+        if (nd->type == N_LIT && nd->len > 0) {
+            out->first[nd->lit[0] >> 3] |= (unsigned char)(1u << (nd->lit[0] & 7));
+            out->any = 0;
+        } else if (nd->type == N_RUN && nd->min >= 1) {
+            memcpy(out->first, nd->set, 32);
+            out->any = 0;
+        }
+    }
     return 0;
 }
 
-#define IN(set, c) ((set)[(c) >> 3] & (1u << ((c) & 7)))
+/* Whether seq q may match from p (its first byte, when it needs one). */
+#define MAY_START(q, s, p, end) ((q)->any || ((p) < (end) && IN((q)->first, (s)[p])))
 
 static void reset(Py_ssize_t *caps, int lo, int hi) {
     for (int i = lo; i < hi; i++) caps[2 * i] = caps[2 * i + 1] = -1;
@@ -263,7 +282,13 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
         const Node *nd = &q->nodes[i];
         switch (nd->type) {
         case N_LIT:
-            if (c->end - p < nd->len || memcmp(s + p, nd->lit, nd->len) != 0) return -1;
+            if (c->end - p < nd->len) return -1;
+            if (nd->len <= 16) { /* short texts (most of them): no call to memcmp */
+                for (Py_ssize_t k = 0; k < nd->len; k++)
+                    if (s[p + k] != nd->lit[k]) return -1;
+            } else if (memcmp(s + p, nd->lit, nd->len) != 0) {
+                return -1;
+            }
             p += nd->len;
             i++;
             continue;
@@ -301,6 +326,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
         case N_ALT: {
             Frame f = {nd, q, i + 1, p, 0, k};
             for (int b = 0; b < nd->nseq; b++) {
+                if (!MAY_START(&nd->seqs[b], s, p, c->end)) continue;
                 Py_ssize_t r = deeper(&nd->seqs[b], 0, p, &f, c);
                 if (r >= 0) return r;
             }
@@ -432,6 +458,7 @@ static const unsigned char *find(const unsigned char *s, Py_ssize_t n, const uns
 static int first_template(const Scanner *self, const unsigned char *s, Py_ssize_t a, Py_ssize_t end,
                           Py_ssize_t *caps) {
     for (int t = 0; t < self->ntemplates; t++) {
+        if (!MAY_START(&self->templates[t], s, a, end)) continue;
         reset(caps, 0, self->ngroups[t]);
         if (match_seq(&self->templates[t], s, a, end, caps) == end) return t;
     }

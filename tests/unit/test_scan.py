@@ -337,3 +337,65 @@ def test_the_jump_to_the_needle_reads_what_re_reads(lines: list[bytes], trailing
 def test_a_needle_with_a_newline_is_refused() -> None:
     with pytest.raises(ValueError, match="newline"):
         scan.Scanner([program(rb"a")], b"a\nb")
+
+
+# -- counts that need not give back, alternatives passed over by their first byte -----------------
+
+@st.composite
+def small_regex(draw: st.DrawFn, depth: int = 0, in_repeat: bool = False) -> bytes:
+    """A regex of the subset over a tiny alphabet, so that runs, literals and groups collide
+    (no unbounded count inside a repeated group: both engines would take exponential time)."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        what = draw(st.sampled_from(["lit", "run", "run", "alt", "opt", "star", "nla"] if depth < 2
+                                    else ["lit", "run", "nla"]))
+        if what == "lit":
+            parts.append(draw(st.sampled_from([b"a", b"b", b"1", b" ", b".", b"ab", b"1.", b" a"])))
+        elif what == "run":
+            cls = draw(st.sampled_from([rb"\d", rb"[ab]", b" ", rb"[\d.]", b"a", rb"\w"]))
+            counts = [b"{1,2}", b"{2}", b"?"] if in_repeat else [b"+", b"*", b"{1,2}", b"{2}", b"?"]
+            parts.append(cls + draw(st.sampled_from(counts)))
+        elif what == "nla":
+            parts.append(draw(st.sampled_from([rb"(?!\d)", rb"(?![a.])"])))
+        else:
+            rep = in_repeat or what == "star"
+            inner = [draw(small_regex(depth + 1, rep)) for _ in range(draw(st.integers(1, 3)))]
+            cap = draw(st.booleans()) and what == "alt"
+            body = b"(" + b"|".join(inner) + b")" if cap else b"(?:" + b"|".join(inner) + b")"
+            parts.append(body + {"alt": b"", "opt": b"?", "star": b"{0,3}" if in_repeat else b"*"}[what])
+    return b"".join(parts)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(small_regex(), st.data())
+def test_generated_regexes_read_as_re_reads(regex: bytes, data: st.DataObject) -> None:
+    # Whether each count gives back is decided from what may follow it; an alternative is
+    # skipped by its first byte. Both must leave every line read (or not) with re's groups:
+    # lines the regex reads (drawn from it), the same mutated, and random ones.
+    try:
+        fast = compile_pass([regex])
+    except Unsupported:
+        return
+    slow = RePass([regex])
+    whole = re.compile(regex)
+    own = data.draw(st.lists(st.from_regex(whole, fullmatch=True).filter(
+        lambda b: b"\n" not in b and whole.fullmatch(b) is not None), min_size=1, max_size=3))
+    lines = [*own, *(m for ln in own for m in _mutations(ln, data)),
+             *data.draw(st.lists(st.text(alphabet="ab1. c", max_size=10).map(str.encode), max_size=4))]
+    assert _lines_read(fast, lines) == _lines_read(slow, lines), regex
+    text = b"\n" + b"\n".join(lines) + b"\n"
+    assert _scan(fast, text) == _scan(slow, text)
+
+
+def test_a_count_gives_back_only_where_what_follows_may_need_it() -> None:
+    def backs(regex: bytes) -> list[bool]:
+        # (a count of exactly one, as \d alone, has nothing to give back either way)
+        return [n[4] for n in program(regex)[1] if n[0] == scan._RUN and n[2] != n[3]]
+
+    assert backs(rb"\d+\.\d+ +x") == [False, False, False]  # each run meets a byte it cannot hold
+    assert backs(rb"\d+\d") == [True]
+    assert backs(rb"[\d.]+\.") == [True]  # vLLM V0's trailing "." is given back
+    assert backs(rb" +(?:a|\d)") == [False]
+    assert backs(rb" +(?:a| )") == [True]
+    assert backs(rb"\d+(?:x)?\d") == [True]  # the optional part may be empty: the digit follows
+    assert backs(rb"a+") == [False]  # the line ends after it
