@@ -45,3 +45,8 @@ def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newlin
             bulk._LEARNER.__init__()  # type: ignore[misc]
             want = bulk.bulk_piece(data[a:b], Engine.SGLANG, 2026, day=0.0)
             assert _summary(got) == _summary(want), (a, b)
+
+
+@given(st.binary(max_size=300))
+def test_the_vectorised_line_count_is_bytes_count(data: bytes) -> None:
+    assert bulk._newlines(data) == data.count(b"\n")
