@@ -884,7 +884,25 @@ static PyObject *gap_average(PyObject *mod, PyObject *args) {
     return r;
 }
 
+/* digit_run(data, n) -> whether data holds n ASCII digits in a row (report's test before orjson,
+ * which reads an integer past 64 bits as a float): one pass, where translate + find made a copy. */
+static PyObject *digit_run(PyObject *mod, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t want;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &want)) return NULL;
+    const unsigned char *s = view.buf;
+    Py_ssize_t run = 0;
+    int found = want <= 0;
+    for (Py_ssize_t i = 0; i < view.len && !found; i++) {
+        run = (s[i] >= '0' && s[i] <= '9') ? run + 1 : 0;
+        found = run >= want;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef module_methods[] = {
+    {"digit_run", digit_run, METH_VARARGS, "digit_run(data, n) -> whether data holds n digits in a row."},
     {"gap_average", gap_average, METH_VARARGS,
      "gap_average(times, last, ema, floor, factor) -> (ema, last, largest gap): see session._gap_average."},
     {NULL, NULL, 0, NULL},

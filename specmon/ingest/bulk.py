@@ -533,7 +533,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         text = data
     else:
         text = b"\n" + data if data.endswith(b"\n") else b"\n" + data + b"\n"
-    nlines = _newlines(text) - 1
+    nlines = count_newlines(text) - 1
     if parser is None:
         parser = LineParser(year=year, engine=engine, day=day)
         parser.in_traceback = in_traceback
@@ -628,7 +628,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
     if (not records and not rec_kinds and not (quiet_texts and start_in_tb)
-            and len(rest) == _newlines(rest) + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
+            and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
         # Nothing but template-read, quiet and access lines: one block, no line parser.
         block = _whole_block(rest, col_kinds, cols, by_kind)
         if block is not None or not col_kinds:
@@ -648,7 +648,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
 _QUIET = b"\x00\x01\x03"
 
 
-def _newlines(data: bytes) -> int:
+def count_newlines(data: bytes) -> int:
     """``data.count(b"\\n")``, vectorised: 0.2 ms for 4 MB where bytes.count takes 1.3 ms."""
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
 

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from itertools import groupby, repeat
+from itertools import compress, groupby, repeat
 from operator import contains, itemgetter
 from pathlib import Path
 from typing import Any
@@ -410,6 +410,16 @@ _CHUNK_BYTES = 1 << 21
 _DIGIT_RUNS = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 
 
+def _digit_run_py(data: bytes, n: int) -> bool:
+    return b"0" * n in data.translate(_DIGIT_RUNS)
+
+
+try:  # in C: one pass, no copy (the translate and search took 0.9 ms a 2 MB chunk)
+    from specmon.ingest._scan import digit_run as _digit_run
+except ImportError:  # built without a C compiler
+    _digit_run = _digit_run_py
+
+
 def _all_entries(items: Any) -> bool:
     """Whether a decoded chunk is a list of entries (objects with a "type"), tested in C."""
     return (type(items) is list and set(map(type, items)) <= {dict}
@@ -445,7 +455,7 @@ def _decode_chunk(data: bytes) -> Any:
     a chunk with 19 digits in a row anywhere (1.2 ms to look) goes to json, and so does one
     that orjson refuses (NaN, Infinity, a damaged line), before the line-by-line reading.
     """
-    if b"0" * 19 not in data.translate(_DIGIT_RUNS):
+    if not _digit_run(data, 19):
         try:
             return orjson.loads(data)
         except ValueError:
@@ -844,12 +854,15 @@ def _packed(texts: list[str]) -> bytes | None:
         data = "\n".join(texts).encode("utf-8")
     except UnicodeEncodeError:
         return None
-    return data if data.count(b"\n") == len(texts) - 1 else None
+    from specmon.ingest.bulk import count_newlines
+
+    return data if count_newlines(data) == len(texts) - 1 else None
 
 
 def _decode_recv(texts: list[str], ts: list[Any]) -> list[Any]:
     """The receive times of a block's decode lines (bulk_piece takes decode lines by this same test)."""
-    return [t for text, t in zip(texts, ts, strict=True) if "Decode batch" in text]
+    # (in C: the test and the selection by map and compress)
+    return list(compress(ts, map(contains, texts, repeat("Decode batch"))))
 
 
 def _bulk(block: _Block, parser: LineParser) -> Any:

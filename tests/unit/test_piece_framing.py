@@ -49,4 +49,4 @@ def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newlin
 
 @given(st.binary(max_size=300))
 def test_the_vectorised_line_count_is_bytes_count(data: bytes) -> None:
-    assert bulk._newlines(data) == data.count(b"\n")
+    assert bulk.count_newlines(data) == data.count(b"\n")
