@@ -344,16 +344,18 @@ def test_a_needle_with_a_newline_is_refused() -> None:
 @st.composite
 def small_regex(draw: st.DrawFn, depth: int = 0, in_repeat: bool = False) -> bytes:
     """A regex of the subset over a tiny alphabet, so that runs, literals and groups collide
-    (no unbounded count inside a repeated group: both engines would take exponential time)."""
+    (a repeated group holds only literals and counts of one or two, never an empty match: with
+    nested or empty repeats both engines take exponential time on some lines)."""
     parts = []
     for _ in range(draw(st.integers(1, 4))):
-        what = draw(st.sampled_from(["lit", "run", "run", "alt", "opt", "star", "nla"] if depth < 2
+        what = draw(st.sampled_from(["lit", "run"] if in_repeat else
+                                    ["lit", "run", "run", "alt", "opt", "star", "nla"] if depth < 2
                                     else ["lit", "run", "nla"]))
         if what == "lit":
             parts.append(draw(st.sampled_from([b"a", b"b", b"1", b" ", b".", b"ab", b"1.", b" a"])))
         elif what == "run":
             cls = draw(st.sampled_from([rb"\d", rb"[ab]", b" ", rb"[\d.]", b"a", rb"\w"]))
-            counts = [b"{1,2}", b"{2}", b"?"] if in_repeat else [b"+", b"*", b"{1,2}", b"{2}", b"?"]
+            counts = [b"{1,2}", b"{2}"] if in_repeat else [b"+", b"*", b"{1,2}", b"{2}", b"?"]
             parts.append(cls + draw(st.sampled_from(counts)))
         elif what == "nla":
             parts.append(draw(st.sampled_from([rb"(?!\d)", rb"(?![a.])"])))
@@ -362,7 +364,7 @@ def small_regex(draw: st.DrawFn, depth: int = 0, in_repeat: bool = False) -> byt
             inner = [draw(small_regex(depth + 1, rep)) for _ in range(draw(st.integers(1, 3)))]
             cap = draw(st.booleans()) and what == "alt"
             body = b"(" + b"|".join(inner) + b")" if cap else b"(?:" + b"|".join(inner) + b")"
-            parts.append(body + {"alt": b"", "opt": b"?", "star": b"{0,3}" if in_repeat else b"*"}[what])
+            parts.append(body + {"alt": b"", "opt": b"?", "star": b"*"}[what])
     return b"".join(parts)
 
 
