@@ -307,7 +307,7 @@ def _column_roles(kind: LineKind) -> frozenset[str]:
 
 
 def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], year: int,
-             day: float) -> dict[str, list[Any]]:
+             day: float) -> dict[str, Any]:
     """Columns (``rank``, ``ts``, then ``kind.columns``) of the ``n`` lines read by the kind's lean templates.
 
     The pass has made the prefix parts and plain numbers values already (see :func:`_as`).
@@ -329,7 +329,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
     t, base, groups = layout[single]
     g = {role: base + i - 1 for role, i in groups.items()}
     n = len(gcols[0])
-    out: dict[str, list[Any]] = {}
+    out: dict[str, Any] = {}  # lists, and arrays where nothing is missing (_packed)
     # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
     out["rank"] = [None] * n if ri is None else gcols[ri]

@@ -8,7 +8,7 @@ part of ``summarize``'s time. Measured on a 4 MB piece of SGLang decode lines
 (2026-12-02): ``re`` 17.9 ms; the ``pcre2`` package (PCRE2 with its JIT) 92 ms
 for the same split, its results built in Python; polars' ``str.extract`` 0.3 s per
 field over 1.2M lines, ``extract_groups`` 2.1 s for all of them. Hence a small
-extension (``_scan.c``) that runs a template as a program of literals, counted
+extension (``specmon/_native.c``) that runs a template as a program of literals, counted
 classes, groups and alternatives.
 
 :func:`compile_pass` turns a template's regex text into that program. It knows
@@ -31,7 +31,7 @@ from specmon.parsing.common import _day_start, parse_fraction, parse_hms
 from specmon.parsing.grammar import items_converter
 
 try:
-    from specmon.ingest._scan import Scanner
+    from specmon._native import Scanner
 except ImportError:  # built without a C compiler: the re path does everything
     Scanner = None  # type: ignore[assignment,misc,unused-ignore]
 
@@ -456,7 +456,7 @@ def compile_pass(sources: Sequence[bytes]) -> Pass:
         Unsupported: a template outside the subset, or the extension is not built.
     """
     if Scanner is None:
-        raise Unsupported("the C extension specmon.ingest._scan is not built")
+        raise Unsupported("the C extension specmon._native is not built")
     programs = [program(s) for s in sources]
     fast: Pass = Scanner(programs, needle(programs))
     return fast

@@ -89,8 +89,8 @@ def _gap_average_py(times: Any, last: float | None, ema: float | None, floor: fl
     return ema, last, top
 
 
-try:  # the same loop in C (the bulk path's extension: the feeding process's largest cost per piece)
-    from specmon.ingest._scan import gap_average as _gap_average
+try:  # the same loop in C (specmon/_native.c: the feeding process's largest cost per piece)
+    from specmon._native import gap_average as _gap_average
 except ImportError:  # built without a C compiler
     _gap_average = _gap_average_py
 
@@ -527,7 +527,8 @@ class Session:
         for column, counted, live in ((acc_len, run.accept_len, run.live_accept_len),
                                       (acc_rate, run.accept_rate, run.live_accept_rate)):
             if column:
-                values = column[i:] if isinstance(column, array) else [v for v in column[i:] if v is not None]
+                after: Any = column[i:]  # a list, or an array (bulk._packed) that holds no None
+                values = after if isinstance(after, array) else [v for v in after if v is not None]
                 _extend(counted, values)
                 live.extend(values[-LIVE_POINTS:])
         return True

@@ -415,7 +415,7 @@ def _digit_run_py(data: bytes, n: int) -> bool:
 
 
 try:  # in C: one pass, no copy (the translate and search took 0.9 ms a 2 MB chunk)
-    from specmon.ingest._scan import digit_run as _digit_run
+    from specmon._native import digit_run as _digit_run
 except ImportError:  # built without a C compiler
     _digit_run = _digit_run_py
 

@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Iterable
 from itertools import islice, repeat
 from operator import add, sub
+from typing import Any
 
 from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms, strip_ansi, strip_outer
 
@@ -102,7 +103,8 @@ class Rollover:
         """:meth:`fix` over a column (in C while no step back occurs)."""
         if self.mode is None or not ts:
             return ts
-        if not isinstance(ts, array) and None in ts:  # (an array holds no None: see bulk._packed)
+        column: Any = ts  # a list, or an array (bulk._packed) that holds no None
+        if not isinstance(column, array) and None in ts:
             return [self.fix(t) for t in ts]
         back = -(DAY_BACK if self.mode == "time" else YEAR_BACK)
         first = ts[0] + self.offset  # type: ignore[operator]

@@ -137,7 +137,7 @@ def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float |
                                                             ema: float | None, packed: bool) -> None:
     # Gaps below and above the idle limit, negative steps, missing times, a first sample with
     # no history: the C loop must give the float the Python loop gives (no fused multiply-add).
-    from specmon.ingest import _scan
+    from specmon import _native as _scan
     from specmon.model import session
 
     column = bulk._packed(times, "d") if packed else times
@@ -147,7 +147,7 @@ def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float |
 
 
 def test_the_gap_average_refuses_what_is_not_a_column_of_times() -> None:
-    from specmon.ingest import _scan
+    from specmon import _native as _scan
 
     with pytest.raises(TypeError):
         _scan.gap_average(array("i", [1, 2]), None, None, 5.0, 4.0)

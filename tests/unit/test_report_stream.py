@@ -248,7 +248,7 @@ def test_run_keys_and_fields_are_the_per_entry_rules(batch: list[dict[str, objec
 @given(st.binary(max_size=80), st.integers(1, 25))
 def test_the_digit_run_test_in_c_is_the_python_one(data: bytes, n: int) -> None:
     # The test that sends a chunk to json instead of orjson (19 digits in a row): C and Python agree.
-    from specmon.ingest import _scan
+    from specmon import _native as _scan
 
     assert _scan.digit_run(data, n) == recmod._digit_run_py(data, n)
     assert _scan.digit_run(data + b"7" * n, n)

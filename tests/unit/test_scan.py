@@ -1,4 +1,4 @@
-"""The C template pass (specmon/ingest/_scan.c) against Python's re (issue 10).
+"""The C template pass (specmon/_native.c) against Python's re (issue 10).
 
 The pass must read a subset of the lines the template regex reads, with the same
 groups, and every line of the shapes the grammar writes; its number conversion must
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_extension_is_built() -> None:
     # Without it every pass silently runs on re: the speed issue 10 measures is gone.
-    assert scan.AVAILABLE, "specmon.ingest._scan is not built (pip install -e . needs a C compiler)"
+    assert scan.AVAILABLE, "specmon._native is not built (pip install -e . needs a C compiler)"
 
 
 def _scan(p: scan.Pass, text: bytes) -> tuple[bytes, int, list[list[object]], list[int]]:

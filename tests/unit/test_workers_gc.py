@@ -17,7 +17,6 @@ from specmon.ingest import bulk
 from specmon.model.session import Session
 from tests.unit import test_fastscan
 
-
 _ORIGINAL = bulk.parse_piece
 
 

@@ -1,4 +1,5 @@
-# The C extension's interface (specmon/ingest/_scan.c; built from the node tuples of scan.py).
+# The C extension's interface (specmon/_native.c: the template pass built from the node tuples of
+# specmon/ingest/scan.py, and the few loops the feeding and reading processes run per value).
 from typing import Any
 
 class Scanner:

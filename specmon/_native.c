@@ -1,4 +1,9 @@
-/* The bulk path's template pass in C: re.split of "\n(?:T1|T2|...)(?=\n)" over a piece, made columns.
+/* specmon's C extension: the bulk path's template pass (below, with Scanner), and the loops the
+ * feeding and reading processes ran per value in Python (gap_average, digit_run, at the end).
+ * It sits at the package's top, beside no layer: the parse (ingest), the session (model) and the
+ * recording reader (output) all use it, each with a Python fallback for a build without it.
+ *
+ * The template pass: re.split of "\n(?:T1|T2|...)(?=\n)" over a piece, made columns.
  *
  * Why C: Python's re reads a 180-byte SGLang decode line through its template in about
  * 1.2 us (17.9 ms for a 4 MB piece of 14,600 such lines, measured), and that pass is the
@@ -794,7 +799,7 @@ static PyGetSetDef Scanner_getset[] = {
 };
 
 static PyTypeObject ScannerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "specmon.ingest._scan.Scanner",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "specmon._native.Scanner",
     .tp_basicsize = sizeof(Scanner),
     .tp_dealloc = (destructor)Scanner_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -909,11 +914,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef scan_module = {
-    PyModuleDef_HEAD_INIT, "_scan", "The bulk path's template pass in C (see specmon.ingest.scan).", -1,
+    PyModuleDef_HEAD_INIT, "_native", "The bulk path's template pass (see specmon.ingest.scan) and the loops run per value in C.", -1,
     module_methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) {
+PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&scan_module);
     if (m == NULL) return NULL;
