@@ -329,7 +329,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
     t, base, groups = layout[single]
     g = {role: base + i - 1 for role, i in groups.items()}
     n = len(gcols[0])
-    out: dict[str, Any] = {}  # lists, and arrays where nothing is missing (_packed)
+    out: dict[str, Any] = {}  # lists, and arrays where nothing is missing (_as_array)
     # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
     out["rank"] = [None] * n if ri is None else gcols[ri]
@@ -366,7 +366,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             ts = list(map(add, days, secs))
             if fracs is not None:
                 ts = list(map(add, ts, fracs))
-        out["ts"] = _packed(ts, "d")
+        out["ts"] = _as_array(ts, "d")
     for attr in kind.columns or ():
         i = g.get(attr)
         # A template's groups always take part: every value is there and matches its pattern.
@@ -377,17 +377,17 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
             made = _as(t, attr)
             if made != AS_BYTES:
-                out[attr] = _packed(gcols[i], _PACKED.get(made))  # made by the pass
+                out[attr] = _as_array(gcols[i], _ARRAY_TYPES.get(made))  # made by the pass
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
 
 
-#: The array type a column of floats or counts made by the pass travels in (see _packed).
-_PACKED = {AS_FLOAT: "d", AS_INT: "I"}
+#: The array type a column of floats or counts made by the pass travels in (see _as_array).
+_ARRAY_TYPES = {AS_FLOAT: "d", AS_INT: "I"}
 
 
-def _packed(column: list[Any], typecode: str | None) -> list[Any] | array[Any]:
+def _as_array(column: list[Any], typecode: str | None) -> list[Any] | array[Any]:
     """A column without a missing value as an array of ``typecode``, else as it is.
 
     An array pickles as one buffer: the feeding process unpickled 14,500 floats per column

@@ -59,7 +59,6 @@ EVENTS_KEPT = 500
 UNPARSED_KEPT = 200
 
 
-
 # The bulk path hands a column without a missing value as an array (floats as "d", counts as
 # "I"): it crosses from the worker as one buffer, not an object per value, and joins the run's
 # float32 arrays in C. A column with a gap (None) stays a list. Both read the same by index.
@@ -101,6 +100,7 @@ def _extend(dst: array[Any], values: Any) -> None:
         dst.frombytes(np.frombuffer(values, dtype=values.typecode).astype(dst.typecode).tobytes())
     else:
         dst.extend(values)
+
 
 class ServerState(str, Enum):
     """What the server is doing, as far as its log tells."""
@@ -527,7 +527,7 @@ class Session:
         for column, counted, live in ((acc_len, run.accept_len, run.live_accept_len),
                                       (acc_rate, run.accept_rate, run.live_accept_rate)):
             if column:
-                after: Any = column[i:]  # a list, or an array (bulk._packed) that holds no None
+                after: Any = column[i:]  # a list, or an array (bulk._as_array) that holds no None
                 values = after if isinstance(after, array) else [v for v in after if v is not None]
                 _extend(counted, values)
                 live.extend(values[-LIVE_POINTS:])

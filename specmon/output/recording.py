@@ -871,12 +871,11 @@ def _bulk(block: _Block, parser: LineParser) -> Any:
 
     if block.data is not None:
         return decode_columns(block.data, parser.engine, parser.year)
-    texts = block.texts
     # One encode of the joined block instead of one per line (raw lines hold no newline;
-    # a hand-made one that does is encoded line by line).
-    data = "\n".join(texts).encode("utf-8", errors="replace")
-    if data.count(b"\n") != len(texts) - 1:
-        data = b"\n".join(t.encode("utf-8", errors="replace") for t in texts)
+    # a hand-made one that does, or a lone surrogate, is encoded line by line).
+    data = _packed(block.texts)
+    if data is None:
+        data = b"\n".join(t.encode("utf-8", errors="replace") for t in block.texts)
     return decode_columns(data, parser.engine, parser.year)
 
 

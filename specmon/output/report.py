@@ -195,7 +195,9 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
     def on_samples(ts: Sequence[float | None], recv: Sequence[float | None], tps: Sequence[float],
                    run: int) -> None:
         # Whole columns in C when no time is missing (the usual case).
-        log_t.extend(ts if None not in ts else [nan if v is None else v for v in ts])  # type: ignore[arg-type]
+        # (an array of the bulk path holds no None, and searching it for one makes a float each)
+        complete = isinstance(ts, array) or None not in ts
+        log_t.extend(ts if complete else [nan if v is None else v for v in ts])  # type: ignore[arg-type]
         recv_t.extend(recv if set(map(type, recv)) <= {float} else [nan if v is None else float(v) for v in recv])  # type: ignore[arg-type]
         tps_col.extend(tps)
         run_col.add(run, len(tps))

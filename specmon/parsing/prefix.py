@@ -103,7 +103,7 @@ class Rollover:
         """:meth:`fix` over a column (in C while no step back occurs)."""
         if self.mode is None or not ts:
             return ts
-        column: Any = ts  # a list, or an array (bulk._packed) that holds no None
+        column: Any = ts  # a list, or an array (bulk._as_array) that holds no None
         if not isinstance(column, array) and None in ts:
             return [self.fix(t) for t in ts]
         back = -(DAY_BACK if self.mode == "time" else YEAR_BACK)

@@ -28,7 +28,7 @@ _FLOATS = st.floats(allow_nan=False, width=64, min_value=-1e300, max_value=1e300
 
 @given(st.lists(st.one_of(_FLOATS, st.none()), max_size=40))
 def test_a_float_column_packs_exactly_or_stays_a_list(values: list[float | None]) -> None:
-    got = bulk._packed(values, "d")
+    got = bulk._as_array(values, "d")
     if None in values:
         assert got is values
     else:
@@ -38,7 +38,7 @@ def test_a_float_column_packs_exactly_or_stays_a_list(values: list[float | None]
 
 @given(st.lists(st.one_of(st.integers(-5, 2**33), st.none()), max_size=40))
 def test_a_count_column_packs_only_within_32_bits(values: list[int | None]) -> None:
-    got = bulk._packed(values, "I")
+    got = bulk._as_array(values, "I")
     if None in values or any(v < 0 or v >= 2**32 for v in values if v is not None):
         assert got is values
     else:
@@ -49,7 +49,7 @@ def _as_arrays(cols: dict[str, list]) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, col in cols.items():
         code = "I" if name in ("running", "accepted", "drafted") else "d"
-        out[name] = bulk._packed(col, code) if name not in ("ranks", "per_position") else col
+        out[name] = bulk._as_array(col, code) if name not in ("ranks", "per_position") else col
     return out
 
 
@@ -99,7 +99,7 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
     pps = [(0.5, 0.25)] * n
     sessions = []
     for pack in (False, True):
-        p = (lambda c, code: bulk._packed(c, code)) if pack else (lambda c, code: c)
+        p = (lambda c, code: bulk._as_array(c, code)) if pack else (lambda c, code: c)
         stats = StatsColumns(engine, [None] * n, p(ts, "d"), p(running, "I"), p(tput, "d"))
         spec = SpecColumns(engine, [None] * n, p(ts, "d"), p(mal, "d"), p(rate, "d"), p(accepted, "I"),
                            p(drafted, "I"), pps)
@@ -140,7 +140,7 @@ def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float |
     from specmon import _native as _scan
     from specmon.model import session
 
-    column = bulk._packed(times, "d") if packed else times
+    column = bulk._as_array(times, "d") if packed else times
     want = session._gap_average_py(times, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
     got = _scan.gap_average(column, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
     assert [_bits(v) for v in got] == [_bits(None if v is None else float(v)) for v in want]
