@@ -886,13 +886,27 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
         # 15.5 ms in a worker forked from a process with the CLI's imports, 13.4 ms so.
         gc.freeze()
         try:
-            pool = ctx.Pool(min(workers, len(tasks)))
+            pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_start)
         finally:
             gc.unfreeze()  # (here only: each worker keeps its own frozen copy)
         with pool:
             _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
     else:
         _feed(session, tasks, map(parse_piece, tasks), rollover)
+
+
+def _worker_start() -> None:
+    """A worker's set-up: freed blocks of a few pieces' size stay in its heap for the next piece.
+
+    Each piece makes and drops several 4 MB blocks (its text, every pass's rest); glibc gave
+    them back to the kernel, and each new one cost a page fault per page written. On a 346 MB
+    SGLang log: 157,000 page faults → 32,000, CPU time 2.43 → 2.13 s, peak RSS 95 → 103 MB.
+    """
+    try:
+        from specmon._native import keep_freed_memory
+    except ImportError:  # (no compiler: the default, only slower)
+        return
+    keep_freed_memory(4 * PIECE)
 
 
 def _fix_times(item: ParsedRecord | Block | StatsBlock, fix: Rollover) -> None:
