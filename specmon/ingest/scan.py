@@ -78,6 +78,11 @@ CONVERTERS: dict[int, Callable[[bytes], Any]] = {
     AS_DAY: lambda b: _day_start(b.decode()),
     AS_FRAC: lambda b: parse_fraction(b.decode()),
 }
+#: A flag on a number's code (``kinds[j] | PACKED``): the C pass gives that column as an
+#: ``array('d')`` (``array('I')`` for AS_INT) when every line has a value that fits, written as
+#: it reads them with no object per value; else a list, as without it. RePass gives lists.
+PACKED = 0x80
+PACKABLE = frozenset((AS_FLOAT, AS_INT, AS_HMS, AS_DAY, AS_FRAC))
 
 
 class RePass:

@@ -10,6 +10,7 @@ property tests (learned by the bulk path as in summarize), and lines are mutated
 from __future__ import annotations
 
 import re
+from array import array
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ from specmon.ingest.scan import (
     AS_INT,
     AS_STR,
     CONVERTERS,
+    PACKABLE,
+    PACKED,
     RePass,
     Unsupported,
     compile_pass,
@@ -234,6 +237,64 @@ def test_values_are_what_the_python_converters_give(kind: int, data: st.DataObje
         assert got == [ValueError]  # the converter's own error, as the re path raises it
     else:
         assert len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True)), (texts, got, want)
+
+
+#: Texts at a packed column's edges: the last count of 32 bits and the first past it, None.
+_EDGES = {AS_INT: ["4294967295", "4294967296", "18446744073709551615", "0"], AS_FLOAT: ["0", "1e400"],
+          AS_HMS: ["23:59:60", "24:00:00"], AS_DAY: ["1970-01-01", "2026-13-01"], AS_FRAC: ["", ",999999999"]}
+
+
+def _fits(kind: int, value: object) -> bool:
+    """Whether a packed column holds this value: a float, or for AS_INT a count of 32 bits."""
+    if kind == AS_INT:
+        return type(value) is int and 0 <= value < 1 << 32
+    return type(value) is float
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(PACKABLE)), st.data())
+def test_a_packed_column_holds_the_same_values_as_the_list(kind: int, data: st.DataObject) -> None:
+    # Values that do not fit (None, a count past 32 bits, a converter's other result) anywhere in
+    # the column, first, last or between: the column is then the list, the same as unpacked.
+    texts = data.draw(st.lists(_TEXTS[kind] | st.sampled_from(_EDGES[kind]), min_size=0, max_size=12))
+    texts += texts[-1:] * data.draw(st.integers(0, 2))
+    lines = ("\n" + "\n".join(f"v={t};" for t in texts) + "\n").encode()
+    fast = compile_pass([_VALUE])
+    try:
+        want = fast.scan(lines, b"T", bytes([kind]), (CONVERTERS[kind],))
+    except ValueError:
+        with pytest.raises(ValueError):
+            fast.scan(lines, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))
+        return
+    got = fast.scan(lines, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))
+    assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
+    (column,), (values,) = got[2], want[2]
+    if all(_fits(kind, v) for v in values):
+        assert isinstance(column, array) and column.typecode == ("I" if kind == AS_INT else "d")
+        assert all(_same(g, w) for g, w in zip(column, values, strict=True))
+        assert len(column) == len(values)
+    else:
+        assert type(column) is list and len(column) == len(values)
+        assert all(_same(g, w) for g, w in zip(column, values, strict=True)), (texts, column, values)
+
+
+def test_a_packed_column_where_another_template_read_a_line_is_the_list() -> None:
+    two = [rb"a (\d+) ([\d.]+)", rb"b (\d+)"]
+    text = b"\na 1 0.5\na 2 1.5\nb 3\n"
+    kinds = bytes([AS_INT | PACKED, AS_FLOAT | PACKED, AS_INT | PACKED])
+    _, n, cols, hits = compile_pass(two).scan(text, b"T", kinds, (int, float, int))
+    assert (n, hits) == (3, [2, 1])
+    assert cols == [[1, 2, None], [0.5, 1.5, None], [None, None, 3]]
+    assert [type(c) for c in cols] == [list, list, list]
+    # Only lines of the first: its columns packed, the other's None for each line.
+    _, _, cols, _ = compile_pass(two).scan(b"\na 1 0.5\na 2 1.5\n", b"T", kinds, (int, float, int))
+    assert cols == [array("I", [1, 2]), array("d", [0.5, 1.5]), [None, None]]
+
+
+@pytest.mark.parametrize("kind", [AS_STR, AS_FLOATS_CS, AS_FLOATS_C, 0])
+def test_only_numbers_are_packed(kind: int) -> None:
+    with pytest.raises(ValueError, match="only numbers"):
+        compile_pass([_VALUE]).scan(b"\nv=1;\n", b"T", bytes([kind | PACKED]), (CONVERTERS.get(kind),))
 
 
 def test_scan_replaces_read_lines_by_the_token_and_keeps_the_rest() -> None:
