@@ -111,13 +111,19 @@ async def test_newcomer_restarts_to_two_steps_and_sees_a_new_row(isolated_home: 
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the commands")
             shown = app.screen.text
             assert "--steps 2 --draft-tokens 3" in shown and str(folder.resolve() / "sim_2step.log") in shown
-            await pilot.press("y")
+            # Loading progress is on screen while the weights load: every view the panel is given
+            # is kept, so a loading phase shorter than a poll of a busy machine is seen too; and
+            # restart is greyed out at that moment.
+            loading: list[bool | None] = []
 
-            # Loading progress is on screen while the weights load.
-            await wait_for(pilot, lambda: (v := app.controller.panel.view) is not None
-                           and v.load_progress is not None and v.phase is Phase.LOADING, "loading progress",
-                           rounds=1500)
-            assert app.check_action("restart", ()) is None  # greyed out while it runs
+            def shown(v: Any) -> None:
+                if v is not None and v.load_progress is not None and v.phase is Phase.LOADING:
+                    loading.append(app.check_action("restart", ()))
+
+            app.watch(app.controller.panel, "view", shown, init=False)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: bool(loading), "loading progress", rounds=1500)
+            assert loading[0] is None  # greyed out while it runs
             await wait_for(pilot, lambda: not c.busy, "the restart to end", rounds=1500)
             final = c.progress
             assert final is not None and final.phase is Phase.READY, (final.message, final.last_lines)
