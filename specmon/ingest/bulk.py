@@ -52,7 +52,6 @@ from specmon.ingest.scan import (
     Unsupported,
     compile_pass,
 )
-from specmon.model.rows import Rows
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start
@@ -164,8 +163,6 @@ class _Learner:
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
         self.quiet_rx: Pass | None = None
-        #: The same pass without its group: it only counts (the texts are made when needed).
-        self.quiet_count_rx: Pass | None = None
 
     def regex(self, kind: LineKind, mode: str = "records") -> Pass | None:
         """The alternation of a kind's templates, as a pass that splits a piece (``re.split``).
@@ -239,15 +236,11 @@ class _Learner:
         seqs = [_ATOMS.findall(q) for q in self.quiet]
         body = (_trie(seqs) if all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
                 else b"|".join(self.quiet))
-        self.quiet_rx = _compiled([b"(" + body + b")"])
-        self.quiet_count_rx = _compiled([b"(?:" + body + b")"])
-
-
-def _compiled(sources: list[bytes]) -> Pass:
-    try:
-        return compile_pass(sources)
-    except Unsupported:
-        return RePass(sources)
+        sources = [b"(" + body + b")"]
+        try:
+            self.quiet_rx = compile_pass(sources)
+        except Unsupported:
+            self.quiet_rx = RePass(sources)
 
 
 # The atoms of a quiet shape's regex (as _general writes them): digit runs, space runs, escaped text.
@@ -407,9 +400,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             conv = t.converters[attr]
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
             made = _as(t, attr)
-            if made in (AS_FLOATS_CS, AS_FLOATS_C):
-                out[attr] = Rows.pack(gcols[i])  # one buffer across, summed a position at a time
-            elif made != AS_BYTES:
+            if made != AS_BYTES:
                 out[attr] = _as_array(gcols[i], _ARRAY_TYPES.get(made))  # made by the pass
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
@@ -597,21 +588,17 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     matched: dict[str, tuple[int, list[list[Any]], list[int]]] = {}  # kind -> (lines, columns, lines per template)
     tokens: dict[bytes, LineKind] = {}
     rest = text
-    nq = 0
-    quiet_from: tuple[Pass, bytes] | None = None  # the quiet pass and its text, for the texts if needed
+    quiet_texts: list[bytes] = []
     for step in _pass_order(engine if engine is not Engine.UNKNOWN else parser.engine):
         if step is None:
             # Lines known to give nothing (shapes learned as quiet), taken out before the other
             # engines' kinds look for their markers: those searches then read a small remainder.
             # A quiet line gives no record (see _quiet_source): no later pass may read it anyway.
-            # Counted only: the texts (a bytes object per line, 40% of the pass on llama.cpp's
-            # progress lines) are made again from the same text when the line parser needs them.
-            qrx, qcount = _LEARNER.quiet_rx, _LEARNER.quiet_count_rx
-            if qrx is not None and qcount is not None:
-                before = rest
-                rest, nq, _, _ = qcount.scan(rest, _QUIET, b"", ())
+            qrx = _LEARNER.quiet_rx
+            if qrx is not None:
+                rest, nq, (texts,), _ = qrx.scan(rest, _QUIET, b"\0", (None,))
                 if nq:
-                    quiet_from = (qrx, before)
+                    quiet_texts = texts
             continue
         i, kind = step
         marker = kind.marker.encode()
@@ -678,8 +665,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     rest = _drop_access(rest)
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
-    if (not records and not rec_kinds and not (nq and start_in_tb)
-            and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + nq * len(_QUIET)):
+    if (not records and not rec_kinds and not (quiet_texts and start_in_tb)
+            and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
         # Nothing but template-read, quiet and access lines: one block, no line parser.
         block = _whole_block(rest, col_kinds, cols, by_kind)
         if block is not None or not col_kinds:
@@ -691,10 +678,6 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                     parser.engine = next(iter(tokens.values())).engine
             piece.in_traceback = parser.in_traceback
             return piece
-    quiet_texts: list[bytes] = []
-    if quiet_from is not None:
-        qrx, before = quiet_from
-        quiet_texts = qrx.scan(before, _QUIET, b"\0", (None,))[2][0]  # (the same lines, in order)
     _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year, day)
     piece.in_traceback = parser.in_traceback
     return piece

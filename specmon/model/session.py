@@ -32,7 +32,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from specmon.model.rows import Rows
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
     Config,
@@ -284,7 +283,7 @@ class SpecColumns:
     rate: list[float | None]
     accepted: list[int | None]
     drafted: list[int | None]
-    per_position: list[tuple[float, ...] | None] | Rows  # (Rows: packed by the bulk workers)
+    per_position: list[tuple[float, ...] | None]
 
     def record(self, i: int, line: int) -> Spec:
         """Line ``i`` as a record with what the session reads of it."""
@@ -634,16 +633,10 @@ class Session:
             _extend(run.accept_rate, rate)
             run.accepted += sum(acc)  # type: ignore[arg-type]
             run.drafted += sum(dra)  # type: ignore[arg-type]
-            if isinstance(pps, Rows) and pps.width >= len(pp):
-                # Packed by the bulk worker: summed a position at a time, in line order.
-                pp.extend([0.0] * (pps.width - len(pp)))
-                pps.add_to(pp)
-                run.per_position_n += len(pps)
-                return
-            if not isinstance(pps, Rows) and None not in pps and pps:
+            if None not in pps and pps:
                 whole = cast("list[tuple[float, ...]]", pps)
                 width = len(whole[0])
-                if width and width >= len(pp) and set(map(len, whole)) == {width}:
+                if width and width >= len(pp) and all(len(p) == width for p in whole):
                     pp.extend([0.0] * (width - len(pp)))
                     for j, values in enumerate(zip(*whole, strict=True)):
                         pp[j] = reduce(add, values, pp[j])
