@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import json
 import multiprocessing as mp
 import os
@@ -40,7 +41,7 @@ from datetime import datetime
 from itertools import compress, groupby, repeat
 from operator import contains, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -476,6 +477,45 @@ def _chunks(f: Any) -> Iterator[list[bytes]]:
         yield chunk
 
 
+def _raw_chunks(p: Path, stats: ReadStats) -> Iterator[list[dict[str, Any]] | bytes]:
+    """The header's entries, then about _CHUNK_BYTES of whole lines at a time, as bytes
+    (report reads the usual raw lines in place: :func:`_line_run`). Errors as :func:`read_recording`."""
+    try:
+        f = open(p, "rb")
+    except FileNotFoundError:
+        raise RecordingError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+    with f:
+        head = f.readline()
+        if not head:
+            raise RecordingError(f"{p}: empty file, not a specmon recording")
+        yield list(_read_lines(p, [head], stats, True))
+        while data := f.read(_CHUNK_BYTES):
+            if not data.endswith(b"\n"):
+                data += f.readline()
+            yield data
+
+
+def _decode_lines(p: Path, data: bytes, stats: ReadStats) -> list[dict[str, Any]]:
+    """The entries of whole lines after the header, as :func:`read_recording_batches` reads a chunk."""
+    lines = io.BytesIO(data).readlines()  # (split at newlines only, as the file's lines)
+    if lines and lines[-1].endswith(b"\n"):
+        items = _decode_chunk(b"[" + b",".join(lines) + b"]")
+        if items is not None and _all_entries(items):
+            stats.entries += len(items)
+            return cast(list[dict[str, Any]], items)
+    return list(_read_lines(p, lines, stats, False))
+
+
+_LineRun = Callable[[bytes, int, "str | None", int, int], tuple[int, int, Any, Any, Any, Any, Any]]
+_line_run: _LineRun | None
+try:  # in C: the usual raw line read in place (see _native.c)
+    from specmon._native import line_run as _line_run
+except ImportError:  # built without a C compiler: every line through the JSON decoder
+    _line_run = None
+
+
 def _read_lines(p: Path, chunk: list[bytes], stats: ReadStats, first: bool) -> Iterator[dict[str, Any]]:
     """The entries of a chunk one line at a time: skips and counts what cannot be read."""
     for raw in chunk:
@@ -690,42 +730,62 @@ class _Block:
 
 
 def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool,
-                year_override: int | None = None, parse: bool = True) -> Iterator[_Op]:
+                year_override: int | None = None, parse: int = 1) -> Iterator[_Op]:
     """Read a recording into ordered operations: entries, new implicit sources, and blocks of
     raw lines with their bulk parse (made with the parser state this side can know: the year,
-    the engine recognised from the source's first lines, no traceback open), or, with ``parse``
-    False, :data:`_PARSE_HERE` for the feeding side to make it."""
+    the engine recognised from the source's first lines, no traceback open), or
+    :data:`_PARSE_HERE` for the feeding side to make it: ``parse`` 1 parses every block here,
+    2 every second one (the rest there), 0 none."""
     local = ReadStats()
+    blocks = 0
     years: dict[str, int | None] = {}
     engines: dict[str, Engine] = {}
     seen: set[str] = set()
-    block = _Block([], [], [])
     block_src: str | None = None  # None: no block open (a source may be named "")
+    # The open block: line numbers, receive times, and its texts in order, as runs read in C
+    # (UTF-8, newline-joined: bytes) and as decoded entries gave them (lists of str).
+    ns: list[int] = []
+    ts: list[Any] = []
+    parts: list[bytes | list[str]] = []
+    recvs: list[Any] = []  # the receive times of the C runs' decode lines
 
     def flush() -> Iterator[_Op]:
-        if not block.ns or block_src is None:
+        nonlocal ns, ts, parts, recvs, blocks
+        if not ns or block_src is None:
             return
+        blocks += 1
+        if all(type(part) is bytes for part in parts):
+            data = b"\n".join(cast(list[bytes], parts))
+            out = _Block(ns, [], ts, recvs, data)
+            texts: list[str] | None = None
+        else:
+            texts = []
+            for part in parts:
+                texts.extend(part.decode("utf-8").split("\n") if isinstance(part, bytes) else part)
+            out = _Block(ns, texts, ts)
         detected = None
         if block_src not in engines:
-            detected = _detect_head(block.texts)
+            detected = _detect_head(out.lines())
             engines[block_src] = detected
         engine = engines[block_src]
-        if bulk and not parse:
+        if bulk and (not parse or blocks % parse):
             piece: Any = _PARSE_HERE
         else:
-            piece = _bulk(block, LineParser(year=years.get(block_src), engine=engine)) if bulk else None
+            piece = _bulk(out, LineParser(year=years.get(block_src), engine=engine)) if bulk else None
         if piece not in (None, _PARSE_HERE) and (piece.tput or piece.prefill) and engine is Engine.UNKNOWN:
             engines[block_src] = Engine.SGLANG
-        if piece == _PARSE_HERE:
-            out = _Block(block.ns[:], [], block.ts[:], _decode_recv(block.texts, block.ts), _packed(block.texts))
+        if piece == _PARSE_HERE and texts is not None:
+            out = _Block(ns, [], ts, _decode_recv(texts, ts), _packed(texts))
             if out.data is None:
-                out.texts = block.texts[:]
-        else:
-            out = _Block(block.ns[:], block.texts[:], block.ts[:])
+                out.texts = texts
         yield ("block", block_src, out, piece, engine, detected)
-        block.ns.clear()
-        block.texts.clear()
-        block.ts.clear()
+        ns, ts, parts, recvs = [], [], [], []
+
+    def add_texts(texts: list[str]) -> None:
+        if parts and type(parts[-1]) is list:
+            parts[-1].extend(texts)
+        else:
+            parts.append(list(texts))
 
     def open_block(src: str) -> Iterator[_Op]:
         nonlocal block_src
@@ -745,12 +805,12 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
         kind = entry["type"]
         if kind == "line":  # a hand-made file's source name that is not a string
             src = str(entry.get("src", ""))
-            if src != block_src or len(block.ns) >= REPLAY_BLOCK:
+            if src != block_src or len(ns) >= REPLAY_BLOCK:
                 yield from open_block(src)
             n, text = entry.get("n", 0), entry.get("text", "")
-            block.ns.append(n if type(n) is int else int(n))
-            block.texts.append(text if type(text) is str else str(text))
-            block.ts.append(entry.get("t"))
+            ns.append(n if type(n) is int else int(n))
+            add_texts([text if type(text) is str else str(text)])
+            ts.append(entry.get("t"))
             return
         yield from flush()
         if kind == "meta" and entry.get("event") == "source":
@@ -762,8 +822,8 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
             block_src = None  # the next line, even of the same name, opens a block of this source
         yield ("entry", entry)
 
-    for batch in read_recording_batches(path, local):
-        # Runs of raw lines of one source (the bulk of a recording) are taken a run at a time:
+    def decoded(batch: list[dict[str, Any]]) -> Iterator[_Op]:
+        # Runs of raw lines of one source are taken a run at a time:
         # a comprehension per field, not a loop turn per line (3 µs a line, most of report's time).
         keys = _run_keys(batch)
         at = 0
@@ -776,19 +836,43 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
                 continue
             assert isinstance(key, str)
             while run:
-                if key != block_src or len(block.ns) >= REPLAY_BLOCK:
+                if key != block_src or len(ns) >= REPLAY_BLOCK:
                     yield from open_block(key)
-                room = REPLAY_BLOCK - len(block.ns)
+                room = REPLAY_BLOCK - len(ns)
                 part, run = run[:room], run[room:]
-                ns = _field(part, "n", 0)
+                part_ns = _field(part, "n", 0)
                 texts = _field(part, "text", "")
-                if set(map(type, ns)) != {int}:
-                    ns = [int(n) for n in ns]
+                if set(map(type, part_ns)) != {int}:
+                    part_ns = [int(n) for n in part_ns]
                 if set(map(type, texts)) != {str}:
                     texts = [str(t) for t in texts]
-                block.ns.extend(ns)
-                block.texts.extend(texts)
-                block.ts.extend(_field(part, "t", None))
+                ns.extend(part_ns)
+                add_texts(texts)
+                ts.extend(_field(part, "t", None))
+
+    p = Path(path)
+    for chunk in _raw_chunks(p, local):
+        if not isinstance(chunk, bytes):  # the header line
+            yield from decoded(chunk)
+            continue
+        pos, size = 0, len(chunk)
+        while pos < size:
+            if _line_run is None:
+                count, end = 0, size
+            else:
+                room = REPLAY_BLOCK - len(ns) if block_src is not None else 0
+                count, end, src, run_ns, run_ts, data, recv = _line_run(chunk, pos, block_src, room, REPLAY_BLOCK)
+            if count:
+                local.entries += count
+                if src != block_src or len(ns) >= REPLAY_BLOCK:
+                    yield from open_block(src)
+                ns.extend(run_ns)
+                ts.extend(run_ts)
+                parts.append(data)
+                recvs.extend(recv)
+            else:
+                yield from decoded(_decode_lines(p, chunk[pos:end], local))
+            pos = end
     yield from flush()
     if stats is not None:
         yield ("stats", local)
@@ -819,9 +903,11 @@ def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None,
 def _worker(path: str, with_stats: bool, queue: Any, year: int | None = None) -> None:
     try:
         batch: list[_Op] = []
-        # Reading and decoding here, the bulk parse in the feeding process: with orjson the
-        # reading side was the slower one (the feeder waited 4.7 s of 5.9 on a 2M-line recording).
-        for op in _replay_ops(path, ReadStats() if with_stats else None, True, year, parse=False):
+        # Reading here, and the bulk parse of every second block; the feeding process parses the
+        # others as it feeds the session. With orjson the reading alone was the slower side (the
+        # feeder waited 4.7 s of 5.9 on a 2M-line recording); read in C (line_run), the feeder
+        # parsing every block waited for nothing and took 4.5 s.
+        for op in _replay_ops(path, ReadStats() if with_stats else None, True, year, parse=2):
             batch.append(op)
             if op[0] == "block" or len(batch) >= 256:
                 queue.put(batch)

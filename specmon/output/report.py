@@ -150,9 +150,10 @@ class _RunLength:
         self.counts.append(n)
 
     def extend(self, values: Iterable[float]) -> None:
-        # Runs found in C (groupby): a batch's receive time repeats for its whole batch.
+        # Runs found and counted in C (groupby, list): a batch's receive time repeats for its
+        # whole batch (a generator counting them was 0.2 s of a 2M-line report).
         for v, same in groupby(values):
-            self.add(v, sum(1 for _ in same))
+            self.add(v, len(list(same)))
 
     def expand(self, dtype: Any = np.float64) -> np.ndarray:
         return np.repeat(np.frombuffer(self.values, dtype=np.float64).astype(dtype),
