@@ -41,7 +41,7 @@ from datetime import datetime
 from itertools import compress, groupby, repeat
 from operator import contains, itemgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 import orjson
 
@@ -373,6 +373,16 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
         yield from batch
 
 
+def _open_recording(p: Path) -> BinaryIO:
+    """The file, opened to read bytes; RecordingError when it is missing or unreadable."""
+    try:
+        return open(p, "rb")
+    except FileNotFoundError:
+        raise RecordingError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+
+
 def read_recording_batches(path: str | os.PathLike[str],
                            stats: ReadStats | None = None) -> Iterator[list[dict[str, Any]]]:
     """The entries of a recording in order, as lists of about ``_CHUNK_BYTES`` of lines each.
@@ -382,12 +392,7 @@ def read_recording_batches(path: str | os.PathLike[str],
     """
     p = Path(path)
     stats = stats if stats is not None else ReadStats()
-    try:
-        f = open(p, "rb")
-    except FileNotFoundError:
-        raise RecordingError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+    f = _open_recording(p)
     try:
         first = True
         for chunk in _chunks(f):
@@ -480,12 +485,7 @@ def _chunks(f: Any) -> Iterator[list[bytes]]:
 def _raw_chunks(p: Path, stats: ReadStats) -> Iterator[list[dict[str, Any]] | bytes]:
     """The header's entries, then about _CHUNK_BYTES of whole lines at a time, as bytes
     (report reads the usual raw lines in place: :func:`_line_run`). Errors as :func:`read_recording`."""
-    try:
-        f = open(p, "rb")
-    except FileNotFoundError:
-        raise RecordingError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+    f = _open_recording(p)
     with f:
         head = f.readline()
         if not head:
