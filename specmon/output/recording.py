@@ -396,13 +396,7 @@ def read_recording_batches(path: str | os.PathLike[str],
     try:
         first = True
         for chunk in _chunks(f):
-            if not first and chunk[-1].endswith(b"\n"):
-                items = _decode_chunk(b"[" + b",".join(chunk) + b"]")
-                if items is not None and _all_entries(items):
-                    stats.entries += len(items)
-                    yield items
-                    continue
-            yield list(_read_lines(p, chunk, stats, first))
+            yield list(_read_lines(p, chunk, stats, first)) if first else _decode_lines(p, chunk, stats)
             first = False
         if first:
             raise RecordingError(f"{p}: empty file, not a specmon recording")
@@ -497,9 +491,9 @@ def _raw_chunks(p: Path, stats: ReadStats) -> Iterator[list[dict[str, Any]] | by
             yield data
 
 
-def _decode_lines(p: Path, data: bytes, stats: ReadStats) -> list[dict[str, Any]]:
-    """The entries of whole lines after the header, as :func:`read_recording_batches` reads a chunk."""
-    lines = io.BytesIO(data).readlines()  # (split at newlines only, as the file's lines)
+def _decode_lines(p: Path, lines: list[bytes], stats: ReadStats) -> list[dict[str, Any]]:
+    """The entries of lines after the header: all at once when they are whole, each a JSON
+    entry; else one at a time, skipping and counting what cannot be read."""
     if lines and lines[-1].endswith(b"\n"):
         items = _decode_chunk(b"[" + b",".join(lines) + b"]")
         if items is not None and _all_entries(items):
@@ -871,7 +865,8 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
                 parts.append(data)
                 recvs.extend(recv)
             else:
-                yield from decoded(_decode_lines(p, chunk[pos:end], local))
+                # (split at newlines only, as the file's lines)
+                yield from decoded(_decode_lines(p, io.BytesIO(chunk[pos:end]).readlines(), local))
             pos = end
     yield from flush()
     if stats is not None:
