@@ -691,7 +691,7 @@ class RestartController:
                 step = min(WATCH_TICK_S, left)
                 await self._sleep(step)
                 left -= step
-                self._track(a)
+                self._track(a, emit)
                 emit()
                 if self._tracker is not None and self._tracker.crash is not None:
                     # A traceback's last line (the error itself) comes after its header: one more look.
@@ -707,11 +707,11 @@ class RestartController:
         except _Crashed as exc:
             self._finish(a, Phase.CRASHED, str(exc))
             return
-        self._track(a)
+        self._track(a, emit)
         if ready.state == "ready" and self._tracker is not None and self._tracker.reached is None:
             # Ready before the tail delivered the start-up lines: let it catch up, for the phase times.
             await self._sleep(2 * WATCH_TICK_S)
-            self._track(a)
+            self._track(a, emit)
         if ready.state == "ready":
             self._finish(a, Phase.READY, self._ready_message(a))
             self._record_eta(a)
@@ -817,7 +817,13 @@ class RestartController:
         """Stop following the log (the app is closing)."""
         await self._stop_tail()
 
-    def _track(self, a: _Attempt) -> None:
+    def _track(self, a: _Attempt, emit: Callable[[], None]) -> None:
+        """Move the attempt to the phase the log reached; ``emit`` each phase it leaves, as it ends.
+
+        The caller emits the phase reached. The log can pass several phases between two looks
+        (a readiness check that took a second on a busy host, a tail that delivered late): each
+        is still shown, once more as it ends, with the log's last word on it (the shards loaded).
+        """
         t = self._tracker
         if t is None or a.phase not in RUNNING_PHASES:
             return
@@ -828,6 +834,7 @@ class RestartController:
         order = RUNNING_PHASES
         # Phases the log skipped (no graph capture) took no time.
         while order.index(a.phase) < order.index(target):
+            emit()
             self._set_phase(a, order[order.index(a.phase) + 1])
 
     def _set_phase(self, a: _Attempt, phase: Phase) -> None:
