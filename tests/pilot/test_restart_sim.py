@@ -327,9 +327,11 @@ async def test_connect_without_profile_adopts_the_server_over_ssh(
             await wait_for(pilot, lambda: flow.controller is not None or flow.adopt_problem, "the adoption",
                            rounds=1500)
             assert flow.controller is not None, flow.adopt_problem
+            # The flow's notes reach the event log as messages: the last one a moment after the controller.
+            await wait_for(pilot, lambda: any(f"PID {old.pid} (3 steps)" in e.text for e in app.feeder.session.events),
+                           "the adoption's note in the event log")
             texts = [e.text for e in app.feeder.session.events]
             assert any(t.startswith("probe: list the SGLang/vLLM server processes on 127.0.0.1") for t in texts)
-            assert any(f"PID {old.pid} (3 steps)" in t for t in texts)
             assert any("bash -c" in cmd and "specmon-proc" in cmd for cmd in asyncssh_server.commands)
             # The fake server answers no HTTP: readiness is its log line only.
             flow.controller.profile = flow.controller.profile.model_copy(update={"health_url": None})

@@ -119,8 +119,9 @@ async def test_without_a_launch_table_the_server_writing_the_log_is_adopted(
             assert flow.controller.adopted is not None and flow.controller.adopted.pid == server.pid
             assert flow.unavailable_reason("restart") is None
             assert any("specmon-proc" in cmd for cmd in asyncssh_server.commands)  # the read-only probe ran
-            texts = [e.text for e in app.feeder.session.events]
-            assert any(f"PID {server.pid} (3 steps)" in t for t in texts)
+            # The flow's notes reach the event log as messages: the last one a moment after the controller.
+            await wait_for(pilot, lambda: any(f"PID {server.pid} (3 steps)" in e.text
+                                              for e in app.feeder.session.events), "the adoption's note")
     finally:
         runner.close()
         server.kill()
