@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 pytest_plugins = ["tests.support.app_factory", "tests.support.sshd"]
 
@@ -34,3 +35,16 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     return home
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In pictures (every test that takes one), the text cursor holds still.
+
+    A focused Input shows or hides its cursor every 0.5 s of wall clock. A picture taken
+    after a slow setup (a loaded CI machine: the replay, the statistics, the plot) would
+    catch it hidden and differ from the reviewed one for no change of ours. The blink is
+    Textual's, not specmon's: in pictures the cursor stays as it is on focus, shown.
+    """
+    if "snap_compare" in request.fixturenames:
+        monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
