@@ -3,8 +3,8 @@
 A :class:`LiveCounters` owns a :class:`~specmon.sources.metrics.MetricsScraper`
 (about one scrape a second) and, on every live tick, replaces the log's figures
 in the snapshot with the counters' where it has them: tok/s, accept length,
-acceptance rate (current = the last second, mean = the last ``window``
-seconds, sparkline = the segment) and per-position acceptance (pooled over the
+acceptance rate (current = the newest sample, mean = the samples of the ``window``
+seconds up to it on the scraper's clock, sparkline = the segment) and per-position acceptance (pooled over the
 segment's last hour, weighted by drafts). Each figure is tagged with its source
 (``counters`` or ``log``): the tag is the panel's border subtitle. The
 comparison with the baseline stays the run table's, which is built from the log:
@@ -82,7 +82,9 @@ class LiveCounters:
         opener: Yields the URL to scrape while it is entered (see the module docstring).
         where: What the URL reaches, for the event log (``127.0.0.1:8000 on gpu-box, through SSH``).
         interval_s: Seconds between scrapes.
-        window: Seconds (samples) behind the rolling means.
+        window: Seconds behind the rolling means, on the scraper's clock: a window of seconds, not of
+            samples, so that after a stretch of failed scrapes the mean is not made of figures
+            from before it (a server unreadable for minutes, then back with other figures).
         scraper_factory: Builds the scraper for a URL (tests inject a clock).
     """
 
@@ -176,21 +178,22 @@ class LiveCounters:
         run = session.current
         samples = self.segment(run.id if run is not None else None)
         self._tell(session)
-        tps = [s.throughput for s in samples if s.throughput is not None]
-        alen = [s.accept_len for s in samples if s.accept_len is not None]
-        rate = [s.accept_rate for s in samples if s.accept_rate is not None]
         return dataclasses.replace(
             snap,
-            throughput=self._metric(snap.throughput, tps),
-            accept_len=self._metric(snap.accept_len, alen),
-            accept_rate=self._metric(snap.accept_rate, rate),
+            throughput=self._metric(snap.throughput, [(s.t, s.throughput) for s in samples]),
+            accept_len=self._metric(snap.accept_len, [(s.t, s.accept_len) for s in samples]),
+            accept_rate=self._metric(snap.accept_rate, [(s.t, s.accept_rate) for s in samples]),
             positions=self._positions(snap.positions, samples),
         )
 
-    def _metric(self, view: MetricView, values: list[float]) -> MetricView:
+    def _metric(self, view: MetricView, timed: list[tuple[float, float | None]]) -> MetricView:
+        """``timed``: (time, value) of each sample of the segment; the mean takes the values of the
+        ``window`` seconds up to the newest one."""
+        values = [v for _, v in timed if v is not None]
         if not values or not self.available:
             return dataclasses.replace(view, source=LOG)
-        recent = values[-self.window:]
+        since = next(t for t, v in reversed(timed) if v is not None) - self.window
+        recent = [v for t, v in timed if v is not None and t > since]
         has_delta = view.baseline is not None or view.delta is not None
         return dataclasses.replace(view, current=values[-1], mean=_mean(recent), window=len(recent),
                                    series=tuple(values[-SPARK_POINTS:]), note="",

@@ -201,11 +201,18 @@ async def test_counters_that_come_back_start_a_new_segment() -> None:
             page.page = None
             await until(pilot, lambda: "counters unavailable" in events(app), "the server gone")
             assert panel(app, "accept-len").border_subtitle == "log"
+            scraper = counters.scraper
+            assert scraper is not None
+            gone_at = scraper.scrapes
+            # Down for longer than the 5 s window (one scrape is a second on the fake clock).
+            await until(pilot, lambda: scraper.scrapes >= gone_at + 6, "a long gap")
             engine.per_draft = 0.75  # back, still counting up from where it was (no reset to see)
             page.page = ""  # the next scrape's step writes the page again
             await until(pilot, lambda: events(app).count("counters: reading") == 2, "the counters back")
-            await until(pilot, lambda: len(counters.segment(app.feeder.session.current.id)) >= 2, "new samples")
-            await pilot.pause(0.3)
+            # The first view with a figure of the server back: the window holds nothing older than the gap.
+            await until(pilot, lambda: panel(app, "accept-len")._view is not None
+                        and panel(app, "accept-len")._view.current == pytest.approx(1.75), "new samples")
             al = panel(app, "accept-len")._view
             assert al is not None and al.mean == pytest.approx(1.75)
+            assert len(counters.segment(app.feeder.session.current.id)) > al.window  # the old ones: not in it
             assert panel(app, "accept-len").border_subtitle.startswith("counters")

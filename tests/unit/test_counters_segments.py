@@ -7,7 +7,9 @@ failed scrape (HTTP 501) with the same server back (a blip: the figures go on), 
 server gone and back restarted, and new runs in the log. After every scrape the
 accept-length figure LiveCounters puts in the snapshot is checked against the
 history: its mean is exactly the mean over the steps since the last restart or
-new run (within the window), or the log's figure when there are none yet.
+new run that lie within the window's seconds up to the newest one (a server
+unreadable for longer than the window leaves none of its earlier figures in the mean), or the log's figure
+when there are none yet.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ WINDOW = 4
 LOG_VALUE = 9.0  # what the log says: never a counters figure here
 
 EVENTS = st.lists(st.one_of(st.tuples(st.just("step"), st.integers(0, 3)),  # accepted per draft (x of 3)
-                            st.just(("restart", 0)), st.just(("gone", 0)), st.just(("bounce", 0)),
+                            st.just(("restart", 0)), st.tuples(st.just("gone"), st.integers(1, 6)),
+                            st.tuples(st.just("bounce"), st.integers(1, 6)),
                             st.just(("run", 0))),
                   min_size=1, max_size=14)
 
@@ -61,29 +64,33 @@ class _Session(Session):
 async def _check(events: list[tuple[str, int]]) -> None:
     page = MetricsPage(None)
     ticks = itertools.count()
+    now = -1  # the scraper's clock: one tick a scrape (read once by each scrape)
     counters = LiveCounters(fixed_url(page.url), window=WINDOW,
                             scraper_factory=lambda u: MetricsScraper(u, clock=lambda: float(next(ticks))))
     counters.scraper = scraper = MetricsScraper(page.url, clock=lambda: float(next(ticks)))
     session = _Session()
     gen = drafts = acc = 0
-    expected: list[float] = []  # accept lengths of the current segment
+    expected: list[tuple[int, float]] = []  # (time, accept length) of the current segment's steps
     try:
         page.page = "vllm:generation_tokens_total 0\nvllm:spec_decode_num_drafts_total 0\n" \
                     "vllm:spec_decode_num_accepted_tokens_total 0\n"
         await scraper.scrape_once()
+        now += 1
         counters.apply(_snapshot(), session)
         for kind, per in events:
             if kind == "step":
                 gen, drafts, acc = gen + 100, drafts + 10, acc + 10 * per
-                expected.append(1 + per)
+                expected.append((now + 1, 1 + per))  # sampled by this step's scrape, below
             elif kind == "restart":
                 gen = drafts = acc = 0
                 expected = []
             elif kind in ("gone", "bounce"):
                 page.page = None
-                await scraper.scrape_once()
-                view = counters.apply(_snapshot(), session).accept_len
-                assert view.source == "log" and view.current == LOG_VALUE, (events, view)
+                for _ in range(per):  # unreadable for this many scrapes
+                    await scraper.scrape_once()
+                    now += 1
+                    view = counters.apply(_snapshot(), session).accept_len
+                    assert view.source == "log" and view.current == LOG_VALUE, (events, view)
                 if kind == "bounce":  # back restarted: every counter from zero
                     gen = drafts = acc = 0
                     expected = []
@@ -94,13 +101,14 @@ async def _check(events: list[tuple[str, int]]) -> None:
             page.page = (f"vllm:generation_tokens_total {gen}\nvllm:spec_decode_num_drafts_total {drafts}\n"
                          f"vllm:spec_decode_num_accepted_tokens_total {acc}\n")
             await scraper.scrape_once()
+            now += 1
             if kind in ("restart", "run"):
                 expected = []  # this scrape is the new segment's base: no sample yet
             view = counters.apply(_snapshot(), session).accept_len
             if expected:
-                recent = expected[-WINDOW:]
+                recent = [a for t, a in expected if t > expected[-1][0] - WINDOW]
                 assert view.source == "counters", (events, view)
-                assert view.current == expected[-1]
+                assert view.current == expected[-1][1]
                 assert abs((view.mean or 0) - sum(recent) / len(recent)) < 1e-9, (events, view, expected)
             else:
                 assert view.source == "log" and view.current == LOG_VALUE, (events, view)
