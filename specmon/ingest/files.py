@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from calendar import timegm
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,9 +11,7 @@ from pathlib import Path
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.prefix import Rollover, clock_mode
-from specmon.sources.logfiles import check_readable, head_lines, iter_line_batches, log_year
-
-_DATED = re.compile(r"(?<!\d)((?:19|20)\d{2})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[ T]\d{2}:\d{2}:\d{2}")
+from specmon.sources.logfiles import check_readable, file_year, first_date, head_lines, iter_line_batches
 
 
 @dataclass(frozen=True)
@@ -41,13 +38,8 @@ class LogClock:
 
 def log_clock(path: str | Path, head: list[str], year: int | None = None) -> LogClock:
     """The :class:`LogClock` of a file from its first lines (``year``: the user's ``--year``)."""
-    y = year if year is not None else log_year(path, head)
-    day: tuple[int, int, int] | None = None
-    for line in head:
-        m = _DATED.search(line)
-        if m is not None:
-            day = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-            break
+    day = first_date(head)
+    y = year if year is not None else day[0] if day is not None else file_year(path)
     if day is None:
         try:
             when = datetime.fromtimestamp(Path(path).stat().st_mtime, tz=UTC)

@@ -28,6 +28,8 @@ _TS = re.compile(
 #: level+date (``I1218 03:35:37``) is no rank.
 RANK_RUN = r"(?<![A-Za-z0-9_])[A-Z][A-Z_]*\d+(?: [A-Z][A-Z_]*\d+)*(?![\w])"
 _RANK = re.compile(RANK_RUN)
+#: What every ``_TS`` match holds, as a pattern that starts with a literal (searched fast).
+_HMS_HINT = re.compile(r":\d{2}:\d{2}")
 
 
 def stamp_value(date: str | None, md: str | None, hms: str, frac: str, year: int,
@@ -54,7 +56,13 @@ def clock_mode(lines: Iterable[str], limit: int = 5000) -> str | None:
     whether a large step back in time means the next day (or year) — see :class:`Rollover`.
     """
     for line in islice(lines, limit):
-        m = _TS.search(strip_outer(strip_ansi(line[:300]))[0][:200])  # the line's own stamp, not a wrapper's
+        text = strip_ansi(line[:300])
+        # A stamp holds ":dd:dd", and cutting wrappers off the front cannot make one: a line
+        # without it is passed over at C speed (a head of llama.cpp lines, which have no
+        # time of day, went through the wrappers and _TS line by line: 40-70 ms).
+        if _HMS_HINT.search(text) is None:
+            continue
+        m = _TS.search(strip_outer(text)[0][:200])  # the line's own stamp, not a wrapper's
         if m is not None:
             if m.group("date"):
                 return None
