@@ -58,11 +58,12 @@ def clock_mode(lines: Iterable[str], limit: int = 5000) -> str | None:
     for line in islice(lines, limit):
         text = strip_ansi(line[:300])
         # A stamp holds ":dd:dd", and cutting wrappers off the front cannot make one: a line
-        # without it is passed over at C speed (a head of llama.cpp lines, which have no
-        # time of day, went through the wrappers and _TS line by line: 40-70 ms).
+        # without it is passed over at C speed, and so is a line whose only one was its
+        # wrapper's (_TS, tried at every position, took 40-70 ms over a llama.cpp head).
         if _HMS_HINT.search(text) is None:
             continue
-        m = _TS.search(strip_outer(text)[0][:200])  # the line's own stamp, not a wrapper's
+        own = strip_outer(text)[0][:200]  # the line's own stamp, not a wrapper's
+        m = _TS.search(own) if _HMS_HINT.search(own) is not None else None
         if m is not None:
             if m.group("date"):
                 return None

@@ -7,7 +7,8 @@ started. The fast forms search the whole head for a part of the pattern that sta
 with a literal, then check each hit with the full pattern. Generated heads (dates and
 near-dates, unicode digits, times with and without dates, ANSI colours, docker and
 Ray wrappers, lines cut anywhere) must give exactly what the line-by-line
-definitions give.
+definitions give. Likewise the engine of a head: its lines' votes, with the signs
+that occur nowhere in the head left out of each line's count.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.parsing.common import strip_ansi, strip_outer
+from specmon.parsing.detect import _SHAPES, detect_engine, line_engine
 from specmon.parsing.prefix import _TS, clock_mode
+from specmon.records import Engine
 from specmon.sources.logfiles import first_date
 
 _DATED = re.compile(r"(?<!\d)((?:19|20)\d{2})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[ T]\d{2}:\d{2}:\d{2}")
@@ -70,3 +73,35 @@ def test_named_cases() -> None:
     assert clock_mode(["no time", "(WorkerDict pid=1) [09:15:26 TP1] Decode batch"]) == "time"
     assert clock_mode(["2026-08-23T09:00:00.1Z INFO 10-22 09:15:26 [loggers.py:1] x"]) == "md"
     assert clock_mode(["[2026-08-23 09:15:26] x"]) is None
+
+
+# -- the engine of a head -------------------------------------------------------------------------
+
+_OLD_SGLANG_SHAPE = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "
+                               r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] ")
+_SIGN_PIECES = st.sampled_from([
+    "Decode batch", "Prefill batch", "server_args=ServerArgs(", "sglang", "Avg prompt throughput", "vLLM",
+    "SpecDecoding metrics", "[loggers.py:", "Speculative metrics", "slot print_timing", "llama_", "srv  ",
+    "draft acceptance", "ggml_", "llama-server", "INFO ", "INFO 10-22 09:15:26 [loggers.py:123] ",
+    "[2026-08-23 09:15:26] ", "[2026-08-23 09:15:26.123 TP0] ", "09:15:26 DP1 TP1 EP1] ", "12:3", "4:56 TP",
+    "0] ", "9:15:26 TP0] ", "x1:02:03.456 DP0 TP0] ", "slot  launch: id  0 ", "srv  update_slots:", "| ", " ", "[", "]", ":", "0", "TP", "\x1b[0m",
+])
+_ENGINE_LINE = st.lists(st.one_of(_PIECES, _SIGN_PIECES), max_size=10).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_ENGINE_LINE, max_size=25), st.integers(1, 30))
+def test_detect_engine_is_the_vote_of_its_lines(lines: list[str], limit: int) -> None:
+    score = dict.fromkeys((Engine.SGLANG, Engine.VLLM, Engine.LLAMACPP), 0)
+    for line in lines[:limit]:
+        engine, weight = line_engine(line)
+        if weight:
+            score[engine] += weight
+    best = max(score, key=lambda e: score[e])
+    assert detect_engine(iter(lines), limit) == (best if score[best] > 0 else Engine.UNKNOWN)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_ENGINE_LINE)
+def test_the_sglang_shape_searched_from_its_colon_is_the_same_shape(line: str) -> None:
+    assert any(p.search(line) for p in _SHAPES[Engine.SGLANG]) == bool(_OLD_SGLANG_SHAPE.search(line))
