@@ -13,8 +13,10 @@ import re
 from array import array
 from collections.abc import Iterable
 from itertools import islice, repeat
-from operator import add, sub
-from typing import Any
+from operator import add
+from typing import Any, cast
+
+import numpy as np
 
 from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms, strip_ansi, strip_outer
 
@@ -117,11 +119,25 @@ class Rollover:
             return [self.fix(t) for t in ts]
         back = -(DAY_BACK if self.mode == "time" else YEAR_BACK)
         first = ts[0] + self.offset  # type: ignore[operator]
-        if (self.last is None or first >= self.last + back) and min(map(sub, ts[1:], ts[:-1]), default=0.0) >= back:
-            out = ts if not self.offset else list(map(add, ts, repeat(self.offset)))
+        if (self.last is None or first >= self.last + back) and _least_step(column) >= back:
+            out: Any = ts
+            if self.offset:
+                out = (array("d", (np.frombuffer(column, dtype=np.float64) + self.offset).tobytes())
+                       if isinstance(column, array) else list(map(add, ts, repeat(self.offset))))
             self.last = out[-1]
-            return out
+            return cast("list[float | None]", out)
         return [self.fix(t) for t in ts]
+
+
+def _least_step(column: Any) -> float:
+    """The smallest step from one stamp to the next of a column without None (0.0 for fewer than
+    two), in numpy: the same differences as ``min(map(sub, ts[1:], ts[:-1]))``, which took 80 ms
+    over the 1.2M stamps of a year-less vLLM log."""
+    if len(column) < 2:
+        return 0.0
+    v = (np.frombuffer(column, dtype=np.float64) if isinstance(column, array) and column.typecode == "d"
+         else np.array(column, dtype=np.float64))
+    return float(np.min(v[1:] - v[:-1]))
 
 
 def read_prefix(prefix: str, year: int, day: float = 0.0) -> tuple[float | None, str | None]:

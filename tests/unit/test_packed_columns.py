@@ -185,3 +185,59 @@ def test_ranks_in_turn_leave_the_per_sample_path_once_all_have_warmed_up(ranks: 
     finally:
         Session._bulk_steady = steady  # type: ignore[method-assign]
     assert _state(fast) == _state(slow)
+
+
+_RANKS = st.lists(st.sampled_from([None, "DP0 TP0", "DP1 TP1", "DP2 TP2", "PP0 ATTN_CP7 TP7"]), min_size=2, max_size=240)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_RANKS, st.data(), st.integers(0, 4), st.booleans())
+def test_ranks_in_any_order_take_the_steady_path_as_the_per_sample_one(ranks: list[str | None], data: st.DataObject,
+                                                                      warmup: int, packed: bool) -> None:
+    """Ranks interleaved in any order (real DP logs do not strictly alternate), as lists or arrays:
+    the session splits the block's times by rank in numpy and ends where the per-sample path ends."""
+    n = len(ranks)
+    gaps = data.draw(st.lists(st.floats(0.0, 0.02), min_size=n, max_size=n))  # no rank idle
+    ts = [1_700_000_000.0 + sum(gaps[:i + 1]) for i in range(n)]
+    cols = [ranks, ts, [1 + i % 3 for i in range(n)], [60.0 + (i * 7) % 11 for i in range(n)],
+            [1.5 + (i % 5) / 4 for i in range(n)], [0.5] * n]
+    if packed:
+        cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"), *(bulk._as_array(c, "d") for c in cols[3:])]
+    blocks = [(0, n // 2), (n // 2, n)]  # the second block finds the ranks warmed up
+
+    def fed(steady: bool) -> Session:
+        s = Session(warmup=warmup)
+        original = Session._bulk_steady
+        if not steady:
+            Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
+        try:
+            for a, b in blocks:
+                s.ingest_decode_columns(*(c[a:b] for c in cols), a + 1, b)
+        finally:
+            Session._bulk_steady = original  # type: ignore[method-assign]
+        return s
+
+    assert _state(fed(True)) == _state(fed(False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_RANKS, st.booleans(), st.booleans())
+def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | None], packed: bool,
+                                                           python_loop: bool) -> None:
+    from specmon.model import session as session_module
+
+    times = [1_700_000_000.0 + i / 3 for i in range(len(ranks))]
+    expected: dict[str | None, list[float]] = {}
+    for r, t in zip(ranks, times, strict=True):
+        expected.setdefault(r, []).append(t)
+    original = session_module._gap_average
+    if python_loop:  # a build without the extension: the Python loop gets Python floats
+        session_module._gap_average = session_module._gap_average_py
+    try:
+        got = session_module._times_by_rank(ranks, bulk._as_array(times, "d") if packed else times)
+    finally:
+        session_module._gap_average = original
+    assert list(got) == list(expected)  # the ranks in the order they first appear
+    assert {r: list(t) for r, t in got.items()} == expected
+    if python_loop:
+        assert all(type(v) is float for t in got.values() for v in t)

@@ -146,3 +146,34 @@ def test_report_year_overrides_the_recorded_year(tmp_path: Path, n: int) -> None
         data = load_report(rec_path, year=year)
         last = data.session.runs[-1].last_at
         assert last is not None and datetime.fromtimestamp(last, tz=UTC).year == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 86399), steps, st.lists(st.integers(1, 6), min_size=1, max_size=5),
+       st.sampled_from(["time", "md"]), st.floats(0.0, 0.999))
+def test_the_column_form_is_the_stamp_by_stamp_form_for_arrays_and_lists(start: int, gaps: list[int],
+                                                                         cuts: list[int], mode: str,
+                                                                         frac: float) -> None:
+    """Columns as the bulk path hands them (array('d') without None, or lists), cut anywhere,
+    after any number of midnights (New Years): the same doubles as fix() one stamp at a time."""
+    from array import array
+
+    span = 86400 if mode == "time" else 365 * 86400
+    scale = 1 if mode == "time" else 365 * 4  # year-less stamps: steps of up to ~1 year
+    day = float(timegm((2025, 3, 4, 0, 0, 0)))
+    ts = [day + ((start + sum(gaps[:i]) * scale) % span) + frac for i in range(len(gaps) + 1)]
+    one = Rollover(mode, 2025)
+    expected = [one.fix(t) for t in ts]
+    for packed in (False, True):
+        roll = Rollover(mode, 2025)
+        got: list[float | None] = []
+        a = 0
+        for c in [*cuts, len(ts)]:
+            b = min(len(ts), a + c) if c != len(ts) else len(ts)
+            part = ts[a:b]
+            got += list(roll.fix_all(array("d", part) if packed else part))  # type: ignore[arg-type]
+            a = b
+            if a == len(ts):
+                break
+        assert got == expected
+        assert (roll.offset, roll.last, roll.year) == (one.offset, one.last, one.year)
