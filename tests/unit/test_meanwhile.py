@@ -1,7 +1,8 @@
 """The caller's own work done while the bulk workers parse (``meanwhile``; issue 10).
 
-``summarize`` imports what its intervals need (scipy.special, 0.2-0.25 s) while the
-worker processes parse a big log, instead of after them. Checked on real workers:
+``summarize`` and ``report`` import what their intervals need (scipy.special, 0.1-0.25 s) while the
+worker processes parse a big log (the reading process reads a big recording), instead of
+after them. Checked on real workers:
 the work runs once, in a thread of the parent, while the workers exist and after they
 were forked (no fork ever copies a process in the middle of an import), and it has
 ended when the ingest returns; the session is the same as without it; no workers, no
@@ -93,3 +94,26 @@ def test_preload_without_scipy_leaves_the_error_to_the_interval(monkeypatch: pyt
 
 def _summary(session) -> str:  # type: ignore[no-untyped-def]
     return render("json", session, analyze(session.runs))
+
+
+def test_report_reads_with_the_work_done_beside_the_reading_process(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``report``'s replay: the work runs once, off the main thread, while the reading process
+    exists, and has ended when the replay returns; the session is the one without it."""
+    from specmon.output import recording as recmod
+    from tests.unit.test_report_stream import LOGS, _recorded_as_feeder
+
+    rec = tmp_path / "r.jsonl"
+    _recorded_as_feeder(LOGS[2], rec)
+    monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
+    seen: list[tuple[bool, int]] = []
+    done = threading.Event()
+
+    def work() -> None:
+        seen.append((threading.current_thread() is threading.main_thread(), len(mp.active_children())))
+        done.set()
+
+    with_work = recmod.replay_recording(rec, on_samples=lambda *a: None, meanwhile=work)
+    assert done.is_set() and seen == [(False, 1)]
+    plain = recmod.replay_recording(rec, on_samples=lambda *a: None)
+    assert _summary(with_work) == _summary(plain)
