@@ -163,6 +163,8 @@ class _Learner:
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
+        #: Their pass, without a group: it only counts (a bytes object per line was 40% of it on
+        #: llama.cpp's progress lines); the texts are made when needed (see _QuietTexts).
         self.quiet_rx: Pass | None = None
 
     def regex(self, kind: LineKind, mode: str = "records") -> Pass | None:
@@ -237,7 +239,7 @@ class _Learner:
         seqs = [_ATOMS.findall(q) for q in self.quiet]
         body = (_trie(seqs) if all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
                 else b"|".join(self.quiet))
-        sources = [b"(" + body + b")"]
+        sources = [b"(?:" + body + b")"]
         try:
             self.quiet_rx = compile_pass(sources)
         except Unsupported:
@@ -589,7 +591,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     matched: dict[str, tuple[int, list[list[Any]], list[int]]] = {}  # kind -> (lines, columns, lines per template)
     tokens: dict[bytes, LineKind] = {}
     rest = text
-    quiet_texts: list[bytes] = []
+    nq = 0
+    quiet_texts = _QuietTexts(b"", b"")
     for step in _pass_order(engine if engine is not Engine.UNKNOWN else parser.engine):
         if step is None:
             # Lines known to give nothing (shapes learned as quiet), taken out before the other
@@ -597,9 +600,10 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             # A quiet line gives no record (see _quiet_source): no later pass may read it anyway.
             qrx = _LEARNER.quiet_rx
             if qrx is not None:
-                rest, nq, (texts,), _ = qrx.scan(rest, _QUIET, b"\0", (None,))
+                before = rest
+                rest, nq, _, _ = qrx.scan(rest, _QUIET, b"", ())
                 if nq:
-                    quiet_texts = texts
+                    quiet_texts = _QuietTexts(before, rest)
             continue
         i, kind = step
         marker = kind.marker.encode()
@@ -666,8 +670,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     rest = _drop_access(rest)
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
-    if (not records and not rec_kinds and not (quiet_texts and start_in_tb)
-            and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + len(quiet_texts) * len(_QUIET)):
+    if (not records and not rec_kinds and not (nq and start_in_tb)
+            and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + nq * len(_QUIET)):
         # Nothing but template-read, quiet and access lines: one block, no line parser.
         block = _whole_block(rest, col_kinds, cols, by_kind)
         if block is not None or not col_kinds:
@@ -685,6 +689,24 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
 
 
 _QUIET = b"\x00\x01\x03"
+
+
+class _QuietTexts:
+    """The texts of a piece's quiet lines in order, made only when the line parser needs one (a
+    quiet line inside a traceback, where it may say something): the quiet pass replaces each
+    line it reads by one token line, so line ``i`` of the text after it is the token exactly
+    where line ``i`` of the text before it was a quiet line."""
+
+    def __init__(self, before: bytes, after: bytes) -> None:
+        self._sides: tuple[bytes, bytes] | None = (before, after)
+        self._texts: list[bytes] = []
+
+    def __getitem__(self, i: int) -> bytes:
+        if self._sides is not None:
+            before, after = self._sides
+            self._texts = [b for b, a in zip(before.split(b"\n"), after.split(b"\n"), strict=True) if a == _QUIET]
+            self._sides = None
+        return self._texts[i]
 
 
 def count_newlines(data: bytes) -> int:
@@ -729,7 +751,7 @@ def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, lis
 
 def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, LineKind], col_kinds: set[str],
           cols: dict[str, dict[str, list[Any]]], found: dict[str, list[tuple[bytes, ...]]],
-          quiet_texts: list[bytes], year: int, day: float) -> None:
+          quiet_texts: _QuietTexts, year: int, day: float) -> None:
     """Template-read lines join the current block (or become records); the others go to the line parser."""
     lines = rest.split(b"\n")
     seen = {t: 0 for t in tokens}
@@ -784,11 +806,10 @@ def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, Lin
                     last_ts = t
             continue
         if x == _QUIET:
-            qt = quiet_texts[q]
             q += 1
             if not parser.in_traceback:
                 continue  # gives nothing
-            x = qt
+            x = quiet_texts[q - 1]
         elif learned is not None and not parser.in_traceback and learned.reads(x):
             continue  # a quiet shape: gives nothing
         rec = parser.parse(x.decode("utf-8", errors="replace"), ln)

@@ -1,13 +1,12 @@
-"""The caller's own work done while the bulk workers parse (``meanwhile``; issue 10).
+"""The caller's own work done while worker processes read (``meanwhile``; issue 10).
 
-``summarize`` and ``report`` import what their intervals need (scipy.special, 0.1-0.25 s) while the
-worker processes parse a big log (the reading process reads a big recording), instead of
-after them. Checked on real workers:
-the work runs once, in a thread of the parent, while the workers exist and after they
-were forked (no fork ever copies a process in the middle of an import), and it has
-ended when the ingest returns; the session is the same as without it; no workers, no
-work (the caller does it where it is needed); an exception in it never reaches the user
-as a traceback from a thread, and the ingest does not depend on it.
+``summarize`` imports what its intervals need (scipy.special, 0.1-0.25 s) while the
+bulk workers parse a big log, and ``report`` while its reading process reads a big
+recording, instead of after them. Checked on real processes: the work runs once, in a
+thread of the parent, while the workers exist and after they were forked (no fork
+ever copies a process in the middle of an import), and it has ended when the ingest
+returns; the session is the same as without it; no workers, no work (the caller does
+it where it is needed); an import that fails in it leaves its error to the interval.
 """
 
 from __future__ import annotations

@@ -134,3 +134,24 @@ def test_a_walk_with_shapes_it_learns_gives_what_the_line_parser_gives(order: li
     parser = LineParser(year=2026, engine=Engine.LLAMACPP)
     want = [r for n, ln in enumerate(lines, 1) if (r := parser.parse(ln, n)) is not None]
     assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"n_gen = 1, tg = 2", b"n_gen =  33, tg = 4", b"done 200", b"Decode batch 7",
+                                 b"", b"Traceback (most recent call last):", b"\x00\x01\x12", b"x = 5"]),
+                max_size=40),
+       st.booleans())
+def test_the_quiet_texts_are_the_lines_the_count_only_pass_replaced(lines: list[bytes], in_c: bool) -> None:
+    """The quiet pass has no group (it only counts): the texts are made by lining up the text
+    before and after it, and are those a pass with a group around the shapes gives, in order."""
+    from specmon.ingest.scan import RePass, compile_pass
+
+    body = rb"n_gen = +\d+, tg = \d+|done \d+"
+    counting = compile_pass([b"(?:" + body + b")"]) if in_c else RePass([b"(?:" + body + b")"])
+    grouped = RePass([b"(" + body + b")"])
+    before = b"\n" + b"\n".join(lines) + b"\n"
+    after, n, cols, _ = counting.scan(before, bulk._QUIET, b"", ())
+    assert cols == []
+    expected = grouped.scan(before, bulk._QUIET, b"\0", (None,))[2][0]
+    texts = bulk._QuietTexts(before, after)
+    assert n == len(expected) and [texts[i] for i in range(n)] == expected
