@@ -355,7 +355,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
     out: dict[str, Any] = {}  # lists, and arrays where nothing is missing (_as_array)
     # map keeps the per-line work in C; the memos persist across pieces.
     ri = g.get("rank")
-    out["rank"] = [None] * n if ri is None else gcols[ri]
+    out["rank"] = [None] * n if ri is None else _one_object_each(gcols[ri])
     hi = g.get("hms")
     if hi is None:
         out["ts"] = [None] * n
@@ -408,6 +408,18 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out
+
+
+def _one_object_each(column: list[Any]) -> list[Any]:
+    """The column with equal values as one object each (the first of them).
+
+    The pass makes a new text object for a rank unless the line before had the same one, so
+    ranks in turn (DP attention: a line per DP rank) came out as one object per line: pickled
+    and unpickled one by one, and hashed again by each of the feeding process's look-ups.
+    Shared, each crosses once (pickle's memo) and is found by identity.
+    """
+    seen: dict[Any, Any] = {}
+    return list(map(seen.setdefault, column, column))
 
 
 #: The array type a column of floats or counts made by the pass travels in (see _as_array).

@@ -125,6 +125,22 @@ def test_the_bulk_path_hands_decode_columns_as_arrays(tmp_path: Path) -> None:
     assert list(block.tput[:3]) == [60.25, 61.25, 62.25]
 
 
+def test_the_bulk_path_hands_each_rank_as_one_object() -> None:
+    """Ranks in turn (DP attention): each distinct rank crosses as one object (pickle sends it once),
+    and the pickled block is not a text per line."""
+    import pickle
+
+    lines = [f"[2026-08-23 09:00:{i % 60:02d} DP{i % 4} TP{i % 4} EP{i % 4}] Decode batch. #running-req: 1, "
+             f"#token: 900, token usage: 0.02, cuda graph: True, gen throughput (token/s): {60 + i % 40}.25, "
+             f"#queue-req: 0, " for i in range(400)]
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
+    (block,) = [b for b in piece.items if isinstance(b, bulk.Block)]
+    assert block.ranks[:5] == ["DP0 TP0 EP0", "DP1 TP1 EP1", "DP2 TP2 EP2", "DP3 TP3 EP3", "DP0 TP0 EP0"]
+    assert len({id(r) for r in block.ranks}) == 4
+    assert pickle.dumps(block.ranks).count(b"DP1 TP1 EP1") == 1
+
+
 def _bits(v: float | None) -> bytes | None:
     return None if v is None else struct.pack("d", v)
 
