@@ -22,6 +22,9 @@
 #include <string.h> /* memmem: pyconfig.h sets _GNU_SOURCE on glibc */
 #include <limits.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h> /* count_byte */
+#endif
 #ifdef __GLIBC__
 #include <malloc.h> /* mallopt: keep_freed_memory */
 #endif
@@ -1058,6 +1061,41 @@ static PyObject *digit_run(PyObject *mod, PyObject *args) {
     return PyBool_FromLong(found);
 }
 
+/* count_byte(data, byte) -> how many times the byte occurs in data. bulk.py counts a piece's lines
+ * (twice a piece); numpy's "== 10" then count_nonzero wrote a 4 MB array of booleans each time
+ * (0.65 ms a piece of 4 MB), bytes.count took 1.3 ms. Here 16 bytes at a time with SSE2 (every
+ * x86-64 has it), the counts kept in byte lanes and summed every 255 steps; a plain loop elsewhere. */
+static PyObject *count_byte(PyObject *mod, PyObject *args) {
+    Py_buffer view;
+    int byte;
+    if (!PyArg_ParseTuple(args, "y*i", &view, &byte)) return NULL;
+    if (byte < 0 || byte > 255) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "count_byte: a byte is 0..255");
+        return NULL;
+    }
+    const unsigned char *p = view.buf;
+    Py_ssize_t n = view.len, i = 0, count = 0;
+#ifdef __SSE2__
+    const __m128i want = _mm_set1_epi8((char)byte);
+    while (n - i >= 16) {
+        __m128i lanes = _mm_setzero_si128();
+        Py_ssize_t steps = (n - i) / 16;
+        if (steps > 255) steps = 255;
+        for (Py_ssize_t k = 0; k < steps; k++, i += 16) {
+            __m128i eq = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)), want);
+            lanes = _mm_sub_epi8(lanes, eq); /* a match is 0xff: minus one adds one */
+        }
+        /* the 16 byte lanes summed: sum of absolute differences against zero, two 64-bit halves */
+        __m128i sums = _mm_sad_epu8(lanes, _mm_setzero_si128());
+        count += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+    }
+#endif
+    for (; i < n; i++) count += p[i] == byte;
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
 /* drop_lines(text, a, b) -> text with the characters of every line that holds both a and b
  * removed (its newline kept), as re.sub(rb"\n(?=[^\n]*A)(?=[^\n]*B)[^\n]*(?=\n)", b"\n", text)
  * with A and B escaped: only lines between two newlines. bulk.py drops uvicorn's access lines
@@ -1462,6 +1500,7 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"drop_lines", drop_lines, METH_VARARGS, "drop_lines(text, a, b) -> text without the lines that hold a and b."},
+    {"count_byte", count_byte, METH_VARARGS, "count_byte(data, byte) -> how many times byte occurs in data."},
     {"keep_freed_memory", keep_freed_memory, METH_O,
      "keep_freed_memory(largest) -> whether freed blocks up to largest bytes are kept for reuse (glibc)."},
     {"line_run", line_run, METH_VARARGS,

@@ -50,3 +50,18 @@ def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newlin
 @given(st.binary(max_size=300))
 def test_the_vectorised_line_count_is_bytes_count(data: bytes) -> None:
     assert bulk.count_newlines(data) == data.count(b"\n")
+
+
+@given(st.binary(max_size=9000), st.integers(0, 255), st.integers(0, 40))
+def test_the_c_byte_count_is_bytes_count(data: bytes, byte: int, offset: int) -> None:
+    """Across every length and alignment (the 16-byte steps, the 255-step lane flushes, the tail),
+    and runs of the byte longer than a lane holds."""
+    from specmon._native import count_byte
+
+    data = data[offset:] + bytes([byte]) * (offset * 97)
+    assert count_byte(data, byte) == data.count(bytes([byte]))
+
+
+def test_the_line_count_without_the_extension_is_numpy_s(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(bulk, "_count_byte", None)
+    assert bulk.count_newlines(b"a\nb\n\n" * 1000) == 3000
