@@ -605,8 +605,7 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                      stats: ReadStats | None = None,
                      on_record: Callable[[float | None, ParsedRecord, Session], None] | None = None,
                      on_entry: Callable[[dict[str, Any]], None] | None = None,
-                     on_samples: SamplesCallback | None = None, year: int | None = None,
-                     meanwhile: Callable[[], object] | None = None) -> Session:
+                     on_samples: SamplesCallback | None = None, year: int | None = None) -> Session:
     """Rebuild the session a recording captured, streaming (memory bounded by a block of lines).
 
     Raw lines are parsed again per source, in order, with the recorded
@@ -627,9 +626,6 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
         on_samples: Called for the decode samples of a block read in bulk (no records are built
             for them). Without it, every line goes through the line parser and ``on_record``.
         year: the year of year-less stamps (``--year``), instead of the recorded one.
-        meanwhile: the caller's own work, done in a thread while the second process reads (started
-            once it is forked, joined before this returns: no fork while it runs); not at all
-            for a recording too small for the second process.
 
     Raises:
         RecordingError: as for :func:`read_recording`.
@@ -640,7 +636,7 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     except OSError:
         size = 0
     if bulk and size >= PIPELINE_MIN_BYTES and "fork" in mp.get_all_start_methods():
-        ops: Iterator[_Op] = _ops_from_worker(path, stats, year, meanwhile)
+        ops: Iterator[_Op] = _ops_from_worker(path, stats, year)
     else:
         ops = _replay_ops(path, stats, bulk, year)
     session: Session | None = None
@@ -878,15 +874,12 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
 
 
 def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None,
-                     year: int | None = None, meanwhile: Callable[[], object] | None = None) -> Iterator[_Op]:
+                     year: int | None = None) -> Iterator[_Op]:
     """:func:`_replay_ops` run in a forked process, its operations passed back in batches."""
     ctx = mp.get_context("fork")
     queue: Any = ctx.Queue(maxsize=4)  # bounded: the reader never runs far ahead (memory)
     proc = ctx.Process(target=_worker, args=(str(path), stats is not None, queue, year), daemon=True)
     proc.start()
-    aside = threading.Thread(target=meanwhile, name="specmon-meanwhile") if meanwhile else None
-    if aside is not None:
-        aside.start()
     try:
         while True:
             batch = queue.get()
@@ -900,8 +893,6 @@ def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None,
             proc.terminate()  # its own child, stopped by the handle that started it
         proc.join(timeout=5)
         queue.close()
-        if aside is not None:
-            aside.join()
 
 
 def _worker(path: str, with_stats: bool, queue: Any, year: int | None = None) -> None:

@@ -35,7 +35,6 @@ import numpy as np
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.session import Session
-from specmon.model.stats import preload
 from specmon.output.recording import ReadStats, replay_recording
 from specmon.output.tables import (
     HEADERS,
@@ -204,9 +203,8 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
         tps_col.extend(tps)
         run_col.add(run, len(tps))
 
-    # The intervals' import (scipy.special, 0.1-0.25 s) while the second process reads, not after it.
     session = replay_recording(path, warmup=warmup, year=year, stats=stats, on_record=on_record, on_entry=on_entry,
-                               on_samples=on_samples, meanwhile=preload)
+                               on_samples=on_samples)
     analysis = analyze(session.runs)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall
     # back to receive times when any sample lacks one.
