@@ -23,17 +23,14 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from specmon.ingest.files import ingest_files
     from specmon.model.analysis import analyze
-    from specmon.model.stats import preload
     from specmon.output.tables import crash_lines, render, to_rich
     from specmon.sources.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
         return fail("give either --baseline FILE or --baseline-tps X, not both")
     try:
-        # The intervals' import is done while the workers parse a big log, off the path that
-        # follows them (0.2-0.25 s of a 1.3 s summary of 2M lines).
         session = ingest_files(args.files, baseline=args.baseline, warmup=args.warmup,
-                               jobs=args.jobs, year=args.year, meanwhile=preload)
+                               jobs=args.jobs, year=args.year)
     except LogFileError as exc:
         return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))

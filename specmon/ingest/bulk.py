@@ -23,7 +23,6 @@ import gc
 import multiprocessing as mp
 import os
 import re
-import threading
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -936,18 +935,12 @@ def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
 
 
 def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, jobs: int = 0,
-                     year: int | None = None, meanwhile: Callable[[], object] | None = None) -> bool:
+                     year: int | None = None) -> None:
     """Read one file into the session like :func:`specmon.ingest.files.ingest_file`, faster on big files.
 
     Args:
         jobs: worker processes; 0 = one per core; 1 = in this process.
         year: the user's ``--year`` (else inferred from the file).
-        meanwhile: the caller's own work to do while the workers parse: in a thread of this
-            process started once they are forked and joined before this returns, so that no
-            fork ever happens while it runs; only when there are workers.
-
-    Returns:
-        Whether ``meanwhile`` was done.
     """
     from specmon.ingest.files import log_clock
 
@@ -972,18 +965,10 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
             pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_start)
         finally:
             gc.unfreeze()  # (here only: each worker keeps its own frozen copy)
-        aside = threading.Thread(target=meanwhile, name="specmon-meanwhile") if meanwhile else None
         with pool:
-            if aside is not None:
-                aside.start()
-            try:
-                _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
-            finally:
-                if aside is not None:
-                    aside.join()
-        return aside is not None
-    _feed(session, tasks, map(parse_piece, tasks), rollover)
-    return False
+            _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
+    else:
+        _feed(session, tasks, map(parse_piece, tasks), rollover)
 
 
 def _worker_start() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from calendar import timegm
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,12 +88,8 @@ def ingest_file(session: Session, path: str, *, baseline: bool = False, year: in
 
 
 def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: int | None = None,
-                 jobs: int = 0, year: int | None = None, meanwhile: Callable[[], object] | None = None) -> Session:
+                 jobs: int = 0, year: int | None = None) -> Session:
     """A session built from log files (baseline files first, then the rest, in order).
-
-    Args:
-        meanwhile: the caller's own work, done once while worker processes parse a big file
-            (see :func:`specmon.ingest.bulk.ingest_file_fast`); not at all when none does.
 
     Raises:
         LogFileError: a file is missing or unreadable (checked before any work).
@@ -103,7 +99,8 @@ def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: 
     from specmon.ingest.bulk import ingest_file_fast
 
     session = Session(warmup=warmup)
-    for path, is_baseline in [*((p, True) for p in baseline), *((p, False) for p in files)]:
-        if ingest_file_fast(session, path, baseline=is_baseline, jobs=jobs, year=year, meanwhile=meanwhile):
-            meanwhile = None
+    for path in baseline:
+        ingest_file_fast(session, path, baseline=True, jobs=jobs, year=year)
+    for path in files:
+        ingest_file_fast(session, path, jobs=jobs, year=year)
     return session

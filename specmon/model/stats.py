@@ -14,7 +14,6 @@ speed-up ratio's interval comes from the delta method.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from array import array
 from collections.abc import Sequence
@@ -54,14 +53,6 @@ def t_quantile(p: float, df: float) -> float:
     from scipy.special import stdtrit
 
     return float(stdtrit(df, p))
-
-
-def preload() -> None:
-    """Import what :func:`t_quantile` needs (scipy.special: 0.2-0.25 s on a 2-core machine) ahead
-    of the first interval, e.g. in a thread while worker processes parse a log. An import that
-    fails here fails again, with its error, where the interval asks for it."""
-    with contextlib.suppress(ImportError):
-        import scipy.special  # noqa: F401
 
 
 def t975(df: float) -> float:
