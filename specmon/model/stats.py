@@ -145,7 +145,6 @@ def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
     if n == 0:
         return None
     mean = float(x.mean())
-    p10, median, p90 = (float(v) for v in np.quantile(x, (0.1, 0.5, 0.9)))
     sd = float(x.std(ddof=1)) if n > 1 else 0.0
     se = df = lo = hi = None
     batches = n
@@ -158,6 +157,16 @@ def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
         # Too few to batch: the iid interval is the best on offer, and is marked by batches == n.
         se = sd / math.sqrt(n)
         df = float(n - 1)
+    # The quantiles of a sorted copy: the same order statistics, so the same numbers, and
+    # numpy's vectorised sort and a partition of sorted data (1.2M samples: 7.5 + 2.6 ms) cost
+    # half the partition of unsorted data (21 ms). Sorted in place when x is our own copy (the
+    # run's float32 column made float64), after everything that reads it in order.
+    if x is values:
+        ordered = np.sort(x)
+    else:
+        x.sort()
+        ordered = x
+    p10, median, p90 = (float(v) for v in np.quantile(ordered, (0.1, 0.5, 0.9), overwrite_input=True))
     if se is not None and df is not None:
         half = t975(df) * se
         lo, hi = mean - half, mean + half
