@@ -199,7 +199,11 @@ def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
     tp = np.concatenate([as_array(r.throughput) for r in used])
     conc = np.concatenate([np.frombuffer(r.concurrency, dtype=np.uint32) for r in used])
     out = {}
-    for c in np.unique(conc).tolist():
+    # The levels present: counted (one pass) where they are small, as concurrency is; np.unique
+    # sorts the whole column (9 ms for 1.2M samples).
+    levels = (np.flatnonzero(np.bincount(conc)) if len(conc) and int(conc.max()) < 1 << 16
+              else np.unique(conc))
+    for c in levels.tolist():
         s = summarize(tp[conc == c])
         if s is not None:
             out[int(c)] = s

@@ -179,3 +179,33 @@ def test_summary_quantiles_are_numpy_s_of_the_samples_and_leave_them_as_they_wer
     assert [s.p10, s.median, s.p90] == expected
     assert s.mean == float(x.mean()) and s.sd == (float(x.std(ddof=1)) if len(x) > 1 else 0.0)
     assert np.array_equal(np.array(given_values, dtype=np.float64), before)  # the caller's order kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 7, 255, 65535, 65536, 4_000_000_000]),
+                          st.floats(1.0, 500.0, width=32)), min_size=1, max_size=300),
+       st.integers(1, 3))
+def test_the_concurrency_breakdown_has_each_level_present_with_its_own_samples(samples: list[tuple[int, float]],
+                                                                               runs: int) -> None:
+    """Levels found by counting (small ones) or by numpy's unique (large ones): the same levels,
+    each summarised over exactly its samples, across runs."""
+    from array import array
+
+    import numpy as np
+
+    from specmon.model.analysis import _concurrency_breakdown
+    from specmon.model.session import Run
+
+    rs = []
+    for k in range(runs):
+        part = samples[k::runs]
+        r = Run(id=k + 1, source="x", first_line=1)
+        r.throughput.extend(array("f", [t for _, t in part]))
+        r.concurrency.extend(array("I", [c for c, _ in part]))
+        rs.append(r)
+    got = _concurrency_breakdown(rs)
+    conc = np.concatenate([np.frombuffer(r.concurrency, dtype=np.uint32) for r in rs if len(r.throughput)])
+    tp = np.concatenate([np.frombuffer(r.throughput, dtype=np.float32) for r in rs if len(r.throughput)])
+    assert sorted(got) == sorted(int(c) for c in set(conc.tolist()))
+    for c, summary in got.items():
+        assert summary == summarize(tp[conc == c])
