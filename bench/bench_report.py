@@ -9,8 +9,12 @@ RECORDING --format json``, each in its own process, with that process's peak RSS
 (``wait4``). It also checks that both give the same table. Targets (issue 10):
 report RSS ≤ 150 MB, report time ≤ 2× summarize.
 
-Usage: python bench/bench_report.py [--lines N] [--repeat N] [--src DIR] [--keep DIR]
-``--src`` runs another checkout's code (e.g. the commit before a change) on the same files.
+Usage: python bench/bench_report.py [--lines N] [--repeat N] [--src DIR | --python PY] [--keep DIR]
+``--src`` runs another checkout's code (e.g. the commit before a change) on the same files;
+where this Python has specmon installed in editable mode, its import hook finds its own
+checkout before ``PYTHONPATH``: give ``--python`` the interpreter of the other checkout's
+environment instead. Each command runs once untimed first, with the bytecode cache allowed
+(``PYTHONDONTWRITEBYTECODE=1`` made every run compile every module again).
 """
 
 from __future__ import annotations
@@ -86,7 +90,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--src", type=Path, help="run the specmon package found in this directory")
     ap.add_argument("--keep", type=Path, help="write (or reuse) bench.log and bench.jsonl here")
+    ap.add_argument("--python", help="the Python whose specmon runs (default: this one)")
+    ap.add_argument("--write", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write:
+        write_log(args.write / "bench.log", args.lines)
+        (args.write / "bench.jsonl").unlink(missing_ok=True)
+        record_log(args.write / "bench.log", args.write / "bench.jsonl")
+        return 0
     env = dict(os.environ)
     if args.src:
         env["PYTHONPATH"] = str(args.src.resolve())
@@ -95,14 +106,16 @@ def main() -> int:
         where.mkdir(parents=True, exist_ok=True)
         log, recording = where / "bench.log", where / "bench.jsonl"
         if not (log.exists() and recording.exists()):
+            # In a child process: a child's peak RSS (wait4) starts from its parent's, and writing
+            # the log here made every timed command's "peak" that of this process (160 MB).
             t = time.perf_counter()
-            write_log(log, args.lines)
-            recording.unlink(missing_ok=True)
-            record_log(log, recording)
+            subprocess.run([sys.executable, __file__, "--write", str(where), "--lines", str(args.lines)], check=True)
             print(f"wrote {args.lines:,} lines and their recording in {time.perf_counter() - t:.1f} s")
         print(f"log {log.stat().st_size / 1e6:.0f} MB, recording {recording.stat().st_size / 1e6:.0f} MB")
         subprocess.run(["cat", str(log), str(recording)], stdout=subprocess.DEVNULL, check=True)  # warm cache
-        py = [sys.executable, "-m", "specmon"]
+        py = [args.python or sys.executable, "-m", "specmon"]
+        cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        run_measured([*py, "summarize", str(log), "--format", "json"], cached)  # (untimed: the bytecode cache)
         s_time, s_rss, s_out = best([*py, "summarize", str(log), "--format", "json"], env, args.repeat)
         r_time, r_rss, r_out = best([*py, "report", str(recording), "--format", "json"], env, args.repeat)
         same = table_of(json.loads(s_out)) == table_of(json.loads(r_out))
