@@ -112,13 +112,19 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
         [(r.accepted, r.drafted, list(r.per_position_sum)) for r in lists.runs]
 
 
+def _the_block(lines: list[str]) -> bulk.Block:
+    """The one decode block a fresh learner makes of these SGLang lines."""
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
+    (block,) = [b for b in piece.items if isinstance(b, bulk.Block)]
+    return block
+
+
 def test_the_bulk_path_hands_decode_columns_as_arrays(tmp_path: Path) -> None:
     lines = [f"[2026-08-23 09:00:{i % 60:02d}] Decode batch, #running-req: {1 + i % 3}, #token: 900, "
              f"token usage: 0.02, accept len: 2.{i % 10}0, accept rate: 0.5{i % 10}, cuda graph: True, "
              f"gen throughput (token/s): {60 + i % 40}.25, #queue-req: 0" for i in range(400)]
-    bulk._LEARNER.__init__()  # type: ignore[misc]
-    piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
-    (block,) = [b for b in piece.items if isinstance(b, bulk.Block)]
+    block = _the_block(lines)
     for col in (block.ts, block.tput, block.acc_len, block.acc_rate):
         assert isinstance(col, array) and col.typecode == "d"
     assert isinstance(block.running, array) and block.running.typecode == "I"
@@ -133,9 +139,7 @@ def test_the_bulk_path_hands_each_rank_as_one_object() -> None:
     lines = [f"[2026-08-23 09:00:{i % 60:02d} DP{i % 4} TP{i % 4} EP{i % 4}] Decode batch. #running-req: 1, "
              f"#token: 900, token usage: 0.02, cuda graph: True, gen throughput (token/s): {60 + i % 40}.25, "
              f"#queue-req: 0, " for i in range(400)]
-    bulk._LEARNER.__init__()  # type: ignore[misc]
-    piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
-    (block,) = [b for b in piece.items if isinstance(b, bulk.Block)]
+    block = _the_block(lines)
     assert block.ranks[:5] == ["DP0 TP0 EP0", "DP1 TP1 EP1", "DP2 TP2 EP2", "DP3 TP3 EP3", "DP0 TP0 EP0"]
     assert len({id(r) for r in block.ranks}) == 4
     assert pickle.dumps(block.ranks).count(b"DP1 TP1 EP1") == 1

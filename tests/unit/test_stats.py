@@ -209,3 +209,41 @@ def test_the_concurrency_breakdown_has_each_level_present_with_its_own_samples(s
     assert sorted(got) == sorted(int(c) for c in set(conc.tolist()))
     for c, summary in got.items():
         assert summary == summarize(tp[conc == c])
+
+
+def test_the_kept_t975_values_are_scipys() -> None:
+    """Every value of specmon/model/t975.f64 is what scipy's stdtrit gives here (to 4e-16: the
+    file is made by the scipy of its day, and a later one may differ in the last bit)."""
+    from specmon.model import t975_table
+
+    kept, now = t975_table.values(), t975_table.computed()
+    assert len(kept) == t975_table.LARGEST
+    assert all(math.isclose(k, c, rel_tol=4e-16) for k, c in zip(kept, now, strict=True))
+
+
+@pytest.mark.parametrize("df", [1.0, 2.0, 24.0, 446.0, 1095.0, 20_000.0])
+def test_whole_df_at_0975_come_from_the_file_and_the_rest_from_scipy(df: float) -> None:
+    from scipy.special import stdtrit
+
+    from specmon.model import t975_table
+
+    assert t_quantile(0.975, df) == t975_table.values()[int(df) - 1] == t975(df)
+    assert math.isclose(t_quantile(0.975, df), float(stdtrit(df, 0.975)), rel_tol=4e-16)
+    for p, d in ((0.975, df + 0.5), (0.975, 20_001.0), (0.9975, df), (0.025, df)):
+        assert t_quantile(p, d) == float(stdtrit(d, p))
+
+
+def test_a_summary_of_one_configuration_does_not_import_scipy() -> None:
+    """In a fresh process (this one has scipy): the intervals of a single configuration's summary."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[2] / "sample_logs" / "sim_eagle3_2step.log"
+    code = ("import io, sys, contextlib\n"
+            "from specmon.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['summarize', {str(log)!r}, '--format', 'json'])\n"
+            "print(rc, 'ci95_low' in out.getvalue(), 'scipy.special' in sys.modules)\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert got.stdout.split() == ["0", "True", "False"]
