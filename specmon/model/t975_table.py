@@ -15,6 +15,7 @@ import sys
 from array import array
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 #: The largest whole df in the file: a run of n samples has about sqrt(n) batches, so this covers
 #: runs of up to 4e8 samples.
@@ -42,13 +43,12 @@ def computed() -> array[float]:
 
 
 def main() -> int:
-    """Write the file beside this module."""
+    """Write the file beside this module (in a checkout: it ships with the package)."""
     data = computed()
     if sys.byteorder != "little":
         data.byteswap()
-    target = resources.files("specmon.model").joinpath(FILE)
-    with resources.as_file(target) as path:
-        path.write_bytes(data.tobytes())
+    target = Path(__file__).with_name(FILE)
+    target.write_bytes(data.tobytes())
     print(f"wrote {LARGEST} values to {target}")
     return 0
 
