@@ -4,6 +4,10 @@ Without gc.freeze() each worker's collections walked every object the parent had
 imported, piece after piece (a 4 MB SGLang piece: 20 ms in a worker instead of 15).
 Tested on real worker processes: each sees the inherited objects frozen, and the
 parent is left unfrozen (its own garbage still collected), with the file read whole.
+
+Neither the workers nor the feeding process collect while the file is read (their
+collections freed nothing and walked all they kept: vLLM 2M lines 1.27 -> 1.17 s); the
+parent's collector is as it was afterwards, enabled or not.
 """
 
 from __future__ import annotations
@@ -24,27 +28,40 @@ def _seen(task, *args):  # type: ignore[no-untyped-def]
     """parse_piece, noting how many objects the worker's collector has frozen."""
     piece = _ORIGINAL(task, *args)
     piece.counted["frozen objects"] = gc.get_freeze_count()
+    piece.counted["collecting"] = int(gc.isenabled())
     return piece
 
 
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="forks only")
-def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("enabled", [True, False])
+def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: Path, monkeypatch,
+                                                                      enabled: bool) -> None:
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 3)
     monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(bulk, "PIECE", 64 << 10)
     frozen: list[int] = []
+    collecting: list[int] = []
     monkeypatch.setattr(bulk, "parse_piece", _seen)
     original_feed = bulk.feed_piece
 
     def feed(session, piece, *args, **kw):  # type: ignore[no-untyped-def]
         frozen.append(piece.counted.pop("frozen objects", -1))
+        collecting.append(piece.counted.pop("collecting", -1))
+        collecting.append(int(gc.isenabled()))  # the feeding process's
         return original_feed(session, piece, *args, **kw)
 
     monkeypatch.setattr(bulk, "feed_piece", feed)
     before = gc.get_freeze_count()
-    session = Session()
-    bulk.ingest_file_fast(session, str(log), jobs=2)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        session = Session()
+        bulk.ingest_file_fast(session, str(log), jobs=2)
+        assert gc.isenabled() is enabled  # the parent's collector: as it was
+    finally:
+        (gc.enable if was else gc.disable)()
     assert len(frozen) > 2 and min(frozen) > 1000  # every worker: the parent's objects frozen
+    assert collecting == [0] * len(collecting)  # no worker, nor the feeding, collected
     assert gc.get_freeze_count() == before  # the parent: as it was
     assert session.lines == len(log.read_text().splitlines())
