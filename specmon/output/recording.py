@@ -496,7 +496,10 @@ def _decode_lines(p: Path, lines: list[bytes], stats: ReadStats) -> list[dict[st
     entry; else one at a time, skipping and counting what cannot be read."""
     if lines and lines[-1].endswith(b"\n"):
         items = _decode_chunk(b"[" + b",".join(lines) + b"]")
-        if items is not None and _all_entries(items):
+        # One entry per line, or the lines one at a time: a blank line alone made "[\n]" (no
+        # entry, not counted as the bad line it is), and a line holding two entries joined by a
+        # comma made two.
+        if items is not None and len(items) == len(lines) and _all_entries(items):
             stats.entries += len(items)
             return cast(list[dict[str, Any]], items)
     return list(_read_lines(p, lines, stats, False))

@@ -17,6 +17,7 @@ from specmon import paths
 from specmon.ingest.files import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
+from specmon.output import recording
 from specmon.output.recording import (
     ReadStats,
     RecordedIngest,
@@ -133,6 +134,21 @@ def test_damaged_middle_line_is_counted_not_fatal(tmp_path: Path) -> None:
     stats = ReadStats()
     list(read_recording(path, stats))
     assert stats.bad_lines == 1 and not stats.truncated_tail
+
+
+@pytest.mark.parametrize("damage", [b"\n", b'{"type":"line","n":1},{"type":"line","n":2}\n'])
+@pytest.mark.parametrize("chunk", [1, 40, 1 << 21])
+def test_a_blank_line_or_two_entries_on_one_line_is_one_bad_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   damage: bytes, chunk: int) -> None:
+    # Alone in a chunk or among good lines: the same count, as the line-by-line reading gives.
+    monkeypatch.setattr(recording, "_CHUNK_BYTES", chunk)
+    path = tmp_path / "rec.jsonl"
+    good = b'{"type":"line","src":"a.log","n":0,"text":"","t":null}\n'
+    path.write_bytes(json.dumps({"type": "meta", "event": "start", "format": recording.FORMAT,
+                                 "version": recording.VERSION}).encode() + b"\n" + good * 3 + damage + good)
+    stats = ReadStats()
+    assert len(list(read_recording(path, stats))) == 5
+    assert (stats.entries, stats.bad_lines) == (5, 1)
 
 
 @pytest.mark.parametrize("content, message", [
