@@ -493,7 +493,9 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 enum { AS_BYTES = 0, AS_FLOAT = 1, AS_INT = 2, AS_STR = 3, AS_HMS = 4, AS_DAY = 5, AS_FRAC = 6,
        AS_FLOATS_CS = 7, AS_FLOATS_C = 8 };
 /* A flag on a number's code: its column comes back as an array ('d', or 'I' for AS_INT) when
- * every line gives a value that fits, written as it is read with no Python object per value. */
+ * every line gives a value that fits, written as it is read with no Python object per value.
+ * On a list of floats (AS_FLOATS_CS, AS_FLOATS_C): (width, array('d')) when every line gives
+ * that many, row after row (the feeding process sums them a position at a time). */
 #define PACKED 0x80
 
 static int digits_at(const unsigned char *s, Py_ssize_t n, long *out) {
@@ -528,13 +530,15 @@ static long days_from_civil(long y, long m) {
  *   AS_FLOATS_CS, AS_FLOATS_C: a tuple of such floats (grammar.items_converter(float, sep)). */
 static PyObject *fast_value(const unsigned char *s, Py_ssize_t n, int kind);
 
-/* A tuple of floats separated by ", " (AS_FLOATS_CS) or "," with spaces about the items, which
- * float() strips (AS_FLOATS_C): each item in AS_FLOAT's fast form, else NULL, no error. */
-static PyObject *fast_floats(const unsigned char *s, Py_ssize_t n, int comma_space) {
+/* The floats of a list separated by ", " (AS_FLOATS_CS) or "," with spaces about the items, which
+ * float() strips (AS_FLOATS_C), into out[0:max]: how many, or 0 when an item is not in AS_FLOAT's
+ * fast form or there are more than max (the converter reads the text then). */
+static int fast_number(const unsigned char *s, Py_ssize_t n, int kind, double *d, unsigned long long *u);
+
+static Py_ssize_t floats_into(const unsigned char *s, Py_ssize_t n, int comma_space, double *out, Py_ssize_t max) {
     Py_ssize_t items = 1;
     for (Py_ssize_t i = 0; i < n; i++) items += s[i] == ',';
-    PyObject *out = PyTuple_New(items);
-    if (out == NULL) return NULL;
+    if (items > max) return 0;
     Py_ssize_t a = 0;
     for (Py_ssize_t k = 0; k < items; k++) {
         Py_ssize_t b = a;
@@ -542,22 +546,39 @@ static PyObject *fast_floats(const unsigned char *s, Py_ssize_t n, int comma_spa
         Py_ssize_t x = a, y = b;
         if (comma_space) {
             if (k > 0) {
-                if (x >= y || s[x] != ' ') goto slow; /* "a,b": split(b", ") keeps one item */
+                if (x >= y || s[x] != ' ') return 0; /* "a,b": split(b", ") keeps one item */
                 x++;
             }
         } else {
             while (x < y && s[x] == ' ') x++;
             while (y > x && s[y - 1] == ' ') y--;
         }
-        PyObject *v = fast_value(s + x, y - x, AS_FLOAT);
-        if (v == NULL) goto slow;
-        PyTuple_SET_ITEM(out, k, v);
+        unsigned long long u;
+        if (fast_number(s + x, y - x, AS_FLOAT, &out[k], &u) != 1) return 0;
         a = b + 1;
     }
+    return items;
+}
+
+/* Items a list of floats may have to be read here (per-position rates: one per draft step). */
+#define MAX_ITEMS 256
+
+/* That list as a tuple of floats, else NULL with no error set. */
+static PyObject *fast_floats(const unsigned char *s, Py_ssize_t n, int comma_space) {
+    double v[MAX_ITEMS];
+    Py_ssize_t items = floats_into(s, n, comma_space, v, MAX_ITEMS);
+    if (items == 0) return NULL;
+    PyObject *out = PyTuple_New(items);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < items; k++) {
+        PyObject *f = PyFloat_FromDouble(v[k]);
+        if (f == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, k, f);
+    }
     return out;
-slow:
-    Py_DECREF(out);
-    return NULL;
 }
 
 /* The fast form of a number (AS_FLOAT, AS_INT, AS_HMS, AS_DAY, AS_FRAC, as fast_value says):
@@ -671,6 +692,8 @@ static PyObject *array_type;
 typedef struct {
     int on;       /* still packed */
     int ints;     /* unsigned int, not double */
+    int rows;     /* lists of floats: width doubles per line */
+    Py_ssize_t width; /* rows: the first line's count (0 before it) */
     char *buf;
     Py_ssize_t n, cap;
 } Packed;
@@ -695,7 +718,21 @@ static int pack_one(Packed *pk, double d, unsigned long long u) {
 
 /* The packed values so far into the (empty) list col, as objects; the column is a list from here. */
 static int unpack(Packed *pk, PyObject *col) {
-    for (Py_ssize_t i = 0; i < pk->n; i++) {
+    const double *d = (const double *)pk->buf;
+    for (Py_ssize_t i = 0; pk->rows && i < pk->n; i += pk->width) {
+        PyObject *row = PyTuple_New(pk->width);
+        if (row == NULL) return -1;
+        for (Py_ssize_t k = 0; k < pk->width; k++) {
+            PyObject *f = PyFloat_FromDouble(d[i + k]);
+            if (f == NULL) {
+                Py_DECREF(row);
+                return -1;
+            }
+            PyTuple_SET_ITEM(row, k, f);
+        }
+        if (append_new(col, row) < 0) return -1;
+    }
+    for (Py_ssize_t i = 0; !pk->rows && i < pk->n; i++) {
         PyObject *v = pk->ints ? PyLong_FromUnsignedLong(((unsigned int *)pk->buf)[i])
                                : PyFloat_FromDouble(((double *)pk->buf)[i]);
         if (append_new(col, v) < 0) return -1;
@@ -720,14 +757,42 @@ static int pack_object(Packed *pk, PyObject *v) {
     return pack_one(pk, PyFloat_AS_DOUBLE(v), 0) < 0 ? -1 : 1;
 }
 
-/* A packed column's values as array(typecode, bytes). */
+/* A packed column's values as array(typecode, bytes); rows as (width, array('d')), none as []. */
 static PyObject *packed_array(const Packed *pk) {
+    if (pk->rows && pk->n == 0) return PyList_New(0);
     Py_ssize_t size = pk->ints ? (Py_ssize_t)sizeof(unsigned int) : (Py_ssize_t)sizeof(double);
     PyObject *raw = PyBytes_FromStringAndSize(pk->buf, pk->n * size);
     if (raw == NULL) return NULL;
     PyObject *arr = PyObject_CallFunction(array_type, "sO", pk->ints ? "I" : "d", raw);
     Py_DECREF(raw);
-    return arr;
+    if (arr == NULL || !pk->rows) return arr;
+    return Py_BuildValue("(nN)", pk->width, arr);
+}
+
+/* A line's list of floats onto a packed rows column: 1 done, 0 not a row of its width (the
+ * caller unpacks), -1 error. */
+static int pack_row(Packed *pk, const unsigned char *s, Py_ssize_t n, int comma_space) {
+    double v[MAX_ITEMS];
+    Py_ssize_t items = floats_into(s, n, comma_space, v, MAX_ITEMS);
+    if (items == 0 || (pk->width && items != pk->width)) return 0;
+    pk->width = items;
+    for (Py_ssize_t k = 0; k < items; k++)
+        if (pack_one(pk, v[k], 0) < 0) return -1;
+    return 1;
+}
+
+/* A converter's value onto a packed rows column when it is a row: a non-empty tuple of floats
+ * of the column's width; 1 done, 0 not one (the caller unpacks), -1 error. */
+static int pack_tuple(Packed *pk, PyObject *v) {
+    if (!PyTuple_CheckExact(v)) return 0;
+    Py_ssize_t items = PyTuple_GET_SIZE(v);
+    if (items == 0 || (pk->width && items != pk->width)) return 0;
+    for (Py_ssize_t k = 0; k < items; k++)
+        if (!PyFloat_CheckExact(PyTuple_GET_ITEM(v, k))) return 0;
+    pk->width = items;
+    for (Py_ssize_t k = 0; k < items; k++)
+        if (pack_one(pk, PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(v, k)), 0) < 0) return -1;
+    return 1;
 }
 
 /* The pass as bulk.py uses it: the text with every line read replaced by "\n" + token
@@ -773,12 +838,14 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     for (int g = 0; g < self->groups; g++) {
         int base = kind[g] & ~PACKED;
         if (!(kind[g] & PACKED)) continue;
-        if (base != AS_FLOAT && base != AS_INT && base != AS_HMS && base != AS_DAY && base != AS_FRAC) {
-            PyErr_SetString(PyExc_ValueError, "only numbers are packed");
+        if (base != AS_FLOAT && base != AS_INT && base != AS_HMS && base != AS_DAY && base != AS_FRAC &&
+            base != AS_FLOATS_CS && base != AS_FLOATS_C) {
+            PyErr_SetString(PyExc_ValueError, "only numbers and lists of floats are packed");
             goto done;
         }
         pk[g].on = 1;
         pk[g].ints = base == AS_INT;
+        pk[g].rows = base == AS_FLOATS_CS || base == AS_FLOATS_C;
     }
     for (int g = 0; g < self->groups; g++) {
         PyObject *col = PyList_New(0);
@@ -834,6 +901,25 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
                     Py_ssize_t len = caps[2 * g + 1] - caps[2 * g];
                     int as = kind[j] & ~PACKED;
                     PyObject *v;
+                    if (pk[j].on && pk[j].rows) {
+                        int packed = pack_row(&pk[j], text, len, as == AS_FLOATS_CS);
+                        if (packed < 0) goto done;
+                        if (packed) continue;
+                        v = value(s, caps[2 * g], caps[2 * g + 1], as, PyTuple_GET_ITEM(convs, j));
+                        if (v == NULL) goto done;
+                        packed = pack_tuple(&pk[j], v); /* the converter's floats, of the width */
+                        if (packed != 0) {
+                            Py_DECREF(v);
+                            if (packed < 0) goto done;
+                            continue;
+                        }
+                        if (unpack(&pk[j], col) < 0) {
+                            Py_DECREF(v);
+                            goto done;
+                        }
+                        if (append_new(col, v) < 0) goto done;
+                        continue;
+                    }
                     if (pk[j].on) {
                         double d = 0.0;
                         unsigned long long u = 0;

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice, repeat
 from operator import add
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from specmon.ingest.scan import (
     Unsupported,
     compile_pass,
 )
+from specmon.model.rows import Rows
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
 from specmon.parsing.common import _day_start
@@ -338,6 +339,8 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
     """
     layout = _LEARNER.layouts[f"{kind.name}/columns"]
     names = ("rank", "ts", *(kind.columns or ()))
+    # Lists of floats the pass packed as rows of one width (scan.PACKED): read as the list.
+    gcols = cast("list[list[Any]]", [Rows(*c) if isinstance(c, tuple) else c for c in cast("list[Any]", gcols)])
     # Usually one shape fills the piece (the pass counts each template's lines).
     single = next((w for w, h in enumerate(hits) if h == n), None)
     if single is None:
@@ -405,7 +408,7 @@ def _columns(kind: LineKind, n: int, gcols: list[list[Any]], hits: list[int], ye
             column = getattr(conv, "column", None)  # a converter that does a whole column in C
             made = _as(t, attr)
             if made != AS_BYTES:
-                out[attr] = _as_array(gcols[i], _ARRAY_TYPES.get(made))  # made by the pass
+                out[attr] = _as_array(gcols[i], _ARRAY_TYPES.get(made))  # made by the pass (Rows: as it is)
             else:
                 out[attr] = column(gcols[i]) if column is not None else list(map(conv, gcols[i]))
     return out

@@ -80,9 +80,11 @@ CONVERTERS: dict[int, Callable[[bytes], Any]] = {
 }
 #: A flag on a number's code (``kinds[j] | PACKED``): the C pass gives that column as an
 #: ``array('d')`` (``array('I')`` for AS_INT) when every line has a value that fits, written as
-#: it reads them with no object per value; else a list, as without it. RePass gives lists.
+#: it reads them with no object per value; else a list, as without it. On a list of floats, it
+#: gives ``(width, array('d'))`` when every line has that many in the fast form, row after row
+#: (bulk makes it a model.rows.Rows). RePass gives lists.
 PACKED = 0x80
-PACKABLE = frozenset((AS_FLOAT, AS_INT, AS_HMS, AS_DAY, AS_FRAC))
+PACKABLE = frozenset((AS_FLOAT, AS_INT, AS_HMS, AS_DAY, AS_FRAC, AS_FLOATS_CS, AS_FLOATS_C))
 
 
 class RePass:

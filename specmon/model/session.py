@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from specmon.model.rows import Rows
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
     Config,
@@ -301,7 +302,7 @@ class SpecColumns:
     rate: list[float | None]
     accepted: list[int | None]
     drafted: list[int | None]
-    per_position: list[tuple[float, ...] | None]
+    per_position: list[tuple[float, ...] | None] | Rows  # (Rows: packed by the bulk pass)
 
     def record(self, i: int, line: int) -> Spec:
         """Line ``i`` as a record with what the session reads of it."""
@@ -645,7 +646,13 @@ class Session:
             _extend(run.accept_rate, rate)
             run.accepted += sum(acc)  # type: ignore[arg-type]
             run.drafted += sum(dra)  # type: ignore[arg-type]
-            if None not in pps and pps:
+            if isinstance(pps, Rows) and pps.width >= len(pp):
+                # Packed by the bulk pass (rows of one width, no None): a position at a time.
+                pp.extend([0.0] * (pps.width - len(pp)))
+                pps.add_to(pp)
+                run.per_position_n += len(pps)
+                return
+            if not isinstance(pps, Rows) and None not in pps and pps:
                 whole = cast("list[tuple[float, ...]]", pps)
                 width = len(whole[0])
                 # (the widths as a set, in C: a generator over the rows took 50 ms of a 2M-line log)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.ingest import bulk
+from specmon.model.rows import Rows
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.records import Engine
 from tests.unit.test_fastscan import _state
@@ -96,20 +98,29 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
     rate = data.draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n))
     drafted = data.draw(st.lists(st.integers(0, 2000), min_size=n, max_size=n))
     accepted = [d // 2 for d in drafted]
-    pps = [(0.5, 0.25)] * n
+    width = data.draw(st.integers(1, 5))
+    pps = data.draw(st.lists(st.tuples(*[st.floats(0.0, 1.0)] * width), min_size=n, max_size=n))
+    # A run already summing more positions than these lines have (a shorter draft setting):
+    # the line path adds none of them, and neither may the rows.
+    before = data.draw(st.lists(st.integers(1, 7), max_size=2))
     sessions = []
     for pack in (False, True):
         p = (lambda c, code: bulk._as_array(c, code)) if pack else (lambda c, code: c)
-        stats = StatsColumns(engine, [None] * n, p(ts, "d"), p(running, "I"), p(tput, "d"))
-        spec = SpecColumns(engine, [None] * n, p(ts, "d"), p(mal, "d"), p(rate, "d"), p(accepted, "I"),
-                           p(drafted, "I"), pps)
         s = Session(warmup=warmup)
-        assert s.ingest_stats_columns(1, 2 * n, ts[-1], False, stats, spec)
+        for k, w in enumerate(before):
+            early = SpecColumns(engine, [None], [ts[0]], [2.0], [0.5], [1], [2], [(0.5,) * w])
+            assert s.ingest_stats_columns(k + 1, k + 1, ts[0], True, None, early)
+        stats = StatsColumns(engine, [None] * n, p(ts, "d"), p(running, "I"), p(tput, "d"))
+        # Packed: rows of one buffer, as the C pass hands them (scan.PACKED on a list of floats).
+        rows = Rows(width, array("d", chain.from_iterable(pps))) if pack else pps
+        spec = SpecColumns(engine, [None] * n, p(ts, "d"), p(mal, "d"), p(rate, "d"), p(accepted, "I"),
+                           p(drafted, "I"), rows)
+        assert s.ingest_stats_columns(10, 2 * n + 10, ts[-1], False, stats, spec)
         sessions.append(s)
     lists, arrays = sessions
     assert _state(arrays) == _state(lists)
-    assert [(r.accepted, r.drafted, list(r.per_position_sum)) for r in arrays.runs] == \
-        [(r.accepted, r.drafted, list(r.per_position_sum)) for r in lists.runs]
+    assert [(r.accepted, r.drafted, r.per_position_n, [_bits(v) for v in r.per_position_sum]) for r in arrays.runs] \
+        == [(r.accepted, r.drafted, r.per_position_n, [_bits(v) for v in r.per_position_sum]) for r in lists.runs]
 
 
 def _the_block(lines: list[str]) -> bulk.Block:
@@ -261,3 +272,26 @@ def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | Non
     assert {r: list(t) for r, t in got.items()} == expected
     if python_loop:
         assert all(type(v) is float for t in got.values() for v in t)
+
+
+def test_the_bulk_path_hands_per_position_rates_as_rows() -> None:
+    """llama.cpp's per-position rates cross as rows of one buffer (a float object per value and
+    the feeding process's transposition were its largest cost per piece), read as the tuples."""
+    import pickle
+
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    lines = []
+    for i in range(300):
+        lines.append(f"prompt eval time =     648.99 ms /   133 tokens (    4.88 ms per token,   204.94 tokens "
+                     f"per second)\n       eval time =   25040.27 ms /  2048 tokens (   12.23 ms per token,    "
+                     f"{80 + i % 9}.79 tokens per second)")
+        lines.append(f"slot print_timing: id  0 | task {i} | draft acceptance = 0.81081 (  210 accepted /   259 "
+                     f"generated), mean acceptance length =  3.44, acceptance rate per position = "
+                     f"(0.{i % 9}21, 0.653, 0.439)")
+    piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.LLAMACPP, 2026)
+    (block,) = [b for b in piece.items if isinstance(b, bulk.StatsBlock)]
+    assert block.spec is not None
+    rows = block.spec.per_position
+    assert isinstance(rows, Rows) and rows.width == 3 and len(rows) == 300
+    assert rows[0] == (0.021, 0.653, 0.439) and rows[10] == (0.121, 0.653, 0.439)
+    assert pickle.loads(pickle.dumps(block, -1)).spec.per_position == rows

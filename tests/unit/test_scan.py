@@ -241,13 +241,21 @@ def test_values_are_what_the_python_converters_give(kind: int, data: st.DataObje
 
 #: Texts at a packed column's edges: the last count of 32 bits and the first past it, None.
 _EDGES = {AS_INT: ["4294967295", "4294967296", "18446744073709551615", "0"], AS_FLOAT: ["0", "1e400"],
-          AS_HMS: ["23:59:60", "24:00:00"], AS_DAY: ["1970-01-01", "2026-13-01"], AS_FRAC: ["", ",999999999"]}
+          AS_HMS: ["23:59:60", "24:00:00"], AS_DAY: ["1970-01-01", "2026-13-01"], AS_FRAC: ["", ",999999999"],
+          # Lists of floats: rows of one width (the fast form, or the converter's: 1e5, 16 digits),
+          # another width, and more items than the pass reads itself.
+          AS_FLOATS_CS: ["0.5, 0.25", "1e5, 0.5", "1234567890123456, 0.5", "0.5", ", ".join(["0.5"] * 300)],
+          AS_FLOATS_C: ["0.5,0.25", "1e5 , 0.5", "0.5,1234567890123456", "0.5", ",".join(["0.5"] * 300)]}
+_ROWS = (AS_FLOATS_CS, AS_FLOATS_C)
 
 
 def _fits(kind: int, value: object) -> bool:
-    """Whether a packed column holds this value: a float, or for AS_INT a count of 32 bits."""
+    """Whether a packed column holds this value: a float, for AS_INT a count of 32 bits, for a list
+    of floats a non-empty tuple of floats (of one width: see the test)."""
     if kind == AS_INT:
         return type(value) is int and 0 <= value < 1 << 32
+    if kind in _ROWS:
+        return type(value) is tuple and len(value) > 0 and all(type(v) is float for v in value)
     return type(value) is float
 
 
@@ -269,7 +277,15 @@ def test_a_packed_column_holds_the_same_values_as_the_list(kind: int, data: st.D
     got = fast.scan(lines, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))
     assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
     (column,), (values,) = got[2], want[2]
-    if all(_fits(kind, v) for v in values):
+    if kind in _ROWS and values and all(_fits(kind, v) for v in values) and len(set(map(len, values))) == 1:
+        # Rows of one width: (width, the values row after row), bit for bit.
+        width, flat = column
+        assert width == len(values[0]) and isinstance(flat, array) and flat.typecode == "d"
+        assert _same(tuple(flat), tuple(v for row in values for v in row))
+    elif kind in _ROWS:
+        assert type(column) is list and len(column) == len(values)
+        assert all(_same(g, w) for g, w in zip(column, values, strict=True)), (texts, column, values)
+    elif all(_fits(kind, v) for v in values):
         assert isinstance(column, array) and column.typecode == ("I" if kind == AS_INT else "d")
         assert all(_same(g, w) for g, w in zip(column, values, strict=True))
         assert len(column) == len(values)
@@ -291,7 +307,7 @@ def test_a_packed_column_where_another_template_read_a_line_is_the_list() -> Non
     assert cols == [array("I", [1, 2]), array("d", [0.5, 1.5]), [None, None]]
 
 
-@pytest.mark.parametrize("kind", [AS_STR, AS_FLOATS_CS, AS_FLOATS_C, 0])
+@pytest.mark.parametrize("kind", [AS_STR, 0])
 def test_only_numbers_are_packed(kind: int) -> None:
     with pytest.raises(ValueError, match="only numbers"):
         compile_pass([_VALUE]).scan(b"\nv=1;\n", b"T", bytes([kind | PACKED]), (CONVERTERS.get(kind),))
@@ -462,3 +478,18 @@ def test_a_count_gives_back_only_where_what_follows_may_need_it() -> None:
     assert backs(rb" +(?:a| )") == [True]
     assert backs(rb"\d+(?:x)?\d") == [True]  # the optional part may be empty: the digit follows
     assert backs(rb"a+") == [False]  # the line ends after it
+
+
+@pytest.mark.parametrize(("kind", "sep"), [(AS_FLOATS_CS, ", "), (AS_FLOATS_C, ",")])
+def test_lists_of_floats_of_one_width_come_back_as_rows(kind: int, sep: str) -> None:
+    rows = [("0.5", "0.25", "0.125"), ("1e-1", "2", "3.5"), ("1234567890123456", "0", "1.0")]
+    text = ("\n" + "\n".join("v=" + sep.join(r) + ";" for r in rows) + "\n").encode()
+    fast = compile_pass([_VALUE])
+    (column,) = fast.scan(text, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))[2]
+    assert column == (3, array("d", [float(v) for r in rows for v in r]))
+    # A line of another width anywhere: the list of tuples, as without the flag.
+    for at in range(len(rows) + 1):
+        mixed = [*rows[:at], ("0.5", "0.5"), *rows[at:]]
+        text = ("\n" + "\n".join("v=" + sep.join(r) + ";" for r in mixed) + "\n").encode()
+        (column,) = fast.scan(text, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))[2]
+        assert column == [tuple(float(v) for v in r) for r in mixed]
