@@ -1584,9 +1584,148 @@ done:
     return result;
 }
 
+/* --------------------------------------------------------------------------------------------
+ * quiet_lines(text, shapes, token) -> (rest, count): the quiet pass (bulk.py) by shape, not by regex.
+ *
+ * A quiet shape is a line with every run of ASCII digits free (\d+) and every run of spaces
+ * free ( +): a line has that shape when its skeleton, each digit run written "\0d", each space
+ * run "\0s" and a NUL byte "\0\0", is the shape's (bulk.py writes the shapes' skeletons the
+ * same way). That is the regex's language: the texts between the runs hold no digit and no
+ * space, so each \d+ and " +" takes a whole run. The regex pass tried each line through the
+ * shapes' trie by backtracking (180 ns a llama.cpp line); this reads it once and looks it up.
+ * Every line of text (lines between newlines; text starts with one) whose skeleton is a
+ * shape becomes "\n" + token in rest, as Scanner.scan writes a line it reads.
+ */
+#define SKEL_SLOTS 256 /* open addressing, a power of two above twice the shapes kept */
+
+/* A skeleton's slot: its length and a few of its bytes, not a hash of every byte (a multiply per
+ * byte was the loop's cost); equal keys are told apart by memcmp. */
+static uint64_t skel_hash(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL;
+    if (n > 0) h ^= ((uint64_t)s[n - 1] << 8 | s[n / 2] << 16 | s[n / 3]) * 0xC2B2AE3D27D4EB4FULL;
+    return h ^ (h >> 29);
+}
+
+static PyObject *quiet_lines(PyObject *mod, PyObject *args) {
+    Py_buffer view, tok;
+    PyObject *text, *shapes;
+    if (!PyArg_ParseTuple(args, "OO!y*", &text, &PyList_Type, &shapes, &tok)) return NULL;
+    if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&tok);
+        return NULL;
+    }
+    PyObject *result = NULL, *buf = NULL;
+    unsigned char *skel = NULL;
+    const unsigned char *slot_s[SKEL_SLOTS] = {0};
+    Py_ssize_t slot_n[SKEL_SLOTS];
+    uint64_t slot_h[SKEL_SLOTS];
+    Py_ssize_t nshapes = PyList_GET_SIZE(shapes), longest = 0;
+    if (nshapes > SKEL_SLOTS / 2) {
+        PyErr_SetString(PyExc_ValueError, "too many shapes");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nshapes; k++) {
+        PyObject *b = PyList_GET_ITEM(shapes, k);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "a shape is bytes");
+            goto done;
+        }
+        const unsigned char *bs = (const unsigned char *)PyBytes_AS_STRING(b);
+        Py_ssize_t bn = PyBytes_GET_SIZE(b);
+        uint64_t h = skel_hash(bs, bn);
+        size_t at = (size_t)h & (SKEL_SLOTS - 1);
+        while (slot_s[at] != NULL) at = (at + 1) & (SKEL_SLOTS - 1);
+        slot_s[at] = bs, slot_n[at] = bn, slot_h[at] = h;
+        if (bn > longest) longest = bn;
+    }
+    /* A skeleton past the longest shape is none of them: the line is not read further. */
+    skel = PyMem_Malloc(longest + 2);
+    if (skel == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *s = view.buf;
+    Py_ssize_t size = view.len, o = 0, count = 0, last = 0, cap = size + 64;
+    char *out = NULL;
+    const unsigned char *nl = nshapes ? memchr(s, '\n', size) : NULL;
+    while (nl != NULL) {
+        Py_ssize_t at = nl - s;
+        const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);
+        if (next == NULL) break;
+        Py_ssize_t end = next - s, n = 0;
+        int prev = 0; /* 'd' after a digit, 's' after a space */
+        for (Py_ssize_t i = at + 1; i < end && n <= longest; i++) {
+            unsigned char c = s[i];
+            if ((unsigned char)(c - '0') > 9 && c != ' ' && c != 0) { /* most bytes: themselves */
+                skel[n++] = c;
+                prev = 0;
+            } else if (c == 0) {
+                skel[n++] = 0, skel[n++] = 0, prev = 0;
+            } else {
+                int k = c == ' ' ? 's' : 'd';
+                if (prev != k) skel[n++] = 0, skel[n++] = (unsigned char)k, prev = k;
+            }
+        }
+        int quiet = 0;
+        if (n <= longest) {
+            uint64_t h = skel_hash(skel, n);
+            for (size_t k = (size_t)h & (SKEL_SLOTS - 1); slot_s[k] != NULL; k = (k + 1) & (SKEL_SLOTS - 1)) {
+                if (slot_h[k] == h && slot_n[k] == n && memcmp(slot_s[k], skel, n) == 0) {
+                    quiet = 1;
+                    break;
+                }
+            }
+        }
+        if (quiet) {
+            if (buf == NULL) {
+                buf = PyBytes_FromStringAndSize(NULL, cap);
+                if (buf == NULL) goto done;
+                out = PyBytes_AS_STRING(buf);
+            }
+            if (o + (at - last) + 1 + tok.len > cap) {
+                Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
+                if (_PyBytes_Resize(&buf, want) < 0) goto done;
+                out = PyBytes_AS_STRING(buf);
+                cap = want;
+            }
+            memcpy(out + o, s + last, at - last);
+            o += at - last;
+            out[o++] = '\n';
+            memcpy(out + o, tok.buf, tok.len);
+            o += tok.len;
+            count++;
+            last = end;
+        }
+        nl = next;
+    }
+    PyObject *rest;
+    if (buf == NULL) {
+        rest = PyBytes_CheckExact(text) ? Py_NewRef(text) : PyBytes_FromStringAndSize((const char *)s, size);
+    } else {
+        if (o + (size - last) > cap) {
+            if (_PyBytes_Resize(&buf, o + (size - last)) < 0) goto done;
+            out = PyBytes_AS_STRING(buf);
+        }
+        memcpy(out + o, s + last, size - last);
+        o += size - last;
+        if (_PyBytes_Resize(&buf, o) < 0) goto done;
+        rest = buf;
+        buf = NULL;
+    }
+    if (rest != NULL) result = Py_BuildValue("(Nn)", rest, count);
+done:
+    Py_XDECREF(buf);
+    PyMem_Free(skel);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tok);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"drop_lines", drop_lines, METH_VARARGS, "drop_lines(text, a, b) -> text without the lines that hold a and b."},
     {"count_byte", count_byte, METH_VARARGS, "count_byte(data, byte) -> how many times byte occurs in data."},
+    {"quiet_lines", quiet_lines, METH_VARARGS,
+     "quiet_lines(text, shapes, token) -> (rest, count): lines whose skeleton is a shape's, as token lines."},
     {"keep_freed_memory", keep_freed_memory, METH_O,
      "keep_freed_memory(largest) -> whether freed blocks up to largest bytes are kept for reuse (glibc)."},
     {"line_run", line_run, METH_VARARGS,

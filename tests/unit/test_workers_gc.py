@@ -65,3 +65,38 @@ def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: 
     assert collecting == [0] * len(collecting)  # no worker, nor the feeding, collected
     assert gc.get_freeze_count() == before  # the parent: as it was
     assert session.lines == len(log.read_text().splitlines())
+
+
+def _learnt(task, *args):  # type: ignore[no-untyped-def]
+    """parse_piece, noting how many templates the worker had when it began the piece."""
+    known = sum(len(t) for t in bulk._LEARNER.templates.values())
+    piece = _ORIGINAL(task, *args)
+    piece.counted["templates known"] = known
+    return piece
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="forks only")
+def test_workers_begin_with_the_shapes_learnt_from_the_head(tmp_path: Path, monkeypatch) -> None:
+    # Each worker learnt alone on its first piece (a first piece 50 ms, the next 14): the feeding
+    # process learns from the file's start before the fork, so no piece begins without them.
+    log = tmp_path / "mixed.log"
+    test_fastscan._mixed_log(log, 3)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(bulk, "PIECE", 64 << 10)
+    monkeypatch.setattr(bulk, "parse_piece", _learnt)
+    known: list[int] = []
+    original_feed = bulk.feed_piece
+
+    def feed(session, piece, *args, **kw):  # type: ignore[no-untyped-def]
+        known.append(piece.counted.pop("templates known", -1))
+        return original_feed(session, piece, *args, **kw)
+
+    monkeypatch.setattr(bulk, "feed_piece", feed)
+    bulk._LEARNER.__init__()  # type: ignore[misc]  # (nothing learnt by earlier tests)
+    fast = Session()
+    bulk.ingest_file_fast(fast, str(log), jobs=2)
+    assert len(known) > 2 and min(known) > 0
+    bulk._LEARNER.__init__()  # type: ignore[misc]
+    slow = Session()
+    bulk.ingest_file_fast(slow, str(log), jobs=1)
+    assert test_fastscan._state(fast) == test_fastscan._state(slow)
