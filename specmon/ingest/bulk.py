@@ -655,6 +655,9 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                 rest, nq, _, _ = qrx.scan(rest, _QUIET, b"", ())
                 if nq:
                     quiet_texts = _QuietTexts(before, rest)
+            # HTTP access lines give nothing either (the line parser's first test): out here,
+            # not after the other engines' searches, which read them all (0.56 ms of an SGLang piece).
+            rest = _drop_access(rest)
             continue
         i, kind = step
         marker = kind.marker.encode()
@@ -717,8 +720,6 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     found = {name: list(zip(*matched[name][1], strict=True)) for name in rec_kinds}
     piece = Piece(nlines, counted=counted)
     piece.by_template = sum(v[0] for v in matched.values())
-    # HTTP access lines give nothing either.
-    rest = _drop_access(rest)
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
     if (not records and not rec_kinds and not (nq and start_in_tb)

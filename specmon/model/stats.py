@@ -147,6 +147,32 @@ def batch_means(values: Sequence[float] | np.ndarray) -> list[float]:
     return means
 
 
+def sorted_quantiles(ordered: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """``np.quantile(ordered, qs)`` (its default, linear method) of data already sorted, to the bit.
+
+    np.quantile partitions its input even when it is sorted (18 ms of the 7 summaries of a
+    2M-line SGLang log) and, through np.unique, imports numpy.ma (14 ms) on its first call.
+    This takes the neighbours of each virtual index by position and interpolates them with
+    numpy's own steps, in its order: index (n - 1) * q, floor, the last value past n - 1,
+    then a + (b - a) * t, or b - (b - a) * (1 - t) where t >= 0.5. Data with a NaN (sorted to
+    the end) is left to np.quantile.
+    """
+    n = len(ordered)
+    if n == 0 or np.isnan(ordered[-1]):
+        return np.asarray(np.quantile(ordered, qs))
+    virtual = (n - 1) * np.asarray(qs, dtype=np.float64)
+    below = np.floor(virtual)
+    above = below + 1
+    last = virtual >= n - 1
+    below[last] = above[last] = -1
+    t = virtual - below
+    a, b = ordered[below.astype(np.intp)], ordered[above.astype(np.intp)]
+    diff = b - a
+    out: np.ndarray = np.add(a, diff * t)
+    np.subtract(b, diff * (1 - t), out=out, where=t >= 0.5)
+    return out
+
+
 def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
     """Mean, median, p10/p90 and a 95% batch-means interval; None for no samples."""
     x = as_array(values)
@@ -175,7 +201,7 @@ def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
     else:
         x.sort()
         ordered = x
-    p10, median, p90 = (float(v) for v in np.quantile(ordered, (0.1, 0.5, 0.9), overwrite_input=True))
+    p10, median, p90 = (float(v) for v in sorted_quantiles(ordered, (0.1, 0.5, 0.9)))
     if se is not None and df is not None:
         half = t975(df) * se
         lo, hi = mean - half, mean + half
