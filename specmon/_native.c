@@ -31,7 +31,11 @@
 
 #define IN(set, c) ((set)[(c) >> 3] & (1u << ((c) & 7)))
 
-enum { N_LIT = 0, N_RUN = 1, N_ALT = 2, N_REP = 3, N_NLA = 4, N_END = 5, N_NOT = 6 };
+enum { N_LIT = 0, N_RUN = 1, N_ALT = 2, N_REP = 3, N_NLA = 4, N_END = 5, N_NOT = 6, N_GRP = 7, N_OPT = 8 };
+/* N_GRP and N_OPT hold a sequence that matches one way only (scan.py's _det: literals, counts
+ * that never give back, and such groups and options inside): a capture group, and an optional
+ * part that what follows cannot begin like. Matched in place, without a frame or a nested trial:
+ * a match that fails past them goes back to a choice point before them, as it would anyway. */
 
 typedef struct Seq Seq;
 
@@ -162,6 +166,54 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
         if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, nd->cap, ngroups) < 0) return -1;
         return build_alts(PyTuple_GET_ITEM(t, 4), nd, ngroups);
     }
+    case N_GRP:
+    case N_OPT: {
+        if (size != (type == N_GRP ? 5 : 4)) break;
+        if (type == N_GRP) {
+            nd->cap = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+            nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
+            nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
+            if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, nd->cap, ngroups) < 0) return -1;
+            if (build_alts(PyTuple_GET_ITEM(t, 4), nd, ngroups) < 0) return -1;
+        } else {
+            nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+            nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
+            if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, -1, ngroups) < 0) return -1;
+            nd->nseq = 1;
+            nd->seqs = PyMem_Calloc(1, sizeof(Seq));
+            if (nd->seqs == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            if (build_seq(PyTuple_GET_ITEM(t, 3), &nd->seqs[0], ngroups) < 0) return -1;
+        }
+        for (int b = 0; b < nd->nseq; b++) {
+            /* Alternatives told apart by their first byte, which each must read, and none of
+             * them shares: at most one may start anywhere, so trying it is trying them all. */
+            if (nd->nseq > 1) {
+                if (nd->seqs[b].any) {
+                    PyErr_SetString(PyExc_ValueError, "an alternative of a one-way group without a first byte");
+                    return -1;
+                }
+                for (int o = 0; o < b; o++)
+                    for (int w = 0; w < 32; w++)
+                        if (nd->seqs[b].first[w] & nd->seqs[o].first[w]) {
+                            PyErr_SetString(PyExc_ValueError, "alternatives of a one-way group start alike");
+                            return -1;
+                        }
+            }
+            /* Only nodes that match one way: anything else would need the frames. */
+            for (int k = 0; k < nd->seqs[b].n; k++) {
+                const Node *in = &nd->seqs[b].nodes[k];
+                if (!(in->type == N_LIT || in->type == N_NLA || in->type == N_END || in->type == N_GRP ||
+                      in->type == N_OPT || (in->type == N_RUN && !in->back))) {
+                    PyErr_SetString(PyExc_ValueError, "a node that may match two ways in a one-way group");
+                    return -1;
+                }
+            }
+        }
+        return 0;
+    }
     case N_REP:
         if (size != 6) break;
         nd->min = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
@@ -212,6 +264,13 @@ static int build_seq(PyObject *list, Seq *out, int ngroups) {
         } else if (nd->type == N_RUN && nd->min >= 1) {
             memcpy(out->first, nd->set, 32);
             out->any = 0;
+        } else if (nd->type == N_GRP) {
+            out->any = 0;
+            for (int b = 0; b < nd->nseq; b++) {
+                out->any |= nd->seqs[b].any;
+                for (int w = 0; w < 32; w++) out->first[w] |= nd->seqs[b].first[w];
+            }
+            if (out->any) memset(out->first, 0, 32);
         }
     }
     return 0;
@@ -248,6 +307,72 @@ typedef struct {
 #define MAX_DEPTH 4000
 
 static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c);
+
+/* A one-way sequence (N_GRP, N_OPT) from p: where it ends, or -1. An option that fails leaves
+ * its groups unset, as re does. */
+static Py_ssize_t one_way(const Seq *q, Py_ssize_t p, Ctx *c);
+
+/* A one-way group (N_GRP) from p: the one alternative that may start there; its end or -1.
+ * A group that fails unsets the groups inside it: a path tried later may not pass them. */
+static Py_ssize_t one_group(const Node *nd, Py_ssize_t p, Ctx *c) {
+    for (int b = 0; b < nd->nseq; b++) {
+        if (!MAY_START(&nd->seqs[b], c->s, p, c->end)) continue;
+        Py_ssize_t e = one_way(&nd->seqs[b], p, c);
+        if (e < 0) break;
+        if (nd->cap >= 0) c->caps[2 * nd->cap] = p, c->caps[2 * nd->cap + 1] = e;
+        return e;
+    }
+    reset(c->caps, nd->cap_lo, nd->cap_hi);
+    return -1;
+}
+
+static Py_ssize_t one_way(const Seq *q, Py_ssize_t p, Ctx *c) {
+    const unsigned char *s = c->s;
+    for (int i = 0; i < q->n; i++) {
+        const Node *nd = &q->nodes[i];
+        switch (nd->type) {
+        case N_LIT:
+            if (c->end - p < nd->len) return -1;
+            if (nd->len <= 16) {
+                for (Py_ssize_t k = 0; k < nd->len; k++)
+                    if (s[p + k] != nd->lit[k]) return -1;
+            } else if (memcmp(s + p, nd->lit, nd->len) != 0) {
+                return -1;
+            }
+            p += nd->len;
+            break;
+        case N_RUN: {
+            Py_ssize_t n = 0, room = c->end - p;
+            if (nd->max >= 0 && nd->max < room) room = nd->max;
+            while (n < room && IN(nd->set, s[p + n])) n++;
+            if (n < nd->min) return -1;
+            p += n;
+            break;
+        }
+        case N_NLA:
+            if (p < c->end ? IN(nd->set, s[p]) : IN(nd->set, '\n')) return -1;
+            break;
+        case N_END:
+            if (p != c->end) return -1;
+            break;
+        case N_GRP:
+            p = one_group(nd, p, c);
+            if (p < 0) return -1;
+            break;
+        case N_OPT: {
+            Py_ssize_t e = one_way(&nd->seqs[0], p, c);
+            if (e >= 0)
+                p = e;
+            else
+                reset(c->caps, nd->cap_lo, nd->cap_hi);
+            break;
+        }
+        default:
+            return -1; /* (refused when built) */
+        }
+    }
+    return p;
+}
 
 static Py_ssize_t deeper(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c) {
     if (c->overflow || c->depth >= MAX_DEPTH) {
@@ -321,6 +446,20 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
             if (p != c->end) return -1;
             i++;
             continue;
+        case N_GRP:
+            p = one_group(nd, p, c);
+            if (p < 0) return -1;
+            i++;
+            continue;
+        case N_OPT: {
+            Py_ssize_t e = one_way(&nd->seqs[0], p, c);
+            if (e >= 0)
+                p = e;
+            else
+                reset(c->caps, nd->cap_lo, nd->cap_hi);
+            i++;
+            continue;
+        }
         case N_RUN: {
             Py_ssize_t n = 0, room = c->end - p;
             if (nd->max >= 0 && nd->max < room) room = nd->max;

@@ -37,7 +37,7 @@ except ImportError:  # built without a C compiler: the re path does everything
 
 AVAILABLE = Scanner is not None
 
-_LIT, _RUN, _ALT, _REP, _NLA, _END, _NOT = range(7)
+_LIT, _RUN, _ALT, _REP, _NLA, _END, _NOT, _GRP, _OPT = range(9)
 _UNBOUNDED = -1
 
 
@@ -440,6 +440,93 @@ def _tighten(nodes: list[Any], after: set[int] | None) -> list[Any]:
     return out
 
 
+def _det(nodes: list[Any], after: set[int] | None) -> list[Any] | None:
+    """``nodes`` (then what starts with ``after``) as a sequence that matches one way, or None.
+
+    Literals, look-aheads, the end, counts that never give back, groups made of such
+    (``(GRP, group, lo, hi, [seq, ...])``: one alternative, or several that each begin with a
+    byte the others cannot), and an optional part, ``(?:X)?``, whose
+    X matches one way and cannot begin like what follows it (``(OPT, lo, hi, seq)``): when X
+    matches, leaving it out would leave what follows at a byte it cannot begin with. The C pass
+    matches these in place, with no nested trial or frame per group (a group was a trial, a
+    decimal's optional part another: most of an SGLang decode line's time).
+    """
+    out: list[Any] = []
+    for i, node in enumerate(nodes):
+        kind = node[0]
+        if kind in (_LIT, _NLA, _END) or (kind == _RUN and not node[4]):
+            out.append(node)
+        elif kind == _ALT and len(node[4]) == 1:
+            inner = _det(node[4][0], _first(nodes[i + 1:], after))
+            if inner is None:
+                return None
+            if node[1] >= 0:
+                out.append((_GRP, node[1], node[2], node[3], [inner]))
+            else:
+                out.extend(inner)
+        elif kind == _ALT:
+            # Alternatives that each begin with a byte none of the others may begin with
+            # ("True|False"): at most one can start anywhere, so trying it is trying them all.
+            rest = _first(nodes[i + 1:], after)
+            alts = [_det(branch, rest) for branch in node[4]]
+            if any(a is None for a in alts):
+                return None
+            firsts = [_lead(a) for a in alts if a is not None]
+            if any(f is None for f in firsts):
+                return None
+            seen: set[int] = set()
+            for f in firsts:
+                assert f is not None
+                if f & seen:
+                    return None
+                seen |= f
+            out.append((_GRP, node[1], node[2], node[3], alts))
+        elif kind == _REP and node[1] == 0 and node[2] == 1:
+            rest = _first(nodes[i + 1:], after)
+            body_first = _first(node[5], None)  # (None: the body may match nothing)
+            inner = _det(node[5], rest)
+            if rest is None or body_first is None or body_first & rest or inner is None:
+                return None
+            out.append((_OPT, node[3], node[4], inner))
+        else:
+            return None
+    return out
+
+
+def _lead(seq: list[Any]) -> set[int] | None:
+    """The bytes a sequence's first node must read one of (a literal, a count of at least one),
+    as the C pass sees a sequence's start; None when it begins otherwise."""
+    if not seq:
+        return None
+    node = seq[0]
+    if node[0] == _LIT and node[1]:
+        return {node[1][0]}
+    if node[0] == _RUN and node[2] >= 1:
+        return _chars(node[1])
+    if node[0] == _GRP:
+        leads = [_lead(branch) for branch in node[4]]
+        return None if any(f is None for f in leads) else set().union(*leads)  # type: ignore[arg-type]
+    return None
+
+
+def _one_way(seq: list[Any]) -> list[Any]:
+    """The template's own sequence with its one-way groups and options made GRP and OPT nodes.
+
+    Only here, not inside an alternative or a repeat: every match of the template passes every
+    node of this sequence, so a group set on a path that later failed is set again on the path
+    that matches (a GRP restores nothing when what follows it fails).
+    """
+    out = []
+    for i, node in enumerate(seq):
+        if node[0] == _ALT or (node[0] == _REP and node[1] == 0 and node[2] == 1):
+            one = _det([node], _first(seq[i + 1:], None))
+            if one is not None:
+                out.extend(one)
+                continue
+        out.append(node)
+    return out
+
+
 def program(source: bytes) -> tuple[int, list[Any]]:
     """One template's program: its group count (as ``re`` counts them) and node sequence.
 
@@ -453,7 +540,7 @@ def program(source: bytes) -> tuple[int, list[Any]]:
         raise Unsupported(f"a class or text that reads a newline in {source[:80]!r}")
     if c.groups != re.compile(source).groups:  # pragma: no cover - a reader bug, never a user's input
         raise Unsupported(f"group count {c.groups} != {re.compile(source).groups}")
-    return c.groups, seq
+    return c.groups, _one_way(seq)
 
 
 def compile_pass(sources: Sequence[bytes]) -> Pass:
@@ -483,7 +570,7 @@ def _mandatory(seq: list[Any]) -> list[bytes]:
         if run:
             out.append(run)
             run = b""
-        if node[0] == _ALT and len(node[4]) == 1:
+        if node[0] in (_ALT, _GRP) and len(node[4]) == 1:  # (both keep their alternatives at 4)
             out.extend(_mandatory(node[4][0]))
         elif node[0] == _REP and node[1] >= 1:
             out.extend(_mandatory(node[5]))

@@ -493,3 +493,19 @@ def test_lists_of_floats_of_one_width_come_back_as_rows(kind: int, sep: str) -> 
         text = ("\n" + "\n".join("v=" + sep.join(r) + ";" for r in mixed) + "\n").encode()
         (column,) = fast.scan(text, b"T", bytes([kind | PACKED]), (CONVERTERS[kind],))[2]
         assert column == [tuple(float(v) for v in r) for r in mixed]
+
+
+@pytest.mark.parametrize(("regex", "lines"), [
+    # A count that gives back before a group whose alternatives begin apart: the first try
+    # reads (a)x's group and fails; the line is read through (b)y, and (a)'s group is unset.
+    (rb"\w+((a)x|(b)y)", [b"zzax", b"zaby", b"zbay", b"zzbyx", b"ab"]),
+    (rb"\w+((a)x|(b)y)\w*", [b"zbyaq", b"zbyax", b"zaxbq"]),
+    (rb"\d+(?:\.(\d+))? (True|False)", [b"1.5 True", b"1 False", b"1. True", b"1.5 Tru", b"12 True"]),
+    (rb"a+((\d)|b)\d", [b"aab1", b"aa12", b"a1", b"ab"]),
+])
+def test_one_way_groups_read_as_re_reads(regex: bytes, lines: list[bytes]) -> None:
+    kinds = [n[0] for n in program(regex)[1]]
+    assert scan._GRP in kinds or scan._OPT in kinds  # (matched in place)
+    text = b"\n" + b"\n".join(lines) + b"\n"
+    assert _scan(compile_pass([regex]), text) == _scan(RePass([regex]), text)
+    assert _lines_read(compile_pass([regex]), lines) == _lines_read(RePass([regex]), lines)
