@@ -63,6 +63,11 @@ UNPARSED_KEPT = 200
 # The bulk path hands a column without a missing value as an array (floats as "d", counts as
 # "I"): it crosses from the worker as one buffer, not an object per value, and joins the run's
 # float32 arrays in C. A column with a gap (None) stays a list. Both read the same by index.
+def _packed(column: Any) -> bool:
+    """The column crossed as an array (bulk._as_array: no None, every value fits its type)."""
+    return isinstance(column, array)
+
+
 def _complete(column: Any) -> bool:
     """No value is missing (an array cannot hold None; a list is searched)."""
     return isinstance(column, array) or None not in column
@@ -664,13 +669,28 @@ class Session:
                     return
             keep = [True] * len(dra)
         else:
+            # Some line drafted nothing, or gave no mean length (llama.cpp before its
+            # acceptance length: every line), or a value was cut: line by line, except where a
+            # column is whole (the counts, in numpy) or empty (no None to skip one by one).
             keep = [d != 0 for d in dra]
-            run.accept_len.extend(v for v in compress(mal, keep) if v is not None)
-            run.accept_rate.extend(v for v in compress(rate, keep) if v is not None)
-            for a, d, k in zip(acc, dra, keep, strict=True):
-                if k and a is not None and d is not None:
-                    run.accepted += a
-                    run.drafted += d
+            kept = np.array(keep, dtype=bool)
+            columns: tuple[tuple[Any, array[float]], ...] = ((mal, run.accept_len), (rate, run.accept_rate))
+            for column, dst in columns:
+                if _packed(column):
+                    code = column.typecode
+                    _extend(dst, array(code, np.frombuffer(column, dtype=code)[kept].tobytes()))
+                elif column.count(None) != len(column):
+                    dst.extend(v for v in compress(column, keep) if v is not None)
+            if _packed(acc) and _packed(dra):  # (counts of 32 bits: a list may hold any int)
+                run.accepted += int(np.asarray(acc, dtype=np.int64)[kept].sum())
+                run.drafted += int(np.asarray(dra, dtype=np.int64)[kept].sum())
+            else:
+                for a, d, k in zip(acc, dra, keep, strict=True):
+                    if k and a is not None and d is not None:
+                        run.accepted += a
+                        run.drafted += d
+            if not isinstance(pps, Rows) and pps.count(None) == len(pps):
+                return  # (no line gave its rates per position)
         for p in compress(pps, keep):
             if p:
                 if len(pp) < len(p):

@@ -94,12 +94,17 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
     n = len(ts)
     running = data.draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
     tput = data.draw(st.lists(st.sampled_from([0.0, 12.5, 88.25, 101.0]), min_size=n, max_size=n))
-    mal = data.draw(st.lists(st.floats(1.0, 4.0), min_size=n, max_size=n))
+    # A mean length on every line, or on none (llama.cpp before it printed one); rates per
+    # position on every line, or on none; some lines that drafted nothing.
+    mal: list[float | None] = (data.draw(st.lists(st.floats(1.0, 4.0), min_size=n, max_size=n))
+                               if data.draw(st.booleans()) else [None] * n)
     rate = data.draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n))
     drafted = data.draw(st.lists(st.integers(0, 2000), min_size=n, max_size=n))
     accepted = [d // 2 for d in drafted]
     width = data.draw(st.integers(1, 5))
-    pps = data.draw(st.lists(st.tuples(*[st.floats(0.0, 1.0)] * width), min_size=n, max_size=n))
+    pps: list[tuple[float, ...] | None] = (
+        data.draw(st.lists(st.tuples(*[st.floats(0.0, 1.0)] * width), min_size=n, max_size=n))
+        if data.draw(st.booleans()) else [None] * n)
     # A run already summing more positions than these lines have (a shorter draft setting):
     # the line path adds none of them, and neither may the rows.
     before = data.draw(st.lists(st.integers(1, 7), max_size=2))
@@ -112,7 +117,7 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
             assert s.ingest_stats_columns(k + 1, k + 1, ts[0], True, None, early)
         stats = StatsColumns(engine, [None] * n, p(ts, "d"), p(running, "I"), p(tput, "d"))
         # Packed: rows of one buffer, as the C pass hands them (scan.PACKED on a list of floats).
-        rows = Rows(width, array("d", chain.from_iterable(pps))) if pack else pps
+        rows = Rows(width, array("d", chain.from_iterable(pps))) if pack and None not in pps else pps  # type: ignore[arg-type]
         spec = SpecColumns(engine, [None] * n, p(ts, "d"), p(mal, "d"), p(rate, "d"), p(accepted, "I"),
                            p(drafted, "I"), rows)
         assert s.ingest_stats_columns(10, 2 * n + 10, ts[-1], False, stats, spec)
