@@ -68,6 +68,9 @@ PARALLEL_MIN_BYTES = 32 << 20
 #: Templates kept per line kind (a log prints few shapes), and samples tried per piece.
 MAX_TEMPLATES = 16
 MAX_LEARN = 32
+#: Lines of a kind's marker passed over per piece as known to have no template, before its
+#: search for one to learn from stops.
+MAX_PASSED = 256
 #: Shapes of lines that give nothing kept per process (each one a regex alternative).
 MAX_QUIET = 48
 
@@ -688,11 +691,21 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             # A line of this kind that no template read: learn its shape (or note it has none).
             learned = False
             refused = _LEARNER.refused.setdefault(kind.name, set())
+            vetoes = [v.encode() for v in kind.vetoes]
+            passed = 0
             for m in re.finditer(rb"\n([^\n]*" + re.escape(marker) + rb"[^\n]*)(?=\n)", new_rest):
-                if m.group(1) in refused:
-                    continue  # known to have no template (damaged, cut, unusual): free to skip
+                line = m.group(1)
+                if line in refused or any(v in line for v in vetoes):
+                    # Known to have no template (damaged, cut, unusual), or never this kind (a
+                    # veto: llama.cpp's "prompt eval time" beside "eval time", a line in five,
+                    # each with its own stamp, tried 32 times a piece): skipped. Past a few
+                    # hundred such lines the search stops; the line parser has what is left.
+                    passed += 1
+                    if passed > MAX_PASSED:
+                        break
+                    continue
                 tries += 1
-                if _try_learn(kind, m.group(1), probe, year) is not None:
+                if _try_learn(kind, line, probe, year) is not None:
                     learned = True
                     break
                 if tries >= MAX_LEARN:

@@ -172,3 +172,35 @@ def test_steady_path_with_ranks_in_turn_equals_line_path(tmp_path: Path, monkeyp
     assert _state(session) == _state(slow)
     assert _doc(session) == _doc(slow)
     assert calls["steady"] > 0
+
+
+def test_lines_a_veto_turns_away_are_not_learnt_from(tmp_path: Path, monkeypatch) -> None:
+    """llama.cpp's "prompt eval time" lines hold the eval lines' marker and a veto: never an eval
+    line, each with its own stamp. They were tried 32 times a piece (0.45 ms, and a search of
+    the whole piece); now passed over, and the session is what the line path makes."""
+    lines = []
+    for i in range(3000):
+        ms = f"{i % 1000:03d}"
+        lines += [f"2026-05-14 09:{i // 600:02d}:{i // 10 % 60:02d}.{ms} | slot print_timing: id  0 | task {i} | ",
+                  f"2026-05-14 09:{i // 600:02d}:{i // 10 % 60:02d}.{ms} | prompt eval time =     {600 + i}.99 ms /"
+                  f"   133 tokens (    4.88 ms per token,   204.94 tokens per second)",
+                  f"2026-05-14 09:{i // 600:02d}:{i // 10 % 60:02d}.{ms} |        eval time =   25040.27 ms /  2048 "
+                  f"tokens (   12.23 ms per token,    {80 + i % 9}.79 tokens per second)",
+                  f"2026-05-14 09:{i // 600:02d}:{i // 10 % 60:02d}.{ms} | draft acceptance rate = 0.46727 "
+                  f"( 564 accepted /  1207 generated)"]
+    log = tmp_path / "llama.log"
+    log.write_text("\n".join(lines) + "\n")
+    tried: list[bytes] = []
+    original = fastscan._try_learn
+
+    def spy(kind, raw, probe, year):  # type: ignore[no-untyped-def]
+        tried.append(raw)
+        return original(kind, raw, probe, year)
+
+    monkeypatch.setattr(fastscan, "_try_learn", spy)
+    monkeypatch.setattr(fastscan, "PIECE", 64 << 10)
+    fastscan._LEARNER.__init__()  # type: ignore[misc]
+    slow, fast = _both(log, jobs=1)
+    assert fast == slow
+    assert not [raw for raw in tried if b"prompt eval" in raw]
+    assert any(b"       eval time" in raw for raw in tried)  # (the eval lines' own shape was learnt)
