@@ -1290,6 +1290,18 @@ static PyObject *digit_run(PyObject *mod, PyObject *args) {
  * (twice a piece); numpy's "== 10" then count_nonzero wrote a 4 MB array of booleans each time
  * (0.65 ms a piece of 4 MB), bytes.count took 1.3 ms. Here 16 bytes at a time with SSE2 (every
  * x86-64 has it), the counts kept in byte lanes and summed every 255 steps; a plain loop elsewhere. */
+/* holds(data, text) -> whether text occurs in data: ``text in data`` by memmem, which reads a
+ * piece 3-4 times as fast as CPython's search (4 MB without it: 0.3 ms against 1.0-1.4), and
+ * bulk.py asks it of each kind's marker, often of most of a piece. */
+static PyObject *holds(PyObject *mod, PyObject *args) {
+    Py_buffer view, text;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &text)) return NULL;
+    int found = text.len == 0 || (text.len <= view.len && find(view.buf, view.len, text.buf, text.len) != NULL);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&text);
+    return PyBool_FromLong(found);
+}
+
 static PyObject *count_byte(PyObject *mod, PyObject *args) {
     Py_buffer view;
     int byte;
@@ -1863,6 +1875,7 @@ done:
 static PyMethodDef module_methods[] = {
     {"drop_lines", drop_lines, METH_VARARGS, "drop_lines(text, a, b) -> text without the lines that hold a and b."},
     {"count_byte", count_byte, METH_VARARGS, "count_byte(data, byte) -> how many times byte occurs in data."},
+    {"holds", holds, METH_VARARGS, "holds(data, text) -> whether text occurs in data (memmem)."},
     {"quiet_lines", quiet_lines, METH_VARARGS,
      "quiet_lines(text, shapes, token) -> (rest, count): lines whose skeleton is a shape's, as token lines."},
     {"keep_freed_memory", keep_freed_memory, METH_O,

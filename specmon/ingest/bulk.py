@@ -83,12 +83,15 @@ _ACCESS = re.compile(rb"\n(?=[^\n]*%s)(?=[^\n]*%s)[^\n]*(?=\n)" % tuple(map(re.e
 _drop_lines: Callable[[bytes, bytes, bytes], bytes] | None
 _count_byte: Callable[[bytes, int], int] | None
 _quiet_lines: Callable[[bytes, list[bytes], bytes], tuple[bytes, int]] | None
+_holds: Callable[[bytes, bytes], bool]
 try:
     from specmon._native import count_byte as _count_byte
     from specmon._native import drop_lines as _drop_lines
+    from specmon._native import holds as _holds
     from specmon._native import quiet_lines as _quiet_lines
-except ImportError:  # (no compiler: the regex, numpy)
+except ImportError:  # (no compiler: the regex, numpy, bytes' own search)
     _drop_lines = _count_byte = _quiet_lines = None
+    _holds = bytes.__contains__
 
 
 def _drop_access(rest: bytes) -> bytes:
@@ -664,7 +667,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             continue
         i, kind = step
         marker = kind.marker.encode()
-        if marker not in rest:
+        if not _holds(rest, marker):
             continue  # (tested on what earlier passes left: the whole piece only for the first kinds)
         kinds.append(kind)
         token = _TOKEN[:-1] + bytes([0x10 + i])
@@ -686,7 +689,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
             else:
                 key = f"{name}/{mode}"
                 new_rest, n, gcols, hits = rx.scan(rest, token, _LEARNER.kinds[key], _LEARNER.convs[key])
-            if tries >= MAX_LEARN or marker not in new_rest:
+            if tries >= MAX_LEARN or not _holds(new_rest, marker):
                 break
             # A line of this kind that no template read: learn its shape (or note it has none).
             learned = False

@@ -65,3 +65,15 @@ def test_the_c_byte_count_is_bytes_count(data: bytes, byte: int, offset: int) ->
 def test_the_line_count_without_the_extension_is_numpy_s(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(bulk, "_count_byte", None)
     assert bulk.count_newlines(b"a\nb\n\n" * 1000) == 3000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.binary(max_size=12), st.integers(0, 600), st.booleans())
+def test_the_c_search_is_bytes_in(data: bytes, text: bytes, at: int, plant: bool) -> None:
+    """The marker test of each pass (memmem): present or not, at any place, empty texts too."""
+    from specmon._native import holds
+
+    if plant:
+        data = data[:at] + text + data[at:]
+    assert holds(data, text) is (text in data)
+    assert holds(text, data) is (data in text)
