@@ -822,6 +822,9 @@ typedef struct {
     Py_ssize_t len;
 } Last;
 
+/* Distinct texts a text column remembers (see Scanner_scan). */
+#define RECENT 16
+
 /* array.array, fetched when the module is loaded: the type a packed column comes back in. */
 static PyObject *array_type;
 
@@ -967,7 +970,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     Py_ssize_t cap = size + 64;
     caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
     hits = PyMem_Calloc(self->ntemplates, sizeof(Py_ssize_t));
-    last_v = PyMem_Calloc(self->groups + 1, sizeof(Last));
+    last_v = PyMem_Calloc((self->groups + 1) * RECENT, sizeof(Last));
     pk = PyMem_Calloc(self->groups + 1, sizeof(Packed));
     cols = PyList_New(self->groups);
     if (caps == NULL || hits == NULL || last_v == NULL || pk == NULL || cols == NULL) {
@@ -1087,13 +1090,22 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
                         if (append_new(col, v) < 0) goto done;
                         continue;
                     }
-                    Last *lv = &last_v[j];
-                    if (lv->obj != NULL && lv->len == len && memcmp(lv->text, text, len) == 0) {
-                        if (PyList_Append(col, lv->obj) < 0) goto done;
-                        continue;
+                    /* Texts (ranks) keep the last RECENT distinct ones: DP ranks print in turn, and a
+                     * text object per line was made, pickled and unpickled line by line; other
+                     * columns the last one (a number seldom repeats but for its line's neighbour). */
+                    Last *lv = &last_v[j * RECENT];
+                    int keep = as == AS_STR ? RECENT : 1, found = 0;
+                    for (int r = 0; r < keep && lv[r].obj != NULL; r++) {
+                        if (lv[r].len == len && memcmp(lv[r].text, text, len) == 0) {
+                            if (PyList_Append(col, lv[r].obj) < 0) goto done;
+                            found = 1;
+                            break;
+                        }
                     }
+                    if (found) continue;
                     v = value(s, caps[2 * g], caps[2 * g + 1], as, PyTuple_GET_ITEM(convs, j));
                     if (append_new(col, v) < 0) goto done;
+                    if (keep > 1) memmove(lv + 1, lv, (keep - 1) * sizeof(Last)); /* newest first */
                     lv->obj = v; /* the list holds it */
                     lv->text = text;
                     lv->len = len;

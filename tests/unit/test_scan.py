@@ -509,3 +509,15 @@ def test_one_way_groups_read_as_re_reads(regex: bytes, lines: list[bytes]) -> No
     text = b"\n" + b"\n".join(lines) + b"\n"
     assert _scan(compile_pass([regex]), text) == _scan(RePass([regex]), text)
     assert _lines_read(compile_pass([regex]), lines) == _lines_read(RePass([regex]), lines)
+
+
+@pytest.mark.parametrize("distinct", [1, 4, 16, 17, 40])
+def test_texts_in_turn_share_their_objects(distinct: int) -> None:
+    # DP ranks print in turn: the pass keeps the last 16 distinct texts of a text column, so up to
+    # 16 in turn are one object each (pickled once); more are still each their own text.
+    ranks = [f"DP{i % distinct} TP{i % distinct}" for i in range(200)]
+    text = ("\n" + "\n".join(f"v={r};" for r in ranks) + "\n").encode()
+    (column,) = compile_pass([rb"v=([A-Z0-9 ]+);"]).scan(text, b"T", bytes([AS_STR]), (CONVERTERS[AS_STR],))[2]
+    assert column == ranks
+    if distinct <= 16:
+        assert len({id(x) for x in column}) == distinct
