@@ -493,11 +493,17 @@ class Session:
             # Per sample. Ranks in turn (DP attention) warm up one beside the other, and the loop
             # above waited for the first only: once each has had its warm-up, the steady path is
             # tried once more (the first block of a DP log went through here whole, 14,000 lines).
-            retry = i + max(warmup, 1) * len(set(ranks[i:])) + 1
+            # An idle gap (a pause between benchmark runs, a night) fails it too, for the whole
+            # rest of the block: it is tried again at growing distances, so the lines after the
+            # gap go back to the steady path (a 12,000-line piece went sample by sample, 42 ms).
+            span = max(warmup, 1) * len(set(ranks[i:])) + 1
+            retry = i + span
             for j in range(i, n):
-                if j == retry and self._bulk_steady(run, ranks[j], ranks, ts, running, tput, acc_len, acc_rate,
-                                                    j, warmup):
-                    break
+                if j == retry:
+                    if self._bulk_steady(run, ranks[j], ranks, ts, running, tput, acc_len, acc_rate, j, warmup):
+                        break
+                    span *= 2
+                    retry = j + span
                 add(run, ranks[j], ts[j], tput[j], running[j], acc_len[j] if acc_len else None,
                     acc_rate[j] if acc_rate else None, True, False, warmup)
 

@@ -300,3 +300,42 @@ def test_the_bulk_path_hands_per_position_rates_as_rows() -> None:
     assert isinstance(rows, Rows) and rows.width == 3 and len(rows) == 300
     assert rows[0] == (0.021, 0.653, 0.439) and rows[10] == (0.121, 0.653, 0.439)
     assert pickle.loads(pickle.dumps(block, -1)).spec.per_position == rows
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 5), st.integers(300, 3000), st.lists(st.tuples(st.floats(0.0, 1.0),
+       st.floats(30.0, 50_000.0)), min_size=1, max_size=3))
+def test_a_block_with_idle_gaps_goes_back_to_the_steady_path(ranks: int, warmup: int, n: int,
+                                                            gaps: list[tuple[float, float]]) -> None:
+    # Idle gaps (a pause between runs, a night) anywhere in a block: the lines after them leave
+    # the per-sample path again, and the session ends as the per-sample path alone leaves it.
+    names = [f"DP{r} TP{r}" for r in range(ranks)]
+    ts = [1_700_000_000.0 + i * 0.25 for i in range(n)]
+    for where, length in gaps:
+        at = int(where * (n - 1)) + 1
+        ts = ts[:at] + [t + length for t in ts[at:]]
+    cols = ([names[i % ranks] for i in range(n)], ts, [1 + i % 3 for i in range(n)],
+            [60.0 + i % 7 for i in range(n)], [2.0] * n, [0.5] * n)
+    calls = []
+    fast = Session(warmup=warmup)
+    original = Session._add_sample
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return original(self, *args)
+
+    Session._add_sample = counting  # type: ignore[method-assign]
+    try:
+        fast.ingest_decode_columns(*cols, 1, n)
+    finally:
+        Session._add_sample = original  # type: ignore[method-assign]
+    slow = Session(warmup=warmup)
+    steady = Session._bulk_steady
+    Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
+    try:
+        slow.ingest_decode_columns(*cols, 1, n)
+    finally:
+        Session._bulk_steady = steady  # type: ignore[method-assign]
+    assert _state(fast) == _state(slow)
+    last_gap = max(int(w * (n - 1)) + 1 for w, _ in gaps)
+    assert len(calls) <= 2 * last_gap + 4 * max(warmup, 1) * ranks + 8  # not the whole block after a gap
