@@ -37,6 +37,17 @@ def strip_ansi(text: str) -> str:
     return text
 
 
+def inner_line(text: str) -> str:
+    """``text`` without its docker/collector timestamps and process tags (:func:`strip_outer`'s
+    line, without reading the wrapper's time: half its cost, on every line of a head)."""
+    for _ in range(4):
+        m = _OUTER.match(text)
+        if m is None:
+            break
+        text = text[m.end():]
+    return text
+
+
 def strip_outer(text: str) -> tuple[str, float | None]:
     """Strip docker/collector timestamps and process tags.
 

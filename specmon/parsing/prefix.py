@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from specmon.parsing.common import parse_datetime, parse_fraction, parse_hms, strip_ansi, strip_outer
+from specmon.parsing.common import inner_line, parse_datetime, parse_fraction, parse_hms, strip_ansi
 
 # Date + time (ISO or space), vLLM month-day + time, or a bare time of day.
 _TS = re.compile(
@@ -64,7 +64,7 @@ def clock_mode(lines: Iterable[str], limit: int = 5000) -> str | None:
         # wrapper's (_TS, tried at every position, took 40-70 ms over a llama.cpp head).
         if _HMS_HINT.search(text) is None:
             continue
-        own = strip_outer(text)[0][:200]  # the line's own stamp, not a wrapper's
+        own = inner_line(text)[:200]  # the line's own stamp, not a wrapper's
         m = _TS.search(own) if _HMS_HINT.search(own) is not None else None
         if m is not None:
             if m.group("date"):

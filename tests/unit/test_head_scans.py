@@ -105,3 +105,14 @@ def test_detect_engine_is_the_vote_of_its_lines(lines: list[str], limit: int) ->
 @given(_ENGINE_LINE)
 def test_the_sglang_shape_searched_from_its_colon_is_the_same_shape(line: str) -> None:
     assert any(p.search(line) for p in _SHAPES[Engine.SGLANG]) == bool(_OLD_SGLANG_SHAPE.search(line))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_ENGINE_LINE, st.sampled_from(["", "2026-08-23T09:00:00.123Z ", "2026-05-14 09:00:00.000 | ",
+                                      "(WorkerDict pid=12, ip=10.0.0.7) ", "(VllmWorker rank=0 pid=7) "]),
+       st.sampled_from(["", "(EngineCore_DP0 pid=123) ", "2026-08-23T09:00:00Z "]))
+def test_the_inner_line_is_strip_outers(line: str, outer: str, inner: str) -> None:
+    from specmon.parsing.common import inner_line
+
+    text = outer + inner + line
+    assert inner_line(text) == strip_outer(text)[0]
