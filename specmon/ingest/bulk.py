@@ -87,14 +87,17 @@ _drop_lines: Callable[[bytes, bytes, bytes], bytes] | None
 _count_byte: Callable[[bytes, int], int] | None
 _quiet_lines: Callable[[bytes, list[bytes], bytes], tuple[bytes, int]] | None
 _holds: Callable[[bytes, bytes], bool]
+_count_text: Callable[[bytes, bytes], int]
 try:
     from specmon._native import count_byte as _count_byte
+    from specmon._native import count_text as _count_text
     from specmon._native import drop_lines as _drop_lines
     from specmon._native import holds as _holds
     from specmon._native import quiet_lines as _quiet_lines
 except ImportError:  # (no compiler: the regex, numpy, bytes' own search)
     _drop_lines = _count_byte = _quiet_lines = None
     _holds = bytes.__contains__
+    _count_text = bytes.count
 
 
 def _drop_access(rest: bytes) -> bytes:
@@ -937,7 +940,7 @@ def decode_columns(data: bytes, engine: Engine, year: int) -> Columns | None:
     if set(piece.counted) - {"prefill"}:
         return None
     n = len(blocks[0].tput) if blocks else 0
-    if data.count(b"Decode batch") != n:
+    if _count_text(data, b"Decode batch") != n:
         return None  # a decode-marked line the session does not sample: keep the caller's pairing exact
     b = blocks[0] if blocks else Block(0, 0, [], [], [], [], None, None)
     return Columns(b.ranks, b.ts, b.running, b.tput, b.acc_len, b.acc_rate, piece.counted.get("prefill", 0))

@@ -77,3 +77,13 @@ def test_the_c_search_is_bytes_in(data: bytes, text: bytes, at: int, plant: bool
         data = data[:at] + text + data[at:]
     assert holds(data, text) is (text in data)
     assert holds(text, data) is (data in text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.binary(min_size=1, max_size=6), st.integers(0, 5))
+def test_the_c_text_count_is_bytes_count(data: bytes, text: bytes, copies: int) -> None:
+    """Non-overlapping, as bytes.count (overlapping texts: "aa" in "aaa" is one)."""
+    from specmon._native import count_text
+
+    data = (data + text) * copies + data
+    assert count_text(data, text) == data.count(text)
