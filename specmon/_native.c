@@ -937,6 +937,56 @@ static int pack_tuple(Packed *pk, PyObject *v) {
     return 1;
 }
 
+/* The text a pass hands back: every line it read replaced by "\n" + token. Written straight
+ * into a bytes object made at the first line read (none read: the text itself is the rest) and
+ * cut to its length at the end: no copy of a whole piece per pass. */
+typedef struct {
+    PyObject *buf;
+    char *out;
+    Py_ssize_t o, cap, last; /* written so far; room; the text's offset copied up to */
+} Rest;
+
+/* The text from the last line read up to the newline at ``at``, then the token for the line
+ * that ends at ``end``; -1 on error (buf is NULL then). */
+static int rest_token(Rest *r, const unsigned char *s, Py_ssize_t size, Py_ssize_t at, Py_ssize_t end,
+                      const Py_buffer *tok) {
+    if (r->buf == NULL) {
+        r->cap = size + 64; /* no longer than the text unless a read line is shorter than the token */
+        r->buf = PyBytes_FromStringAndSize(NULL, r->cap);
+        if (r->buf == NULL) return -1;
+        r->out = PyBytes_AS_STRING(r->buf);
+    }
+    if (r->o + (at - r->last) + 1 + tok->len > r->cap) {
+        Py_ssize_t want = 2 * r->cap + (at - r->last) + 1 + tok->len;
+        if (_PyBytes_Resize(&r->buf, want) < 0) return -1;
+        r->out = PyBytes_AS_STRING(r->buf);
+        r->cap = want;
+    }
+    memcpy(r->out + r->o, s + r->last, at - r->last);
+    r->o += at - r->last;
+    r->out[r->o++] = '\n';
+    memcpy(r->out + r->o, tok->buf, tok->len);
+    r->o += tok->len;
+    r->last = end;
+    return 0;
+}
+
+/* The rest, a new reference (the text after the last line read appended), or NULL. */
+static PyObject *rest_finish(Rest *r, PyObject *text, const unsigned char *s, Py_ssize_t size) {
+    if (r->buf == NULL)
+        return PyBytes_CheckExact(text) ? Py_NewRef(text) : PyBytes_FromStringAndSize((const char *)s, size);
+    if (r->o + (size - r->last) > r->cap) {
+        if (_PyBytes_Resize(&r->buf, r->o + (size - r->last)) < 0) return NULL;
+        r->out = PyBytes_AS_STRING(r->buf);
+    }
+    memcpy(r->out + r->o, s + r->last, size - r->last);
+    r->o += size - r->last;
+    if (_PyBytes_Resize(&r->buf, r->o) < 0) return NULL;
+    PyObject *rest = r->buf;
+    r->buf = NULL;
+    return rest;
+}
+
 /* The pass as bulk.py uses it: the text with every line read replaced by "\n" + token
  * (what (b"\n" + token).join of split's texts gives), how many lines were read, one list per
  * group of their values (None where another template read the line), each as ``kinds`` says
@@ -955,19 +1005,14 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
     Py_ssize_t *caps = NULL, *hits = NULL;
     Last *last_v = NULL;
     Packed *pk = NULL;
-    /* The rest is written straight into a bytes object, made at the first line read (none read:
-     * the text itself is the rest), and cut to its length at the end: no copy of 4 MB per pass. */
-    PyObject *buf = NULL;
-    char *out = NULL;
+    Rest r = {NULL, NULL, 0, 0, 0};
     if (kinds.len != self->groups || PyTuple_GET_SIZE(convs) != self->groups) {
         PyErr_SetString(PyExc_ValueError, "kinds and convs: one per group");
         goto done;
     }
     const unsigned char *s = view.buf;
     const unsigned char *kind = kinds.buf;
-    Py_ssize_t size = view.len, o = 0, count = 0;
-    /* The rest is no longer than the text unless a read line is shorter than the token. */
-    Py_ssize_t cap = size + 64;
+    Py_ssize_t size = view.len, count = 0;
     caps = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (self->maxgroups + 1));
     hits = PyMem_Calloc(self->ntemplates, sizeof(Py_ssize_t));
     last_v = PyMem_Calloc((self->groups + 1) * RECENT, sizeof(Last));
@@ -994,7 +1039,6 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         if (col == NULL) goto done;
         PyList_SET_ITEM(cols, g, col);
     }
-    Py_ssize_t last = 0;
     const unsigned char *nl = memchr(s, '\n', size);
     while (nl != NULL) {
         Py_ssize_t at = nl - s;
@@ -1012,22 +1056,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         Py_ssize_t end = next - s;
         int hit = first_template(self, s, at + 1, end, caps);
         if (hit >= 0) {
-            if (buf == NULL) {
-                buf = PyBytes_FromStringAndSize(NULL, cap);
-                if (buf == NULL) goto done;
-                out = PyBytes_AS_STRING(buf);
-            }
-            if (o + (at - last) + 1 + tok.len > cap) {
-                Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
-                if (_PyBytes_Resize(&buf, want) < 0) goto done; /* (buf is NULL then) */
-                out = PyBytes_AS_STRING(buf);
-                cap = want;
-            }
-            memcpy(out + o, s + last, at - last);
-            o += at - last;
-            out[o++] = '\n';
-            memcpy(out + o, tok.buf, tok.len);
-            o += tok.len;
+            if (rest_token(&r, s, size, at, end, &tok) < 0) goto done;
             count++;
             hits[hit]++;
             for (int t = 0; t < self->ntemplates; t++) {
@@ -1111,23 +1140,11 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
                     lv->len = len;
                 }
             }
-            last = end;
         }
         nl = next;
     }
-    if (buf == NULL) {
-        rest = PyBytes_CheckExact(text) ? Py_NewRef(text) : PyBytes_FromStringAndSize((const char *)s, size);
-    } else {
-        if (o + (size - last) > cap) {
-            if (_PyBytes_Resize(&buf, o + (size - last)) < 0) goto done;
-            out = PyBytes_AS_STRING(buf);
-        }
-        memcpy(out + o, s + last, size - last);
-        o += size - last;
-        if (_PyBytes_Resize(&buf, o) < 0) goto done;
-        rest = buf;
-        buf = NULL;
-    }
+    rest = rest_finish(&r, text, s, size);
+    if (rest == NULL) goto done;
     for (int g = 0; g < self->groups; g++) {
         if (!pk[g].on) continue;
         PyObject *arr = packed_array(&pk[g]);
@@ -1151,7 +1168,7 @@ done:
     if (pk != NULL)
         for (int g = 0; g < self->groups; g++) PyMem_Free(pk[g].buf);
     PyMem_Free(pk);
-    Py_XDECREF(buf);
+    Py_XDECREF(r.buf);
     PyBuffer_Release(&view);
     PyBuffer_Release(&tok);
     PyBuffer_Release(&kinds);
@@ -1801,7 +1818,8 @@ static PyObject *quiet_lines(PyObject *mod, PyObject *args) {
         PyBuffer_Release(&tok);
         return NULL;
     }
-    PyObject *result = NULL, *buf = NULL;
+    PyObject *result = NULL;
+    Rest r = {NULL, NULL, 0, 0, 0};
     unsigned char *skel = NULL;
     const unsigned char *slot_s[SKEL_SLOTS] = {0};
     Py_ssize_t slot_n[SKEL_SLOTS];
@@ -1832,8 +1850,7 @@ static PyObject *quiet_lines(PyObject *mod, PyObject *args) {
         goto done;
     }
     const unsigned char *s = view.buf;
-    Py_ssize_t size = view.len, o = 0, count = 0, last = 0, cap = size + 64;
-    char *out = NULL;
+    Py_ssize_t size = view.len, count = 0;
     const unsigned char *nl = nshapes ? memchr(s, '\n', size) : NULL;
     while (nl != NULL) {
         Py_ssize_t at = nl - s;
@@ -1864,44 +1881,15 @@ static PyObject *quiet_lines(PyObject *mod, PyObject *args) {
             }
         }
         if (quiet) {
-            if (buf == NULL) {
-                buf = PyBytes_FromStringAndSize(NULL, cap);
-                if (buf == NULL) goto done;
-                out = PyBytes_AS_STRING(buf);
-            }
-            if (o + (at - last) + 1 + tok.len > cap) {
-                Py_ssize_t want = 2 * cap + (at - last) + 1 + tok.len;
-                if (_PyBytes_Resize(&buf, want) < 0) goto done;
-                out = PyBytes_AS_STRING(buf);
-                cap = want;
-            }
-            memcpy(out + o, s + last, at - last);
-            o += at - last;
-            out[o++] = '\n';
-            memcpy(out + o, tok.buf, tok.len);
-            o += tok.len;
+            if (rest_token(&r, s, size, at, end, &tok) < 0) goto done;
             count++;
-            last = end;
         }
         nl = next;
     }
-    PyObject *rest;
-    if (buf == NULL) {
-        rest = PyBytes_CheckExact(text) ? Py_NewRef(text) : PyBytes_FromStringAndSize((const char *)s, size);
-    } else {
-        if (o + (size - last) > cap) {
-            if (_PyBytes_Resize(&buf, o + (size - last)) < 0) goto done;
-            out = PyBytes_AS_STRING(buf);
-        }
-        memcpy(out + o, s + last, size - last);
-        o += size - last;
-        if (_PyBytes_Resize(&buf, o) < 0) goto done;
-        rest = buf;
-        buf = NULL;
-    }
+    PyObject *rest = rest_finish(&r, text, s, size);
     if (rest != NULL) result = Py_BuildValue("(Nn)", rest, count);
 done:
-    Py_XDECREF(buf);
+    Py_XDECREF(r.buf);
     PyMem_Free(skel);
     PyBuffer_Release(&view);
     PyBuffer_Release(&tok);
