@@ -114,6 +114,20 @@ static int build_alts(PyObject *alts, Node *nd, int ngroups) {
     return 0;
 }
 
+/* The groups inside a node (t[at], t[at + 1]) and its one sequence (t[at + 2]): N_REP, N_OPT. */
+static int build_body(PyObject *t, int at, Node *nd, int ngroups) {
+    nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, at));
+    nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, at + 1));
+    if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, -1, ngroups) < 0) return -1;
+    nd->nseq = 1;
+    nd->seqs = PyMem_Calloc(1, sizeof(Seq));
+    if (nd->seqs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return build_seq(PyTuple_GET_ITEM(t, at + 2), &nd->seqs[0], ngroups);
+}
+
 /* One node from its tuple (see scan.py's _Compiler for the forms). */
 static int build_node(PyObject *t, Node *nd, int ngroups) {
     memset(nd, 0, sizeof(*nd));
@@ -176,16 +190,7 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
             if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, nd->cap, ngroups) < 0) return -1;
             if (build_alts(PyTuple_GET_ITEM(t, 4), nd, ngroups) < 0) return -1;
         } else {
-            nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
-            nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
-            if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, -1, ngroups) < 0) return -1;
-            nd->nseq = 1;
-            nd->seqs = PyMem_Calloc(1, sizeof(Seq));
-            if (nd->seqs == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            if (build_seq(PyTuple_GET_ITEM(t, 3), &nd->seqs[0], ngroups) < 0) return -1;
+            if (build_body(t, 1, nd, ngroups) < 0) return -1;
         }
         for (int b = 0; b < nd->nseq; b++) {
             /* Alternatives told apart by their first byte, which each must read, and none of
@@ -218,16 +223,7 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
         if (size != 6) break;
         nd->min = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 1));
         nd->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
-        nd->cap_lo = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
-        nd->cap_hi = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 4));
-        if (PyErr_Occurred() || check_caps(nd->cap_lo, nd->cap_hi, -1, ngroups) < 0) return -1;
-        nd->nseq = 1;
-        nd->seqs = PyMem_Calloc(1, sizeof(Seq));
-        if (nd->seqs == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        return build_seq(PyTuple_GET_ITEM(t, 5), &nd->seqs[0], ngroups);
+        return PyErr_Occurred() ? -1 : build_body(t, 3, nd, ngroups);
     default:
         break;
     }
@@ -326,6 +322,14 @@ static Py_ssize_t one_group(const Node *nd, Py_ssize_t p, Ctx *c) {
     return -1;
 }
 
+/* An option (N_OPT) from p: where it ends, or p when it does not match (its groups unset). */
+static Py_ssize_t one_opt(const Node *nd, Py_ssize_t p, Ctx *c) {
+    Py_ssize_t e = one_way(&nd->seqs[0], p, c);
+    if (e >= 0) return e;
+    reset(c->caps, nd->cap_lo, nd->cap_hi);
+    return p;
+}
+
 static Py_ssize_t one_way(const Seq *q, Py_ssize_t p, Ctx *c) {
     const unsigned char *s = c->s;
     for (int i = 0; i < q->n; i++) {
@@ -359,14 +363,9 @@ static Py_ssize_t one_way(const Seq *q, Py_ssize_t p, Ctx *c) {
             p = one_group(nd, p, c);
             if (p < 0) return -1;
             break;
-        case N_OPT: {
-            Py_ssize_t e = one_way(&nd->seqs[0], p, c);
-            if (e >= 0)
-                p = e;
-            else
-                reset(c->caps, nd->cap_lo, nd->cap_hi);
+        case N_OPT:
+            p = one_opt(nd, p, c);
             break;
-        }
         default:
             return -1; /* (refused when built) */
         }
@@ -451,15 +450,10 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
             if (p < 0) return -1;
             i++;
             continue;
-        case N_OPT: {
-            Py_ssize_t e = one_way(&nd->seqs[0], p, c);
-            if (e >= 0)
-                p = e;
-            else
-                reset(c->caps, nd->cap_lo, nd->cap_hi);
+        case N_OPT:
+            p = one_opt(nd, p, c);
             i++;
             continue;
-        }
         case N_RUN: {
             Py_ssize_t n = 0, room = c->end - p;
             if (nd->max >= 0 && nd->max < room) room = nd->max;
@@ -911,6 +905,21 @@ static PyObject *packed_array(const Packed *pk) {
     return Py_BuildValue("(nN)", pk->width, arr);
 }
 
+/* A value that came as an object, v (a reference this takes): packed when ``packed`` (what
+ * pack_object or pack_tuple made of it) says so, else the column is unpacked and v appended.
+ * -1 on error. */
+static int pack_or_append(Packed *pk, PyObject *col, PyObject *v, int packed) {
+    if (packed != 0) {
+        Py_DECREF(v);
+        return packed < 0 ? -1 : 0;
+    }
+    if (unpack(pk, col) < 0) {
+        Py_DECREF(v);
+        return -1;
+    }
+    return append_new(col, v);
+}
+
 /* A line's list of floats onto a packed rows column: 1 done, 0 not a row of its width (the
  * caller unpacks), -1 error. */
 static int pack_row(Packed *pk, const unsigned char *s, Py_ssize_t n, int comma_space) {
@@ -1078,17 +1087,8 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
                         if (packed) continue;
                         v = value(s, caps[2 * g], caps[2 * g + 1], as, PyTuple_GET_ITEM(convs, j));
                         if (v == NULL) goto done;
-                        packed = pack_tuple(&pk[j], v); /* the converter's floats, of the width */
-                        if (packed != 0) {
-                            Py_DECREF(v);
-                            if (packed < 0) goto done;
-                            continue;
-                        }
-                        if (unpack(&pk[j], col) < 0) {
-                            Py_DECREF(v);
-                            goto done;
-                        }
-                        if (append_new(col, v) < 0) goto done;
+                        /* (the converter's floats, of the width) */
+                        if (pack_or_append(&pk[j], col, v, pack_tuple(&pk[j], v)) < 0) goto done;
                         continue;
                     }
                     if (pk[j].on) {
@@ -1106,17 +1106,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
                         else
                             v = value(s, caps[2 * g], caps[2 * g + 1], as, PyTuple_GET_ITEM(convs, j));
                         if (v == NULL) goto done;
-                        int packed = form == 0 ? pack_object(&pk[j], v) : 0;
-                        if (packed != 0) {
-                            Py_DECREF(v);
-                            if (packed < 0) goto done;
-                            continue;
-                        }
-                        if (unpack(&pk[j], col) < 0) {
-                            Py_DECREF(v);
-                            goto done;
-                        }
-                        if (append_new(col, v) < 0) goto done;
+                        if (pack_or_append(&pk[j], col, v, form == 0 ? pack_object(&pk[j], v) : 0) < 0) goto done;
                         continue;
                     }
                     /* Texts (ranks) keep the last RECENT distinct ones: DP ranks print in turn, and a

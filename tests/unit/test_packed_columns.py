@@ -191,14 +191,10 @@ def test_the_gap_average_refuses_what_is_not_a_column_of_times() -> None:
         _scan.gap_average(["x"], None, None, 5.0, 4.0)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(2, 6), st.integers(0, 6), st.integers(100, 400))
-def test_ranks_in_turn_leave_the_per_sample_path_once_all_have_warmed_up(ranks: int, warmup: int, n: int) -> None:
-    # DP attention prints one line per rank in turn: a fresh run's first block is taken sample by
-    # sample only until every rank has had its warm-up, and ends as the per-sample path ends.
-    names = [f"DP{r} TP{r}" for r in range(ranks)]
-    cols = ([names[i % ranks] for i in range(n)], [1_700_000_000.0 + i * 0.25 for i in range(n)],
-            [1 + i % 3 for i in range(n)], [60.0 + i % 7 for i in range(n)], [2.0] * n, [0.5] * n)
+def _both_paths(cols: tuple[list, ...], warmup: int) -> tuple[Session, Session, int]:
+    """One decode block into a session as the bulk path takes it (and how many samples it took one
+    by one), and into another with the steady path refused (the per-sample path alone)."""
+    n = len(cols[0])
     calls = []
     fast = Session(warmup=warmup)
     original = Session._add_sample
@@ -212,7 +208,6 @@ def test_ranks_in_turn_leave_the_per_sample_path_once_all_have_warmed_up(ranks: 
         fast.ingest_decode_columns(*cols, 1, n)
     finally:
         Session._add_sample = original  # type: ignore[method-assign]
-    assert len(calls) <= 2 * max(warmup, 1) * ranks + 2 < n  # the warm-ups, not the block
     slow = Session(warmup=warmup)
     steady = Session._bulk_steady
     Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
@@ -220,6 +215,19 @@ def test_ranks_in_turn_leave_the_per_sample_path_once_all_have_warmed_up(ranks: 
         slow.ingest_decode_columns(*cols, 1, n)
     finally:
         Session._bulk_steady = steady  # type: ignore[method-assign]
+    return fast, slow, len(calls)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 6), st.integers(100, 400))
+def test_ranks_in_turn_leave_the_per_sample_path_once_all_have_warmed_up(ranks: int, warmup: int, n: int) -> None:
+    # DP attention prints one line per rank in turn: a fresh run's first block is taken sample by
+    # sample only until every rank has had its warm-up, and ends as the per-sample path ends.
+    names = [f"DP{r} TP{r}" for r in range(ranks)]
+    cols = ([names[i % ranks] for i in range(n)], [1_700_000_000.0 + i * 0.25 for i in range(n)],
+            [1 + i % 3 for i in range(n)], [60.0 + i % 7 for i in range(n)], [2.0] * n, [0.5] * n)
+    fast, slow, calls = _both_paths(cols, warmup)
+    assert calls <= 2 * max(warmup, 1) * ranks + 2 < n  # the warm-ups, not the block
     assert _state(fast) == _state(slow)
 
 
@@ -316,26 +324,7 @@ def test_a_block_with_idle_gaps_goes_back_to_the_steady_path(ranks: int, warmup:
         ts = ts[:at] + [t + length for t in ts[at:]]
     cols = ([names[i % ranks] for i in range(n)], ts, [1 + i % 3 for i in range(n)],
             [60.0 + i % 7 for i in range(n)], [2.0] * n, [0.5] * n)
-    calls = []
-    fast = Session(warmup=warmup)
-    original = Session._add_sample
-
-    def counting(self, *args):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return original(self, *args)
-
-    Session._add_sample = counting  # type: ignore[method-assign]
-    try:
-        fast.ingest_decode_columns(*cols, 1, n)
-    finally:
-        Session._add_sample = original  # type: ignore[method-assign]
-    slow = Session(warmup=warmup)
-    steady = Session._bulk_steady
-    Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
-    try:
-        slow.ingest_decode_columns(*cols, 1, n)
-    finally:
-        Session._bulk_steady = steady  # type: ignore[method-assign]
+    fast, slow, calls = _both_paths(cols, warmup)
     assert _state(fast) == _state(slow)
     last_gap = max(int(w * (n - 1)) + 1 for w, _ in gaps)
-    assert len(calls) <= 2 * last_gap + 4 * max(warmup, 1) * ranks + 8  # not the whole block after a gap
+    assert calls <= 2 * last_gap + 4 * max(warmup, 1) * ranks + 8  # not the whole block after a gap
