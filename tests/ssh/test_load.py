@@ -313,13 +313,15 @@ async def test_a_kept_alive_connection_closed_before_answering_is_retried_once(
     """cpp-httplib (llama-server) closes a kept-alive connection after a few requests, uvicorn (vLLM,
     SGLang) after 5 s idle: a request sent on it just then gets no answer at all. It was never
     served, so it is sent again on a fresh connection, once, and is not a client error."""
-    served: dict[int, int] = {}
+    # Keyed by the writer itself, not id(w): a closed connection's writer, once collected, may
+    # lend its id to the next one, which then looked used up and dropped a retry (seen in CI).
+    served: dict[asyncio.StreamWriter, int] = {}
 
     async def handler(method: str, path: str, body: bytes, w: asyncio.StreamWriter) -> None:
-        n = served.get(id(w), 0)
+        n = served.get(w, 0)
         if n == per_connection:
             raise _Dropped
-        served[id(w)] = n + 1
+        served[w] = n + 1
         _answer(w)
         await w.drain()
 

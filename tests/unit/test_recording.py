@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specmon import paths
 from specmon.ingest.files import ingest_files
@@ -123,6 +125,41 @@ def test_truncated_last_line_is_skipped(tmp_path: Path) -> None:
     assert stats.truncated_tail and stats.bad_lines == 0
     assert replayed.lines == 299 or replayed.lines == 300 - 1
     assert table(replayed)["runs"][0]["samples"] <= whole["runs"][0]["samples"]
+
+
+@pytest.fixture(scope="module")
+def small_recording(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.mktemp("small") / "rec.jsonl"
+    write_lines_recording(path, [(str(SAMPLES[0]), SAMPLES[0].read_text().splitlines()[:40])])
+    return path.read_bytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_recording_cut_anywhere_reads_every_whole_entry(small_recording: bytes, tmp_path: Path,
+                                                         data: st.DataObject) -> None:
+    """The recorder killed at any byte: every whole entry is read, and "ends mid-line" is said
+    exactly when a piece of one is left (an entry whole but for its newline is read, not flagged)."""
+    header_end = small_recording.index(b"\n") + 1
+    cut = data.draw(st.integers(header_end, len(small_recording)))
+    if data.draw(st.booleans()):  # just before the next newline: an entry whole but for it
+        cut = small_recording.find(b"\n", cut) % (len(small_recording) + 1)
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(small_recording[:cut])
+    head, _, fragment = small_recording[:cut].rpartition(b"\n")
+    try:
+        whole = isinstance(json.loads(fragment), dict) if fragment else False
+    except ValueError:
+        whole = False
+    for pipelined in (False, True):
+        stats = ReadStats()
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(recording, "PIPELINE_MIN_BYTES", 0 if pipelined else 1 << 60)
+            session = replay_recording(path, stats=stats)
+        assert stats.truncated_tail == (bool(fragment) and not whole), (cut, fragment[-40:])
+        assert stats.entries == head.count(b"\n") + 1 + whole and stats.bad_lines == 0
+        lines = sum(1 for ln in (head + b"\n" + fragment * whole).splitlines() if b'"type":"line"' in ln)
+        assert session.lines == lines
 
 
 def test_damaged_middle_line_is_counted_not_fatal(tmp_path: Path) -> None:

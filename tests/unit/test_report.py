@@ -125,7 +125,10 @@ def test_a_sweep_verdict_in_the_recording_leads_the_report(tmp_path: Path) -> No
 def test_truncated_recording_still_reports(recording: Path, tmp_path: Path, capsys) -> None:
     cut = tmp_path / "cut.jsonl"
     data = recording.read_bytes()
-    cut.write_bytes(data[: len(data) // 2 - 7])
+    # Halfway through the entry that spans the file's middle: a fixed offset could land just
+    # after an entry's closing brace (its recorded times vary in length), a whole entry then.
+    start = data.rfind(b"\n", 0, len(data) // 2) + 1
+    cut.write_bytes(data[: (start + data.index(b"\n", start)) // 2])
     code, out, err = run_cli(["report", str(cut)], capsys)
     assert code == 0 and "ends mid-line" in err and "ends mid-line" in out
 
