@@ -434,6 +434,7 @@ class SnapshotBuilder:
         self._row_of_run: dict[int, ConfigRow] = {}
         self._y_max = 0.0
         self._events_key: tuple[object, ...] | None = None
+        self._events_held: tuple[object, object] = (None, None)
         self._events: tuple[EventView, ...] = ()
         self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
         #: A sweep's verdict table shown instead of the live one while the run it ended on lasts.
@@ -503,7 +504,7 @@ class SnapshotBuilder:
         self._row_of_run = {}
         self._rows = {}
         self._y_max = 0.0
-        self._events_key = None
+        self._events_key, self._events_held = None, (None, None)
         self._events = ()
         self.pinned = None
 
@@ -687,7 +688,8 @@ class SnapshotBuilder:
         events = session.events
         key = (id(session), len(events), id(events[-1]) if events else None)
         if key != self._events_key:
-            self._events_key = key
+            # The keyed objects are held: an id names one object only while that object lives.
+            self._events_key, self._events_held = key, (session, events[-1] if events else None)
             self._events = fold_events(list(events)[-EVENTS_SHOWN * 4:])[-EVENTS_SHOWN:]
         return self._events
 

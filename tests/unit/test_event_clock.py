@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,3 +77,20 @@ def test_a_clock_ahead_of_ours_shows_when_it_was_read() -> None:
               SessionEvent(5, ahead + 3, "info", "ready", received=T0 + 3)]
     views = fold_events(events)
     assert [v.at for v in views] == [T0, T0 + 3] and views[1].log_time  # in order; the log's stamp beside
+
+
+@pytest.mark.parametrize("every", [1, 2, 3])
+def test_the_event_log_follows_a_full_log_whatever_ids_the_new_events_get(every: int) -> None:
+    """The shown events are rebuilt when the kept events change, also once the log is full (its
+    length no longer changes) and a new last event gets the id a dropped one had: CPython lends a
+    freed object's memory to the next one of its size (here, the last event of two rounds back)."""
+    from specmon.model.session import EVENTS_KEPT, Session
+    from specmon.ui.views import SnapshotBuilder
+
+    session, builder = Session(), SnapshotBuilder()
+    for round_ in range(12):
+        for i in range(EVENTS_KEPT + 1):
+            session.events.append(SessionEvent(i, None, "info", f"round {round_} event {i}"))
+        if round_ % every == 0:
+            shown = builder._event_views(session)
+            assert shown[-1].text == f"round {round_} event {EVENTS_KEPT}", round_

@@ -89,6 +89,7 @@ class EventsScreen(Screen[None]):
         self.fold = True
         self.lines: list[str] = []
         self._shown: tuple[object, ...] | None = None
+        self._shown_last: object = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="events-title", markup=False)
@@ -109,7 +110,8 @@ class EventsScreen(Screen[None]):
         key = (len(events), id(events[-1]) if events else None, self.query_text, self.level_index, self.fold)
         if key == self._shown:
             return
-        self._shown = key
+        # The last event is held: an id names one object only while that object lives.
+        self._shown, self._shown_last = key, (events[-1] if events else None)
         name, levels = LEVELS[self.level_index]
         self.lines, total = event_lines(events, query=self.query_text, levels=levels, fold=self.fold)
         scroll = self.query_one("#events-scroll", VerticalScroll)

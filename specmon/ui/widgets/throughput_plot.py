@@ -45,7 +45,8 @@ class ThroughputPlot(PlotextPlot):
         super().__init__(id=id)
         self._view: PlotView | None = None
         self.draws = 0  # how many times the figure was rebuilt (the bench reports it)
-        self._cache: tuple[object, RenderResult] | None = None
+        # The view itself, not its id: a collected view's id may be lent to the next one.
+        self._cache: tuple[object, object, RenderResult] | None = None
         self._shown_at = -MIN_INTERVAL_S
 
     def show(self, view: PlotView, *, force: bool = False) -> None:
@@ -74,13 +75,13 @@ class ThroughputPlot(PlotextPlot):
         Textual may ask for a render for reasons of its own (a screen on top closing, a
         style update); the expensive plotext build happens only when the picture changes.
         """
-        key = (id(self._view), self.size, self.app.theme)
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
+        key = (self.size, self.app.theme)
+        if self._cache is not None and self._cache[0] is self._view and self._cache[1] == key:
+            return self._cache[2]
         self._draw()
         self.draws += 1
         result = super().render()
-        self._cache = (key, result)
+        self._cache = (self._view, key, result)
         return result
 
     def _draw(self) -> None:
