@@ -1139,7 +1139,7 @@ def feed_piece(session: Session, piece: Piece, offset: int, redo: Callable[[], P
         rollover: keeps a log's day-less stamps in order across midnight, in file order.
     """
     for kind, n in piece.counted.items():
-        session.counts[kind] += n
+        session.count_lines(kind, n)
     fix = rollover if rollover is not None and rollover.mode is not None else None
     for item in piece.items:
         if fix is not None:

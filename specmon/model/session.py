@@ -454,6 +454,15 @@ class Session:
         self._add_sample(run, rec.rank, rec.timestamp, tput, conc, acc_len, acc_rate,
                          idle_by_gap, idle, self._warmup_for())
 
+    def count_lines(self, kind: str, n: int) -> None:
+        """Lines of a kind the bulk path counts without records (SGLang prefill): counted, and
+        voting for their engine, as :meth:`ingest` counts and votes for each record."""
+        if not n:
+            return
+        self.counts[kind] += n
+        if kind == "prefill":
+            self._vote(Engine.SGLANG, n)
+
     def ingest_decode_columns(self, ranks: list[str | None], ts: list[float | None], running: list[int],
                               tput: list[float], acc_len: list[float | None] | None,
                               acc_rate: list[float | None] | None, first_line: int, last_line: int) -> None:

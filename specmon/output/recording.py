@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import io
 import json
 import multiprocessing as mp
@@ -35,6 +36,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -476,18 +478,30 @@ def _chunks(f: Any) -> Iterator[list[bytes]]:
         yield chunk
 
 
-def _raw_chunks(p: Path, stats: ReadStats) -> Iterator[list[dict[str, Any]] | bytes]:
+def _raw_chunks(p: Path, stats: ReadStats, span: tuple[int, int] | None = None
+                ) -> Iterator[list[dict[str, Any]] | bytes]:
     """The header's entries, then about _CHUNK_BYTES of whole lines at a time, as bytes
-    (report reads the usual raw lines in place: :func:`_line_run`). Errors as :func:`read_recording`."""
+    (report reads the usual raw lines in place: :func:`_line_run`). Errors as :func:`read_recording`.
+
+    ``span``: only the bytes from its start to its end (each just after a newline, or the
+    file's start and end); the header is read only by the span that starts the file.
+    """
     f = _open_recording(p)
     with f:
-        head = f.readline()
-        if not head:
-            raise RecordingError(f"{p}: empty file, not a specmon recording")
-        yield list(_read_lines(p, [head], stats, True))
-        while data := f.read(_CHUNK_BYTES):
+        start, end = span if span is not None else (0, None)
+        if start == 0:
+            head = f.readline()
+            if not head:
+                raise RecordingError(f"{p}: empty file, not a specmon recording")
+            yield list(_read_lines(p, [head], stats, True))
+        else:
+            f.seek(start)
+        while True:
+            left = -1 if end is None else end - f.tell()
+            if not left or not (data := f.read(_CHUNK_BYTES if left < 0 else min(_CHUNK_BYTES, left))):
+                break
             if not data.endswith(b"\n"):
-                data += f.readline()
+                data += f.readline(-1 if end is None else end - f.tell())
             yield data
 
 
@@ -638,27 +652,48 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
         size = os.stat(path).st_size
     except OSError:
         size = 0
-    if bulk and size >= PIPELINE_MIN_BYTES and "fork" in mp.get_all_start_methods():
-        ops: Iterator[_Op] = _ops_from_worker(path, stats, year)
-    else:
-        ops = _replay_ops(path, stats, bulk, year)
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
+    #: Sources begun (a source entry, or lines of an undeclared name) whose first block is to come:
+    #: the engine is recognised from that block, as summarize recognises a file's head.
+    fresh: set[str] = set()
+    last_year: list[int | None] = [None]  # the year of the source begun last
+
+    def known() -> _Known:
+        # What the reading processes may take as known, as this side knows it now.
+        return _Known({src: p.year for src, p in parsers.items()},
+                      {src: p.engine for src, p in parsers.items() if src not in fresh}, last_year[0])
+
+    workers = min(os.cpu_count() or 1, -(-size // READ_SPAN))
+    if bulk and size >= PIPELINE_MIN_BYTES and workers > 1 and "fork" in mp.get_all_start_methods():
+        ops: Iterator[_Op] = _ops_from_pool(Path(path), size, workers, stats, year, known)
+    else:
+        ops = _replay_ops(path, stats, bulk, year)
     has_lines: set[str] = set()
     pending_records: list[tuple[str, dict[str, Any]]] = []
+    reread: dict[tuple[int, int], list[_Block]] = {}  # the last span read again here
     for op in ops:
         kind = op[0]
         if kind == "block":
             assert session is not None
-            _, src, block, piece, engine_used, detected = op
+            _, src, block, piece, engine_used, detected, year_used, cut_at = op
             parser = parsers[src]
+            if src in fresh:
+                fresh.discard(src)
+                if detected is None or (cut_at is not None and len(block.ns) < REPLAY_BLOCK):
+                    block = _whole_block(Path(path), block, year, reread)
+                    # Read apart: its reading process took the source for one begun before (it
+                    # had not seen it begun again), or the block's lines go on past its span.
+                    detected = _detect_head(_first_block(Path(path), block, src, cut_at))
+            else:
+                detected = None
             if detected is not None:
                 session.set_engine_hint(detected)
                 if parser.engine is Engine.UNKNOWN:
                     parser.engine = detected
-            if piece == _PARSE_HERE:
-                piece = _bulk(block, parser) if not parser.in_traceback else None
-            elif piece is not None and (parser.in_traceback or parser.engine is not engine_used):
+            if piece is not None and (parser.in_traceback or parser.engine is not engine_used
+                                      or parser.year != year_used):
+                block = _whole_block(Path(path), block, year, reread)
                 piece = None  # it assumed another parser state: redo it here
                 if bulk and not parser.in_traceback:
                     piece = _bulk(block, parser)
@@ -679,14 +714,17 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                 session.begin_source(current, baseline=bool(entry.get("baseline")))
                 recorded_year = entry.get("year") if year is None else year
                 parsers[current] = LineParser(year=recorded_year if isinstance(recorded_year, int) else None)
+                fresh.add(current)
+                last_year[0] = parsers[current].year
             elif entry["type"] == "record":
                 src = str(entry.get("src", ""))
                 if src not in has_lines:  # lines are authoritative: their source's records are not kept
                     pending_records.append((src, entry))
-        elif kind == "implicit":
+        elif kind == "implicit" and op[1] not in parsers:  # (a reading process may not know it begun)
             assert session is not None
             session.begin_source(op[1])
             parsers[op[1]] = LineParser()
+            fresh.add(op[1])
         elif kind == "has_lines":
             has_lines.add(op[1])
         elif kind == "stats" and stats is not None:
@@ -697,9 +735,6 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
     _flush_records(session, pending_records, has_lines, on_record)
     return session
 
-
-#: A block's parse left to the feeding process (a string: it crosses the process boundary).
-_PARSE_HERE = "parse here"
 
 #: The key of an entry that is not a raw line of a text-named source (runs are grouped by source).
 _OTHER = object()
@@ -720,24 +755,37 @@ class _Block:
     #: The texts UTF-8 encoded and joined by newlines, as the reading process sends them
     #: (one bytes object pickles as a copy; 8,192 strings took most of the hand-over).
     data: bytes | None = None
+    #: Sent without its texts and times (the feeding side takes its bulk parse): the span it
+    #: was read from and its place there, to read it again (:func:`_whole_block`).
+    at: tuple[int, int, int] | None = None
 
     def lines(self) -> list[str]:
         """The texts (decoded from ``data`` when sent that way: an exact round trip)."""
+        assert self.at is None, "a block sent without its lines"
         return self.texts if self.data is None else self.data.decode("utf-8").split("\n")
 
 
 def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: bool,
-                year_override: int | None = None, parse: int = 1) -> Iterator[_Op]:
+                year_override: int | None = None, span: tuple[int, int] | None = None,
+                known: _Known | None = None) -> Iterator[_Op]:
     """Read a recording into ordered operations: entries, new implicit sources, and blocks of
-    raw lines with their bulk parse (made with the parser state this side can know: the year,
-    the engine recognised from the source's first lines, no traceback open), or
-    :data:`_PARSE_HERE` for the feeding side to make it: ``parse`` 1 parses every block here,
-    2 every second one (the rest there), 0 none."""
+    raw lines with their bulk parse, made with the parser state this side can know (the year,
+    the engine recognised from the source's first lines, no traceback open) and sent with it:
+    ``("block", source, block, parse, engine, detected, year, cut_at)``. ``detected`` is the
+    engine of the block's lines when this side takes it for the source's first block.
+
+    ``span`` reads only those bytes (:func:`_ops_from_pool`); ``known`` is then what the
+    feeding side knew of the sources begun before it, and a name it does not know is guessed
+    (the year of the source begun last, the engine of the block's lines): the feeding side
+    redoes a block whose guess was wrong. ``cut_at`` is the span's end for its last block
+    (that source's lines may go on in the next span).
+    """
     local = ReadStats()
-    blocks = 0
-    years: dict[str, int | None] = {}
-    engines: dict[str, Engine] = {}
+    years: dict[str, int | None] = dict(known.years) if known is not None else {}
+    engines: dict[str, Engine] = dict(known.engines) if known is not None else {}
+    last_year = known.last_year if known is not None else None
     seen: set[str] = set()
+    blocks = 0  # blocks made so far (a block's place in its span: _Block.at)
     block_src: str | None = None  # None: no block open (a source may be named "")
     # The open block: line numbers, receive times, and its texts in order, as runs read in C
     # (UTF-8, newline-joined: bytes) and as decoded entries gave them (lists of str).
@@ -746,11 +794,10 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
     parts: list[bytes | list[str]] = []
     recvs: list[Any] = []  # the receive times of the C runs' decode lines
 
-    def flush() -> Iterator[_Op]:
+    def flush(cut_at: int | None = None) -> Iterator[_Op]:
         nonlocal ns, ts, parts, recvs, blocks
         if not ns or block_src is None:
             return
-        blocks += 1
         if all(type(part) is bytes for part in parts):
             data = b"\n".join(cast(list[bytes], parts))
             out = _Block(ns, [], ts, recvs, data)
@@ -765,17 +812,23 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
             detected = _detect_head(out.lines())
             engines[block_src] = detected
         engine = engines[block_src]
-        if bulk and (not parse or blocks % parse):
-            piece: Any = _PARSE_HERE
-        else:
-            piece = _bulk(out, LineParser(year=years.get(block_src), engine=engine)) if bulk else None
-        if piece not in (None, _PARSE_HERE) and (piece.tput or piece.prefill) and engine is Engine.UNKNOWN:
+        parser = LineParser(year=years.get(block_src), engine=engine)
+        piece = _bulk(out, parser) if bulk else None
+        if piece is not None and (piece.tput or piece.prefill) and engine is Engine.UNKNOWN:
             engines[block_src] = Engine.SGLANG
-        if piece == _PARSE_HERE and texts is not None:
-            out = _Block(ns, [], ts, _decode_recv(texts, ts), _packed(texts))
-            if out.data is None:
-                out.texts = texts
-        yield ("block", block_src, out, piece, engine, detected)
+        if span is not None:  # (it crosses to the feeding process)
+            if piece is not None:
+                # The feeding side takes its parse: the lines stay here (read again from the
+                # file in the rare case that side must parse them itself). 438 MB of pickles
+                # crossed for a 2M-line recording with the lines, 70 without.
+                recv = out.recv if out.recv is not None else _decode_recv(out.lines(), ts)
+                out = _Block(ns, [], [], recv, at=(span[0], span[1], blocks))
+            elif texts is not None:
+                out = _Block(ns, [], ts, _decode_recv(texts, ts), _packed(texts))
+                if out.data is None:
+                    out.texts = texts
+        blocks += 1
+        yield ("block", block_src, out, piece, engine, detected, parser.year, cut_at)
         ns, ts, parts, recvs = [], [], [], []
 
     def add_texts(texts: list[str]) -> None:
@@ -789,8 +842,9 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
         yield from flush()
         block_src = src
         if src not in years:
-            # Lines before any source entry (a hand-made file): one implicit source.
-            years[src] = None
+            # Lines before any source entry (a hand-made file): one implicit source. Or, read
+            # from a span on, a source begun before it that the feeding side had not yet told.
+            years[src] = None if span is None else last_year
             yield ("implicit", src)
         if src not in seen:
             seen.add(src)
@@ -798,7 +852,7 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
 
     def other_entry(entry: dict[str, Any]) -> Iterator[_Op]:
         """One entry that is not a raw line of a text-named source, the way lines used to go."""
-        nonlocal block_src
+        nonlocal block_src, last_year
         kind = entry["type"]
         if kind == "line":  # a hand-made file's source name that is not a string
             src = str(entry.get("src", ""))
@@ -814,6 +868,7 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
             name = str(entry.get("source", ""))
             year = entry.get("year") if year_override is None else year_override
             years[name] = year if isinstance(year, int) else None
+            last_year = LineParser(year=years[name]).year
             engines.pop(name, None)
             seen.discard(name)
             block_src = None  # the next line, even of the same name, opens a block of this source
@@ -848,7 +903,7 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
                 ts.extend(_field(part, "t", None))
 
     p = Path(path)
-    for chunk in _raw_chunks(p, local):
+    for chunk in _raw_chunks(p, local, span):
         if not isinstance(chunk, bytes):  # the header line
             yield from decoded(chunk)
             continue
@@ -871,52 +926,123 @@ def _replay_ops(path: str | os.PathLike[str], stats: ReadStats | None, bulk: boo
                 # (split at newlines only, as the file's lines)
                 yield from decoded(_decode_lines(p, io.BytesIO(chunk[pos:end]).readlines(), local))
             pos = end
-    yield from flush()
+    yield from flush(span[1] if span is not None else None)
     if stats is not None:
         yield ("stats", local)
 
 
-def _ops_from_worker(path: str | os.PathLike[str], stats: ReadStats | None,
-                     year: int | None = None) -> Iterator[_Op]:
-    """:func:`_replay_ops` run in a forked process, its operations passed back in batches."""
+@dataclass(frozen=True)
+class _Known:
+    """What the feeding side knows of the sources begun so far, handed to a reading process."""
+
+    years: dict[str, int | None]
+    #: The engine each source's parser has (sources whose first block was read).
+    engines: dict[str, Engine]
+    #: The year of the source begun last (a guess for a source the feeding side has not told).
+    last_year: int | None
+
+
+#: Bytes of a big recording each reading process takes at a time (whole lines).
+READ_SPAN = 8 << 20
+
+
+def _spans(path: Path, size: int) -> Iterator[tuple[int, int]]:
+    """Byte ranges of about READ_SPAN bytes, each ending just after a newline (or at the end)."""
+    with open(path, "rb") as f:
+        start = 0
+        while start < size:
+            end = min(start + READ_SPAN, size)
+            if end < size:
+                f.seek(end)
+                end = min(end + len(f.readline()), size)
+            yield start, end
+            start = end
+
+
+def _read_span(path: str, span: tuple[int, int], with_stats: bool, year: int | None, known: _Known) -> list[_Op]:
+    """A reading process's work: the operations of one span of the recording, parsed."""
+    return list(_replay_ops(path, ReadStats() if with_stats else None, True, year, span, known))
+
+
+def _ops_from_pool(path: Path, size: int, workers: int, stats: ReadStats | None, year: int | None,
+                   known: Callable[[], _Known]) -> Iterator[_Op]:
+    """:func:`_replay_ops` over spans of the recording, read and parsed by forked processes, one
+    per core, while this one feeds the session; the operations in the file's order.
+
+    A span's reading is handed what the feeding side knows when it starts (at most
+    ``2 * workers`` spans ahead): the sources begun, their years and engines. A source begun in
+    a span not yet fed is guessed, and a block whose guess was wrong is parsed again here (the
+    year of the source begun last and the engine of its own lines are nearly always right).
+    """
+    from specmon.ingest.bulk import _worker_start
+
     ctx = mp.get_context("fork")
-    queue: Any = ctx.Queue(maxsize=4)  # bounded: the reader never runs far ahead (memory)
-    proc = ctx.Process(target=_worker, args=(str(path), stats is not None, queue, year), daemon=True)
-    proc.start()
+    spans = iter(_spans(path, size))
+    pending: deque[Any] = deque()
+    read = ReadStats()
+    gc.freeze()  # (as summarize does: the workers leave the inherited objects alone)
+    was_enabled = gc.isenabled()
     try:
-        while True:
-            batch = queue.get()
-            if batch is None:
-                break
-            if isinstance(batch, RecordingError):
-                raise batch
-            yield from batch
+        pool = ctx.Pool(workers, initializer=_worker_start)
+        gc.disable()
+        with pool:
+            def start() -> None:
+                span = next(spans, None)
+                if span is not None:
+                    pending.append(pool.apply_async(_read_span, (str(path), span, stats is not None, year, known())))
+
+            for _ in range(2 * workers):
+                start()
+            while pending:
+                ops = pending.popleft().get()
+                for op in ops:
+                    if op[0] == "stats":
+                        st = op[1]
+                        read.entries += st.entries
+                        read.bad_lines += st.bad_lines
+                        read.truncated_tail = st.truncated_tail  # (the last span's)
+                    else:
+                        yield op
+                start()
     finally:
-        if proc.is_alive():
-            proc.terminate()  # its own child, stopped by the handle that started it
-        proc.join(timeout=5)
-        queue.close()
+        if was_enabled:
+            gc.enable()
+        gc.unfreeze()
+    if stats is not None:
+        yield ("stats", read)
 
 
-def _worker(path: str, with_stats: bool, queue: Any, year: int | None = None) -> None:
-    try:
-        batch: list[_Op] = []
-        # Reading here, and the bulk parse of every second block; the feeding process parses the
-        # others as it feeds the session. With orjson the reading alone was the slower side (the
-        # feeder waited 4.7 s of 5.9 on a 2M-line recording); read in C (line_run), the feeder
-        # parsing every block waited for nothing and took 4.5 s.
-        for op in _replay_ops(path, ReadStats() if with_stats else None, True, year, parse=2):
-            batch.append(op)
-            if op[0] == "block" or len(batch) >= 256:
-                queue.put(batch)
-                batch = []
-        if batch:
-            queue.put(batch)
-        queue.put(None)
-    except RecordingError as exc:
-        queue.put(exc)
-    except BaseException as exc:  # the parent must not wait forever for a reader that died
-        queue.put(RecordingError(f"{path}: reading failed: {exc}"))
+def _whole_block(path: Path, block: _Block, year: int | None, reread: dict[tuple[int, int], list[_Block]]
+                 ) -> _Block:
+    """A block sent without its lines, read again here from its span (the same reading makes the
+    same blocks); the span's blocks are kept in ``reread`` for the next one."""
+    if block.at is None:
+        return block
+    start, end, index = block.at
+    if (start, end) not in reread:
+        reread.clear()
+        reread[start, end] = [op[2] for op in _replay_ops(path, None, False, year, (start, end),
+                                                          _Known({}, {}, None)) if op[0] == "block"]
+    whole = reread[start, end][index]
+    if whole.ns != block.ns:  # pragma: no cover - the file changed under the report
+        raise RecordingError(f"{path}: the recording changed while it was read")
+    return whole
+
+
+def _first_block(path: Path, block: _Block, src: str, cut_at: int | None) -> list[str]:
+    """The lines of a source's first block as one reading of the whole file makes it: ``block``,
+    and when it ends at a span's end, the lines of that source right after it."""
+    lines = block.lines()
+    if cut_at is None or len(lines) >= REPLAY_BLOCK:
+        return lines
+    span = (cut_at, path.stat().st_size)
+    for op in _replay_ops(path, None, False, None, span, _Known({src: None}, {src: Engine.UNKNOWN}, None)):
+        if op[0] == "has_lines" and op[1] == src:
+            continue
+        if op[0] == "block" and op[1] == src:
+            lines = lines + op[2].lines()[:REPLAY_BLOCK - len(lines)]
+        break
+    return lines
 
 
 def _detect_head(texts: list[str]) -> Engine:
@@ -982,7 +1108,7 @@ def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any
         parser.in_traceback = False
         if parser.engine is Engine.UNKNOWN:
             parser.engine = Engine.SGLANG
-    session.counts["prefill"] += piece.prefill
+    session.count_lines("prefill", piece.prefill)
     if piece.tput:
         session.ingest_decode_columns(piece.ranks, piece.ts, piece.running, piece.tput,
                                       piece.acc_len, piece.acc_rate, block.ns[0], block.ns[-1])

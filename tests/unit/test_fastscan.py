@@ -204,3 +204,21 @@ def test_lines_a_veto_turns_away_are_not_learnt_from(tmp_path: Path, monkeypatch
     assert fast == slow
     assert not [raw for raw in tried if b"prompt eval" in raw]
     assert any(b"       eval time" in raw for raw in tried)  # (the eval lines' own shape was learnt)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(sorted(p.name for p in REAL.glob("*.log")))
+       .map(lambda names: names[:3]), piece=st.sampled_from([256, 4096, 1 << 20]))
+def test_a_file_of_several_engines_votes_as_the_line_path(tmp_path: Path, monkeypatch, order: list[str],
+                                                          piece: int) -> None:
+    """Logs of different engines one after the other: the engine votes (which decide the session's
+    engine and so the default warm-up) are those of the line path, prefill lines counted in bulk
+    voting for SGLang as their records do."""
+    monkeypatch.setattr(fastscan, "PIECE", piece)
+    log = tmp_path / "several.log"
+    log.write_text("".join((REAL / name).read_text(encoding="utf-8", errors="replace") for name in order))
+    slow = _line_session(log)
+    fast = Session()
+    fastscan.ingest_file_fast(fast, str(log), jobs=1)
+    assert dict(fast.engine_votes) == dict(slow.engine_votes)
+    assert fast.engine is slow.engine and fast.counts == slow.counts

@@ -74,13 +74,13 @@ def ops_of(path: Path, monkeypatch: pytest.MonkeyPatch, in_c: bool) -> tuple[lis
             m.setattr(recording, "_line_run", None)
         stats = ReadStats()
         got = []
-        for op in recording._replay_ops(path, stats, bulk=True, parse=0):
+        for op in recording._replay_ops(path, stats, bulk=False):
             if op[0] == "block":
-                _, src, block, piece, engine, detected = op
+                _, src, block, piece, engine, detected, year, cut_at = op
                 lines = block.lines()
                 recv = block.recv if block.recv is not None else recording._decode_recv(lines, block.ts)
                 got.append(("block", src, block.ns, lines, [repr(t) for t in block.ts], [repr(t) for t in recv],
-                            piece, engine, detected))
+                            piece, engine, detected, year, cut_at))
             else:
                 got.append(op)
     return got, stats

@@ -85,7 +85,7 @@ def test_runs_of_lines_give_the_blocks_of_the_plain_rule(tmp_path: Path, monkeyp
     got = []
     for op in recording._replay_ops(path, ReadStats(), bulk=False):
         if op[0] == "block":
-            _, src, block, _piece, _engine, _detected = op
+            _, src, block, *_ = op
             got.append(("block", src, block.ns, block.texts, block.ts))
         elif op[0] in ("implicit", "has_lines", "entry"):
             got.append(op)

@@ -158,8 +158,8 @@ def test_hand_made_recording_without_source_entries(tmp_path: Path) -> None:
 
 
 def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A big recording is read by a second process: same session, series and skip counts as in-process,
-    and that process is gone afterwards."""
+    """A big recording is read in spans by one process per core: same session, series and skip counts
+    as in-process, and those processes are gone afterwards."""
     import multiprocessing as mp
 
     log = tmp_path / "big.log"
@@ -171,6 +171,8 @@ def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 1 << 60)
     local = load_report(rec)
     monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
+    monkeypatch.setattr(recmod, "READ_SPAN", 64 << 10)  # spans read by one process per core
+    monkeypatch.setattr(recmod.os, "cpu_count", lambda: 2)
     piped = load_report(rec)
     assert not mp.active_children()
     assert list(piped.series) == list(local.series)
@@ -182,12 +184,14 @@ def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: 
 
 
 def test_the_reading_process_reports_a_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not a recording: the same one-sentence error through the second process."""
+    """Not a recording: the same one-sentence error through the reading processes."""
     from specmon.output.recording import RecordingError
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("hello\n")
+    bad.write_text("hello\n" * 10)
     monkeypatch.setattr(recmod, "PIPELINE_MIN_BYTES", 0)
+    monkeypatch.setattr(recmod, "READ_SPAN", 12)  # spans read by one process per core
+    monkeypatch.setattr(recmod.os, "cpu_count", lambda: 2)
     with pytest.raises(RecordingError, match="not a specmon recording"):
         load_report(bad)
 
