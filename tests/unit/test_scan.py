@@ -420,9 +420,13 @@ def test_a_needle_with_a_newline_is_refused() -> None:
 
 @st.composite
 def small_regex(draw: st.DrawFn, depth: int = 0, in_repeat: bool = False) -> bytes:
-    """A regex of the subset over a tiny alphabet, so that runs, literals and groups collide
-    (a repeated group holds only literals and counts of one or two, never an empty match: with
-    nested or empty repeats both engines take exponential time on some lines)."""
+    """A regex of the subset over a tiny alphabet, so that runs, literals and groups collide.
+
+    A repeated group holds one sequence of literals and counts of exactly two: a body of one
+    length that matches a text one way, so a line is cut into its repeats one way. A body of
+    several lengths or ways (``(?:a{1,2})*``, ``(?:a|[ab])*``) reads a run in exponentially many
+    ways, and ``re`` (the reference) then took hours on a line that does not match (CI hung).
+    """
     parts = []
     for _ in range(draw(st.integers(1, 4))):
         what = draw(st.sampled_from(["lit", "run"] if in_repeat else
@@ -432,13 +436,13 @@ def small_regex(draw: st.DrawFn, depth: int = 0, in_repeat: bool = False) -> byt
             parts.append(draw(st.sampled_from([b"a", b"b", b"1", b" ", b".", b"ab", b"1.", b" a"])))
         elif what == "run":
             cls = draw(st.sampled_from([rb"\d", rb"[ab]", b" ", rb"[\d.]", b"a", rb"\w"]))
-            counts = [b"{1,2}", b"{2}"] if in_repeat else [b"+", b"*", b"{1,2}", b"{2}", b"?"]
+            counts = [b"{2}"] if in_repeat else [b"+", b"*", b"{1,2}", b"{2}", b"?"]
             parts.append(cls + draw(st.sampled_from(counts)))
         elif what == "nla":
             parts.append(draw(st.sampled_from([rb"(?!\d)", rb"(?![a.])"])))
         else:
             rep = in_repeat or what == "star"
-            inner = [draw(small_regex(depth + 1, rep)) for _ in range(draw(st.integers(1, 3)))]
+            inner = [draw(small_regex(depth + 1, rep)) for _ in range(1 if rep else draw(st.integers(1, 3)))]
             cap = draw(st.booleans()) and what == "alt"
             body = b"(" + b"|".join(inner) + b")" if cap else b"(?:" + b"|".join(inner) + b")"
             parts.append(body + {"alt": b"", "opt": b"?", "star": b"*"}[what])
