@@ -511,6 +511,9 @@ typedef struct {
     int maxgroups;
     unsigned char *needle; /* a text every template's lines hold (scan.py finds it), or none */
     Py_ssize_t nlen;
+    /* How far the needle may move on past each byte found under its last place (Horspool's
+     * table, made once: memmem makes its own at every call, one call a line). */
+    Py_ssize_t shift[256];
 } Scanner;
 
 static void Scanner_dealloc(Scanner *self) {
@@ -535,6 +538,9 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
             self->needle = PyMem_Malloc(needle.len);
             if (self->needle != NULL) memcpy(self->needle, needle.buf, needle.len);
             self->nlen = needle.len;
+            for (int b = 0; b < 256; b++) self->shift[b] = needle.len;
+            for (Py_ssize_t i = 0; i + 1 < needle.len; i++)
+                self->shift[((const unsigned char *)needle.buf)[i]] = needle.len - 1 - i;
         }
         PyBuffer_Release(&needle);
         if (bad) {
@@ -599,6 +605,17 @@ static const unsigned char *find(const unsigned char *s, Py_ssize_t n, const uns
     }
     return NULL;
 #endif
+}
+
+/* The first place of the Scanner's needle in s[0:n], or NULL (Boyer-Moore-Horspool). */
+static const unsigned char *find_needle(const Scanner *self, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t k = self->nlen;
+    const unsigned char *needle = self->needle;
+    unsigned char last = needle[k - 1];
+    for (Py_ssize_t i = 0; i + k <= n; i += self->shift[s[i + k - 1]]) {
+        if (s[i + k - 1] == last && memcmp(s + i, needle, k - 1) == 0) return s + i;
+    }
+    return NULL;
 }
 
 /* The first template that reads the whole line s[a:end], its groups in caps; -1 for none. */
@@ -1054,7 +1071,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         if (self->nlen > 0) {
             /* Only a line that holds the needle can be read: jump to the next one (lines between
              * are passed over at memmem's speed, not tried one by one). */
-            const unsigned char *hit = find(nl + 1, size - at - 1, self->needle, self->nlen);
+            const unsigned char *hit = find_needle(self, nl + 1, size - at - 1);
             if (hit == NULL) break;
             while (*(hit - 1) != '\n') hit--; /* s[at] is a newline, so this stops there at the latest */
             nl = hit - 1;

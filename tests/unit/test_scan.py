@@ -525,3 +525,16 @@ def test_texts_in_turn_share_their_objects(distinct: int) -> None:
     assert column == ranks
     if distinct <= 16:
         assert len({id(x) for x in column}) == distinct
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="ab x", max_size=30).map(str.encode), max_size=12),
+       st.text(alphabet="ab ", min_size=1, max_size=7).map(str.encode))
+def test_only_lines_that_hold_the_needle_are_tried_and_none_is_missed(lines: list[bytes], needle: bytes) -> None:
+    # The jump to the next line that holds the needle (a table made once per Scanner) lands on
+    # every such line, wherever the needle sits in it, however often, and on no other.
+    p = scan.Scanner([program(rb"([ab ]*)")], needle)
+    text = b"\n" + b"\n".join(lines) + b"\n"
+    _, n, cols, _ = p.scan(text, b"\x00", bytes([0]), (None,))
+    read = [ln for ln in lines if needle in ln and b"x" not in ln]
+    assert (n, cols[0]) == (len(read), read)
