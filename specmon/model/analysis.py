@@ -9,13 +9,10 @@ two launches.
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,9 +36,6 @@ from specmon.records import iso_timestamp
 #: small n the interval is wide (Student's t with few degrees of freedom), which is the honest
 #: answer; a fixed count would override intervals that are already far apart.
 MIN_SAMPLES_FOR_VERDICT = MIN_SAMPLES_FOR_CI
-
-#: Samples from which a row's summaries are computed on two threads.
-PARALLEL_SAMPLES = 200_000
 
 
 def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
@@ -212,10 +206,12 @@ def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
         order = np.argsort(conc.astype(np.uint16), kind="stable")
         counts = np.bincount(conc)
         levels = np.flatnonzero(counts)
-        parts = np.split(tp[order], np.cumsum(counts[levels])[:-1])
+        ends = np.cumsum(counts[levels]).tolist()
+        # (one level's samples gathered at a time: at most one level's copy beside the order)
+        parts: Iterable[np.ndarray] = (tp[order[a:b]] for a, b in zip([0, *ends[:-1]], ends, strict=True))
     else:
         levels = np.unique(conc)
-        parts = [tp[conc == c] for c in levels]
+        parts = (tp[conc == c] for c in levels)
     for c, part in zip(levels.tolist(), parts, strict=True):
         s = summarize(part)
         if s is not None:
@@ -254,23 +250,16 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
             continue
         groups.setdefault(row_key(run), []).append(run)
     rows = []
-    big = sum(len(r.throughput) for rs in groups.values() for r in rs) >= PARALLEL_SAMPLES
-    pool = ThreadPoolExecutor(2) if big and (os.cpu_count() or 1) > 1 else None
-    try:
-        for key, rs in groups.items():
-            label = key.label if isinstance(key, RunConfig) else str(key)
-            jobs: list[Callable[[], Any]] = [
-                partial(summarize_runs, rs, "throughput"), partial(summarize_runs, rs, "accept_len"),
-                partial(summarize_runs, rs, "accept_rate"), partial(_concurrency_breakdown, rs)]
-            # numpy's sorts, casts and sums let go of the GIL: on a big session the four summaries
-            # share the cores (the serial tail after summarize's parallel reading).
-            tput, acc_len, acc_rate, conc = (pool.map(lambda job: job(), jobs) if pool is not None
-                                             else [job() for job in jobs])
-            rows.append(ConfigRow(key=key, label=label, runs=rs, throughput=tput, accept_len=acc_len,
-                                  accept_rate=acc_rate, per_position=_per_position(rs), concurrency=conc))
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    for key, rs in groups.items():
+        label = key.label if isinstance(key, RunConfig) else str(key)
+        rows.append(ConfigRow(
+            key=key, label=label, runs=rs,
+            throughput=summarize_runs(rs, "throughput"),
+            accept_len=summarize_runs(rs, "accept_len"),
+            accept_rate=summarize_runs(rs, "accept_rate"),
+            per_position=_per_position(rs),
+            concurrency=_concurrency_breakdown(rs),
+        ))
     return sorted(rows, key=row_order)
 
 

@@ -248,21 +248,3 @@ def test_a_summary_of_one_configuration_does_not_import_scipy() -> None:
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert got.stdout.split() == ["0", "True", "False"]
 
-
-@pytest.mark.parametrize("cpus", [1, 2, 8])
-def test_rows_summarised_on_two_threads_are_the_rows_of_one(monkeypatch: pytest.MonkeyPatch, cpus: int) -> None:
-    """A big session's row summaries run on two threads: the same numbers, to the bit, as one."""
-    from pathlib import Path
-
-    from specmon.ingest.files import ingest_files
-    from specmon.model import analysis
-    from specmon.output.tables import to_json
-
-    logs = sorted((Path(__file__).resolve().parents[2] / "sample_logs").glob("sim_eagle3_*.log"))
-    session = ingest_files([str(p) for p in logs])
-    monkeypatch.setattr(analysis, "PARALLEL_SAMPLES", 1 << 62)
-    one = analysis.analyze(session.runs)
-    monkeypatch.setattr(analysis, "PARALLEL_SAMPLES", 0)
-    monkeypatch.setattr(analysis.os, "cpu_count", lambda: cpus)
-    two = analysis.analyze(session.runs)
-    assert one.rows == two.rows and to_json(session, one) == to_json(session, two)
