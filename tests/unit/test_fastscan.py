@@ -222,3 +222,32 @@ def test_a_file_of_several_engines_votes_as_the_line_path(tmp_path: Path, monkey
     fastscan.ingest_file_fast(fast, str(log), jobs=1)
     assert dict(fast.engine_votes) == dict(slow.engine_votes)
     assert fast.engine is slow.engine and fast.counts == slow.counts
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), min_size=50, max_size=400),
+       st.sampled_from([2048, 16 << 10]))
+def test_llamacpp_draft_lines_without_a_mean_length_sum_as_the_line_path(tmp_path: Path, monkeypatch,
+                                                                        blocks: list[tuple[int, int]],
+                                                                        piece: int) -> None:
+    """llama.cpp's print_timing blocks give a draft line without a mean acceptance length (every
+    spec line takes the path that keeps only lines that drafted), some drafting nothing: counts,
+    rates and samples as the line path's, whichever way the drafted counts cross."""
+    monkeypatch.setattr(fastscan, "PIECE", piece)
+    monkeypatch.setattr(fastscan, "PARALLEL_MIN_BYTES", 0)
+    lines = []
+    for task, (generated, accepted) in enumerate(blocks):
+        accepted = min(accepted, generated)
+        rate = accepted / generated if generated else 0.0
+        t = f"2026-05-14 09:{task // 60 % 60:02d}:{task % 60:02d}.00"
+        lines += [f"{t}0 | slot print_timing: id  0 | task {task} | ",
+                  f"{t}1 |        eval time =   43837.29 ms /  2048 tokens (   21.40 ms per token,    46.72 tokens per second)",
+                  f"{t}2 | draft acceptance rate = {rate:.5f} ( {accepted} accepted /  {generated} generated)"]
+    log = tmp_path / "timing.log"
+    log.write_text("\n".join(lines) + "\n")
+    slow = _line_session(log)
+    fast = Session()
+    fastscan.ingest_file_fast(fast, str(log), jobs=1)
+    assert _doc(fast) == _doc(slow)
+    assert [(r.accepted, r.drafted, list(r.accept_rate)) for r in fast.runs] == \
+        [(r.accepted, r.drafted, list(r.accept_rate)) for r in slow.runs]
