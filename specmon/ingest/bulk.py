@@ -973,12 +973,13 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -
     return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day, framed=True)
 
 
-def _pieces(path: str, size: int) -> Iterator[tuple[int, int]]:
-    """Byte ranges of about PIECE bytes, each ending just after a newline (or at EOF)."""
+def _pieces(path: str, size: int, piece: int | None = None) -> Iterator[tuple[int, int]]:
+    """Byte ranges of about ``piece`` bytes (PIECE), each ending just after a newline (or at EOF)."""
+    step = PIECE if piece is None else piece
     with open(path, "rb") as f:
         start = 0
         while start < size:
-            end = min(start + PIECE, size)
+            end = min(start + step, size)
             if end < size:
                 f.seek(end)
                 tail = f.read(1 << 16)

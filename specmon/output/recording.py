@@ -948,15 +948,9 @@ READ_SPAN = 8 << 20
 
 def _spans(path: Path, size: int) -> Iterator[tuple[int, int]]:
     """Byte ranges of about READ_SPAN bytes, each ending just after a newline (or at the end)."""
-    with open(path, "rb") as f:
-        start = 0
-        while start < size:
-            end = min(start + READ_SPAN, size)
-            if end < size:
-                f.seek(end)
-                end = min(end + len(f.readline()), size)
-            yield start, end
-            start = end
+    from specmon.ingest.bulk import _pieces
+
+    return _pieces(str(path), size, READ_SPAN)
 
 
 def _read_span(path: str, span: tuple[int, int], with_stats: bool, year: int | None, known: _Known) -> list[_Op]:
