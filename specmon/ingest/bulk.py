@@ -19,6 +19,7 @@ detection depend on order.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 import os
@@ -973,7 +974,7 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -
     return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day, framed=True)
 
 
-def _pieces(path: str, size: int, piece: int | None = None) -> Iterator[tuple[int, int]]:
+def line_ranges(path: str, size: int, piece: int | None = None) -> Iterator[tuple[int, int]]:
     """Byte ranges of about ``piece`` bytes (PIECE), each ending just after a newline (or at EOF)."""
     step = PIECE if piece is None else piece
     with open(path, "rb") as f:
@@ -1013,32 +1014,13 @@ def ingest_file_fast(session: Session, path: str, *, baseline: bool = False, job
     engine = detect_engine(head)
     session.set_engine_hint(engine)  # as ingest_file: the signature breaks ties of the line markers
     session.begin_source(str(path), baseline=baseline)
-    tasks = [(str(p), a, b, engine.value, clock.year, clock.day) for a, b in _pieces(str(p), size)]
+    tasks = [(str(p), a, b, engine.value, clock.year, clock.day) for a, b in line_ranges(str(p), size)]
     rollover = clock.rollover()
     workers = jobs or os.cpu_count() or 1
     if workers > 1 and size >= PARALLEL_MIN_BYTES:
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
         _learn_from_head(str(p), engine, clock.year, clock.day)
-        # The workers' garbage collector leaves what they inherit alone (gc.freeze, as the gc
-        # docs advise before a fork): its collections otherwise walked every object of the
-        # parent's imports, again and again, and wrote to their pages. A 4 MB SGLang piece took
-        # 15.5 ms in a worker forked from a process with the CLI's imports, 13.4 ms so.
-        gc.freeze()
-        # The feeding process, too, makes objects by the hundred thousand (the pieces it unpickles
-        # and takes in) and keeps nearly all of them: its collections found nothing to free, and
-        # each full one walked everything alive. Paused while it feeds (cycles are rare here and
-        # the ingest ends), the frozen imports left out of the collection that comes after it.
-        # vLLM 2M lines: 1.27 -> 1.17 s, llama.cpp 0.63 -> 0.60 s (min of 6 interleaved runs).
-        was_enabled = gc.isenabled()
-        try:
-            pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_start)
-            gc.disable()
-            with pool:
-                _feed(session, tasks, _windowed(pool, tasks, 2 * workers), rollover)
-        finally:
-            if was_enabled:
-                gc.enable()
-            gc.unfreeze()
+        with feeding_pool(min(workers, len(tasks))) as pool:
+            _feed(session, tasks, windowed(pool, parse_piece, ((t,) for t in tasks), 2 * workers), rollover)
     else:
         _feed(session, tasks, map(parse_piece, tasks), rollover)
 
@@ -1102,18 +1084,48 @@ def _fix_times(item: ParsedRecord | Block | StatsBlock, fix: Rollover) -> None:
         item.timestamp = fix.fix(item.timestamp)
 
 
-def _windowed(pool: Any, tasks: list[Task], window: int) -> Iterator[Piece]:
-    """The pieces in order, at most ``window`` parsed ahead of the feeding (bounded memory)."""
+@contextlib.contextmanager
+def feeding_pool(workers: int) -> Iterator[Any]:
+    """Forked worker processes for a process that feeds a session with what they parse
+    (``summarize``'s pieces, ``report``'s spans); stopped on the way out.
+
+    The workers' garbage collector leaves what they inherit alone (gc.freeze, as the gc docs
+    advise before a fork): its collections otherwise walked every object of the parent's
+    imports, again and again, and wrote to their pages. A 4 MB SGLang piece took 15.5 ms in a
+    worker forked from a process with the CLI's imports, 13.4 ms so. The feeding process, too,
+    makes objects by the hundred thousand (what it unpickles and takes in) and keeps nearly all
+    of them: its collections found nothing to free, and each full one walked everything alive.
+    Paused while it feeds (cycles are rare here and the ingest ends), the frozen imports left
+    out of the collection that comes after it. vLLM 2M lines: 1.27 -> 1.17 s, llama.cpp 0.63 ->
+    0.60 s (min of 6 interleaved runs).
+    """
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    gc.freeze()
+    was_enabled = gc.isenabled()
+    try:
+        pool = ctx.Pool(workers, initializer=_worker_start)
+        gc.disable()
+        with pool:
+            yield pool
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.unfreeze()
+
+
+def windowed(pool: Any, fn: Callable[..., Any], argss: Iterator[tuple[Any, ...]], window: int) -> Iterator[Any]:
+    """``fn(*args)`` for each of ``argss`` on the pool, the results in order, at most ``window``
+    made ahead of the feeding (bounded memory). ``argss`` is drawn from only as work is handed
+    out: arguments made then may say what the feeding has learnt so far."""
     pending: deque[Any] = deque()
-    todo = iter(tasks)
-    for task in islice(todo, window):
-        pending.append(pool.apply_async(parse_piece, (task,)))
+    for args in islice(argss, window):
+        pending.append(pool.apply_async(fn, args))
     while pending:
-        piece: Piece = pending.popleft().get()
-        nxt = next(todo, None)
+        result = pending.popleft().get()
+        nxt = next(argss, None)
         if nxt is not None:
-            pending.append(pool.apply_async(parse_piece, (nxt,)))
-        yield piece
+            pending.append(pool.apply_async(fn, nxt))
+        yield result
 
 
 def _feed(session: Session, tasks: list[Task], pieces: Iterator[Piece], rollover: Rollover | None = None) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import io
 import json
 import multiprocessing as mp
@@ -36,7 +35,6 @@ import os
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -946,13 +944,6 @@ class _Known:
 READ_SPAN = 8 << 20
 
 
-def _spans(path: Path, size: int) -> Iterator[tuple[int, int]]:
-    """Byte ranges of about READ_SPAN bytes, each ending just after a newline (or at the end)."""
-    from specmon.ingest.bulk import _pieces
-
-    return _pieces(str(path), size, READ_SPAN)
-
-
 def _read_span(path: str, span: tuple[int, int], with_stats: bool, year: int | None, known: _Known) -> list[_Op]:
     """A reading process's work: the operations of one span of the recording, parsed."""
     return list(_replay_ops(path, ReadStats() if with_stats else None, True, year, span, known))
@@ -968,40 +959,21 @@ def _ops_from_pool(path: Path, size: int, workers: int, stats: ReadStats | None,
     a span not yet fed is guessed, and a block whose guess was wrong is parsed again here (the
     year of the source begun last and the engine of its own lines are nearly always right).
     """
-    from specmon.ingest.bulk import _worker_start
+    from specmon.ingest.bulk import feeding_pool, line_ranges, windowed
 
-    ctx = mp.get_context("fork")
-    spans = iter(_spans(path, size))
-    pending: deque[Any] = deque()
     read = ReadStats()
-    gc.freeze()  # (as summarize does: the workers leave the inherited objects alone)
-    was_enabled = gc.isenabled()
-    try:
-        pool = ctx.Pool(workers, initializer=_worker_start)
-        gc.disable()
-        with pool:
-            def start() -> None:
-                span = next(spans, None)
-                if span is not None:
-                    pending.append(pool.apply_async(_read_span, (str(path), span, stats is not None, year, known())))
-
-            for _ in range(2 * workers):
-                start()
-            while pending:
-                ops = pending.popleft().get()
-                for op in ops:
-                    if op[0] == "stats":
-                        st = op[1]
-                        read.entries += st.entries
-                        read.bad_lines += st.bad_lines
-                        read.truncated_tail = st.truncated_tail  # (the last span's)
-                    else:
-                        yield op
-                start()
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.unfreeze()
+    with feeding_pool(workers) as pool:
+        # (known() is called as each span is handed out: what has been fed by then)
+        argss = ((str(path), span, stats is not None, year, known()) for span in line_ranges(str(path), size, READ_SPAN))
+        for ops in windowed(pool, _read_span, argss, 2 * workers):
+            for op in ops:
+                if op[0] == "stats":
+                    st = op[1]
+                    read.entries += st.entries
+                    read.bad_lines += st.bad_lines
+                    read.truncated_tail = st.truncated_tail  # (the last span's)
+                else:
+                    yield op
     if stats is not None:
         yield ("stats", read)
 

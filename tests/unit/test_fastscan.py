@@ -102,7 +102,7 @@ def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -
     p = tmp_path / "a.log"
     data = b"".join(b"x" * n + b"\n" for n in (5, 300, 0, 99, 100, 1, 250)) + b"tail-without-newline"
     p.write_bytes(data)
-    pieces = list(fastscan._pieces(str(p), len(data)))
+    pieces = list(fastscan.line_ranges(str(p), len(data)))
     assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
     assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
     assert all(data[e - 1:e] == b"\n" for _, e in pieces[:-1])

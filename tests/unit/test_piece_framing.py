@@ -36,7 +36,7 @@ def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newlin
         old = bulk.PIECE
         bulk.PIECE = size
         try:
-            cuts = list(bulk._pieces(str(path), len(data)))
+            cuts = list(bulk.line_ranges(str(path), len(data)))
         finally:
             bulk.PIECE = old
         for a, b in cuts:
