@@ -702,13 +702,13 @@ class Session:
         else:
             # Some line drafted nothing, or gave no mean length (llama.cpp before its
             # acceptance length: every line), or a value was cut: line by line, except where a
-            # column is whole (the counts, in numpy) or empty (no None to skip one by one).
-            # (the drafted counts packed, as the bulk pass makes them: the test in numpy, and the
-            # list of flags only if a column below needs it: 30 ms a 2M-line llama.cpp log)
+            # column is whole (in numpy) or empty (no None to skip one by one). The lines kept are
+            # found in numpy from the packed drafted counts, and listed only if a column needs it
+            # (a comprehension took 30 ms of a 2M-line llama.cpp log).
             counts = cast("array[int] | None", dra if _packed(dra) else None)
-            kept = (np.frombuffer(counts, dtype=counts.typecode) != 0 if counts is not None
-                    else np.array([d != 0 for d in dra], dtype=bool))
-            keep = _Flags(kept)
+            keep = _Flags(np.frombuffer(counts, dtype=counts.typecode) != 0 if counts is not None
+                          else np.array([d != 0 for d in dra], dtype=bool))
+            kept = keep.flags
             columns: tuple[tuple[Any, array[float]], ...] = ((mal, run.accept_len), (rate, run.accept_rate))
             for column, dst in columns:
                 if _packed(column):
