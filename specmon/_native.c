@@ -1226,33 +1226,42 @@ static PyTypeObject ScannerType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* gap_average(times, last, ema, floor, factor) -> (ema, last, largest gap or None): the session's
+/* gap_average(times, last, ema, floor, factor) -> (ema, last, idle positions): the session's
  * average gap between a rank's samples over a column of times (see session._gap_average, the
- * same rules in Python). The feeding process ran that loop at ~60 ns a sample, the largest part
- * of its time on a piece. The arithmetic is Python's float arithmetic, operation for operation
- * (built with -ffp-contract=off: no fused multiply-add). */
+ * same rules in Python), and where a sample came after an idle gap (longer than
+ * max(floor, factor * the average so far)), as Session._add_sample finds them one at a time. The
+ * feeding process ran that loop at ~60 ns a sample, the largest part of its time on a piece. The
+ * arithmetic is Python's float arithmetic, operation for operation (built with -ffp-contract=off:
+ * no fused multiply-add). */
 typedef struct {
-    int has_last, has_ema, has_max;
-    double last, ema, top, floor_s, factor;
+    int has_last, has_ema;
+    double last, ema, floor_s, factor;
+    PyObject *idle; /* a list of positions */
 } Gaps;
 
-static void gap_step(Gaps *g, double t) {
+static int gap_step(Gaps *g, double t, Py_ssize_t at) {
     if (g->has_last) {
         double gap = t - g->last;
-        if (!g->has_max || gap > g->top) g->top = gap, g->has_max = 1;
+        double limit = g->has_ema ? g->factor * g->ema : 0.0;
+        if (!(limit > g->floor_s)) limit = g->floor_s; /* max(floor, factor * (ema or 0)), as Python's max */
+        if (gap > limit) {
+            PyObject *pos = PyLong_FromSsize_t(at);
+            int failed = pos == NULL || PyList_Append(g->idle, pos) < 0;
+            Py_XDECREF(pos);
+            if (failed) return -1;
+        }
         if (gap >= 0) {
             if (!g->has_ema) {
                 g->ema = gap;
                 g->has_ema = 1;
-            } else {
-                double limit = g->factor * g->ema;
-                if (!(limit > g->floor_s)) limit = g->floor_s; /* max(floor, factor * ema), as Python's max */
-                if (gap <= limit) g->ema = 0.9 * g->ema + 0.1 * gap;
+            } else if (gap <= limit) {
+                g->ema = 0.9 * g->ema + 0.1 * gap;
             }
         }
     }
     g->last = t;
     g->has_last = 1;
+    return 0;
 }
 
 static PyObject *gap_average(PyObject *mod, PyObject *args) {
@@ -1264,44 +1273,49 @@ static PyObject *gap_average(PyObject *mod, PyObject *args) {
     if (g.has_last) g.last = PyFloat_AsDouble(last_o);
     if (g.has_ema) g.ema = PyFloat_AsDouble(ema_o);
     if (PyErr_Occurred()) return NULL;
+    g.idle = PyList_New(0);
+    if (g.idle == NULL) return NULL;
+    int failed = 0;
     Py_buffer view;
     if (PyObject_CheckBuffer(times) && PyObject_GetBuffer(times, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
         /* An array("d") column (bulk._packed): the doubles themselves, no object each. */
         int doubles = view.format != NULL && strcmp(view.format, "d") == 0 && view.itemsize == sizeof(double);
         if (doubles) {
             const double *d = view.buf;
-            for (Py_ssize_t i = 0; i < view.len / (Py_ssize_t)sizeof(double); i++) gap_step(&g, d[i]);
+            for (Py_ssize_t i = 0; i < view.len / (Py_ssize_t)sizeof(double) && !failed; i++)
+                failed = gap_step(&g, d[i], i) < 0;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "times: a list or an array of doubles");
+            failed = 1;
         }
         PyBuffer_Release(&view);
-        if (!doubles) {
-            PyErr_SetString(PyExc_TypeError, "times: a list or an array of doubles");
-            return NULL;
-        }
     } else {
         PyErr_Clear();
         PyObject *seq = PySequence_Fast(times, "times: a sequence");
-        if (seq == NULL) return NULL;
+        if (seq == NULL) {
+            Py_DECREF(g.idle);
+            return NULL;
+        }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
         PyObject **items = PySequence_Fast_ITEMS(seq);
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = 0; i < n && !failed; i++) {
             PyObject *o = items[i];
             if (o == Py_None) continue;
             double t = PyFloat_AsDouble(o);
-            if (t == -1.0 && PyErr_Occurred()) {
-                Py_DECREF(seq);
-                return NULL;
-            }
-            gap_step(&g, t);
+            failed = (t == -1.0 && PyErr_Occurred()) || gap_step(&g, t, i) < 0;
         }
         Py_DECREF(seq);
     }
+    if (failed) {
+        Py_DECREF(g.idle);
+        return NULL;
+    }
     PyObject *e = g.has_ema ? PyFloat_FromDouble(g.ema) : Py_NewRef(Py_None);
     PyObject *l = g.has_last ? PyFloat_FromDouble(g.last) : Py_NewRef(Py_None);
-    PyObject *m = g.has_max ? PyFloat_FromDouble(g.top) : Py_NewRef(Py_None);
-    PyObject *r = (e && l && m) ? PyTuple_Pack(3, e, l, m) : NULL;
+    PyObject *r = (e && l) ? PyTuple_Pack(3, e, l, g.idle) : NULL;
     Py_XDECREF(e);
     Py_XDECREF(l);
-    Py_XDECREF(m);
+    Py_DECREF(g.idle);
     return r;
 }
 
@@ -1921,7 +1935,7 @@ static PyMethodDef module_methods[] = {
      "line_run(buf, pos, src, room, cap) -> (count, end, src, ns, ts, data, recv): raw lines of a recording."},
     {"digit_run", digit_run, METH_VARARGS, "digit_run(data, n) -> whether data holds n digits in a row."},
     {"gap_average", gap_average, METH_VARARGS,
-     "gap_average(times, last, ema, floor, factor) -> (ema, last, largest gap): see session._gap_average."},
+     "gap_average(times, last, ema, floor, factor) -> (ema, last, idle positions): see session._gap_average."},
     {NULL, NULL, 0, NULL},
 };
 

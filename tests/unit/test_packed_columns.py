@@ -172,14 +172,16 @@ def _bits(v: float | None) -> bytes | None:
 def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float | None], last: float | None,
                                                             ema: float | None, packed: bool) -> None:
     # Gaps below and above the idle limit, negative steps, missing times, a first sample with
-    # no history: the C loop must give the float the Python loop gives (no fused multiply-add).
+    # no history: the C loop must give the float the Python loop gives (no fused multiply-add),
+    # and find idle gaps at the same positions.
     from specmon import _native as _scan
     from specmon.model import session
 
     column = bulk._as_array(times, "d") if packed else times
     want = session._gap_average_py(times, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
     got = _scan.gap_average(column, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
-    assert [_bits(v) for v in got] == [_bits(None if v is None else float(v)) for v in want]
+    assert [_bits(v) for v in got[:2]] == [_bits(None if v is None else float(v)) for v in want[:2]]
+    assert got[2] == want[2]  # the same samples found after an idle gap
 
 
 def test_the_gap_average_refuses_what_is_not_a_column_of_times() -> None:
@@ -264,6 +266,78 @@ def test_ranks_in_any_order_take_the_steady_path_as_the_per_sample_one(ranks: li
     assert _state(fed(True)) == _state(fed(False))
 
 
+# Gaps a rank's samples come at: steady steps, steps near the idle limit (5 s, or 4x the rank's
+# average gap), pauses (a benchmark's, a night's), clocks set back.
+_GAPS = st.one_of(st.floats(0.0, 0.3), st.floats(4.5, 5.5), st.floats(0.9, 30.0), st.floats(60.0, 90_000.0),
+                  st.floats(-3.0, 0.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_RANKS, st.data(), st.integers(0, 4), st.booleans())
+def test_idle_gaps_are_found_on_the_steady_path_as_sample_by_sample(ranks: list[str | None], data: st.DataObject,
+                                                                    warmup: int, packed: bool) -> None:
+    """Pauses of any length, on any rank, in blocks cut anywhere: the steady path leaves out of
+    throughput the samples the per-sample path leaves out (each after a gap above its rank's idle
+    limit), keeps the same gap averages, and takes no sample one by one past the warm-ups."""
+    n = len(ranks)
+    steps = data.draw(st.lists(_GAPS, min_size=n, max_size=n))
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, n - 1), max_size=4))))
+    blocks = list(zip([0, *cuts], [*cuts, n], strict=True))
+
+    def fed(steps: list[float], steady: bool) -> tuple[Session, int]:
+        ts = [1_700_000_000.0 + sum(steps[:i + 1]) for i in range(n)]
+        cols: list = [ranks, ts, [1 + i % 3 for i in range(n)], [60.0 + (i * 7) % 11 for i in range(n)],
+                      [1.5 + (i % 5) / 4 for i in range(n)], [0.5] * n]
+        if packed:
+            cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"),
+                    *(bulk._as_array(c, "d") for c in cols[3:])]
+        s = Session(warmup=warmup)
+        calls = []
+        original, adding = Session._bulk_steady, Session._add_sample
+
+        def counting(self, *args):  # type: ignore[no-untyped-def]
+            calls.append(1)
+            return adding(self, *args)
+
+        Session._add_sample = counting  # type: ignore[method-assign]
+        if not steady:
+            Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
+        try:
+            for a, b in blocks:
+                s.ingest_decode_columns(*(c[a:b] for c in cols), a + 1, b)
+        finally:
+            Session._bulk_steady, Session._add_sample = original, adding  # type: ignore[method-assign]
+        return s, len(calls)
+
+    (fast, calls), (slow, _) = fed(steps, True), fed(steps, False)
+    assert _state(fast) == _state(slow)
+    # Samples one by one: as many as the same lines without a pause take (warm-ups, ranks first
+    # seen late in a block), whatever the gaps.
+    assert calls == fed([0.25] * n, True)[1]
+
+
+def test_a_pause_between_benchmark_runs_leaves_out_the_sample_after_it() -> None:
+    # Two ranks in turn at 0.5 s, then a 10-minute pause: the first sample of each rank after it
+    # spans idle time; the bulk path finds both without going sample by sample.
+    n = 400
+    ranks = [f"DP{i % 2} TP{i % 2}" for i in range(n)]
+    ts = [1_700_000_000.0 + i * 0.25 + (600.0 if i >= 300 else 0.0) for i in range(n)]
+    cols = (ranks, ts, [2] * n, [float(i) for i in range(n)], [2.0] * n, [0.5] * n)
+    s = Session(warmup=2)
+    s.ingest_decode_columns(*(c[:100] for c in cols), 1, 100)
+    calls = []
+    adding = Session._add_sample
+    Session._add_sample = lambda self, *a: calls.append(1) or adding(self, *a)  # type: ignore[method-assign]
+    try:
+        s.ingest_decode_columns(*(c[100:] for c in cols), 101, n)
+    finally:
+        Session._add_sample = adding  # type: ignore[method-assign]
+    (run,) = s.runs
+    assert calls == [] and run.excluded_idle == 2
+    assert 300.0 not in run.throughput and 301.0 not in run.throughput and 302.0 in run.throughput
+    assert len(run.throughput) == n - 4 - 2  # warm-ups (2 per rank) and the two idle samples out
+
+
 @settings(max_examples=200, deadline=None)
 @given(_RANKS, st.booleans(), st.booleans())
 def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | None], packed: bool,
@@ -278,11 +352,12 @@ def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | Non
     if python_loop:  # a build without the extension: the Python loop gets Python floats
         session_module._gap_average = session_module._gap_average_py
     try:
-        got = session_module._times_by_rank(ranks, bulk._as_array(times, "d") if packed else times)
+        got, where = session_module._times_by_rank(ranks, bulk._as_array(times, "d") if packed else times)
     finally:
         session_module._gap_average = original
     assert list(got) == list(expected)  # the ranks in the order they first appear
     assert {r: list(t) for r, t in got.items()} == expected
+    assert {r: where(r).tolist() for r in got} == {r: [i for i, q in enumerate(ranks) if q == r] for r in expected}
     if python_loop:
         assert all(type(v) is float for t in got.values() for v in t)
 
