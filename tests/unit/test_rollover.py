@@ -177,3 +177,24 @@ def test_the_column_form_is_the_stamp_by_stamp_form_for_arrays_and_lists(start: 
                 break
         assert got == expected
         assert (roll.offset, roll.last, roll.year) == (one.offset, one.last, one.year)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(3 * 3600, 11 * 3600), min_size=200, max_size=400), st.sampled_from(["time", "md"]),
+       st.booleans())
+def test_a_column_across_many_midnights_is_the_stamp_by_stamp_form(gaps: list[int], mode: str, packed: bool) -> None:
+    """More steps back in one column than the stretches taken in numpy (a day a few stamps apart):
+    the rest goes stamp by stamp, to the same doubles and the same state."""
+    from array import array
+
+    span = 86400 if mode == "time" else 365 * 86400
+    scale = 1 if mode == "time" else 365
+    day = float(timegm((2025, 3, 4, 0, 0, 0)))
+    ts = [day + ((sum(gaps[:i]) * scale) % span) + 0.25 for i in range(len(gaps) + 1)]
+    one = Rollover(mode, 2025)
+    expected = [one.fix(t) for t in ts]
+    roll = Rollover(mode, 2025)
+    got = list(roll.fix_all(array("d", ts) if packed else ts))  # type: ignore[arg-type]
+    assert got == expected
+    assert (roll.offset, roll.last, roll.year) == (one.offset, one.last, one.year)
+    assert one.offset >= 16 * span  # (more steps than the stretches)
