@@ -44,6 +44,7 @@ typedef struct {
     unsigned char *lit; /* N_LIT */
     Py_ssize_t len;
     unsigned char set[32]; /* N_RUN, N_NLA: a bit per byte value */
+    unsigned char tab[256]; /* N_RUN: the same set, a byte per byte value (one load a character) */
     Py_ssize_t min, max;   /* N_RUN, N_REP: max < 0 is unbounded */
     int back;              /* N_RUN: gives characters back to what follows it in its sequence */
     int cap;               /* N_ALT: the group it captures, -1 for none */
@@ -159,6 +160,7 @@ static int build_node(PyObject *t, Node *nd, int ngroups) {
     case N_RUN:
         if (size != 5) break;
         if (set_from(PyTuple_GET_ITEM(t, 1), nd->set) < 0) return -1;
+        for (int c = 0; c < 256; c++) nd->tab[c] = IN(nd->set, c) ? 1 : 0;
         nd->min = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 2));
         nd->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
         nd->back = PyObject_IsTrue(PyTuple_GET_ITEM(t, 4));
@@ -302,6 +304,25 @@ typedef struct {
  * about 200 bytes of C stack per level keeps this under 1 MB. */
 #define MAX_DEPTH 4000
 
+/* Whether s[0:n] is lit[0:n], a word to a compare: a byte at a time was an eighth of a piece's
+ * instructions (the literal texts between a line's fields are most of its bytes, and most are a
+ * few bytes: ", ", ": "). A length that is not a word's is read as two overlapping words. */
+static inline uint64_t load8(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint32_t load4(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint16_t load2(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+static inline int same_text(const unsigned char *s, const unsigned char *lit, Py_ssize_t n) {
+    if (n >= 8) {
+        if (n > 64) return memcmp(s, lit, n) == 0;
+        for (Py_ssize_t k = 0; k + 8 < n; k += 8)
+            if (load8(s + k) != load8(lit + k)) return 0;
+        return load8(s + n - 8) == load8(lit + n - 8);
+    }
+    if (n >= 4) return load4(s) == load4(lit) && load4(s + n - 4) == load4(lit + n - 4);
+    if (n >= 2) return load2(s) == load2(lit) && load2(s + n - 2) == load2(lit + n - 2);
+    return n == 0 || s[0] == lit[0];
+}
+
 static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *c);
 
 /* A one-way sequence (N_GRP, N_OPT) from p: where it ends, or -1. An option that fails leaves
@@ -336,19 +357,13 @@ static Py_ssize_t one_way(const Seq *q, Py_ssize_t p, Ctx *c) {
         const Node *nd = &q->nodes[i];
         switch (nd->type) {
         case N_LIT:
-            if (c->end - p < nd->len) return -1;
-            if (nd->len <= 16) {
-                for (Py_ssize_t k = 0; k < nd->len; k++)
-                    if (s[p + k] != nd->lit[k]) return -1;
-            } else if (memcmp(s + p, nd->lit, nd->len) != 0) {
-                return -1;
-            }
+            if (c->end - p < nd->len || !same_text(s + p, nd->lit, nd->len)) return -1;
             p += nd->len;
             break;
         case N_RUN: {
             Py_ssize_t n = 0, room = c->end - p;
             if (nd->max >= 0 && nd->max < room) room = nd->max;
-            while (n < room && IN(nd->set, s[p + n])) n++;
+            while (n < room && nd->tab[s[p + n]]) n++;
             if (n < nd->min) return -1;
             p += n;
             break;
@@ -420,13 +435,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
         const Node *nd = &q->nodes[i];
         switch (nd->type) {
         case N_LIT:
-            if (c->end - p < nd->len) return -1;
-            if (nd->len <= 16) { /* short texts (most of them): no call to memcmp */
-                for (Py_ssize_t k = 0; k < nd->len; k++)
-                    if (s[p + k] != nd->lit[k]) return -1;
-            } else if (memcmp(s + p, nd->lit, nd->len) != 0) {
-                return -1;
-            }
+            if (c->end - p < nd->len || !same_text(s + p, nd->lit, nd->len)) return -1;
             p += nd->len;
             i++;
             continue;
@@ -457,7 +466,7 @@ static Py_ssize_t match(const Seq *q, int i, Py_ssize_t p, const Frame *k, Ctx *
         case N_RUN: {
             Py_ssize_t n = 0, room = c->end - p;
             if (nd->max >= 0 && nd->max < room) room = nd->max;
-            while (n < room && IN(nd->set, s[p + n])) n++;
+            while (n < room && nd->tab[s[p + n]]) n++;
             if (n < nd->min) return -1;
             if (!nd->back || n == nd->min) {
                 p += n;
@@ -616,6 +625,18 @@ static const unsigned char *find_needle(const Scanner *self, const unsigned char
         if (s[i + k - 1] == last && memcmp(s + i, needle, k - 1) == 0) return s + i;
     }
     return NULL;
+}
+
+/* The last newline before hit, from nl (a newline) on: memrchr's vectors where there is one (a
+ * byte at a time back from a needle in the middle of a line cost 200 instructions a line). */
+static const unsigned char *last_newline(const unsigned char *nl, const unsigned char *hit) {
+#ifdef __GLIBC__
+    const unsigned char *back = memrchr(nl + 1, '\n', (size_t)(hit - nl - 1));
+    return back != NULL ? back : nl;
+#else
+    while (*(hit - 1) != '\n') hit--; /* *nl is a newline, so this stops there at the latest */
+    return hit - 1;
+#endif
 }
 
 /* The first template that reads the whole line s[a:end], its groups in caps; -1 for none. */
@@ -1073,8 +1094,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
              * are passed over at memmem's speed, not tried one by one). */
             const unsigned char *hit = find_needle(self, nl + 1, size - at - 1);
             if (hit == NULL) break;
-            while (*(hit - 1) != '\n') hit--; /* s[at] is a newline, so this stops there at the latest */
-            nl = hit - 1;
+            nl = last_newline(nl, hit); /* the hit's line begins after it */
             at = nl - s;
         }
         const unsigned char *next = memchr(nl + 1, '\n', size - at - 1);

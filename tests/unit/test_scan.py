@@ -538,3 +538,26 @@ def test_only_lines_that_hold_the_needle_are_tried_and_none_is_missed(lines: lis
     _, n, cols, _ = p.scan(text, b"\x00", bytes([0]), (None,))
     read = [ln for ln in lines if needle in ln and b"x" not in ln]
     assert (n, cols[0]) == (len(read), read)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=90).map(lambda b: b.replace(b"\n", b"")), st.binary(max_size=12).map(
+    lambda b: b.replace(b"\n", b"")), st.data())
+def test_literal_texts_of_any_length_read_as_re_reads(text: bytes, tail: bytes, data: st.DataObject) -> None:
+    # Literal texts are compared a word at a time, a length that is not a word's as two
+    # overlapping words: every length, every byte changed, cut and line end must be read as re
+    # reads them (a word past the text, or one byte left out of both words, would part them).
+    regex = re.escape(text) + rb"(\d+)" + re.escape(tail)
+    try:
+        fast = compile_pass([regex])
+    except Unsupported:
+        return
+    slow = RePass([regex])
+    line = text + b"42" + tail
+    lines = [line, line[:-1], line + b"x", text[:-1] + b"42" + tail]
+    for _ in range(6):
+        at = data.draw(st.integers(0, len(line) - 1))
+        ch = data.draw(st.integers(0, 255).filter(lambda c: c != 10))
+        lines.append(line[:at] + bytes([ch]) + line[at + 1:])
+    assert _lines_read(fast, lines) == _lines_read(slow, lines), regex
+    assert 0 in _lines_read(fast, lines)
