@@ -1453,7 +1453,14 @@ static PyObject *drop_lines(PyObject *mod, PyObject *args) {
         const unsigned char *hit = find(s + from, size - from, b.buf, b.len);
         if (hit == NULL) break;
         Py_ssize_t at = hit - s, start = at, end;
+#ifdef __GLIBC__
+        /* (s[from] is the last line's newline, or from is 0: the line begins after the last
+         * newline of s[from:at], or at from) */
+        const unsigned char *back = memrchr(s + from, '\n', (size_t)(at - from));
+        start = back != NULL ? back - s + 1 : from;
+#else
         while (start > 0 && s[start - 1] != '\n') start--;
+#endif
         const unsigned char *nl = memchr(hit + b.len, '\n', size - at - b.len);
         end = nl == NULL ? size : nl - s;
         from = end;
