@@ -1100,6 +1100,9 @@ def feeding_pool(workers: int) -> Iterator[Any]:
     0.60 s (min of 6 interleaved runs).
     """
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    # (A caller that froze its own objects, the CLI's main, unfreezes them itself: gc cannot
+    # unfreeze only what this froze, so then it is left frozen until the caller is done.)
+    frozen_before = gc.get_freeze_count() > 0
     gc.freeze()
     was_enabled = gc.isenabled()
     try:
@@ -1110,7 +1113,8 @@ def feeding_pool(workers: int) -> Iterator[Any]:
     finally:
         if was_enabled:
             gc.enable()
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def windowed(pool: Any, fn: Callable[..., Any], argss: Iterator[tuple[Any, ...]], window: int) -> Iterator[Any]:

@@ -100,3 +100,31 @@ def test_workers_begin_with_the_shapes_learnt_from_the_head(tmp_path: Path, monk
     slow = Session()
     bulk.ingest_file_fast(slow, str(log), jobs=1)
     assert test_fastscan._state(fast) == test_fastscan._state(slow)
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="forks only")
+def test_the_cli_keeps_its_imports_frozen_while_it_runs_and_gives_the_collector_back(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """``main`` freezes what building its parser imported (every later collection walked it
+    again), through the feeding pool too (which froze and then unfroze everything: the
+    analysis after it walked the imports again), and leaves the collector as it found it."""
+    from specmon.cli import main
+
+    log = tmp_path / "mixed.log"
+    test_fastscan._mixed_log(log, 4)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(bulk, "PIECE", 64 << 10)
+    seen: list[int] = []
+    original_analyze = __import__("specmon.model.analysis", fromlist=["analyze"]).analyze
+
+    def analyze(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append(gc.get_freeze_count())  # after the feeding pool has gone
+        return original_analyze(*args, **kw)
+
+    monkeypatch.setattr("specmon.model.analysis.analyze", analyze)
+    gc.unfreeze()
+    assert gc.isenabled()
+    assert main(["summarize", "--format", "json", "--jobs", "2", str(log)]) == 0
+    assert '"runs"' in capsys.readouterr().out
+    assert len(seen) == 1 and seen[0] > 1000  # the imports still frozen after the feeding
+    assert gc.get_freeze_count() == 0 and gc.isenabled()  # the caller's collector, as it was
