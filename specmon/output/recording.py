@@ -959,21 +959,27 @@ def _ops_from_pool(path: Path, size: int, workers: int, stats: ReadStats | None,
     a span not yet fed is guessed, and a block whose guess was wrong is parsed again here (the
     year of the source begun last and the engine of its own lines are nearly always right).
     """
+    from concurrent.futures.process import BrokenProcessPool
+
     from specmon.ingest.bulk import feeding_pool, line_ranges, windowed
 
     read = ReadStats()
-    with feeding_pool(workers) as pool:
-        # (known() is called as each span is handed out: what has been fed by then)
-        argss = ((str(path), span, stats is not None, year, known()) for span in line_ranges(str(path), size, READ_SPAN))
-        for ops in windowed(pool, _read_span, argss, 2 * workers):
-            for op in ops:
-                if op[0] == "stats":
-                    st = op[1]
-                    read.entries += st.entries
-                    read.bad_lines += st.bad_lines
-                    read.truncated_tail = st.truncated_tail  # (the last span's)
-                else:
-                    yield op
+    try:
+        with feeding_pool(workers) as pool:
+            # (known() is called as each span is handed out: what has been fed by then)
+            argss = ((str(path), span, stats is not None, year, known())
+                     for span in line_ranges(str(path), size, READ_SPAN))
+            for ops in windowed(pool, _read_span, argss, 2 * workers):
+                for op in ops:
+                    if op[0] == "stats":
+                        st = op[1]
+                        read.entries += st.entries
+                        read.bad_lines += st.bad_lines
+                        read.truncated_tail = st.truncated_tail  # (the last span's)
+                    else:
+                        yield op
+    except BrokenProcessPool as exc:  # a worker killed (the kernel's OOM killer, a signal)
+        raise RecordingError(f"{path}: a process reading it in parallel stopped ({exc})") from exc
     if stats is not None:
         yield ("stats", read)
 
