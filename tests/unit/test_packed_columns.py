@@ -250,20 +250,29 @@ def test_ranks_in_any_order_take_the_steady_path_as_the_per_sample_one(ranks: li
     if packed:
         cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"), *(bulk._as_array(c, "d") for c in cols[3:])]
     blocks = [(0, n // 2), (n // 2, n)]  # the second block finds the ranks warmed up
+    assert _state(_fed(cols, blocks, warmup, True)[0]) == _state(_fed(cols, blocks, warmup, False)[0])
 
-    def fed(steady: bool) -> Session:
-        s = Session(warmup=warmup)
-        original = Session._bulk_steady
-        if not steady:
-            Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
-        try:
-            for a, b in blocks:
-                s.ingest_decode_columns(*(c[a:b] for c in cols), a + 1, b)
-        finally:
-            Session._bulk_steady = original  # type: ignore[method-assign]
-        return s
 
-    assert _state(fed(True)) == _state(fed(False))
+def _fed(cols: list, blocks: list[tuple[int, int]], warmup: int, steady: bool) -> tuple[Session, int]:
+    """The decode columns fed block by block (the steady path allowed or refused), and how many
+    samples went one by one."""
+    s = Session(warmup=warmup)
+    calls = []
+    original, adding = Session._bulk_steady, Session._add_sample
+
+    def counting(self, *args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return adding(self, *args)
+
+    Session._add_sample = counting  # type: ignore[method-assign]
+    if not steady:
+        Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
+    try:
+        for a, b in blocks:
+            s.ingest_decode_columns(*(c[a:b] for c in cols), a + 1, b)
+    finally:
+        Session._bulk_steady, Session._add_sample = original, adding  # type: ignore[method-assign]
+    return s, len(calls)
 
 
 # Gaps a rank's samples come at: steady steps, steps near the idle limit (5 s, or 4x the rank's
@@ -291,23 +300,7 @@ def test_idle_gaps_are_found_on_the_steady_path_as_sample_by_sample(ranks: list[
         if packed:
             cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"),
                     *(bulk._as_array(c, "d") for c in cols[3:])]
-        s = Session(warmup=warmup)
-        calls = []
-        original, adding = Session._bulk_steady, Session._add_sample
-
-        def counting(self, *args):  # type: ignore[no-untyped-def]
-            calls.append(1)
-            return adding(self, *args)
-
-        Session._add_sample = counting  # type: ignore[method-assign]
-        if not steady:
-            Session._bulk_steady = lambda *a: False  # type: ignore[method-assign,assignment]
-        try:
-            for a, b in blocks:
-                s.ingest_decode_columns(*(c[a:b] for c in cols), a + 1, b)
-        finally:
-            Session._bulk_steady, Session._add_sample = original, adding  # type: ignore[method-assign]
-        return s, len(calls)
+        return _fed(cols, blocks, warmup, steady)
 
     (fast, calls), (slow, _) = fed(steps, True), fed(steps, False)
     assert _state(fast) == _state(slow)
