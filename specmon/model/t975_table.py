@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from array import array
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 #: The largest whole df in the file: a run of n samples has about sqrt(n) batches, so this covers
@@ -27,7 +26,15 @@ FILE = "t975.f64"
 def values() -> array[float]:
     """The file's values; ``values()[df - 1]`` is the 0.975 quantile at ``df`` degrees of freedom."""
     data = array("d")
-    data.frombytes(resources.files("specmon.model").joinpath(FILE).read_bytes())
+    try:
+        # Beside this module, as pip installs it (importlib.resources and what it imports,
+        # tempfile and shutil among them, took 6-7 ms of each summarize to start).
+        raw = Path(__file__).with_name(FILE).read_bytes()
+    except OSError:  # a package not on disk (a zip)
+        from importlib import resources
+
+        raw = resources.files("specmon.model").joinpath(FILE).read_bytes()
+    data.frombytes(raw)
     if sys.byteorder != "little":
         data.byteswap()
     if len(data) != LARGEST:
