@@ -256,3 +256,67 @@ def test_the_digit_run_test_in_c_is_the_python_one(data: bytes, n: int) -> None:
 
     assert _scan.digit_run(data, n) == recmod._digit_run_py(data, n)
     assert _scan.digit_run(data + b"7" * n, n)
+
+
+def _segment_lines(kind: str, count: int, start: int) -> list[str]:
+    """``count`` lines of one kind, stamped from second ``start`` on."""
+    out = []
+    for i in range(count):
+        s = start + i
+        ts = f"2026-08-23 {9 + s // 3600 % 14:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+        rank = "TP0" if i % 5 else "DP1 TP0"
+        if kind == "decode":
+            out.append(f"[{ts} {rank}] Decode batch, #running-req: {1 + i % 4}, #token: 900, token usage: 0.02, "
+                       f"accept len: {1.6 + (i * 7 % 10) / 10:.2f}, accept rate: 0.{50 + i % 40}, cuda graph: True, "
+                       f"gen throughput (token/s): {58 + (i * 13) % 60}.25, #queue-req: 0")
+        elif kind == "prefill":
+            out.append(f"[{ts} {rank}] Prefill batch, #new-seq: 1, #new-token: 90, #cached-token: 0, token usage: "
+                       "0.02, #running-req: 0, #queue-req: 0, cuda graph: False, input throughput (token/s): 12.5")
+        elif kind == "access":
+            out.append(f'[{ts}] INFO:     127.0.0.1:4000 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+        elif kind == "start":
+            out += [f"[{ts}] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+                    f"speculative_num_steps={1 + start % 3}, speculative_eagle_topk=1, "
+                    f"speculative_num_draft_tokens={2 + start % 3})",
+                    f"[{ts}] The server is fired up and ready to roll!"][:count]
+        elif kind == "traceback":
+            out += [f"[{ts} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                    '  File "x.py", line 1, in f', "    Decode batch HTTP/ inside a traceback",
+                    "RuntimeError: boom"][:count]
+        else:  # text the line parser passes over, and a decode line cut mid-field
+            out.append(f"[{ts}] a warning without stats" if i % 2 else
+                       f"[{ts} TP0] Decode batch, #running-req: 1, #token: 9")
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(segments=st.lists(st.tuples(st.sampled_from(["decode", "decode", "prefill", "access", "start", "traceback",
+                                                    "other"]), st.integers(1, 120)), min_size=1, max_size=14),
+       block=st.integers(40, 700), tail_min=st.integers(1, 64))
+def test_a_block_read_line_by_line_up_to_its_last_record_gives_the_line_by_line_report(
+        segments: list[tuple[str, int]], block: int, tail_min: int, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines that give records of their own (a start, a restart, a traceback whose lines hold the
+    bulk lines' texts, unknown text, a cut line) anywhere among plain stats lines, blocks cut
+    anywhere: the lines after a block's last record taken in bulk give the numbers, events and
+    series of the line parser alone."""
+    from specmon.ingest import bulk
+
+    lines: list[str] = []
+    for kind, count in segments:
+        lines += _segment_lines(kind, count, len(lines))
+    where = tmp_path_factory.mktemp("tail")
+    log, rec = where / "a.log", where / "r.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    _recorded_as_feeder(log, rec, batch=97)
+    monkeypatch.setattr(recmod, "REPLAY_BLOCK", block)
+    monkeypatch.setattr(recmod, "BULK_TAIL_MIN", tail_min)
+    parts = []
+    for columns in (bulk.decode_columns, lambda *a: None):  # the bulk tails, then the line parser only
+        monkeypatch.setattr(bulk, "decode_columns", columns)
+        data = load_report(rec)
+        parts.append((data.session.lines, dict(data.session.counts), [e.text for e in data.session.events],
+                      [(r.state, r.crash_detail, r.excluded_warmup, r.excluded_idle, list(r.throughput),
+                        list(r.accept_len)) for r in data.session.runs],
+                      list(data.series), text_chart(data)))
+    assert parts[0] == parts[1]
