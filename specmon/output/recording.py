@@ -1116,9 +1116,10 @@ def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any
 def _plain_tail(lines: list[str]) -> int:
     """Where a block's lines that all hold one of _BULK_LINE_TEXTS begin, counted from its end;
     the block's length when fewer than BULK_TAIL_MIN of them end it."""
+    decode, prefill, access = _BULK_LINE_TEXTS
     k = len(lines)
-    while k > 0 and any(t in lines[k - 1] for t in _BULK_LINE_TEXTS):
-        k -= 1
+    while k > 0 and (decode in (line := lines[k - 1]) or prefill in line or access in line):
+        k -= 1  # (three tests, not any() over a generator: a third of the time)
     return k if len(lines) - k >= BULK_TAIL_MIN else len(lines)
 
 
