@@ -12,7 +12,7 @@ damaged or unusual stats lines — and only those go to the ordinary line parser
 order, with their line numbers, so the session receives exactly what the line path
 gives it (tests compare both); only the cost differs.
 
-Workers (``multiprocessing``, one per core) parse byte ranges; the session
+Workers (forked processes of ``concurrent.futures``, one per core) parse byte ranges; the session
 itself is fed in the parent, in file order, because runs, warm-up and idle
 detection depend on order.
 """
