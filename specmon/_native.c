@@ -510,6 +510,33 @@ static Py_ssize_t match_seq(const Seq *q, const unsigned char *s, Py_ssize_t p, 
     return c.overflow ? -1 : r;
 }
 
+/* A text looked for again and again in one call (a needle): Boyer-Moore-Horspool, its shift
+ * table made once. glibc's memmem makes its own at every call, and count_text, line_run and
+ * drop_lines called it once a line: about 600 instructions of set-up a decode line. */
+typedef struct {
+    const unsigned char *text;
+    Py_ssize_t len; /* > 0 */
+    /* How far the text may move on past each byte found under its last place. */
+    Py_ssize_t shift[256];
+} Horspool;
+
+static void horspool_init(Horspool *h, const unsigned char *text, Py_ssize_t len) {
+    h->text = text;
+    h->len = len;
+    for (int b = 0; b < 256; b++) h->shift[b] = len;
+    for (Py_ssize_t i = 0; i + 1 < len; i++) h->shift[text[i]] = len - 1 - i;
+}
+
+/* The first place of the text in s[0:n], or NULL. */
+static const unsigned char *horspool_find(const Horspool *h, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t k = h->len;
+    unsigned char last = h->text[k - 1];
+    for (Py_ssize_t i = 0; i + k <= n; i += h->shift[s[i + k - 1]]) {
+        if (s[i + k - 1] == last && memcmp(s + i, h->text, k - 1) == 0) return s + i;
+    }
+    return NULL;
+}
+
 typedef struct {
     PyObject_HEAD
     int ntemplates;
@@ -520,9 +547,7 @@ typedef struct {
     int maxgroups;
     unsigned char *needle; /* a text every template's lines hold (scan.py finds it), or none */
     Py_ssize_t nlen;
-    /* How far the needle may move on past each byte found under its last place (Horspool's
-     * table, made once: memmem makes its own at every call, one call a line). */
-    Py_ssize_t shift[256];
+    Horspool seek; /* the needle's search (when nlen > 0) */
 } Scanner;
 
 static void Scanner_dealloc(Scanner *self) {
@@ -547,9 +572,7 @@ static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
             self->needle = PyMem_Malloc(needle.len);
             if (self->needle != NULL) memcpy(self->needle, needle.buf, needle.len);
             self->nlen = needle.len;
-            for (int b = 0; b < 256; b++) self->shift[b] = needle.len;
-            for (Py_ssize_t i = 0; i + 1 < needle.len; i++)
-                self->shift[((const unsigned char *)needle.buf)[i]] = needle.len - 1 - i;
+            if (self->needle != NULL) horspool_init(&self->seek, self->needle, needle.len);
         }
         PyBuffer_Release(&needle);
         if (bad) {
@@ -614,17 +637,6 @@ static const unsigned char *find(const unsigned char *s, Py_ssize_t n, const uns
     }
     return NULL;
 #endif
-}
-
-/* The first place of the Scanner's needle in s[0:n], or NULL (Boyer-Moore-Horspool). */
-static const unsigned char *find_needle(const Scanner *self, const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t k = self->nlen;
-    const unsigned char *needle = self->needle;
-    unsigned char last = needle[k - 1];
-    for (Py_ssize_t i = 0; i + k <= n; i += self->shift[s[i + k - 1]]) {
-        if (s[i + k - 1] == last && memcmp(s + i, needle, k - 1) == 0) return s + i;
-    }
-    return NULL;
 }
 
 /* The last newline before hit, from nl (a newline) on: memrchr's vectors where there is one (a
@@ -1092,7 +1104,7 @@ static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
         if (self->nlen > 0) {
             /* Only a line that holds the needle can be read: jump to the next one (lines between
              * are passed over at memmem's speed, not tried one by one). */
-            const unsigned char *hit = find_needle(self, nl + 1, size - at - 1);
+            const unsigned char *hit = horspool_find(&self->seek, nl + 1, size - at - 1);
             if (hit == NULL) break;
             nl = last_newline(nl, hit); /* the hit's line begins after it */
             at = nl - s;
@@ -1385,8 +1397,10 @@ static PyObject *count_text(PyObject *mod, PyObject *args) {
     }
     const unsigned char *p = view.buf, *end = p + view.len;
     Py_ssize_t count = 0;
+    Horspool h;
+    horspool_init(&h, text.buf, text.len);
     while (end - p >= text.len) {
-        const unsigned char *hit = find(p, end - p, text.buf, text.len);
+        const unsigned char *hit = horspool_find(&h, p, end - p);
         if (hit == NULL) break;
         count++;
         p = hit + text.len;
@@ -1449,8 +1463,11 @@ static PyObject *drop_lines(PyObject *mod, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "drop_lines: texts of one line, not empty");
         goto done;
     }
+    Horspool seek_a, seek_b;
+    horspool_init(&seek_a, a.buf, a.len);
+    horspool_init(&seek_b, b.buf, b.len);
     while (from < size) {
-        const unsigned char *hit = find(s + from, size - from, b.buf, b.len);
+        const unsigned char *hit = horspool_find(&seek_b, s + from, size - from);
         if (hit == NULL) break;
         Py_ssize_t at = hit - s, start = at, end;
 #ifdef __GLIBC__
@@ -1465,7 +1482,7 @@ static PyObject *drop_lines(PyObject *mod, PyObject *args) {
         end = nl == NULL ? size : nl - s;
         from = end;
         /* a line between two newlines (the first has none before it) that holds a as well */
-        if (start == 0 || nl == NULL || find(s + start, end - start, a.buf, a.len) == NULL) continue;
+        if (start == 0 || nl == NULL || horspool_find(&seek_a, s + start, end - start) == NULL) continue;
         if (out == NULL) {
             out = PyBytes_FromStringAndSize(NULL, size);
             if (out == NULL) goto done;
@@ -1792,6 +1809,8 @@ static PyObject *line_run(PyObject *mod, PyObject *args) {
     char *w = PyBytes_AS_STRING(data);
     Py_ssize_t o = 0, count = 0, p = pos;
     const Py_ssize_t key_len = LR_LEN("Decode batch");
+    Horspool key;
+    horspool_init(&key, (const unsigned char *)"Decode batch", key_len);
     while (count < limit && p < end) {
         if (count > 0 && (!line_shape(s, p, end, &ls) || ls.src_b - ls.src_a != src_len
                           || memcmp(s + ls.src_a, s + pos + LR_LEN(LR_HEAD), src_len) != 0)) break;
@@ -1817,8 +1836,7 @@ static PyObject *line_run(PyObject *mod, PyObject *args) {
             last_tn = tn;
         }
         if (PyList_Append(ts, last_t) < 0) goto done;
-        if (o - line_at >= key_len && find((const unsigned char *)w + line_at, o - line_at,
-                                           (const unsigned char *)"Decode batch", key_len) != NULL
+        if (o - line_at >= key_len && horspool_find(&key, (const unsigned char *)w + line_at, o - line_at) != NULL
             && PyList_Append(recv, last_t) < 0) goto done;
         count++;
         p = ls.next;
