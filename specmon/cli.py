@@ -180,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         gc.freeze()
+    except KeyboardInterrupt:  # ^C while the modules load (0.1 s): no traceback either
+        return 130
     finally:
         if collecting:
             gc.enable()

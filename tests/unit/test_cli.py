@@ -137,3 +137,20 @@ def test_console_script_runs_as_a_process(sweep_files: list[str]) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"]["best_steps"] == 2
+
+
+def test_an_interrupt_while_the_modules_load_exits_130_without_a_traceback(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """^C in the first tenth of a second (the parser imports the commands' modules then): exit
+    130 as later, no traceback, and the caller's garbage collector as it was."""
+    import gc
+
+    from specmon import cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    was = gc.isenabled()
+    assert cli.main(["summarize", "x.log"]) == 130
+    assert gc.isenabled() is was and gc.get_freeze_count() == 0
+    assert "Traceback" not in capsys.readouterr().err
