@@ -5,8 +5,9 @@ What a user does, end to end: a managed vLLM profile (n-gram speculation,
 127.0.0.1; the dashboard tailing it (Pilot); ``r`` → another token count →
 confirm, and the new run's samples and configuration; a headless
 ``specmon sweep`` over two settings to a verdict or an honest "not separated",
-leaving the server on the setting asked last; and vLLM's real failed start (no
-``VLLM_CPU_KVCACHE_SPACE``) reported with its traceback.
+leaving the server on the setting asked last; and vLLM's real failed start (a
+``--max-model-len`` past what the model allows, refused by vLLM's own config check on
+any machine) reported with its traceback.
 
 Marked ``realserver`` (not in the default run: ``pytest -m realserver
 tests/realserver``, which ``.ci/run`` runs after installing the kit). vLLM
@@ -30,7 +31,6 @@ from specmon.model.session import Run
 from tests.support.connecting import connect_args, start_through_controller, write_config
 from tests.support.dialogs import screen_state
 from tests.support.realkits import (
-    VLLM_ENV,
     background_load,
     free_port,
     require,
@@ -179,7 +179,10 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
 
 async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
-    """The kit's real failed start: without VLLM_CPU_KVCACHE_SPACE the CPU memory check raises."""
+    """A real failed start that fails by itself on any machine: vLLM refuses a --max-model-len past
+    the model's 2,048 positions with a pydantic ValidationError and its traceback. (It used to
+    leave out VLLM_CPU_KVCACHE_SPACE and count on the CPU memory check raising: on a machine
+    with more free memory vLLM started and the test failed.)"""
     from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
     from specmon.ui.screens.restart_dialog import RestartDialog
     from tests.support.app_factory import options
@@ -188,8 +191,8 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
     folder = tmp_path / "vllm"
     folder.mkdir()
     (folder / "vllm_2.log").touch()  # the dashboard follows it before anything runs
-    env = {k: v for k, v in VLLM_ENV.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
-    launch = vllm_profile(folder, free_port(), env=env, start_timeout_s=600)
+    impossible = 99_999_999
+    launch = vllm_profile(folder, free_port(), start_timeout_s=600, max_model_len=impossible)
     config = write_config(tmp_path / "config.toml", "cpu-vllm",
                           ssh_profile(client_home, openssh_server, folder / "vllm_2.log"), launch)
     plan = plan_connect(connect_args(config, "cpu-vllm"))
@@ -206,7 +209,7 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
                                  lambda: screen_state(app))
             confirm = app.screen
             assert isinstance(confirm, ConfirmCommandsScreen)
-            assert "VLLM_CPU_KVCACHE_SPACE" not in confirm.text
+            assert f"--max-model-len {impossible}" in confirm.text  # the user sees what will fail
             await pilot.press("y")
             await wait_until(pilot, lambda: flow.controller is not None and flow.controller.progress is not None
                              and not flow.controller.busy, "the failed start to end", RESTART_WAIT_S)
@@ -219,6 +222,7 @@ async def test_a_failed_vllm_start_is_shown_in_the_dashboard_with_its_traceback(
             shown = "\n".join(final.last_lines)
             assert "Traceback (most recent call last)" in shown or 'File "' in shown, shown
             assert "Error" in final.message or "Error" in shown, (final.message, shown)
+            assert "max_model_len" in final.message or "max_model_len" in shown, (final.message, shown)
             crashes = [e for e in app.feeder.session.events if e.level == "error"]
             assert crashes, list(app.feeder.session.events)
     finally:

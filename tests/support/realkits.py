@@ -114,14 +114,17 @@ def free_port(ports: range = PORTS) -> int:
 #: (measured): the bounds only turn a hang into a failure.
 def vllm_profile(folder: Path, port: int, *, env: dict[str, str] | None = None,
                  ready_marker: str = "Application startup complete", start_timeout_s: int = 900,
-                 eager: bool = False) -> LaunchProfile:
+                 eager: bool = False, max_model_len: int = 1024) -> LaunchProfile:
     """A managed vLLM launch: n-gram speculation with ``{steps}`` tokens, logs and pidfile in ``folder``.
+
+    ``max_model_len`` past the tiny model's 2,048 positions is refused by vLLM's own config check
+    on any machine (a start that fails by itself, whatever memory the machine has).
 
     ``eager``: ``--enforce-eager``, no torch.compile warm-up (95 s of a start at load 15, and the
     tests' own HOME has no compile cache): for tests that measure, not the start-up phases.
     """
     common = [str(vllm_venv() / "bin" / "vllm"), "serve", str(vllm_model()), "--host", "127.0.0.1",
-              "--port", "{port}", "--max-model-len", "1024", *(["--enforce-eager"] if eager else [])]
+              "--port", "{port}", "--max-model-len", str(max_model_len), *(["--enforce-eager"] if eager else [])]
     return LaunchProfile(
         mode="managed", engine="vllm",
         argv=[*common, "--speculative-config",
