@@ -468,6 +468,7 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     import sys
     import tempfile
 
+    from specmon.control.demo import DEMO_STEPS_MAX
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.runner import LocalRunner
@@ -490,7 +491,9 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             argv=[*server, "--steps", "{steps}", "--topk", "{topk}", "--draft-tokens", "{draft_tokens}"],
             nospec_argv=[*server, "--steps", "0"],
             log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
-            health_url="http://127.0.0.1:{port}/health", steps_min=0, steps_max=32, start_timeout_s=60,
+            health_url="http://127.0.0.1:{port}/health", steps_min=0, start_timeout_s=60,
+            # One limit for the demo's dialog, `demo --steps` and `sweep --demo` (they said 16 and 32).
+            steps_max=DEMO_STEPS_MAX,
             stop_grace_s=5, stop_signal="TERM")
         problem = check_steps(profile, plan.steps, "the demo server") or check_dims(profile, plan, "the demo server")
         if problem:

@@ -47,8 +47,10 @@ def _seconds(text: str) -> float:
 
 
 def _steps(text: str) -> int:
-    if not text.isdigit() or int(text) > 16:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 16: {text!r}")
+    from specmon.control.demo import DEMO_STEPS_MAX
+
+    if not text.isdigit() or int(text) > DEMO_STEPS_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {DEMO_STEPS_MAX}: {text!r}")
     return int(text)
 
 

@@ -154,3 +154,46 @@ def test_an_interrupt_while_the_modules_load_exits_130_without_a_traceback(monke
     assert cli.main(["summarize", "x.log"]) == 130
     assert gc.isenabled() is was and gc.get_freeze_count() == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["summarize", "--format", "bogus", "x.log"],
+    ["summarize"],
+    ["bogus-command"],
+    ["sweep", "--steps", "a,b", "--demo"],
+    ["demo", "--steps", "99"],
+    ["watch", "--no-such-option", "x.log"],
+])
+def test_a_usage_error_is_one_sentence_naming_the_command_and_its_help(argv: list[str], capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # not a usage block first
+    assert not lines[0].startswith("usage:")
+    command = "specmon" if argv[0] == "bogus-command" else f"specmon {argv[0]}"
+    assert lines[0].startswith(f"{command}: ") and lines[0].endswith(f"(see `{command} --help`)")
+
+
+def test_demo_help_does_not_offer_read_only_which_it_refuses(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "--read-only" not in capsys.readouterr().out
+    assert main(["demo", "--read-only"]) == 2
+    assert "cannot run with --read-only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["watch", "--help"])
+    assert "--read-only" in capsys.readouterr().out  # the others still offer it
+
+
+def test_the_demo_step_limit_is_one_number_everywhere(capsys) -> None:  # type: ignore[no-untyped-def]
+    from specmon.control.demo import DEMO_STEPS_MAX
+
+    over = DEMO_STEPS_MAX + 1
+    assert main(["sweep", "--demo", "--steps", f"0,{over}"]) == 2
+    assert f"0 to {DEMO_STEPS_MAX}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "--steps", str(over)])
+    assert f"0 to {DEMO_STEPS_MAX}" in capsys.readouterr().err
