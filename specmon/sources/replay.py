@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from specmon.parsing.common import strip_ansi, strip_outer
 from specmon.parsing.prefix import read_prefix
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.sources.logfiles import LogFileError, check_readable, file_year, iter_line_batches
+from specmon.sources.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
 
-__all__ = ["ReplayClock", "ReplaySource", "SPEED_STEPS", "line_time", "speed_text"]
+__all__ = ["ReplayClock", "ReplaySource", "SPEED_STEPS", "first_time", "line_time", "speed_text", "time_ordered"]
 
 #: The speeds the faster/slower keys step through; None is "as fast as possible".
 SPEED_STEPS: tuple[float | None, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
@@ -60,6 +60,36 @@ def line_time(text: str, year: int) -> float | None:
     if ts is None or ts < _PLAUSIBLE_EPOCH:
         return None
     return ts
+
+
+def first_time(path: str | Path, *, head_bytes: int = 1 << 20) -> float | None:
+    """The time of the first stamped line in a log's head, or None (none there, unreadable)."""
+    try:
+        head = head_lines(path, head_bytes)
+    except LogFileError:
+        return None  # the source says why when it is replayed
+    year = file_year(path)
+    for text in head:
+        ts = line_time(text, year)
+        if ts is not None:
+            return ts
+    return None
+
+
+def time_ordered(paths: Sequence[str | Path], times: Callable[[str | Path], float | None] = first_time,
+                 ) -> list[str | Path]:
+    """The logs in the order their servers wrote them: by first timestamp, not argument order.
+
+    A shell glob (``sim_eagle3_*.log``) or a user's list puts ``10step`` before ``1step`` and
+    a later restart before an earlier one; replaying them so would show the runs out of their
+    real order. Files with no time of their own (recordings, unstamped logs) keep their place;
+    the stamped ones are sorted among the places they hold (ties keep argument order).
+    """
+    stamped = [(t, i) for i, p in enumerate(paths) if (t := times(p)) is not None]
+    out = list(paths)
+    for slot, (_, i) in zip(sorted(i for _, i in stamped), sorted(stamped), strict=True):
+        out[slot] = paths[i]
+    return out
 
 
 class ReplayClock:

@@ -64,7 +64,7 @@ from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
-from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
+from specmon.sources.replay import ReplayClock, ReplaySource, first_time, speed_text, time_ordered
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
@@ -904,7 +904,7 @@ def replay_app(
     recorded lines, input by input, so the table is the one the live session showed.
 
     Args:
-        files: Logs to replay, in order.
+        files: Logs to replay (played in the order of their first timestamps).
         speed: Log seconds per wall second (None: max).
         baseline_files: Logs of the server without speculation.
         monotonic: Clock pacing the replay.
@@ -922,7 +922,9 @@ def replay_app(
             continue
         src = ReplaySource(path, ReplayClock(None), wall_clock=wall)
         inputs.append(FeedInput(src, baseline=True, year=src.year))
-    for path in files:
+    # Logs play in the order their servers wrote them, whatever order they were named in.
+    plain = {str(p) for p in files if not is_recording(p)}
+    for path in time_ordered(files, lambda p: first_time(p) if str(p) in plain else None):
         if is_recording(path):
             inputs.extend(recording_inputs(path, clock, wall_clock=wall))
             continue
