@@ -43,7 +43,9 @@ from specmon.commands.exits import EXIT_INPUT, fail
 if TYPE_CHECKING:
     from specmon.control.launch import LaunchProfile
     from specmon.control.restart import ConnectingRunner
+    from specmon.control.runner import LocalRunner
     from specmon.sources.base import LineSource
+    from specmon.sources.local import LocalTailSource
     from specmon.sources.ssh import SSHTailSource
     from specmon.ui.app import SpecmonApp
     from specmon.ui.counters import LiveCounters
@@ -76,7 +78,8 @@ class ConnectPlan:
     """What ``specmon connect`` will show, resolved from the options and the profile.
 
     Attributes:
-        source: The SSH tail (not connected yet).
+        source: The SSH tail (not connected yet), or the local tail of a profile without a host
+            (the server runs on this machine: no SSH at all).
         baseline_files: Local logs of the server without speculation (from the profile).
         baseline_tps: A known baseline throughput (option, else profile).
         theme: Theme name, or None for the default.
@@ -87,7 +90,7 @@ class ConnectPlan:
             profile's ``metrics_url``, else the launch port's), or None (``--no-metrics``, none known).
     """
 
-    source: SSHTailSource
+    source: SSHTailSource | LocalTailSource
     baseline_files: list[str]
     baseline_tps: float | None
     theme: str | None
@@ -95,6 +98,13 @@ class ConnectPlan:
     window: int
     launch: LaunchProfile | None = None
     metrics: str | None = None
+
+    @property
+    def local(self) -> bool:
+        """The server runs on this machine (a profile without a host): read and restarted here."""
+        from specmon.sources.local import LocalTailSource
+
+        return isinstance(self.source, LocalTailSource)
 
 
 @dataclass
@@ -144,18 +154,22 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
         destination, profile = split_destination(args.destination, config, args.profile)
     except ConfigError as exc:
         raise ConnectError(str(exc)) from None
-    if destination is None and (profile is None or not profile.host):
-        where = f"profile {args.profile or args.destination or config.default_profile!r} has no 'host'; " \
-            if profile is not None else ""
+    if destination is None and profile is None:
         raise ConnectError(
-            f"{where}which host? pass it: specmon connect [USER@]HOST[:PORT] --log /path/to/server.log, "
+            "which host? pass it: specmon connect [USER@]HOST[:PORT] --log /path/to/server.log, "
             "or name a profile: specmon connect PROFILE (profiles live in ~/.config/specmon/config.toml)"
         )
+    source: SSHTailSource | LocalTailSource
     try:
-        source = build_ssh_source(
-            destination, log=args.log, profile=profile, port=args.port, identity=args.identity,
-            jump=args.jump, ssh_config=args.ssh_config, lines=args.lines, line_cap=args.line_cap,
-        )
+        if destination is None and profile is not None and not profile.host:
+            # A profile without a host is a server on this machine (specmon on the GPU box itself):
+            # its log is tailed here and `r` runs its launch commands here, with no SSH at all.
+            source = _local_source(args, profile)
+        else:
+            source = build_ssh_source(
+                destination, log=args.log, profile=profile, port=args.port, identity=args.identity,
+                jump=args.jump, ssh_config=args.ssh_config, lines=args.lines, line_cap=args.line_cap,
+            )
     except ValueError as exc:
         raise ConnectError(str(exc)) from None
     baseline_files: list[str] = []
@@ -173,6 +187,37 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
                        theme=args.theme, warmup=args.warmup, window=max(1, args.window),
                        launch=launch, metrics=_metrics_url(args, profile, launch))
+
+
+def _local_source(args: argparse.Namespace, profile: Any) -> LocalTailSource:
+    """The tail of a log on this machine, for a profile without a host (options win over it)."""
+    import glob
+    import os
+
+    from specmon.sources.lines import DEFAULT_MAX_LINE
+    from specmon.sources.local import LocalTailSource
+    from specmon.sources.ssh import DEFAULT_LINES
+
+    for option in ("port", "identity", "jump", "ssh_config"):
+        if getattr(args, option, None) is not None:
+            flag = {"port": "--port", "identity": "--identity", "jump": "--jump", "ssh_config": "--ssh-config"}[option]
+            raise ValueError(f"{flag} is for SSH, and this profile has no 'host': its server runs on this "
+                             "machine (add host = ... to the profile to reach it over SSH)")
+    path = args.log or profile.log
+    if not path and profile.log_glob:
+        matches = [m for m in glob.glob(os.path.expanduser(profile.log_glob)) if os.path.isfile(m)]
+        if not matches:
+            raise ValueError(f"no file on this machine matches the profile's log_glob {profile.log_glob!r}")
+        path = max(matches, key=os.path.getmtime)  # the newest match, as over SSH
+    if not path:
+        raise ValueError("which log? pass it: specmon connect PROFILE --log /path/to/server.log "
+                         "(or set 'log' or 'log_glob' in the profile)")
+    if not path.strip() or any(ord(c) < 32 or c == "\x7f" for c in path):
+        raise ValueError(f"invalid log path {path!r}")
+    lines = args.lines if args.lines is not None else (
+        profile.lines if profile.lines is not None else DEFAULT_LINES)
+    cap = args.line_cap or profile.line_cap or DEFAULT_MAX_LINE
+    return LocalTailSource(os.path.expanduser(path), lines=lines, max_line=cap)
 
 
 def _metrics_url(args: argparse.Namespace, profile: Any, launch: LaunchProfile | None) -> str | None:
@@ -208,11 +253,17 @@ def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
     """
     if plan.metrics is None:
         return None
+    if plan.local:  # the server's port is on this machine: read it directly
+        from specmon.ui.counters import LiveCounters, fixed_url
+
+        kwargs.setdefault("window", plan.window)
+        return LiveCounters(fixed_url(plan.metrics), where=plan.metrics, **kwargs)
     import contextlib
     from collections.abc import AsyncIterator
     from urllib.parse import urlsplit
 
     from specmon.control.load import forwarded_base_url
+    from specmon.sources.ssh import SSHTailSource
     from specmon.ssh import connect as sshconfig
     from specmon.ui.counters import LiveCounters
 
@@ -220,6 +271,7 @@ def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
+    assert isinstance(plan.source, SSHTailSource)
     target = plan.source.target
 
     @contextlib.asynccontextmanager
@@ -267,7 +319,8 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
     return make_app(inputs, **kwargs)
 
 
-def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, RestartFlow, ConnectingRunner]:
+def with_restart(plan: ConnectPlan, **kwargs: Any,
+                 ) -> tuple[ConnectPlan, RestartFlow, ConnectingRunner | LocalRunner]:
     """Give the dashboard ``r``: restart the remote server over SSH, the commands confirmed first.
 
     With a profile's ``[launch]`` table, ``r`` restarts through it; without
@@ -289,18 +342,31 @@ def with_restart(plan: ConnectPlan, **kwargs: Any) -> tuple[ConnectPlan, Restart
     import dataclasses
 
     from specmon.control.restart import ConnectingRunner
+    from specmon.control.runner import LocalRunner
+    from specmon.sources.local import LocalTailSource
     from specmon.sources.ssh import SSHTailSource
     from specmon.ssh import connect as sshconfig
     from specmon.ui.flows.restart import live_restart
 
+    if isinstance(plan.source, LocalTailSource):
+        # This machine: the launch commands run here with bash, the new log is tailed here.
+        local = plan.source
+        local_runner = LocalRunner()
+        source, flow = live_restart(
+            local,
+            lambda path, from_start: LocalTailSource(path, lines=None if from_start else 0,
+                                                     max_line=local.max_line),
+            local_runner, host="localhost", launch=plan.launch, log=str(local.path), **kwargs)
+        return dataclasses.replace(plan, source=source), flow, local_runner  # type: ignore[arg-type]
     target = plan.source.target
+    remote = plan.source
     runner = ConnectingRunner(lambda: sshconfig.connect(target))
     source, flow = live_restart(
-        plan.source,
+        remote,
         # A new or truncated log is read whole; an old one from its end.
         lambda path, from_start: SSHTailSource(target, path, lines=None if from_start else 0,
-                                               max_line=plan.source.max_line),
-        runner, host=target.label, launch=plan.launch, log=plan.source.path, **kwargs)
+                                               max_line=remote.max_line),
+        runner, host=target.label, launch=plan.launch, log=remote.path, **kwargs)
     return dataclasses.replace(plan, source=source), flow, runner  # type: ignore[arg-type]
 
 

@@ -59,6 +59,9 @@ class CommandRunner(Protocol):
 class LocalRunner:
     """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
 
+    def close(self) -> None:
+        """Nothing to close (each command is its own process); as :class:`ConnectingRunner`'s."""
+
     async def run(self, command: str, timeout: float) -> Result:
         """Run ``command`` with ``bash -c``; on timeout kill it and what it started in the foreground.
 

@@ -113,6 +113,7 @@ class LocalTailSource:
         self.path = Path(path).expanduser()
         self.name = str(self.path)
         self.status = SourceStatus()
+        self.max_line = max_line  # a restart's new log is tailed with the same cap
         self._lines = lines
         self._poll = poll_interval
         self._chunk = chunk_size

@@ -131,9 +131,10 @@ def test_unknown_profile_lists_the_known_ones(client_home: ClientHome, tmp_path:
     config = write_config(tmp_path / "specmon.toml", '[profiles.kimi]\nhost = "gpu-box"\nlog = "/x"\n')
     with pytest.raises(ConnectError, match=r"unknown profile 'qwen' \(known: kimi\)"):
         plan_connect(parse("gpu-box", "--profile", "qwen", "--config", str(config)))
+    # A profile without a host is a server on this machine: planned locally, not refused.
     config = write_config(tmp_path / "specmon.toml", '[profiles.kimi]\nlog = "/x"\n')
-    with pytest.raises(ConnectError, match=r"profile 'kimi' has no 'host'"):
-        plan_connect(parse("kimi", "--config", str(config)))
+    plan = plan_connect(parse("kimi", "--config", str(config)))
+    assert plan.local and str(plan.source.path) == "/x"
 
 
 def test_missing_baseline_file_of_the_profile(client_home: ClientHome, tmp_path: Path) -> None:
