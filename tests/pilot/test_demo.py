@@ -176,3 +176,43 @@ def test_server_is_stopped_when_specmon_fails(isolated_home: Path, tmp_path: Pat
         assert folder.exists()  # --dir given: kept
     finally:
         kill_left_over(folder)
+
+
+def readme_tour_keys() -> list[str]:
+    """The keys of the README's demo tour, in order, as the README gives them (``Press `r`, ...``)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index("Press `r`")
+    sentence = readme[start:readme.index("\n\n", start)]
+    keys: list[str] = []
+    for token in re.findall(r"`([^`]+)`", sentence):
+        keys.extend([token] if len(token) == 1 or token.isalpha() else list(token))  # `12`: typed key by key
+    return keys
+
+
+async def test_the_readme_tour_keys_restart_the_demo_as_it_says(isolated_home: Path, tmp_path: Path) -> None:
+    """The README's key sequence, pressed as written (one settle between keys, as a person types),
+    brings the 2-step row; then its last key quits. "r, 2, y" left `2y` in the field."""
+    keys = readme_tour_keys()
+    assert keys and keys[-1] == "q", keys  # the tour ends by quitting; the rest is pressed as written
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    app, setup = build_demo_app(fast(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
+                                user_themes=None)
+    c = setup.controller
+    session = app.feeder.session
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: c.progress is not None and not c.busy, "the first start", rounds=1500)
+            for key in keys[:-1]:
+                await pilot.press(key)
+                for _ in range(20):  # let the screen the key opens mount before the next key
+                    await pilot.pause(0.02)
+            await wait_for(pilot, lambda: (r := session.current) is not None and r.config is not None
+                           and r.config.steps == 2 and len(r.throughput) > 0,
+                           f"the 2-step row after the README's keys {keys[:-1]}", rounds=1500)
+            await pilot.press(keys[-1])
+            await wait_for(pilot, lambda: not app.is_running, "q to quit", rounds=500)
+    finally:
+        kill_left_over(folder)
