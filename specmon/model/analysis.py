@@ -329,8 +329,8 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
                   and r.throughput.se is not None and r.key != "baseline file"]
     if not candidates:
         return Verdict(None, None, None, False, None,
-                       f"Not enough data: no configuration has an interval yet ({MIN_SAMPLES_FOR_VERDICT} counted "
-                       "throughput samples).")
+                       "Not enough data: no configuration has an interval yet (each needs at least "
+                       f"{MIN_SAMPLES_FOR_VERDICT} counted throughput samples).")
     ranked = sorted(candidates, key=lambda r: r.throughput.mean, reverse=True)  # type: ignore[union-attr]
     best = ranked[0]
     best.best = True

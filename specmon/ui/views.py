@@ -639,7 +639,7 @@ class SnapshotBuilder:
                 delta = mine.vs_pct
                 significant = None if mine.vs_level == "" else mine.vs_level != "same"
         if not live:
-            note = "waiting for decode batches"
+            note = "no batches yet"  # fits a panel at 60 columns (18 characters inside)
         return MetricView("throughput", "generation throughput", "tok/s", 1,
                           live[-1] if live else None, _mean(recent), len(recent), _tail(live, SPARK_POINTS),
                           baseline=base, delta=delta, delta_is_pct=True, significant=significant,

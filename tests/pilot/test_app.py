@@ -170,7 +170,7 @@ async def test_looped_replay_starts_over_with_a_fresh_view(isolated_home: Path) 
 
 
 async def test_per_position_bars_for_an_engine_that_logs_them(isolated_home: Path) -> None:
-    app = build_app(VLLM_KIT)
+    app = build_app([VLLM_KIT[1]], baseline_files=[VLLM_KIT[0]])  # the n-gram run ran first: time order
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         view = app._bars.view

@@ -16,10 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from specmon.model.session import SessionEvent
 from specmon.ui.views import fold_events
+from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["LEVELS", "EventsScreen", "event_lines"]
 
@@ -97,7 +98,7 @@ class EventsScreen(Screen[None]):
                     id="events-filter")
         with VerticalScroll(id="events-scroll"):
             yield Static("", id="events-body", markup=False)
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
     def on_mount(self) -> None:
         self.refresh_lines()

@@ -15,11 +15,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from specmon.model.analysis import ConfigRow
 from specmon.model.session import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S
 from specmon.records import Engine
+from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["RunDetailsScreen", "details_lines", "histogram_lines", "strip_line"]
 
@@ -141,7 +142,7 @@ class RunDetailsScreen(Screen[None]):
         command: The start command specmon ran for it, if any.
     """
 
-    BINDINGS = [Binding("escape,q", "close", "Back")]
+    BINDINGS = [Binding("escape,q", "close", "Back", key_display="esc/q")]
 
     DEFAULT_CSS = """
     RunDetailsScreen #details-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
@@ -159,7 +160,7 @@ class RunDetailsScreen(Screen[None]):
         yield Static(f"details: {self.row.label} · escape: back", id="details-title", markup=False)
         with VerticalScroll(id="details-scroll"):
             yield Static("", id="details-body", markup=False)
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
     def on_mount(self) -> None:
         width = max(40, self.size.width - 4)

@@ -95,7 +95,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         Binding("w", "winner", "Restart on winner"),
         Binding("o", "open_report", "Open report"),
         Binding("c", "copy_path", "Copy path"),
-        Binding("escape,q,enter", "close", "Close"),
+        Binding("escape,q,enter", "close", "Close", key_display="esc/q"),
     ]
 
     DEFAULT_CSS = """

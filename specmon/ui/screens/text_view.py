@@ -4,26 +4,28 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+
+from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["TextViewScreen"]
 
 
 class TextViewScreen(Screen[None]):
-    """``title`` over ``text``, scrollable with the arrows, PgUp/PgDn, Home/End; escape closes.
+    """``title`` over ``text``, scrollable both ways (arrows, PgUp/PgDn, Home/End); escape closes.
 
     Args:
         title: What is shown (a path).
         text: The text, shown as is (no markup).
     """
 
-    BINDINGS = [Binding("escape,q", "close", "Back"), Binding("c", "copy_title", "Copy path")]
+    BINDINGS = [Binding("escape,q", "close", "Back", key_display="esc/q"), Binding("c", "copy_title", "Copy path")]
 
     DEFAULT_CSS = """
     TextViewScreen #text-view-title { height: 1; background: $panel; color: $text; text-style: bold; padding: 0 1; }
-    TextViewScreen #text-view-scroll { height: 1fr; padding: 0 1; }
+    TextViewScreen #text-view-scroll { height: 1fr; padding: 0 1; overflow: auto auto; }
     TextViewScreen #text-view-body { width: auto; }
     """
 
@@ -34,9 +36,10 @@ class TextViewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self.title_text, id="text-view-title", markup=False)
-        with VerticalScroll(id="text-view-scroll"):
+        # Both ways: a report's tables are wider than 80 columns, and cutting them would lose data.
+        with ScrollableContainer(id="text-view-scroll"):
             yield Static(self.body, id="text-view-body", markup=False)
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
     def on_mount(self) -> None:
         self.query_one("#text-view-scroll").focus()
