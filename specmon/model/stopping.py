@@ -242,16 +242,8 @@ class SweepVerdict:
                  "counters+log": "the engine's counters and, where they were missing, the log"}
         text = f" Rests on {names.get(source, source)}"
         if checks:
-            parts = []
-            for c in checks:
-                gap = f"within {c.max_gap_pct:.1f}%" if c.max_gap_pct is not None else "no common settings"
-                if c.agrees:
-                    parts.append(f"{c.name} agrees ({gap})")
-                else:
-                    best = ("no" if c.best_steps is None else f"{c.best_steps} as" if isinstance(c.best_steps, str)
-                            else f"{c.best_steps} steps as")
-                    parts.append(f"{c.name} DISAGREES ({best} fastest, {gap})")
-            text += "; " + ", ".join(parts)
+            short = {"counters": "the counters", "log": "the log", "counters+log": "the counters"}
+            text += "; " + "; ".join(c.phrase(short.get(source, source)) for c in checks)
         return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
 
     @property
@@ -367,12 +359,23 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
 class SourceCheck:
     """Another source's view of the same settings, against the one the verdict rests on.
 
+    Sources measure different things: the client times each request's decode, the log and
+    the counters the server's throughput over all requests. Their levels differ for good
+    reasons (concurrency, prefill, what a "second" covers), so agreement is judged on what
+    the verdict says, not on the level: the same fastest setting, and the same relative
+    differences between settings. The level offset is reported beside it.
+
     Attributes:
         name: ``client`` (the load driver's per-request decode speed), ``log`` or ``counters``.
         means: Mean tok/s per step count by this source.
         best_steps: This source's fastest step count.
-        max_gap_pct: The largest ``|this/primary − 1|`` over settings both measured, in percent.
-        agrees: Same fastest setting (or the verdict separated nothing) and every gap within tolerance.
+        max_gap_pct: The largest difference, in percentage points, between the two sources'
+            speeds relative to the verdict's best setting (``this[k]/this[best]`` against
+            ``primary[k]/primary[best]``), over settings both measured.
+        agrees: Same fastest setting (or the verdict separated nothing) and every relative
+            difference within tolerance.
+        level_pct: This source's level against the primary's, the median ``this/primary − 1`` in
+            percent (information, not judged).
     """
 
     name: str
@@ -381,21 +384,56 @@ class SourceCheck:
     best_steps: int | str | None
     max_gap_pct: float | None
     agrees: bool
+    level_pct: float | None = None
+    tolerance_pct: float = 10.0
+    #: Whether this source names the verdict's fastest setting (or the verdict separated nothing).
+    same_best: bool = True
+
+    def phrase(self, primary_name: str = "the verdict's source") -> str:
+        """What this source says, in words: "client agrees (...)" or "client disagrees: ..."."""
+        level = ""
+        if self.level_pct is not None and abs(self.level_pct) >= 1.0:
+            level = f"; its level is {abs(self.level_pct):.1f}% {'above' if self.level_pct > 0 else 'below'} " \
+                    f"{primary_name}'s"
+        if self.max_gap_pct is None:
+            return f"{self.name}: no settings in common"
+        if self.agrees:
+            return (f"{self.name} agrees (the same fastest setting; differences between settings within "
+                    f"{self.max_gap_pct:.1f} points{level})")
+        if not self.same_best:
+            fastest = ("nothing" if self.best_steps is None else f"{self.best_steps}" if isinstance(self.best_steps, str)
+                       else f"{self.best_steps} steps")
+            return f"{self.name} disagrees: it ranks {fastest} fastest"
+        return (f"{self.name} disagrees: the same fastest setting, but differences between settings "
+                f"{self.max_gap_pct:.1f} points apart (tolerance {self.tolerance_pct:g}){level}")
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready."""
         return {"name": self.name, "means": {str(k): round(v, 2) for k, v in sorted(self.means.items())},
                 "best_steps": self.best_steps,
                 "max_gap_pct": None if self.max_gap_pct is None else round(self.max_gap_pct, 2),
-                "agrees": self.agrees}
+                "level_pct": None if self.level_pct is None else round(self.level_pct, 2),
+                "agrees": self.agrees, "phrase": self.phrase()}
 
 
 def check_source(name: str, means: Mapping[Any, float], primary: Mapping[Any, float], *,
                  verdict_best: int | str | None, separated: bool, tolerance_pct: float = 10.0) -> SourceCheck:
-    """Compare another source's means with the primary source's (see :class:`SourceCheck`)."""
+    """Compare another source's means with the primary source's (see :class:`SourceCheck`).
+
+    One rule: the sources agree when they name the same fastest setting and their speeds
+    relative to it match within ``tolerance_pct`` points. A source whose level alone differs
+    (the client's per-request speed 25% under the server's throughput, the same ranking)
+    agrees, and the sentence says by how much its level differs.
+    """
+    import statistics
+
     best = max(means, key=lambda k: means[k]) if means else None
-    gaps = [abs(means[k] / primary[k] - 1) * 100 for k in means if k in primary and primary[k] > 0]
-    gap = max(gaps) if gaps else None
+    common = [k for k in means if k in primary and primary[k] > 0 and means[k] > 0]
+    level = statistics.median(means[k] / primary[k] - 1 for k in common) * 100 if common else None
+    gap: float | None = None
+    if common:
+        ref = verdict_best if verdict_best in common else max(common, key=lambda k: primary[k])
+        gap = max(abs(means[k] / means[ref] - primary[k] / primary[ref]) * 100 for k in common)
     same_best = best == verdict_best or not separated
-    agrees = bool(gaps) and same_best and gap is not None and gap <= tolerance_pct
-    return SourceCheck(name, dict(means), best, gap, agrees)
+    agrees = bool(common) and same_best and gap is not None and gap <= tolerance_pct
+    return SourceCheck(name, dict(means), best, gap, agrees, level, tolerance_pct, same_best)

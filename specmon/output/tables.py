@@ -361,10 +361,10 @@ class SweepOutcome:
         """Where the numbers come from, and whether the other sources agree."""
         text = f"numbers from {SOURCE_WORDS.get(self.source, self.source)}"
         for c in self.checks:
-            name = str(c.get("name", "?"))
-            gap = c.get("max_gap_pct")
-            within = f" within {gap:.1f}%" if isinstance(gap, (int, float)) else ""
-            text += f"; {name} {'agrees' if c.get('agrees') else 'DISAGREES'}{within}"
+            phrase = c.get("phrase")  # the verdict's own words (documents written before it: the flag)
+            if not isinstance(phrase, str):
+                phrase = f"{c.get('name', '?')} {'agrees' if c.get('agrees') else 'disagrees'}"
+            text += f"; {phrase}"
         return text
 
     @property

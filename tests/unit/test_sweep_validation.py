@@ -105,7 +105,7 @@ def test_a_whole_number_option_refuses_full_width_digits(capsys: pytest.CaptureF
 def test_demo_steps_outside_its_range_fail_before_any_restart(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = run_cli(["sweep", "--demo", "--steps", "1,65", "--no-record"], capsys)
     assert code == 2
-    assert "--steps 65: the demo server allows step counts 0 to 32; nothing was restarted" in err
+    assert "--steps 65: the demo server allows step counts 0 to 16; nothing was restarted" in err
     assert "start:" not in err and "result=started" not in err
 
 
