@@ -60,6 +60,7 @@ from textual.worker import Worker, WorkerState
 
 from specmon import paths
 from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
+from specmon.control.restart import Phase
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.tables import to_csv, to_json, to_markdown
@@ -509,7 +510,9 @@ class SpecmonApp(App[int]):
         if not self.screen_stack:
             return  # shutting down: no screen to style
         base = self.screen_stack[0]
-        base.set_class(panel is not None and panel.view is not None, "-panel-open")
+        # A finished (ready) restart's panel is two lines: the plot and events keep their rows.
+        base.set_class(panel is not None and panel.view is not None and panel.view.phase is not Phase.READY,
+                       "-panel-open")
         base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
         self._refresh_availability()
 

@@ -252,7 +252,10 @@ async def test_the_first_start_is_a_start_without_a_stop_phase(isolated_home: Pa
         text = str(flow.panel.render())
         assert text.startswith("start → 1 step") and "restart" not in text and "stopping" not in text
         assert (flow.header_state() or ("",))[0].startswith("start → 1 step")  # the header state: the panel's view
-        assert any(e.text.startswith("start 1 step") for e in app.feeder.session.events)
+        # The flow's event is a message: it reaches the session on the app's next turn, which a loaded
+        # machine can put after the panel's first view (the race this test lost under -n 2).
+        await wait_for(pilot, lambda: any(e.text.startswith("start 1 step") for e in app.feeder.session.events),
+                       "the start's event")
         runner.gate.set()
         await wait_for(pilot, lambda: not c.busy, "the start to end")
 
@@ -399,6 +402,10 @@ async def test_the_confirmation_keeps_y_and_its_buttons_on_screen_at_80x24(isola
         for _ in range(3):
             await pilot.pause()
         assert all(inside(b.region, 80, 24) for b in screen.query(Button))
+        # ... and scrolled into view: they were added below the fold, with nothing showing they were there.
+        exact, scroll = screen.query_one("#confirm-exact"), screen.query_one("#confirm-scroll")
+        assert exact.display and exact.region.height > 0
+        assert scroll.region.y <= exact.region.y < scroll.region.bottom, (exact.region, scroll.region)
         await pilot.click("#confirm-run")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmCommandsScreen)

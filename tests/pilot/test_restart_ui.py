@@ -160,8 +160,10 @@ async def test_confirm_screen_shows_the_exact_commands_and_host() -> None:
         title = str(screen.query_one("#confirm-title", Static).render())
         assert title == "Restart on gpu-box: 1 step → 2 steps, 3 draft tokens"
         await pilot.press("x")
-        exact = str(screen.query_one("#confirm-commands", Static).render())
+        await pilot.pause()
+        exact = str(screen.query_one("#confirm-exact", Static).render())
         assert plan.start.command in exact and plan.stop.command in exact
+        assert screen.text == plan.describe(exact=True)  # what the screen holds is what it shows
         await pilot.press("escape")
         await pilot.pause()
     assert app.results == [False] and runner.calls == []

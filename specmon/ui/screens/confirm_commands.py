@@ -62,8 +62,12 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         margin: 1 0;
         background: $background;
     }
-    ConfirmCommandsScreen #confirm-commands {
+    ConfirmCommandsScreen #confirm-commands, ConfirmCommandsScreen #confirm-exact {
         padding: 0 1;
+    }
+    ConfirmCommandsScreen #confirm-exact {
+        display: none;
+        margin-top: 1;
     }
     ConfirmCommandsScreen #confirm-same {
         color: $warning;
@@ -129,6 +133,7 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
                          markup=False)
             with VerticalScroll(id="confirm-scroll"):
                 yield Static(self.text, id="confirm-commands", markup=False)
+                yield Static("", id="confirm-exact", markup=False)
             yield Static("y: run · escape: cancel (nothing runs) · x: exact strings sent",
                          classes="hint", markup=False)
             with Horizontal(id="confirm-buttons"):
@@ -167,5 +172,15 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
     def action_toggle_exact(self) -> None:
         """Switch between the readable commands and the exact strings sent to the host."""
         self.exact = not self.exact
+        readable = self.controller.describe(self.plan)
         self.text = self.controller.describe(self.plan, exact=self.exact)
-        self.query_one("#confirm-commands", Static).update(self.text)
+        exact = self.query_one("#confirm-exact", Static)
+        exact.update(self.text[len(readable):].lstrip("\n"))
+        exact.display = self.exact
+        scroll = self.query_one("#confirm-scroll", VerticalScroll)
+        if self.exact:
+            # They come below the readable commands, past the fold at 80x24: bring them into
+            # view rather than leave them where nothing shows they are there.
+            self.call_after_refresh(lambda: scroll.scroll_to_widget(exact, top=True, animate=False))
+        else:
+            self.call_after_refresh(lambda: scroll.scroll_home(animate=False))

@@ -135,6 +135,12 @@ class RestartProgressPanel(Widget):
         title = Content.assemble(("start → " if self.first_start else "restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
                                  ("   elapsed ", "$text-muted"), (duration_text(v.elapsed_s) or "0s", "bold"))
         lines.append(title)
+        if v.phase is Phase.READY:
+            # Done: two lines, so the plot and the events come back under it at 80x24 (the phase
+            # times are in the event log). The panel hides itself a few seconds later.
+            lines.append(Content.assemble(("✓ ", "$success"), (v.message, "$success"),
+                                          ("  · d: dismiss", "$text-muted")))
+            return Content("\n").join(lines)
         lines.append(self._phases(v))
         if v.running:
             fraction = v.fraction
@@ -145,10 +151,6 @@ class RestartProgressPanel(Widget):
                                           (eta_text(v), "$text-muted")))
             if v.message:
                 lines.append(Content.styled(v.message, "$text-muted"))
-        elif v.phase is Phase.READY:
-            lines.append(Content.assemble(("✓ ", "$success"), (v.message, "$success"),
-                                          ("  · the run table gains the new run (warm-up excluded)", "$text-muted")))
-            lines.append(Content.styled("d: dismiss", "$text-muted"))
         else:
             lines.append(Content.assemble(("✖ ", "$error bold"), (f"{v.phase.text}: ", "$error bold"),
                                           (v.message, "$error")))
