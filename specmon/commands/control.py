@@ -179,9 +179,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             refuse(f"write {args.output}")
         except ReadOnlyError as exc:
             return fail(f"{exc}; leave out -o to print the report")
+        from specmon.paths import write_private
+
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_private(args.output, text)  # 0600, whole or not at all
         except OSError as exc:
             return fail(f"cannot write {args.output}: {exc.strerror or exc}")
     else:

@@ -27,7 +27,6 @@ How commands are made safe:
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from collections.abc import Mapping
@@ -39,6 +38,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from specmon.control.dims import DIMENSIONS, LLAMACPP_SPEC_TYPES, check_point, sglang_problem
+from specmon.redact import SECRET_NAME_GLOBS as SECRET_NAME_GLOBS  # adopt.py reads them here
+from specmon.redact import is_secret_name as is_secret_name
+from specmon.redact import redact_argv, redact_text
 from specmon.wording import counted
 
 #: Every placeholder a template may use. Anything else that looks like
@@ -55,15 +57,6 @@ _NAMELIKE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # introducer on some terminals): none belongs in a command line or a path.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Environment names (upper-cased, shell glob syntax) whose values are secrets:
-#: never shown, and never read from a running server (adopt.py filters on the
-#: host with these same patterns).
-SECRET_NAME_GLOBS: tuple[str, ...] = (
-    "*TOKEN*", "*SECRET*", "*PASSW*", "*PASS", "*KEY*", "*CREDENTIAL*",
-    "*AUTH*", "*COOKIE*", "*PRIVATE*", "*SESSION*",
-)
-#: Flags whose value is redacted in what the confirmation screen shows.
-SECRET_FLAGS: frozenset[str] = frozenset({"--api-key", "--admin-api-key", "--hf-token", "--token"})
 
 STEPS_HARD_MAX = 64
 TOPK_HARD_MAX = 64
@@ -75,12 +68,6 @@ class LaunchError(ValueError):
 
 
 # --------------------------------------------------------------------------- values
-
-
-def is_secret_name(name: str) -> bool:
-    """True when an environment variable called ``name`` may hold a secret."""
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, glob) for glob in SECRET_NAME_GLOBS)
 
 
 def check_int(value: object, name: str, lo: int, hi: int) -> int:
@@ -358,6 +345,18 @@ class LaunchProfile(BaseModel):
             return steps * (self.topk if topk is None else topk) + 1
         return int(self.draft_tokens)
 
+    def secrets(self) -> tuple[str, ...]:
+        """The literal secret values this profile holds: its secret-named ``env`` values and the
+        values of secret flags in its commands (hidden wherever specmon shows or keeps text)."""
+        found = [v for k, v in self.env.items() if is_secret_name(k)]
+        for tokens in (self.argv, self.nospec_argv, self.start, self.nospec_start, self.stop):
+            if not tokens:
+                continue
+            for shown, real in zip(redact_argv(tokens), tokens, strict=True):
+                if shown != real:
+                    found.append(real.partition("=")[2] if "=" in real and real.startswith("-") else real)
+        return tuple(v for v in found if v)
+
     def pidfile_template(self) -> str:
         """The pidfile template, with the default when none was given."""
         if self.pidfile is not None:
@@ -415,12 +414,16 @@ class PlanStep:
         display: What the confirmation screen shows: the same command, readable
             (the fixed scripts summarised, secret flag values redacted).
         timeout_s: How long the runner waits for the command.
+        stdin: What the command reads on its standard input: the managed start's
+            environment, ``NAME=VALUE`` lines. Never on the command line, where every
+            user of the host reads it in ``/proc/PID/cmdline`` while it runs.
     """
 
     name: Literal["stop", "start"]
     command: str
     display: str
     timeout_s: float
+    stdin: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,15 +632,7 @@ def _expand_argv(tokens: list[str], values: dict[str, str], what: str) -> list[s
 
 
 def _redacted(argv: list[str]) -> list[str]:
-    out = list(argv)
-    for i, token in enumerate(out):
-        flag, eq, _ = token.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                out[i] = f"{flag}=***"
-            elif i + 1 < len(out):
-                out[i + 1] = "***"
-    return out
+    return redact_argv(argv)
 
 
 def _ready_check(profile: LaunchProfile, values: dict[str, str], log: str | None, pidfile: str | None) -> ReadyCheck:
@@ -690,7 +685,10 @@ def _managed_plan(
         display=f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s",
         timeout_s=float(profile.stop_grace_s + 30),
     )
-    start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, *env, "--", *argv])
+    # The environment goes through stdin (NAME=VALUE lines; check_text refused newlines in values),
+    # the count on the command line: a token in argv is readable by every user of the host.
+    start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, str(len(env)), "--",
+                            *argv])
     shown = ""
     if cwd:
         shown += f"cd {shlex.quote(cwd)} && "
@@ -698,7 +696,9 @@ def _managed_plan(
         shown += shlex.join(shown_env) + " "
     shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >>{shlex.quote(log)} 2>&1 &"
     shown += f"   (PID recorded in {pidfile})"
-    start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0)
+    shown = redact_text(shown, profile.secrets())  # a secret given as a plain argument too
+    start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0,
+                     stdin="".join(f"{line}\n" for line in env))
     return CommandPlan(
         host=host,
         mode="managed",
@@ -723,8 +723,9 @@ def _custom_plan(
     stop_argv = _expand_argv(profile.stop, values, "stop")
     start_argv = _expand_argv(template, values, "start")
     timeout = float(profile.command_timeout_s)
-    stop = PlanStep("stop", shlex.join(stop_argv), shlex.join(_redacted(stop_argv)), timeout)
-    start = PlanStep("start", shlex.join(start_argv), shlex.join(_redacted(start_argv)), timeout)
+    known = profile.secrets()
+    stop = PlanStep("stop", shlex.join(stop_argv), redact_text(shlex.join(_redacted(stop_argv)), known), timeout)
+    start = PlanStep("start", shlex.join(start_argv), redact_text(shlex.join(_redacted(start_argv)), known), timeout)
     return CommandPlan(
         host=host,
         mode="custom",

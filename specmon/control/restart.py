@@ -69,6 +69,7 @@ from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
 from specmon.records import Engine, Event, Lifecycle
+from specmon.redact import redact_text
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
 from specmon.wording import counted
 
@@ -482,6 +483,7 @@ class RestartController:
         if not isinstance(profile, LaunchProfile):
             raise TypeError("RestartController needs a validated LaunchProfile")
         self.profile = profile
+        self._secrets = profile.secrets()
         self.runner = runner
         self.host = host
         self.eta_store = eta_store
@@ -891,8 +893,9 @@ class RestartController:
             load_progress=t.load_progress if t else None,
             graph_progress=t.graph_progress if t else None,
             eta=eta,
-            message=a.message,
-            last_lines=t.last_lines if t else (),
+            # The event log and the recording keep these: a server's tail may repeat its token.
+            message=redact_text(a.message, self._secrets),
+            last_lines=tuple(redact_text(line, self._secrets) for line in t.last_lines) if t else (),
             previous_steps=self.previous_steps,
             config=t.config.label if t and t.config else None,
         )
@@ -1040,8 +1043,8 @@ class ConnectingRunner:
         self._connect = connect
         self._link: object | None = None
 
-    async def run(self, command: str, timeout: float) -> Result:
-        """Run ``command`` on the host (connecting first if needed).
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
+        """Run ``command`` on the host (connecting first if needed), ``stdin`` on its standard input.
 
         Raises:
             ConnectionError: The connection could not be opened (the message says why).
@@ -1056,7 +1059,7 @@ class ConnectingRunner:
                 raise ConnectionError(str(exc)) from exc
         conn = getattr(self._link, "conn", self._link)
         try:
-            return await SSHRunner(conn).run(command, timeout)  # type: ignore[arg-type]
+            return await SSHRunner(conn).run(command, timeout, stdin=stdin)  # type: ignore[arg-type]
         except (OSError, asyncssh.Error):
             self.close()
             raise

@@ -22,6 +22,7 @@ import asyncssh
 
 from specmon.control.guard import refuse
 from specmon.control.launch import CommandPlan, PlanStep, parse_result_line
+from specmon.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +53,25 @@ class CommandRunner(Protocol):
     """Runs one command string on one host."""
 
     async def run(self, command: str, timeout: float) -> Result:
-        """Run ``command`` through the host's shell and wait up to ``timeout`` seconds."""
+        """Run ``command`` through the host's shell and wait up to ``timeout`` seconds.
+
+        Runners that can also feed standard input take ``stdin: str`` as a keyword
+        (:class:`LocalRunner`, :class:`SSHRunner`): a plan step with input (a managed
+        start's environment) is run that way, never with its input on the command line.
+        """
         ...
 
 
 class LocalRunner:
     """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
 
-    async def run(self, command: str, timeout: float) -> Result:
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
         """Run ``command`` with ``bash -c``; on timeout kill it and what it started in the foreground.
 
         Args:
             command: The command string.
             timeout: Seconds to wait.
+            stdin: Written to its standard input, which is then closed (else it reads /dev/null).
 
         Returns:
             The result; ``timed_out`` set when the timeout expired.
@@ -73,7 +80,7 @@ class LocalRunner:
             "bash",
             "-c",
             command,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             # Its own process group, so a timeout can end it and its helpers
@@ -81,6 +88,14 @@ class LocalRunner:
             # it detached (setsid) lives in another group and is not touched.
             start_new_session=True,
         )
+        if stdin:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin.encode("utf-8"))
+            try:
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it exited without reading: its status says why
+            proc.stdin.close()
         out, err = bytearray(), bytearray()
         assert proc.stdout is not None and proc.stderr is not None
         pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
@@ -117,12 +132,13 @@ class SSHRunner:
         """Use ``conn`` (opened and host-key-checked by specmon.ssh) for every command."""
         self._conn = conn
 
-    async def run(self, command: str, timeout: float) -> Result:
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
         """Run ``command`` in a new session channel (the login shell runs it).
 
         Args:
             command: The command string.
             timeout: Seconds to wait; on expiry the channel is closed.
+            stdin: Sent on the channel, then end-of-file (else nothing is sent).
 
         Returns:
             The result; ``timed_out`` set when the timeout expired.
@@ -132,7 +148,8 @@ class SSHRunner:
         """
         try:
             done = await self._conn.run(
-                command, check=False, timeout=timeout, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
+                command, check=False, timeout=timeout, encoding="utf-8", errors="replace",
+                **({"input": stdin} if stdin else {"stdin": asyncssh.DEVNULL}),
             )
         except asyncssh.TimeoutError as exc:
             return Result(None, _text(exc.stdout), _text(exc.stderr), timed_out=True)
@@ -179,7 +196,10 @@ class StepOutcome:
         return self.result.ok
 
     def summary(self) -> str:
-        """One line for the event log: what happened, or why it failed."""
+        """One line for the event log: what happened, or why it failed (secret values hidden)."""
+        return redact_text(self._summary())
+
+    def _summary(self) -> str:
         f = self.fields
         if self.result.timed_out:
             return f"{self.step.name}: timed out after {self.step.timeout_s:g} s"
@@ -246,13 +266,20 @@ async def execute(plan: CommandPlan, runner: CommandRunner, on_step: StepCallbac
     outcomes: list[StepOutcome] = []
     for step in plan.steps_in_order:
         await _notify(on_step, StepEvent(step, "started"))
-        result = await runner.run(step.command, step.timeout_s)
+        result = await run_step(runner, step)
         outcome = StepOutcome(step, result)
         outcomes.append(outcome)
         await _notify(on_step, StepEvent(step, "finished", outcome))
         if not outcome.ok:
             break
     return ExecutionReport(tuple(outcomes))
+
+
+async def run_step(runner: CommandRunner, step: PlanStep) -> Result:
+    """Run one plan step, its input (a managed start's environment) on stdin."""
+    if step.stdin:
+        return await runner.run(step.command, step.timeout_s, stdin=step.stdin)  # type: ignore[call-arg]
+    return await runner.run(step.command, step.timeout_s)
 
 
 async def _notify(callback: StepCallback | None, event: StepEvent) -> None:

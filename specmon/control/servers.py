@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import time
 from dataclasses import asdict, dataclass
@@ -96,10 +95,7 @@ def record_started(plan: CommandPlan, identity: ProcessIdentity) -> ServerRecord
                           steps=plan.steps, draft_tokens=plan.draft_tokens, log=plan.log, started_at=time.time())
     path = _path(plan.host, plan.pidfile)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(record), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        paths.write_private(path, json.dumps(asdict(record), indent=2) + "\n")
     except OSError:
         return None
     return record

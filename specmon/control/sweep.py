@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon import paths
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
@@ -56,6 +57,7 @@ from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
 from specmon.records import Config, Decode, Engine, Spec
+from specmon.redact import redact_text
 from specmon.sources.base import stop_reading
 from specmon.wording import counted
 
@@ -854,15 +856,14 @@ class Sweep:
         doc = {"version": STATE_VERSION, "identity": self.plan.identity(), "plan": self.plan.to_json(),
                "seed": self.seed, "finished": self.finished, "saved_at": time.time(),
                "cells": [c.to_json() for c in self.cells]}
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        # 0600 in a 0700 folder, atomically: it holds the server's log tails and failure texts.
+        paths.write_private(self.state_path, json.dumps(doc, separators=(",", ":")))
         self._last_save = self._clock()
 
     # -- events ----------------------------------------------------------------------------
 
     def _emit(self, kind: str, text: str, cell: CellState | None = None) -> None:
+        text = redact_text(text)  # the event log and the recording keep it: no secret value in either
         if self._on_event is not None:
             self._on_event(SweepEvent(kind, text, cell.key if cell else None))
         if self.recorder is not None:
@@ -1036,6 +1037,8 @@ class Sweep:
         except Exception as exc:
             outcome = RestartOutcome(False, f"{type(exc).__name__}: {exc}" if not isinstance(exc, LaunchError)
                                      else str(exc))
+        # The detail may end with the server's log tail: it is kept in the state file and the recording.
+        outcome = RestartOutcome(outcome.ok, redact_text(outcome.detail), outcome.log)
         if self.recorder is not None:
             self.recorder.restart(steps=steps, phase="finished", ok=outcome.ok, detail=outcome.detail)
         if not outcome.ok:
@@ -1441,7 +1444,8 @@ class PlanRestarter:
         self.last_plan = plan
         report = await execute(plan, self.runner, on_step)
         if not report.ok:
-            return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
+            return RestartOutcome(False, redact_text("; ".join(o.summary() for o in report.outcomes),
+                                                     self.profile.secrets()), plan.log)
         if self.follower is not None and plan.mode == "managed" and plan.log:
             await self.follower.follow(plan.log, from_end=False)
         poll = self.ready_poll_s
@@ -1458,7 +1462,7 @@ class PlanRestarter:
                 tail = log_tail(self.follower.recent)
                 if tail:
                     text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
-            return RestartOutcome(False, text, plan.log)
+            return RestartOutcome(False, redact_text(text, self.profile.secrets()), plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
 
     async def stop_server(self) -> str | None:

@@ -240,7 +240,9 @@ def test_start_command_carries_exact_values_as_separate_arguments() -> None:
     assert pidfile == "/tmp/specmon-30000.pid"
     assert log == "/logs/sglang_eagle3_5step.log" == plan.log
     assert cwd == "/srv/sglang"
-    assert rest[: rest.index("--")] == ["NCCL_PROTO=LL"]
+    # The environment's size on the command line, its NAME=VALUE lines on stdin.
+    assert rest[: rest.index("--")] == ["1"]
+    assert plan.start.stdin == "NCCL_PROTO=LL\n"
     assert tuple(server_argv(plan)) == plan.argv
     assert server_argv(plan)[-2:] == ["--port", "30000"]
 
@@ -309,7 +311,10 @@ def test_secrets_are_redacted_on_screen_but_sent_exactly() -> None:
     shown = plan.describe()
     for secret in ("sk-live-123", "hf_abc", "hf_zzz"):
         assert secret not in shown
-        assert secret in plan.start.command
+    # The server's own flags are on its command line by nature; the environment never is.
+    assert "sk-live-123" in plan.start.command and "hf_abc" in plan.start.command
+    assert "hf_zzz" not in plan.start.command
+    assert plan.start.stdin == "HF_TOKEN=hf_zzz\nNCCL_PROTO=LL\n"
     assert "--api-key '***'" in shown and "--hf-token=***" in shown and "HF_TOKEN=***" in shown
     assert "NCCL_PROTO=LL" in shown
 

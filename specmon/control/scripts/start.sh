@@ -1,13 +1,23 @@
 # shellcheck shell=sh
-# specmon-start PIDFILE LOG CWD [NAME=VALUE...] -- ARGV...: start a managed server detached.
-# Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments.
-pidfile=$1 log=$2 cwd=$3
-shift 3
+# specmon-start PIDFILE LOG CWD NENV -- ARGV...: start a managed server detached.
+# Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments,
+# and the environment as NENV lines NAME=VALUE on stdin: never on a command line, which
+# every user of the host can read in /proc/PID/cmdline.
+pidfile=$1 log=$2 cwd=$3 nenv=$4
+shift 4
 say() { echo "specmon-start $*"; }
-# NAME=VALUE arguments up to "--" are the environment.
-# shellcheck disable=SC2163
-while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
+if ! isnum "$nenv" || [ "${1-}" != -- ]; then say result=refused reason=malformed; exit 2; fi
 shift
+while [ "$nenv" -gt 0 ]; do
+  kv=
+  if ! IFS= read -r kv; then say result=refused reason=env-missing; exit 2; fi
+  case $kv in [A-Za-z_]*=*) ;; *) say result=refused reason=env-malformed; exit 2;; esac
+  name=${kv%%=*}
+  case $name in *[!A-Za-z0-9_]*) say result=refused reason=env-malformed; exit 2;; esac
+  # shellcheck disable=SC2163
+  export "$kv"
+  nenv=$((nenv - 1))
+done
 if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
 if [ -e "$pidfile" ]; then
   if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
