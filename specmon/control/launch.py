@@ -132,6 +132,16 @@ def check_path(value: str, what: str) -> str:
     return value
 
 
+def check_host_path(value: str, what: str) -> str:
+    """Like :func:`check_path`, but ``~/...`` (the home of the user on the host) is allowed too."""
+    if value.startswith("~/"):
+        check_text(value, what)
+        if "/../" in value + "/" or value.rstrip("/") == "~":
+            raise LaunchError(f"{what} must name a file in the home folder, not {value!r}")
+        return value
+    return check_path(value, what)
+
+
 def check_template(value: str, allowed: frozenset[str], what: str) -> str:
     """Validate a template: no control characters, only known placeholders.
 
@@ -297,7 +307,7 @@ class LaunchProfile(BaseModel):
             # has to find the server this one started.
             check_template(self.pidfile, frozenset({"port"}), "pidfile")
             used |= placeholders_in(self.pidfile)
-            check_path(expand(self.pidfile, _SAMPLE), "pidfile")
+            check_host_path(expand(self.pidfile, _SAMPLE), "pidfile")
         if self.ready_marker is not None:
             check_text(self.ready_marker, "ready_marker")
             if not self.ready_marker.strip():
@@ -358,11 +368,21 @@ class LaunchProfile(BaseModel):
         return tuple(v for v in found if v)
 
     def pidfile_template(self) -> str:
-        """The pidfile template, with the default when none was given."""
+        """The pidfile template, with the default when none was given.
+
+        The default is in the user's home on the host, in a folder the host scripts create
+        0700 and check is theirs (:data:`RUN_DIR`): a predictable name in a shared folder
+        (``/tmp/specmon-8000.pid``) can be planted by any user of the host.
+        """
         if self.pidfile is not None:
             return self.pidfile
-        return "/tmp/specmon-{port}.pid" if self.port is not None else "/tmp/specmon-server.pid"
+        return f"{RUN_DIR}/specmon-{{port}}.pid" if self.port is not None else f"{RUN_DIR}/specmon-server.pid"
 
+
+#: The per-user folder on the host for pidfiles and lock files: ``~`` is the home of the SSH user
+#: there (the host scripts expand it), created 0700; not ``$XDG_RUNTIME_DIR``, which logind
+#: removes with the user's last session while the server it names runs on.
+RUN_DIR = "~/.cache/specmon/run"
 
 _SAMPLE = {"steps": "1", "draft_tokens": "2", "topk": "1", "port": "1", "log": "/x", "prompt_lookup_max": "1",
            "prompt_lookup_min": "1", "spec_type": "none"}
@@ -668,7 +688,7 @@ def _managed_plan(
     shown_env = [
         f"{k}=***" if is_secret_name(k) else f"{k}={expand(v, values)}" for k, v in profile.env.items()
     ]
-    pidfile = check_path(expand(profile.pidfile_template(), values), "pidfile")
+    pidfile = check_host_path(expand(profile.pidfile_template(), values), "pidfile")
     cwd = profile.cwd or ""
 
     if adopted is None:

@@ -970,7 +970,7 @@ async def controller_for_running_server(
         runner: Where the server runs.
         host: The host label.
         log: The log the dashboard follows: picks the server writing it.
-        pidfile: Where later restarts record the PID (default ``/tmp/specmon-{port}.pid``).
+        pidfile: Where later restarts record the PID (default ``~/.cache/specmon/run/specmon-{port}.pid`` on the host).
         show: Told what is about to run on the host before the probe runs (it is read-only,
             but nothing runs unannounced).
         **controller_kwargs: Passed to :class:`RestartController` (eta_store, make_source, ...).

@@ -71,7 +71,7 @@ def test_minimal_managed_profile_defaults() -> None:
     p = managed()
     assert p.mode == "managed"
     assert p.topk == 1 and p.draft_tokens == "steps+1"
-    assert p.pidfile_template() == "/tmp/specmon-{port}.pid"
+    assert p.pidfile_template() == "~/.cache/specmon/run/specmon-{port}.pid"
     assert (p.steps_min, p.steps_max) == (1, 16)
 
 
@@ -237,7 +237,7 @@ def test_expand_touches_only_known_placeholders_and_never_rescans() -> None:
 def test_start_command_carries_exact_values_as_separate_arguments() -> None:
     plan = build_plan(managed(), 5, host="gpu1")
     pidfile, log, cwd, *rest = start_parts(plan)
-    assert pidfile == "/tmp/specmon-30000.pid"
+    assert pidfile == "~/.cache/specmon/run/specmon-30000.pid"
     assert log == "/logs/sglang_eagle3_5step.log" == plan.log
     assert cwd == "/srv/sglang"
     # The environment's size on the command line, its NAME=VALUE lines on stdin.
@@ -276,9 +276,9 @@ def test_stop_command_targets_the_pidfile_or_the_adopted_identity() -> None:
     plan = build_plan(managed(stop_grace_s=7, stop_signal="TERM"), 2)
     parts = shlex.split(plan.stop.command)
     assert parts[:4] == ["sh", "-c", STOP_SCRIPT, "specmon-stop"]
-    assert parts[4:] == ["/tmp/specmon-30000.pid", "7", "TERM", "", ""]
+    assert parts[4:] == ["~/.cache/specmon/run/specmon-30000.pid", "7", "TERM", "", ""]
     adopted = build_plan(managed(), 2, adopted=ProcessIdentity(4242, 987654))
-    assert shlex.split(adopted.stop.command)[4:] == ["/tmp/specmon-30000.pid", "30", "INT", "4242", "987654"]
+    assert shlex.split(adopted.stop.command)[4:] == ["~/.cache/specmon/run/specmon-30000.pid", "30", "INT", "4242", "987654"]
     assert "PID 4242" in adopted.describe()
 
 

@@ -3,8 +3,9 @@
 # Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments,
 # and the environment as NENV lines NAME=VALUE on stdin: never on a command line, which
 # every user of the host can read in /proc/PID/cmdline.
-pidfile=$1 log=$2 cwd=$3 nenv=$4
+raw=$1 log=$2 cwd=$3 nenv=$4
 shift 4
+pidfile=$(hostpath "$raw")
 say() { echo "specmon-start $*"; }
 if ! isnum "$nenv" || [ "${1-}" != -- ]; then say result=refused reason=malformed; exit 2; fi
 shift
@@ -18,9 +19,8 @@ while [ "$nenv" -gt 0 ]; do
   export "$kv"
   nenv=$((nenv - 1))
 done
-if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
+if ! pidfile_safe "$pidfile" "$raw"; then say result=refused reason=$why; exit 2; fi
 if [ -e "$pidfile" ]; then
-  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
   read -r opid ostart _ < "$pidfile" || true
   if isnum "$opid" && isnum "$ostart" && alive "$opid" "$ostart"; then
     say result=refused reason=already-running pid=$opid; exit 2

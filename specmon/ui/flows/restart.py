@@ -454,7 +454,7 @@ def live_restart(
         log: The log followed (picks the server to adopt).
         eta_store: Restart times (default: the user data dir's).
         pidfile: Where an adopted server's successors record their PID
-            (default ``/tmp/specmon-{port}.pid`` on the host).
+            (default ``~/.cache/specmon/run/specmon-{port}.pid`` on the host).
 
     Returns:
         The source to give the app (it follows the new log after each restart)
