@@ -417,9 +417,9 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     left = extra.get("server_left_on")
     if isinstance(left, dict) and left.get("text"):
         _err(f"sweep: {left['text']}")
-    record = getattr(extra.get("_restarter"), "started", None)
-    if record is not None and not (isinstance(left, dict) and left.get("running") is False):
-        _err(f"sweep: {record.left_running_text()}")
+    note = extra.get("_left_note")
+    if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
+        _err(f"sweep: {note}")
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:
         _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
@@ -644,14 +644,34 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         left = None
         if result is not None and sweep.server_setting is not None:
             left = await _finish(args, result, restarter, sweep.server_setting)
+        # Checked on the host before it is said: PID *and* start time still running.
+        note = await _left_note(restarter)
     finally:
         await follower.stop()
     if result is None:
         return EXIT_INPUT
+    if note is not None and isinstance(left, dict) and left.get("running") and not note[0]:
+        left.update(steps=None, running=False, text=note[1])
+        note = None
     if rec is not None and left is not None:
         rec.meta("sweep-finish", **left)
     return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
-                                        "_restarter": restarter})
+                                        "_left_note": note[1] if note else None})
+
+
+async def _left_note(restarter: Any) -> tuple[bool, str] | None:
+    """``(running, text)`` about the server the sweep started, once checked on the host (None: none left).
+
+    Only a process alive with the recorded start time is "left running"; a gone one is recorded
+    as exited, with its cause; one the host cannot be asked about is said so.
+    """
+    record = getattr(restarter, "started", None)
+    if record is None:
+        return None
+    from specmon.control.servers import left_running_note
+
+    state, text = await left_running_note(record, restarter.runner)
+    return state == "running", text
 
 
 def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:

@@ -64,7 +64,7 @@ from specmon.control.runner import (
     execute,
     wait_ready,
 )
-from specmon.control.servers import check_record, forget, load_record, record_started
+from specmon.control.servers import check_record, exit_cause, forget, load_record, record_exited, record_started
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
@@ -720,6 +720,7 @@ class RestartController:
         elif ready.state == "exited":
             await self._last_words(ready)
             detail = self._tracker.crash if self._tracker is not None else None
+            self._note_exited(plan, detail or exit_cause(ready.last.stdout if ready.last else ""))
             text = "the server process exited"
             self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
         elif ready.state == "no-marker":
@@ -756,6 +757,12 @@ class RestartController:
             # At once, not at exit: a terminal that dies with SIGKILL still leaves the record.
             record_started(plan, self.started)
 
+    def _note_exited(self, plan: CommandPlan, cause: str) -> None:
+        """The server this controller started is gone: never claimed running, recorded as exited."""
+        started, self.started = self.started, None
+        if started is not None and self.record_servers and plan.pidfile is not None:
+            record_exited(plan.host, plan.pidfile, started.pid, redact_text(cause, self._secrets))
+
     async def adopt_recorded(self) -> str | None:
         """Look for the server an earlier session left running with this profile; adopt it if it runs.
 
@@ -773,6 +780,9 @@ class RestartController:
         record = load_record(self.host, pidfile)
         if record is None:
             return None
+        if record.state == "exited":
+            forget(self.host, pidfile)  # said once; a dead PID is never adopted
+            return record.exited_text()
         state = await check_record(record, self.runner)
         if state == "running":
             if self.current_steps is None:

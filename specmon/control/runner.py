@@ -314,7 +314,7 @@ class ReadyOutcome:
         return log_tail_of(self.last.stdout if self.last is not None else "")
 
 
-_LOG_TAIL = re.compile(r"^specmon-ready log-tail lines=(\d+) partial=([01])$", re.MULTILINE)
+_LOG_TAIL = re.compile(r"^specmon-(?:ready|alive) log-tail lines=(\d+) partial=([01])$", re.MULTILINE)
 
 
 def log_tail_of(stdout: str) -> tuple[int, tuple[str, ...]] | None:

@@ -48,7 +48,7 @@ from specmon import paths
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
-from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
+from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan, parse_result_line
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
@@ -1454,6 +1454,14 @@ class PlanRestarter:
             await asyncio.sleep(seconds if poll is None else min(seconds, poll))
 
         ready = await wait_ready(plan, self.runner, sleep=sleep)
+        if ready.state == "exited" and self.started is not None:
+            # Gone at once (a bad flag, out of memory): recorded as exited with its cause, never
+            # "left running", and never adopted by the next session.
+            from specmon.control.servers import exit_cause, record_exited
+
+            record_exited(plan.host, self.started.pidfile, self.started.pid,
+                          redact_text(exit_cause(ready.last.stdout if ready.last else ""), self.profile.secrets()))
+            self.started = None
         if ready.state != "ready":
             last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
             text = f"server not ready ({ready.state}{': ' + last[0] if last else ''})"
@@ -1480,4 +1488,10 @@ class PlanRestarter:
             line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()
+        fields = parse_result_line(result.stdout, "specmon-stop")
+        if fields.get("result") in ("stopped", "killed", "not-running") and plan.pidfile is not None:
+            from specmon.control.servers import forget
+
+            forget(plan.host, plan.pidfile)  # stopped as asked: nothing is left running
+            self.started = None
         return line
