@@ -420,6 +420,10 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     note = extra.get("_left_note")
     if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
         _err(f"sweep: {note}")
+    if extra.get("server_lost"):
+        _err(f"sweep: stopped: {extra['server_lost']}; run the same command again to continue (exit "
+             f"{EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:
         _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
@@ -629,13 +633,42 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
 async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
                              load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                              counters: Any = None) -> int:
-    """Run a profile's sweep (local or remote alike), finish as asked, and print its result."""
+    """Run a profile's sweep (local or remote alike), finish as asked, and print its result.
+
+    The server's lease is taken first and held to the end (the --finish restart included): no
+    other specmon restarts or stops it meanwhile, and this sweep does not start while another
+    one, or a dashboard that restarted it, controls it.
+    """
+    from specmon.control.lease import LeaseHeld, lease_for
+
+    lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
+    try:
+        await lease.acquire()
+    except LeaseHeld as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    except (ConnectionError, OSError) as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    if lease.host_note:
+        _err(f"sweep: {lease.host_note}")
+    try:
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    finally:
+        await lease.release()
+
+
+async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+                      load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
+                      counters: Any) -> int:
     from specmon.control.sweep import Sweep, SweepError
 
     try:
+        # At every look (and every few seconds) the sweep checks that its server is the one it started.
         sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
-                      recorder=rec, on_event=_on_event, counters=counters)
+                      recorder=rec, on_event=_on_event, counters=counters, server_check=restarter.check_server)
     except SweepError as exc:
+        await follower.stop()
         return fail(str(exc), EXIT_INPUT)
     if counters is not None:
         _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
@@ -656,7 +689,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     if rec is not None and left is not None:
         rec.meta("sweep-finish", **left)
     return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
-                                        "_left_note": note[1] if note else None})
+                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost})
 
 
 async def _left_note(restarter: Any) -> tuple[bool, str] | None:

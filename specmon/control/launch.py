@@ -528,7 +528,7 @@ class CommandPlan:
 # `sh -c` gives a known one. proc.sh (procinfo, alive, isnum) is prepended to each.
 
 #: The script files, in the order a command is assembled from them.
-SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh")
+SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh", "lease.sh")
 
 
 def script_text(name: str) -> str:
@@ -544,6 +544,7 @@ STOP_SCRIPT = _script("stop.sh")
 START_SCRIPT = _script("start.sh")
 READY_SCRIPT = _script("ready.sh")
 ALIVE_SCRIPT = _script("alive.sh")
+LEASE_SCRIPT = _script("lease.sh")
 
 
 def build_plan(

@@ -54,14 +54,17 @@ from specmon.control.launch import (
     expand,
     parse_result_line,
 )
+from specmon.control.lease import LeaseHeld, ServerLease, lease_for
 from specmon.control.runner import (
     MARKER_GRACE_S,
     CommandRunner,
+    Held,
     ReadyOutcome,
     Result,
     SSHRunner,
     StepEvent,
     execute,
+    ssh_hold,
     wait_ready,
 )
 from specmon.control.servers import check_record, exit_cause, forget, load_record, record_exited, record_started
@@ -461,7 +464,13 @@ class RestartController:
         ready_poll_s: Seconds between readiness checks (None: the plan's own).
         record_servers: Record every server a managed start leaves running in the user data
             directory (:mod:`specmon.control.servers`), so the next session adopts it. Real
-            servers only (``connect``); the demo stops its own.
+            servers only (``connect``); the demo stops its own. Real servers are also leased
+            (:mod:`specmon.control.lease`): the first restart or stop takes the server's lease,
+            and this controller keeps it until :meth:`close` (or the process ends): while it
+            does, no other specmon restarts or stops that server, and this one refuses while
+            another holds it.
+        lease: Lease the server (default: as ``record_servers``; an adopted real server too).
+        lease_action: What the lease says this controller does, for the other instances.
     """
 
     def __init__(
@@ -479,6 +488,8 @@ class RestartController:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         ready_poll_s: float | None = None,
         record_servers: bool = False,
+        lease: bool | None = None,
+        lease_action: str = "dashboard restarts",
     ) -> None:
         if not isinstance(profile, LaunchProfile):
             raise TypeError("RestartController needs a validated LaunchProfile")
@@ -510,6 +521,9 @@ class RestartController:
         self.record_servers = record_servers
         #: The server the last managed start launched (PID, start time), once it reported it.
         self.started: ProcessIdentity | None = None
+        #: One controller per server: taken at the first action, kept until close (real servers).
+        leased = record_servers if lease is None else lease
+        self.lease: ServerLease | None = lease_for(profile, runner, host, lease_action) if leased else None
 
     # -- state for the UI ----------------------------------------------------------------
 
@@ -631,7 +645,11 @@ class RestartController:
                 cb(view)
 
         try:
+            await self._take_lease()
             await self._run(a, emit, before)
+        except LeaseHeld as exc:
+            self.last_plan = before  # nothing ran: the server is as it was
+            self._finish(a, Phase.FAILED, str(exc))
         except asyncio.CancelledError:
             self.interrupted = True
             self._finish(a, Phase.FAILED, "cancelled (specmon is closing)")
@@ -826,8 +844,19 @@ class RestartController:
         await stop_reading(tail, task)
 
     async def close(self) -> None:
-        """Stop following the log (the app is closing)."""
+        """Stop following the log and give the server's lease back (the app is closing)."""
         await self._stop_tail()
+        if self.lease is not None:
+            await self.lease.release()
+
+    async def _take_lease(self) -> None:
+        """Hold the server's lease before anything changes it (kept once taken: see ``record_servers``).
+
+        Raises:
+            LeaseHeld: another specmon controls the server; the message says who, since when, what.
+        """
+        if self.lease is not None:
+            await self.lease.acquire()
 
     def _track(self, a: _Attempt, emit: Callable[[], None]) -> None:
         """Move the attempt to the phase the log reached; ``emit`` each phase it leaves, as it ends.
@@ -934,6 +963,11 @@ class RestartController:
         if step is None:
             return None
         await self._stop_tail()
+        try:
+            await self._take_lease()
+        except LeaseHeld as exc:
+            show(f"stop:  not run: {exc}")
+            return f"stop refused: {exc}"
         show(f"stop:  {step.display}")
         result = await self.runner.run(step.command, step.timeout_s)
         fields = parse_result_line(result.stdout, "specmon-stop")
@@ -1013,6 +1047,7 @@ async def controller_for_running_server(
     extra: dict[str, object] = {"pidfile": pidfile} if pidfile is not None else {}
     profile = profile_from_server(server, log=log if log and server.log_path != log else None,
                                   **extra)  # type: ignore[arg-type]
+    controller_kwargs.setdefault("lease", True)  # a real server: one controller at a time
     controller = RestartController(profile, runner, host=host, adopted=server.identity,
                                    current_steps=server.spec.steps, **controller_kwargs)  # type: ignore[arg-type]
     return controller, server
@@ -1070,6 +1105,23 @@ class ConnectingRunner:
         conn = getattr(self._link, "conn", self._link)
         try:
             return await SSHRunner(conn).run(command, timeout, stdin=stdin)  # type: ignore[arg-type]
+        except (OSError, asyncssh.Error):
+            self.close()
+            raise
+
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` on the host and leave it running (a lease): see :class:`~specmon.control.runner.Held`.
+
+        A dropped connection ends it (and so releases what it held); the next hold connects again.
+        """
+        if self._link is None:
+            try:
+                self._link = await self._connect()
+            except Exception as exc:
+                raise ConnectionError(f"cannot connect: {exc}") from exc
+        conn = getattr(self._link, "conn", self._link)
+        try:
+            return await ssh_hold(conn, command, timeout, until)  # type: ignore[arg-type]
         except (OSError, asyncssh.Error):
             self.close()
             raise

@@ -120,6 +120,79 @@ class LocalRunner:
         return Result(status, _decode(bytes(out)), _decode(bytes(err)))
 
 
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` and leave it running: see :class:`Held` (a lease held on this machine)."""
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        assert proc.stdout is not None and proc.stdin is not None
+        stdin, pid = proc.stdin, proc.pid
+
+        async def readline() -> str:
+            assert proc.stdout is not None
+            return _decode(await proc.stdout.readline())
+
+        async def release() -> None:
+            stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except TimeoutError:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                await proc.wait()
+
+        return await _first_answer(readline, release, lambda: proc.returncode is None, timeout, until)
+
+
+async def _first_answer(readline: Callable[[], Awaitable[str]], release: Callable[[], Awaitable[None]],
+                        running: Callable[[], bool], timeout: float, until: str) -> Held:
+    """Read a held command's output up to its answer line (``until`` ...); give up after ``timeout``."""
+    said: list[str] = []
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                line = await readline()
+                if not line:
+                    break  # it ended without answering
+                said.append(line)
+                if line.startswith(until):
+                    break
+    except TimeoutError:
+        await release()
+        return Held("".join(said), release, lambda: False, timed_out=True)
+    except BaseException:
+        await release()
+        raise
+    held = Held("".join(said), release, running)
+    if not held.running:
+        await release()
+    return held
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A command left running on a host, holding something (a lease) until released.
+
+    Attributes:
+        stdout: What it printed up to its answer line.
+        release: Closes its standard input (it exits) and waits for it; idempotent.
+        is_running: Whether it still runs (a lost connection ends it).
+        timed_out: It gave no answer in time (it was ended).
+    """
+
+    stdout: str
+    release: Callable[[], Awaitable[None]]
+    is_running: Callable[[], bool]
+    timed_out: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the command still runs."""
+        return self.is_running()
+
+
 async def _pump(stream: asyncio.StreamReader, into: bytearray) -> None:
     while chunk := await stream.read(65536):
         into += chunk
@@ -156,6 +229,31 @@ class SSHRunner:
         # returncode is the negated signal number when the command was killed.
         status = done.returncode if done.returncode is not None and done.returncode >= 0 else None
         return Result(status, _text(done.stdout), _text(done.stderr))
+
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` in its own channel and leave it running: see :class:`Held`."""
+        return await ssh_hold(self._conn, command, timeout, until)
+
+
+async def ssh_hold(conn: asyncssh.SSHClientConnection, command: str, timeout: float, until: str) -> Held:
+    """:meth:`SSHRunner.hold` on an open connection: the command runs in its own channel, held open."""
+    proc = await conn.create_process(command, encoding="utf-8", errors="replace")
+
+    async def readline() -> str:
+        return str(await proc.stdout.readline())
+
+    async def release() -> None:
+        try:
+            proc.stdin.write_eof()
+        except (OSError, asyncssh.Error, BrokenPipeError):
+            pass
+        try:
+            await asyncio.wait_for(proc.wait_closed(), 5.0)
+        except (TimeoutError, OSError, asyncssh.Error):
+            proc.close()
+
+    return await _first_answer(readline, release, lambda: proc.exit_status is None and not proc.is_closing(),
+                               timeout, until)
 
 
 def _decode(data: bytes | None) -> str:

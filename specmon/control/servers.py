@@ -33,7 +33,7 @@ from specmon.control.launch import ALIVE_SCRIPT, CommandPlan, ProcessIdentity, p
 from specmon.control.runner import CommandRunner
 from specmon.redact import redact_text
 
-__all__ = ["ServerRecord", "check_record", "forget", "left_running_note", "load_record", "record_exited",
+__all__ = ["ServerRecord", "check_record", "check_with_cause", "forget", "left_running_note", "load_record", "record_exited",
            "record_started", "records_dir"]
 
 
@@ -174,10 +174,11 @@ async def check_record(record: ServerRecord, runner: CommandRunner, timeout: flo
 
     ``replaced``: the process runs, but its pidfile names another one now (someone else restarted it).
     """
-    return (await _check(record, runner, timeout))[0]
+    return (await check_with_cause(record, runner, timeout))[0]
 
 
-async def _check(record: ServerRecord, runner: CommandRunner, timeout: float) -> tuple[str, str]:
+async def check_with_cause(record: ServerRecord, runner: CommandRunner, timeout: float) -> tuple[str, str]:
+    """:func:`check_record`, with why a gone server went (its log's last words, secrets hidden)."""
     try:
         result = await runner.run(alive_command(record), timeout)
     except (OSError, asyncssh.Error, ConnectionError) as exc:
@@ -218,7 +219,7 @@ async def left_running_note(record: ServerRecord, runner: CommandRunner,
     process in its pidfile: someone else restarted it) or ``unknown`` (not checkable): said
     so, never "left running".
     """
-    state, detail = await _check(record, runner, timeout)
+    state, detail = await check_with_cause(record, runner, timeout)
     if state == "running":
         return state, record.left_running_text()
     if state == "gone":

@@ -711,6 +711,20 @@ def _measurement(cell: CellState) -> Measurement | None:
                        accept_len, cell.concurrency)
 
 
+#: Seconds between two checks that the server measured is still the one the sweep started.
+SERVER_CHECK_S = 10.0
+#: A segment's sample lists, cut back together when the server turns out to have changed.
+_MARKED = ("throughput", "accept_len", "accept_rate", "log_throughput", "tokens")
+
+
+def _mark(cell: CellState) -> tuple[int, tuple[int, ...]]:
+    """Where the cell's samples stand: the last segment's index and its lists' lengths."""
+    if not cell.segments:
+        return 0, tuple(0 for _ in _MARKED)
+    seg = cell.segments[-1]
+    return len(cell.segments) - 1, tuple(len(getattr(seg, name)) for name in _MARKED)
+
+
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
     """Analyse one concurrency's settings with :func:`specmon.model.analysis.analyze`.
 
@@ -773,6 +787,10 @@ class Sweep:
             reads the engine's counters, a visit's samples come from them (about one a second) and
             the log's samples are kept for the cross-check; when it cannot, the log is the source
             and the sweep says so.
+        server_check: Says whether the server being measured is still the one the sweep started
+            (``None``) or why not (gone, replaced by another restart). Asked at every look and
+            every :data:`SERVER_CHECK_S` seconds; when it objects, the sweep stops, says so, and
+            drops the samples since the last check that passed (see :meth:`_server_lost`).
     """
 
     def __init__(
@@ -789,6 +807,7 @@ class Sweep:
         recorder: Any = None,
         on_event: Callable[[SweepEvent], None] | None = None,
         counters: Any = None,
+        server_check: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.plan = plan
         self.counters = counters
@@ -806,6 +825,9 @@ class Sweep:
         self._last_save = -math.inf
         self._stop_requested = False
         self._restarts = 0
+        self._server_check = server_check
+        #: Why the sweep stopped measuring a server that was no longer the one it started (None: it did not).
+        self.lost: str | None = None
         self.current: CellState | None = None
         self.resumed = False
         self.finished = False
@@ -1189,6 +1211,7 @@ class Sweep:
         started = self._clock()
         base_elapsed = cell.elapsed_s
         last_progress = started
+        checked_at, mark = started, _mark(cell)  # the server was checked ready just before
         points = rule.look_points
         budget_s = self.plan.max_minutes * 60.0 if self.plan.max_minutes is not None else math.inf
         report = None
@@ -1207,6 +1230,15 @@ class Sweep:
                     self._emit("failed", f"{cell.label}: {cell.text}", cell)
                     self._server_steps = None
                     break
+                if self._server_check is not None:
+                    target = points[cell.looks_done] if cell.looks_done < len(points) else None
+                    due = target is None or cell.n >= target or cell.elapsed_s >= budget_s
+                    if due or now - checked_at >= SERVER_CHECK_S:
+                        problem = await self._server_check()
+                        if problem is not None:
+                            self._server_lost(cell, mark, problem)
+                            break
+                        checked_at, mark = now, _mark(cell)
                 newer = self._switched_run(cell.steps, cell.point)
                 if newer is not None:
                     self._run = newer
@@ -1258,6 +1290,29 @@ class Sweep:
             self._emit("failed", f"{cell.label}: every load request failed ({report.results[0].error})", cell)
         if cell.status == DONE:
             self._emit("done", f"{cell.label} done after {cell.n} samples: {cell.text or cell.reason}", cell)
+
+    def _server_lost(self, cell: CellState, mark: tuple[int, tuple[int, ...]], problem: str) -> None:
+        """The server is no longer the one this sweep started: stop, say so, keep only checked samples.
+
+        Samples since the last check that passed may come from a server that was being stopped,
+        another one, or none: they are dropped. The setting stays pending (a resumed sweep
+        measures it again); nothing more is measured.
+        """
+        kept, sizes = mark
+        dropped = sum(len(s.throughput) for s in cell.segments[kept:]) - (sizes[0] if kept < len(cell.segments)
+                                                                           else 0)
+        if kept < len(cell.segments):
+            seg = cell.segments[kept]
+            for name, size in zip(_MARKED, sizes, strict=True):
+                del getattr(seg, name)[size:]
+            del cell.segments[kept + 1:]
+        self.lost = f"{problem}; measuring stopped"
+        cell.text = self.lost
+        self._server_steps = None
+        self._run = None
+        self._emit("failed", f"{cell.label or cell.setting_label}: {self.lost} ({counted(max(dropped, 0), 'sample')} "
+                             "since the last check left out); run the same command again to continue", cell)
+        self.request_stop()
 
     # -- results ---------------------------------------------------------------------------
 
@@ -1403,6 +1458,8 @@ class PlanRestarter:
         #: Record each server started in the user data dir (real servers, left running at the end).
         self.record_servers = record_servers
         self.started: Any = None  # the last start's ServerRecord, when recorded
+        #: PID and start time of the server the last start launched (managed mode), for :meth:`check_server`.
+        self.identity: Any = None
 
     def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
         """The plan a restart with ``steps`` (and the other dimensions ``dims``) would run.
@@ -1430,7 +1487,9 @@ class PlanRestarter:
         def on_step(ev: StepEvent) -> None:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
-                if ev.step.name == "start" and ev.outcome.ok and self.record_servers:
+                if ev.step.name == "stop" and ev.outcome.ok:
+                    self.identity = None
+                if ev.step.name == "start" and ev.outcome.ok:
                     from specmon.control.launch import ProcessIdentity
                     from specmon.control.servers import record_started
 
@@ -1438,7 +1497,9 @@ class PlanRestarter:
                         who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
                     except (KeyError, ValueError):
                         return
-                    self.started = record_started(plan, who)
+                    self.identity = who
+                    if self.record_servers:
+                        self.started = record_started(plan, who)
 
         # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
@@ -1472,6 +1533,30 @@ class PlanRestarter:
                     text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
             return RestartOutcome(False, redact_text(text, self.profile.secrets()), plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
+
+    async def check_server(self) -> str | None:
+        """Is the server being measured still the one the last start launched? None when it is (or
+        when it cannot be told: custom commands, the host unreachable), else why not.
+
+        The fixed read-only ``alive.sh``: the PID alive with its recorded start time, and the
+        pidfile still naming it (else another specmon, or someone, restarted it).
+        """
+        plan, who = self.last_plan, self.identity
+        if plan is None or who is None or plan.pidfile is None:
+            return None
+        from specmon.control.servers import ServerRecord, check_with_cause
+
+        record = ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens,
+                              plan.log, 0.0)
+        state, detail = await check_with_cause(record, self.runner, 30.0)
+        if state == "gone":
+            self.identity = None
+            return f"the server measured (PID {who.pid}) has exited" + (f": {detail}" if detail else "")
+        if state == "replaced":
+            self.identity = None
+            return (f"the server measured (PID {who.pid}) is no longer the one in {plan.pidfile}: another "
+                    "specmon (or someone) restarted it")
+        return None
 
     async def stop_server(self) -> str | None:
         """Stop the server the last restart started (its plan's stop command, shown first)."""

@@ -29,7 +29,8 @@ if [ -e "$pidfile" ]; then
 fi
 if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
 if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
-if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
+# A new log is for its owner only: a server may print its own arguments (an --api-key).
+if ! ( umask 077; : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
 if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
 if ! setsid -f true < /dev/null > /dev/null 2>&1; then say result=failed reason=setsid-without-fork-option; exit 2; fi
 # Never destroy a log: a non-empty one is moved aside to LOG.<UTC time> (with
@@ -42,6 +43,7 @@ if [ -s "$log" ]; then
   if ! mv -- "$log" "$kept" 2>/dev/null; then say result=failed reason=log-not-movable; exit 2; fi
   echo "specmon-start-kept $kept"
 fi
+( umask 077; : >> "$log" ) 2>/dev/null  # the new file, after the old one was moved aside
 # setsid -f forks in the foreground: a job started with `&` would get SIGINT
 # ignored for good. The new process records its own PID and start time, then
 # execs the server, so the recorded PID is the server's.
