@@ -10,6 +10,7 @@ the user first.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import signal
@@ -374,10 +375,23 @@ async def execute(plan: CommandPlan, runner: CommandRunner, on_step: StepCallbac
 
 
 async def run_step(runner: CommandRunner, step: PlanStep) -> Result:
-    """Run one plan step, its input (a managed start's environment) on stdin."""
-    if step.stdin:
+    """Run one plan step, its input (a managed start's environment) on stdin.
+
+    A runner that cannot feed stdin (a scripted one in tests) gets the command alone: the
+    start script then refuses for want of its environment (``reason=env-missing``), loudly,
+    rather than anything moving the environment onto a command line.
+    """
+    if step.stdin and _takes_stdin(runner):
         return await runner.run(step.command, step.timeout_s, stdin=step.stdin)  # type: ignore[call-arg]
     return await runner.run(step.command, step.timeout_s)
+
+
+def _takes_stdin(runner: CommandRunner) -> bool:
+    try:
+        params = inspect.signature(runner.run).parameters
+    except (TypeError, ValueError):
+        return False
+    return "stdin" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 async def _notify(callback: StepCallback | None, event: StepEvent) -> None:
