@@ -849,6 +849,22 @@ class RestartController:
         if self.lease is not None:
             await self.lease.release()
 
+    async def lease_note(self) -> str | None:
+        """Who controls this server now, when another specmon does (None: free, or held here).
+
+        A look only: the lease is taken and given back at once when it is free.
+        """
+        if self.lease is None or self.lease.held:
+            return None
+        try:
+            await self.lease.acquire()
+        except LeaseHeld as exc:
+            return str(exc)
+        except (OSError, asyncssh.Error):
+            return None
+        await self.lease.release()
+        return None
+
     async def _take_lease(self) -> None:
         """Hold the server's lease before anything changes it (kept once taken: see ``record_servers``).
 

@@ -75,6 +75,8 @@ async def test_two_controllers_cannot_fight_over_one_server(openssh_server: Open
         first = recorded(pidfile)
 
         monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "client-b"))  # another client machine
+        held = await b.lease_note()  # what the second dashboard says as soon as it is up
+        assert held is not None and "another specmon controls this server" in held
         plan = b.plan_for(3)
         b.describe(plan)
         view = await b.run(plan)
@@ -92,6 +94,7 @@ async def test_two_controllers_cannot_fight_over_one_server(openssh_server: Open
 
         await a.close()  # the holder goes: its lease with it
         assert not a.lease.held
+        assert await b.lease_note() is None and b.lease is not None and not b.lease.held  # a look only
         plan = b.plan_for(3)
         b.describe(plan)
         assert (await b.run(plan)).phase.value == "ready"
