@@ -486,6 +486,13 @@ class CommandPlan:
     _seal: object = field(default=None, repr=False, compare=False)
     #: The other sweep dimensions this plan sets (``(("topk", "4"), ...)``), shown in its description.
     dims: tuple[tuple[str, str], ...] = ()
+    #: The stop without the checks for the start that follows it (managed mode): see :attr:`stop_only`.
+    stop_alone: PlanStep | None = None
+
+    @property
+    def stop_only(self) -> PlanStep:
+        """The stop to run when no start follows (at exit, ``--finish none``)."""
+        return self.stop_alone if self.stop_alone is not None else self.stop
 
     def __post_init__(self) -> None:
         if self._seal is not _SEAL:
@@ -700,12 +707,14 @@ def _managed_plan(
             raise LaunchError("adopted must be a ProcessIdentity")
         stop_args = [pidfile, str(profile.stop_grace_s), profile.stop_signal, str(adopted.pid), str(adopted.starttime)]
         target = f"PID {adopted.pid} (if it is still the process found, start time {adopted.starttime})"
-    stop = PlanStep(
-        name="stop",
-        command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args]),
-        display=f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s",
-        timeout_s=float(profile.stop_grace_s + 30),
-    )
+    display = f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s"
+    # A stop on its own (at exit, --finish none) checks nothing a start needs.
+    alone = PlanStep(name="stop", command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args]),
+                     display=display, timeout_s=float(profile.stop_grace_s + 30))
+    # Before a start, the stop first checks what the start will need: a start refused after the
+    # stop (a log planted in /tmp by another user, a missing cwd) would leave no server at all.
+    stop = replace(alone, command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args, log, cwd,
+                                              argv[0]]))
     # The environment goes through stdin (NAME=VALUE lines; check_text refused newlines in values),
     # the count on the command line: a token in argv is readable by every user of the host.
     start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, str(len(env)), "--",
@@ -732,6 +741,7 @@ def _managed_plan(
         start=start,
         ready=_ready_check(profile, values, log, pidfile),
         _seal=_SEAL,
+        stop_alone=alone,
     )
 
 

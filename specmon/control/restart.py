@@ -964,7 +964,7 @@ class RestartController:
             return None
         # The server started by the last plan is the one in the pidfile (an adopted plan's stop
         # names the adopted PID, long gone by then): the pidfile-based stop of the same profile.
-        return build_plan(self.profile, plan.steps, host=self.host).stop
+        return build_plan(self.profile, plan.steps, host=self.host).stop_only
 
     async def stop_server(self, show: Callable[[str], None]) -> str | None:
         """Stop the server the last plan started: show the stop command, then run it.

@@ -1563,13 +1563,14 @@ class PlanRestarter:
         plan = self.last_plan
         if plan is None:
             return None
-        self.show(f"stop:  {plan.stop.display}")
-        result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        stop = plan.stop_only
+        self.show(f"stop:  {stop.display}")
+        result = await self.runner.run(stop.command, stop.timeout_s)
         line = (result.stdout.strip().splitlines() or [""])[-1]
         if "no-pidfile" in line:
             # A start cut short may record its server a moment later: one more look.
             await asyncio.sleep(1.0)
-            result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+            result = await self.runner.run(stop.command, stop.timeout_s)
             line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()

@@ -206,9 +206,15 @@ async def test_hostile_arguments_reach_the_server_literally(tmp_path: Path, serv
 )
 async def test_start_failures_are_reported_not_hidden(tmp_path: Path, server_script: Path,
                                                       over: dict[str, object], reason: str) -> None:
-    report = await execute(build_plan(profile(tmp_path, server_script, **over), 1), LocalRunner())
+    plan = build_plan(profile(tmp_path, server_script, **over), 1)
+    report = await execute(plan, LocalRunner())
     assert not report.ok
-    assert report.outcomes[-1].fields == {"result": "failed", "reason": reason}
+    # Found by the stop, before it signals anything: a start refused after a stop leaves no server.
+    assert [o.step.name for o in report.outcomes] == ["stop"]
+    assert report.outcomes[-1].fields == {"result": "refused", "reason": reason}
+    # The start finds it too, on its own.
+    alone = await LocalRunner().run(plan.start.command, 30, stdin=plan.start.stdin)
+    assert parse_result_line(alone.stdout, "specmon-start")["reason"] == reason
 
 
 # --------------------------------------------------------------------------- managed stop

@@ -276,9 +276,12 @@ def test_stop_command_targets_the_pidfile_or_the_adopted_identity() -> None:
     plan = build_plan(managed(stop_grace_s=7, stop_signal="TERM"), 2)
     parts = shlex.split(plan.stop.command)
     assert parts[:4] == ["sh", "-c", STOP_SCRIPT, "specmon-stop"]
-    assert parts[4:] == ["~/.cache/specmon/run/specmon-30000.pid", "7", "TERM", "", ""]
+    assert parts[4:9] == ["~/.cache/specmon/run/specmon-30000.pid", "7", "TERM", "", ""]
+    # Before the start: what the start needs, checked first; on its own (at exit): nothing more.
+    assert parts[9:] == [plan.log, "/srv/sglang", "python3"]
+    assert shlex.split(plan.stop_only.command)[4:] == parts[4:9]
     adopted = build_plan(managed(), 2, adopted=ProcessIdentity(4242, 987654))
-    assert shlex.split(adopted.stop.command)[4:] == ["~/.cache/specmon/run/specmon-30000.pid", "30", "INT", "4242", "987654"]
+    assert shlex.split(adopted.stop.command)[4:9] == ["~/.cache/specmon/run/specmon-30000.pid", "30", "INT", "4242", "987654"]
     assert "PID 4242" in adopted.describe()
 
 

@@ -100,26 +100,30 @@ def plant(path: Path, kind: str, elsewhere: Path) -> None:
         os.mkfifo(path)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(PLANTS), adopted=st.booleans())
-async def test_a_planted_pidfile_never_takes_the_server_down(tmp_path: Path, kind: str, adopted: bool) -> None:
-    shared = tmp_path / f"shared-{kind}-{adopted}-{time.monotonic_ns()}"
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(PLANTS), adopted=st.booleans(), what=st.sampled_from(("pidfile", "log")))
+async def test_a_planted_file_never_takes_the_server_down(tmp_path: Path, kind: str, adopted: bool,
+                                                          what: str) -> None:
+    shared = tmp_path / f"shared-{kind}-{adopted}-{what}-{time.monotonic_ns()}"
     shared.mkdir()
     os.chmod(shared, 0o1777)  # a /tmp
-    pidfile = shared / "specmon-31999.pid"
+    mine = shared / "mine"
+    mine.mkdir(mode=0o700)
+    pidfile = (shared if what == "pidfile" else mine) / "specmon-31999.pid"
+    log = (shared if what == "log" else mine) / "server.log"
     victim = server()
     try:
         me = ProcessIdentity(victim.pid, starttime(victim.pid))
-        if not adopted:
-            pidfile.write_text(f"{me.pid} {me.starttime}\n")  # ours, then replaced by the plant
-            pidfile.unlink()
-        plant(pidfile, kind, shared / "elsewhere")
-        plan = build_plan(profile(tmp_path, str(pidfile)), 2, adopted=me if adopted else None)
+        if not adopted and what == "log":
+            pidfile.write_text(f"{me.pid} {me.starttime}\n")  # the server specmon started, recorded
+        plant(pidfile if what == "pidfile" else log, kind, shared / "elsewhere")
+        prof = profile(tmp_path, str(pidfile)).model_copy(update={"log": str(log)})
+        plan = build_plan(prof, 2, adopted=me if adopted else None)
         report = await execute(plan, LocalRunner())
         assert not report.ok and len(report.outcomes) == 1  # refused at the stop: no start was tried
         fields = report.outcomes[0].fields
         assert fields["result"] == "refused", fields
-        assert fields["reason"] in ("pidfile-not-owned", "pidfile-symlink"), fields
+        assert fields["reason"] in (f"{what}-not-owned", f"{what}-symlink"), fields
         time.sleep(0.1)
         assert alive(victim.pid) and starttime(victim.pid) == me.starttime
     finally:

@@ -44,3 +44,15 @@ pidfile_safe() {
   if [ -e "$1" ] && { [ ! -f "$1" ] || [ ! -O "$1" ]; }; then why='pidfile-not-owned'; return 1; fi
   return 0
 }
+# log_safe LOG: may a start write LOG (and move an earlier one aside)? Sets why when not.
+# Not a symlink; when it exists, a regular file of ours (one planted in a shared folder by
+# another user is refused); its folder exists and is writable by us.
+# shellcheck disable=SC2034
+log_safe() {
+  why=
+  if [ -L "$1" ]; then why='log-symlink'; return 1; fi
+  if [ -e "$1" ] && { [ ! -f "$1" ] || [ ! -O "$1" ]; }; then why='log-not-owned'; return 1; fi
+  ldir=$(dirname -- "$1")
+  if [ ! -d "$ldir" ] || [ ! -w "$ldir" ]; then why='log-not-writable'; return 1; fi
+  return 0
+}

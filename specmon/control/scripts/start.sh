@@ -27,7 +27,7 @@ if [ -e "$pidfile" ]; then
   fi
   rm -f -- "$pidfile"
 fi
-if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
+if ! log_safe "$log"; then say result=refused reason=$why; exit 2; fi
 if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
 # A new log is for its owner only: a server may print its own arguments (an --api-key).
 if ! ( umask 077; : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi

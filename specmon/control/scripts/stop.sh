@@ -1,6 +1,8 @@
 # shellcheck shell=sh
-# specmon-stop PIDFILE GRACE SIGNAL [PID START]: stop the recorded (or adopted) server by PID and start time.
-raw=$1 grace=$2 sig=$3 pid=$4 start=$5
+# specmon-stop PIDFILE GRACE SIGNAL [PID START [LOG CWD COMMAND]]: stop the recorded (or adopted)
+# server by PID and start time. LOG, CWD and COMMAND are what the start that follows needs: checked
+# first, so a start that would be refused never follows a stop (the server would be left down).
+raw=$1 grace=$2 sig=$3 pid=$4 start=$5 log=${6-} cwd=${7-} cmd=${8-}
 pidfile=$(hostpath "$raw")
 say() { echo "specmon-stop $*"; }
 group_alive() {
@@ -13,6 +15,11 @@ group_alive() {
 # Checked before anything is stopped, also for an adopted server: the start that follows
 # writes this pidfile, and a stop followed by a refused start leaves the server down.
 if ! pidfile_safe "$pidfile" "$raw"; then say result=refused reason=$why; exit 2; fi
+if [ -n "$log" ] && ! log_safe "$log"; then say result=refused reason=$why; exit 2; fi
+if [ -n "$cwd" ] && [ ! -d "$cwd" ]; then say result=refused reason=cwd-missing; exit 2; fi
+if [ -n "$cmd" ] && ! ( if [ -n "$cwd" ]; then cd "$cwd" || exit 1; fi; command -v "$cmd" >/dev/null 2>&1 ); then
+  say result=refused reason=command-not-found; exit 2
+fi
 if [ -z "$pid" ]; then
   if [ ! -e "$pidfile" ]; then say result=not-running reason=no-pidfile; exit 0; fi
   read -r pid start _ < "$pidfile" || true
