@@ -67,7 +67,16 @@ from specmon.control.runner import (
     ssh_hold,
     wait_ready,
 )
-from specmon.control.servers import check_record, exit_cause, forget, load_record, record_exited, record_started
+from specmon.control.servers import (
+    ServerRecord,
+    check_record,
+    check_with_cause,
+    exit_cause,
+    forget,
+    load_record,
+    record_exited,
+    record_started,
+)
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
@@ -848,6 +857,27 @@ class RestartController:
         await self._stop_tail()
         if self.lease is not None:
             await self.lease.release()
+
+    async def check_server(self) -> str | None:
+        """Is the server still the one the last start launched? None when it is (or when it cannot be
+        told: custom commands, nothing started yet, the host unreachable), else why not.
+
+        A sweep asks this at every look (``Sweep(server_check=...)``): the fixed read-only
+        ``alive.sh``, PID and start time, and the pidfile still naming it.
+        """
+        plan, who = self.last_plan, self.started
+        if plan is None or who is None or plan.pidfile is None or self._busy:
+            return None
+        record = ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens,
+                              plan.log, 0.0)
+        state, detail = await check_with_cause(record, self.runner, 30.0)
+        if state == "gone":
+            self._note_exited(plan, detail)
+            return f"the server measured (PID {who.pid}) has exited" + (f": {detail}" if detail else "")
+        if state == "replaced":
+            return (f"the server measured (PID {who.pid}) is no longer the one in {plan.pidfile}: another "
+                    "specmon (or someone) restarted it")
+        return None
 
     async def lease_note(self) -> str | None:
         """Who controls this server now, when another specmon does (None: free, or held here).

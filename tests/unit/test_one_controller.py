@@ -19,13 +19,15 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import specmon.control.sweep as sweep_mod
 from specmon.control.launch import LaunchProfile
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepPlan
+from specmon.control.restart import RestartController
+from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepPlan, controller_restarter
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.output.recording import RecordedIngest
@@ -112,8 +114,9 @@ def test_a_second_sweep_is_refused_while_the_first_measures(tmp_path: Path) -> N
             kill_recorded(run / "sim.pid")
 
 
+@pytest.mark.parametrize("driver", ["headless", "dashboard"])
 async def test_a_sweep_whose_server_is_replaced_stops_and_keeps_none_of_its_samples(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str) -> None:
     monkeypatch.setattr(sweep_mod, "SERVER_CHECK_S", 0.3)
     profile = LaunchProfile(mode="managed", engine="sglang", argv=sim_argv(100), log=str(tmp_path / "sim_{steps}.log"),
                             pidfile=str(tmp_path / "sim.pid"), ready_marker="ready to roll", start_timeout_s=60,
@@ -121,10 +124,19 @@ async def test_a_sweep_whose_server_is_replaced_stops_and_keeps_none_of_its_samp
     session = Session()
     follower = LogFollower(RecordedIngest(session, None),
                            lambda p, from_end: LocalTailSource(p, lines=0 if from_end else None, poll_interval=0.05))
-    restarter = PlanRestarter(profile, LocalRunner(), follower=follower, show=lambda _t: None, ready_poll_s=0.1)
+    restart: Any
+    if driver == "headless":
+        restarter = PlanRestarter(profile, LocalRunner(), follower=follower, show=lambda _t: None, ready_poll_s=0.1)
+        restart, check = restarter, restarter.check_server
+    else:  # the dashboard's sweep: its restart controller restarts, and answers the check
+        async def switch(path: str, from_start: bool) -> None:
+            await follower.follow(path, from_end=not from_start)
+
+        controller = RestartController(profile, LocalRunner(), on_log_switch=switch, ready_poll_s=0.1)
+        restart, check = controller_restarter(controller), controller.check_server
     rule = StoppingRule(min_samples=100000, max_samples=200000)
     sweep = Sweep(SweepPlan((2,), rule=rule, max_minutes=2.0, poll_s=0.05, settle=0), session=session,
-                  restart=restarter, server_check=restarter.check_server)
+                  restart=restart, server_check=check)
     task = asyncio.ensure_future(sweep.run())
     try:
         for _ in range(1200):  # a bound, not a timing assertion

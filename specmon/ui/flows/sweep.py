@@ -223,7 +223,7 @@ class SweepFlow:
 
         try:
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
-                          recorder=dashboard.recorder, on_event=self._on_event)
+                          recorder=dashboard.recorder, on_event=self._on_event, server_check=c.check_server)
         except SweepError as exc:
             self.line.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
             return
