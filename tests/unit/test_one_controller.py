@@ -25,8 +25,8 @@ import pytest
 
 import specmon.control.sweep as sweep_mod
 from specmon.control.launch import LaunchProfile
-from specmon.control.runner import LocalRunner
 from specmon.control.restart import RestartController
+from specmon.control.runner import LocalRunner
 from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepPlan, controller_restarter
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
