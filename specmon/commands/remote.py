@@ -399,7 +399,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
                 # Checked on the host while the connection is there: never "left running" unchecked.
                 note = await asyncio.wait_for(_left_running(flow), LEFT_CHECK_S)
             except (Exception, asyncio.CancelledError):
-                note = None
+                note = _unchecked(flow)
             if note:
                 left.append(note)
             runner.close()  # on the loop the connection lives on: it is gone after asyncio.run
@@ -422,8 +422,19 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return outcome.code
 
 
-#: How long the exit waits for the host to say whether the server it leaves still runs.
-LEFT_CHECK_S = 10.0
+def _unchecked(flow: Any) -> str | None:
+    """What is said when the check could not finish in time: that it was not checked."""
+    controller = getattr(flow, "controller", None)
+    who = getattr(controller, "started", None)
+    if controller is None or who is None:
+        return None
+    return (f"the server specmon started on {controller.host} (PID {who.pid}) was not checked before exit; "
+            "the next connect or sweep with this profile checks it")
+
+
+#: How long the exit waits for the host to say whether the server it leaves still runs (over the
+#: connection already open: a closed one is not opened again to ask, the exit must stay quick).
+LEFT_CHECK_S = 2.0
 
 
 async def _left_running(flow: Any) -> str | None:
@@ -445,6 +456,9 @@ async def _left_running(flow: Any) -> str | None:
     record = load_record(controller.host, pidfile) if pidfile else None
     if record is None or record.state != "running":
         return record.exited_text() if record is not None else None
+    if getattr(controller.runner, "connected", True) is False:
+        return (f"the server specmon started on {record.host} (PID {record.pid}) was not checked (no connection "
+                "to the host now); the next connect or sweep with this profile checks it")
     return (await left_running_note(record, controller.runner))[1]
 
 

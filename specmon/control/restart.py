@@ -1172,6 +1172,11 @@ class ConnectingRunner:
             self.close()
             raise
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now (a command would not have to connect first)."""
+        return self._link is not None
+
     def close(self) -> None:
         """Close the connection (the next command opens a new one)."""
         link, self._link = self._link, None

@@ -8,6 +8,7 @@ and the next session is never told to adopt the dead PID.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -144,6 +145,38 @@ async def test_the_sweep_exit_note_is_checked_on_the_host(tmp_path: Path, kill_i
         running, text = note
         assert running is (not kill_it)
         assert ("is left running" in text) is (not kill_it)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_connect_says_at_exit_only_what_it_checked(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from specmon.commands.remote import _left_running
+    from specmon.control.restart import ConnectingRunner
+
+    c = RestartController(profile(tmp_path, RUNS), LocalRunner(), host="h", record_servers=True, ready_poll_s=0.1)
+    plan = c.plan_for(2)
+    c.describe(plan)
+    assert (await c.run(plan)).phase.value == "ready"
+    assert c.started is not None
+    pid = c.started.pid
+    flow = SimpleNamespace(controller=c)
+    try:
+        assert "is left running (PID" in (await _left_running(flow) or "")
+        # No connection open at exit (a dropped SSH link): not opened again to ask, and not claimed.
+        c.runner = ConnectingRunner(lambda: asyncio.sleep(0))  # type: ignore[arg-type,return-value]
+        text = await _left_running(flow) or ""
+        assert "not checked" in text and "left running" not in text
+        c.runner = LocalRunner()
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):
+            if not alive(pid):
+                break
+            time.sleep(0.02)
+        text = await _left_running(flow) or ""
+        assert "has exited" in text and "left running" not in text
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
