@@ -640,7 +640,10 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     one, or a dashboard that restarted it, controls it.
     """
     from specmon.control.lease import LeaseHeld, lease_for
+    from specmon.control.sweep import finished_state
 
+    if finished_state(state, plan):  # only its verdict is shown: nothing to control
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
     lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
     try:
         await lease.acquire()
