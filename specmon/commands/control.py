@@ -179,9 +179,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             refuse(f"write {args.output}")
         except ReadOnlyError as exc:
             return fail(f"{exc}; leave out -o to print the report")
+        from specmon.paths import write_private
+
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_private(args.output, text)  # 0600, whole or not at all
         except OSError as exc:
             return fail(f"cannot write {args.output}: {exc.strerror or exc}")
     else:
@@ -416,9 +417,13 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     left = extra.get("server_left_on")
     if isinstance(left, dict) and left.get("text"):
         _err(f"sweep: {left['text']}")
-    record = getattr(extra.get("_restarter"), "started", None)
-    if record is not None and not (isinstance(left, dict) and left.get("running") is False):
-        _err(f"sweep: {record.left_running_text()}")
+    note = extra.get("_left_note")
+    if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
+        _err(f"sweep: {note}")
+    if extra.get("server_lost"):
+        _err(f"sweep: stopped: {extra['server_lost']}; run the same command again to continue (exit "
+             f"{EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:
         _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
@@ -631,13 +636,45 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
 async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
                              load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                              counters: Any = None) -> int:
-    """Run a profile's sweep (local or remote alike), finish as asked, and print its result."""
+    """Run a profile's sweep (local or remote alike), finish as asked, and print its result.
+
+    The server's lease is taken first and held to the end (the --finish restart included): no
+    other specmon restarts or stops it meanwhile, and this sweep does not start while another
+    one, or a dashboard that restarted it, controls it.
+    """
+    from specmon.control.lease import LeaseHeld, lease_for
+    from specmon.control.sweep import finished_state
+
+    if finished_state(state, plan):  # only its verdict is shown: nothing to control
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
+    try:
+        await lease.acquire()
+    except LeaseHeld as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    except (ConnectionError, OSError) as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    if lease.host_note:
+        _err(f"sweep: {lease.host_note}")
+    try:
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    finally:
+        await lease.release()
+
+
+async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+                      load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
+                      counters: Any) -> int:
     from specmon.control.sweep import Sweep, SweepError
 
     try:
+        # At every look (and every few seconds) the sweep checks that its server is the one it started.
         sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
-                      recorder=rec, on_event=_on_event, counters=counters)
+                      recorder=rec, on_event=_on_event, counters=counters, server_check=restarter.check_server)
     except SweepError as exc:
+        await follower.stop()
         return fail(str(exc), EXIT_INPUT)
     if counters is not None:
         _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
@@ -646,14 +683,34 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         left = None
         if result is not None and sweep.server_setting is not None:
             left = await _finish(args, result, restarter, sweep.server_setting)
+        # Checked on the host before it is said: PID *and* start time still running.
+        note = await _left_note(restarter)
     finally:
         await follower.stop()
     if result is None:
         return EXIT_INPUT
+    if note is not None and isinstance(left, dict) and left.get("running") and not note[0]:
+        left.update(steps=None, running=False, text=note[1])
+        note = None
     if rec is not None and left is not None:
         rec.meta("sweep-finish", **left)
     return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
-                                        "_restarter": restarter})
+                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost})
+
+
+async def _left_note(restarter: Any) -> tuple[bool, str] | None:
+    """``(running, text)`` about the server the sweep started, once checked on the host (None: none left).
+
+    Only a process alive with the recorded start time is "left running"; a gone one is recorded
+    as exited, with its cause; one the host cannot be asked about is said so.
+    """
+    record = getattr(restarter, "started", None)
+    if record is None:
+        return None
+    from specmon.control.servers import left_running_note
+
+    state, text = await left_running_note(record, restarter.runner)
+    return state == "running", text
 
 
 def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:

@@ -455,10 +455,19 @@ def cmd_connect(args: argparse.Namespace) -> int:
     app = connect_app(plan, recorder=recorder, controller=flow, counters=counters,
                       export_dir=getattr(args, "out", None))
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
+    left: list[str] = []
+
     async def run_and_close() -> ConnectOutcome:
         try:
             return await run_connect(app, plan.source, headless=args.headless)
         finally:
+            try:
+                # Checked on the host while the connection is there: never "left running" unchecked.
+                note = await asyncio.wait_for(_left_running(flow), LEFT_CHECK_S)
+            except (Exception, asyncio.CancelledError):
+                note = _unchecked(flow)
+            if note:
+                left.append(note)
             runner.close()  # on the loop the connection lives on: it is gone after asyncio.run
 
     # SIGTERM and SIGHUP (a closed terminal) end it like q: connections closed, the recording
@@ -474,26 +483,49 @@ def cmd_connect(args: argparse.Namespace) -> int:
         outcome = ConnectOutcome(signals.exit_code(outcome.code))
     if outcome.message:
         fail(outcome.message, outcome.code)
-    left = _left_running(flow)
-    if left:
-        say(f"specmon: {left}")
+    for note in left:
+        say(f"specmon: {note}")
     return outcome.code
 
 
-def _left_running(flow: Any) -> str | None:
-    """A real server this session started (or adopted from a record) keeps running: say so."""
+def _unchecked(flow: Any) -> str | None:
+    """What is said when the check could not finish in time: that it was not checked."""
+    controller = getattr(flow, "controller", None)
+    who = getattr(controller, "started", None)
+    if controller is None or who is None:
+        return None
+    return (f"the server specmon started on {controller.host} (PID {who.pid}) was not checked before exit; "
+            "the next connect or sweep with this profile checks it")
+
+
+#: How long the exit waits for the host to say whether the server it leaves still runs (over the
+#: connection already open: a closed one is not opened again to ask, the exit must stay quick).
+LEFT_CHECK_S = 2.0
+
+
+async def _left_running(flow: Any) -> str | None:
+    """What becomes of the real server this session started (or adopted from a record), checked on the host.
+
+    Left running only when its PID still runs with the recorded start time; a gone one is
+    recorded as exited, with its cause, and said so.
+    """
     controller = getattr(flow, "controller", None)
     plan = getattr(controller, "last_plan", None)
     if controller is None or getattr(controller, "started", None) is None:
         return None
     from specmon.control.launch import expand
-    from specmon.control.servers import load_record
+    from specmon.control.servers import left_running_note, load_record
 
     profile = controller.profile
     pidfile = plan.pidfile if plan is not None else expand(
         profile.pidfile_template(), {"port": str(profile.port)} if profile.port is not None else {})
     record = load_record(controller.host, pidfile) if pidfile else None
-    return record.left_running_text() if record is not None else None
+    if record is None or record.state != "running":
+        return record.exited_text() if record is not None else None
+    if getattr(controller.runner, "connected", True) is False:
+        return (f"the server specmon started on {record.host} (PID {record.pid}) was not checked (no connection "
+                "to the host now); the next connect or sweep with this profile checks it")
+    return (await left_running_note(record, controller.runner))[1]
 
 
 # -- the command line ------------------------------------------------------------------------------

@@ -709,7 +709,7 @@ def profile_from_server(
         server: The adopted server.
         log: Log path template; default: the file its stdout goes to now
             (a restart moves it aside to LOG.<UTC time> and starts a new one).
-        pidfile: Pidfile template; default ``/tmp/specmon-{port}.pid``.
+        pidfile: Pidfile template; default ``~/.cache/specmon/run/specmon-{port}.pid`` on the host.
         steps_max: Largest step count offered.
         stop_grace_s: Seconds between SIGINT and SIGKILL.
         start_timeout_s: Seconds a start may take to become ready.

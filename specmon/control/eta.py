@@ -17,9 +17,7 @@ Nothing here imports Textual.
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,16 +133,8 @@ class EtaStore:
     def _save(self) -> None:
         data = {"version": _VERSION, "hosts": self._hosts}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Write-then-rename: a crash mid-write never leaves half a file.
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(data, f, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            # Write-then-rename, 0600 in a 0700 folder: host names are nobody else's business.
+            paths.write_private(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as exc:
             self.problem = f"could not save restart times to {self.path}: {exc.strerror or exc}"
 

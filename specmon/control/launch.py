@@ -27,7 +27,6 @@ How commands are made safe:
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from collections.abc import Mapping
@@ -39,6 +38,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from specmon.control.dims import DIMENSIONS, LLAMACPP_SPEC_TYPES, check_point, sglang_problem
+from specmon.redact import SECRET_NAME_GLOBS as SECRET_NAME_GLOBS  # adopt.py reads them here
+from specmon.redact import is_secret_name as is_secret_name
+from specmon.redact import redact_argv, redact_text
 from specmon.wording import counted
 
 #: Every placeholder a template may use. Anything else that looks like
@@ -55,15 +57,6 @@ _NAMELIKE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # introducer on some terminals): none belongs in a command line or a path.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Environment names (upper-cased, shell glob syntax) whose values are secrets:
-#: never shown, and never read from a running server (adopt.py filters on the
-#: host with these same patterns).
-SECRET_NAME_GLOBS: tuple[str, ...] = (
-    "*TOKEN*", "*SECRET*", "*PASSW*", "*PASS", "*KEY*", "*CREDENTIAL*",
-    "*AUTH*", "*COOKIE*", "*PRIVATE*", "*SESSION*",
-)
-#: Flags whose value is redacted in what the confirmation screen shows.
-SECRET_FLAGS: frozenset[str] = frozenset({"--api-key", "--admin-api-key", "--hf-token", "--token"})
 
 STEPS_HARD_MAX = 64
 TOPK_HARD_MAX = 64
@@ -75,12 +68,6 @@ class LaunchError(ValueError):
 
 
 # --------------------------------------------------------------------------- values
-
-
-def is_secret_name(name: str) -> bool:
-    """True when an environment variable called ``name`` may hold a secret."""
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, glob) for glob in SECRET_NAME_GLOBS)
 
 
 def check_int(value: object, name: str, lo: int, hi: int) -> int:
@@ -143,6 +130,16 @@ def check_path(value: str, what: str) -> str:
     if not value.startswith("/"):
         raise LaunchError(f"{what} must be an absolute path, not {value!r}")
     return value
+
+
+def check_host_path(value: str, what: str) -> str:
+    """Like :func:`check_path`, but ``~/...`` (the home of the user on the host) is allowed too."""
+    if value.startswith("~/"):
+        check_text(value, what)
+        if "/../" in value + "/" or value.rstrip("/") == "~":
+            raise LaunchError(f"{what} must name a file in the home folder, not {value!r}")
+        return value
+    return check_path(value, what)
 
 
 def check_template(value: str, allowed: frozenset[str], what: str) -> str:
@@ -310,7 +307,7 @@ class LaunchProfile(BaseModel):
             # has to find the server this one started.
             check_template(self.pidfile, frozenset({"port"}), "pidfile")
             used |= placeholders_in(self.pidfile)
-            check_path(expand(self.pidfile, _SAMPLE), "pidfile")
+            check_host_path(expand(self.pidfile, _SAMPLE), "pidfile")
         if self.ready_marker is not None:
             check_text(self.ready_marker, "ready_marker")
             if not self.ready_marker.strip():
@@ -358,12 +355,34 @@ class LaunchProfile(BaseModel):
             return steps * (self.topk if topk is None else topk) + 1
         return int(self.draft_tokens)
 
+    def secrets(self) -> tuple[str, ...]:
+        """The literal secret values this profile holds: its secret-named ``env`` values and the
+        values of secret flags in its commands (hidden wherever specmon shows or keeps text)."""
+        found = [v for k, v in self.env.items() if is_secret_name(k)]
+        for tokens in (self.argv, self.nospec_argv, self.start, self.nospec_start, self.stop):
+            if not tokens:
+                continue
+            for shown, real in zip(redact_argv(tokens), tokens, strict=True):
+                if shown != real:
+                    found.append(real.partition("=")[2] if "=" in real and real.startswith("-") else real)
+        return tuple(v for v in found if v)
+
     def pidfile_template(self) -> str:
-        """The pidfile template, with the default when none was given."""
+        """The pidfile template, with the default when none was given.
+
+        The default is in the user's home on the host, in a folder the host scripts create
+        0700 and check is theirs (:data:`RUN_DIR`): a predictable name in a shared folder
+        (``/tmp/specmon-8000.pid``) can be planted by any user of the host.
+        """
         if self.pidfile is not None:
             return self.pidfile
-        return "/tmp/specmon-{port}.pid" if self.port is not None else "/tmp/specmon-server.pid"
+        return f"{RUN_DIR}/specmon-{{port}}.pid" if self.port is not None else f"{RUN_DIR}/specmon-server.pid"
 
+
+#: The per-user folder on the host for pidfiles and lock files: ``~`` is the home of the SSH user
+#: there (the host scripts expand it), created 0700; not ``$XDG_RUNTIME_DIR``, which logind
+#: removes with the user's last session while the server it names runs on.
+RUN_DIR = "~/.cache/specmon/run"
 
 _SAMPLE = {"steps": "1", "draft_tokens": "2", "topk": "1", "port": "1", "log": "/x", "prompt_lookup_max": "1",
            "prompt_lookup_min": "1", "spec_type": "none"}
@@ -415,12 +434,16 @@ class PlanStep:
         display: What the confirmation screen shows: the same command, readable
             (the fixed scripts summarised, secret flag values redacted).
         timeout_s: How long the runner waits for the command.
+        stdin: What the command reads on its standard input: the managed start's
+            environment, ``NAME=VALUE`` lines. Never on the command line, where every
+            user of the host reads it in ``/proc/PID/cmdline`` while it runs.
     """
 
     name: Literal["stop", "start"]
     command: str
     display: str
     timeout_s: float
+    stdin: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +486,13 @@ class CommandPlan:
     _seal: object = field(default=None, repr=False, compare=False)
     #: The other sweep dimensions this plan sets (``(("topk", "4"), ...)``), shown in its description.
     dims: tuple[tuple[str, str], ...] = ()
+    #: The stop without the checks for the start that follows it (managed mode): see :attr:`stop_only`.
+    stop_alone: PlanStep | None = None
+
+    @property
+    def stop_only(self) -> PlanStep:
+        """The stop to run when no start follows (at exit, ``--finish none``)."""
+        return self.stop_alone if self.stop_alone is not None else self.stop
 
     def __post_init__(self) -> None:
         if self._seal is not _SEAL:
@@ -505,7 +535,7 @@ class CommandPlan:
 # `sh -c` gives a known one. proc.sh (procinfo, alive, isnum) is prepended to each.
 
 #: The script files, in the order a command is assembled from them.
-SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh")
+SCRIPT_FILES: tuple[str, ...] = ("proc.sh", "stop.sh", "start.sh", "ready.sh", "alive.sh", "lease.sh")
 
 
 def script_text(name: str) -> str:
@@ -521,6 +551,7 @@ STOP_SCRIPT = _script("stop.sh")
 START_SCRIPT = _script("start.sh")
 READY_SCRIPT = _script("ready.sh")
 ALIVE_SCRIPT = _script("alive.sh")
+LEASE_SCRIPT = _script("lease.sh")
 
 
 def build_plan(
@@ -629,15 +660,7 @@ def _expand_argv(tokens: list[str], values: dict[str, str], what: str) -> list[s
 
 
 def _redacted(argv: list[str]) -> list[str]:
-    out = list(argv)
-    for i, token in enumerate(out):
-        flag, eq, _ = token.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                out[i] = f"{flag}=***"
-            elif i + 1 < len(out):
-                out[i + 1] = "***"
-    return out
+    return redact_argv(argv)
 
 
 def _ready_check(profile: LaunchProfile, values: dict[str, str], log: str | None, pidfile: str | None) -> ReadyCheck:
@@ -673,7 +696,7 @@ def _managed_plan(
     shown_env = [
         f"{k}=***" if is_secret_name(k) else f"{k}={expand(v, values)}" for k, v in profile.env.items()
     ]
-    pidfile = check_path(expand(profile.pidfile_template(), values), "pidfile")
+    pidfile = check_host_path(expand(profile.pidfile_template(), values), "pidfile")
     cwd = profile.cwd or ""
 
     if adopted is None:
@@ -684,13 +707,18 @@ def _managed_plan(
             raise LaunchError("adopted must be a ProcessIdentity")
         stop_args = [pidfile, str(profile.stop_grace_s), profile.stop_signal, str(adopted.pid), str(adopted.starttime)]
         target = f"PID {adopted.pid} (if it is still the process found, start time {adopted.starttime})"
-    stop = PlanStep(
-        name="stop",
-        command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args]),
-        display=f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s",
-        timeout_s=float(profile.stop_grace_s + 30),
-    )
-    start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, *env, "--", *argv])
+    display = f"SIG{profile.stop_signal} {target}; SIGKILL its process group after {profile.stop_grace_s} s"
+    # A stop on its own (at exit, --finish none) checks nothing a start needs.
+    alone = PlanStep(name="stop", command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args]),
+                     display=display, timeout_s=float(profile.stop_grace_s + 30))
+    # Before a start, the stop first checks what the start will need: a start refused after the
+    # stop (a log planted in /tmp by another user, a missing cwd) would leave no server at all.
+    stop = replace(alone, command=shlex.join(["sh", "-c", STOP_SCRIPT, "specmon-stop", *stop_args, log, cwd,
+                                              argv[0]]))
+    # The environment goes through stdin (NAME=VALUE lines; check_text refused newlines in values),
+    # the count on the command line: a token in argv is readable by every user of the host.
+    start_cmd = shlex.join(["sh", "-c", START_SCRIPT, "specmon-start", pidfile, log, cwd, str(len(env)), "--",
+                            *argv])
     shown = ""
     if cwd:
         shown += f"cd {shlex.quote(cwd)} && "
@@ -698,7 +726,9 @@ def _managed_plan(
         shown += shlex.join(shown_env) + " "
     shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >>{shlex.quote(log)} 2>&1 &"
     shown += f"   (PID recorded in {pidfile})"
-    start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0)
+    shown = redact_text(shown, profile.secrets())  # a secret given as a plain argument too
+    start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0,
+                     stdin="".join(f"{line}\n" for line in env))
     return CommandPlan(
         host=host,
         mode="managed",
@@ -711,6 +741,7 @@ def _managed_plan(
         start=start,
         ready=_ready_check(profile, values, log, pidfile),
         _seal=_SEAL,
+        stop_alone=alone,
     )
 
 
@@ -723,8 +754,9 @@ def _custom_plan(
     stop_argv = _expand_argv(profile.stop, values, "stop")
     start_argv = _expand_argv(template, values, "start")
     timeout = float(profile.command_timeout_s)
-    stop = PlanStep("stop", shlex.join(stop_argv), shlex.join(_redacted(stop_argv)), timeout)
-    start = PlanStep("start", shlex.join(start_argv), shlex.join(_redacted(start_argv)), timeout)
+    known = profile.secrets()
+    stop = PlanStep("stop", shlex.join(stop_argv), redact_text(shlex.join(_redacted(stop_argv)), known), timeout)
+    start = PlanStep("start", shlex.join(start_argv), redact_text(shlex.join(_redacted(start_argv)), known), timeout)
     return CommandPlan(
         host=host,
         mode="custom",

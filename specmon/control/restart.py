@@ -54,21 +54,34 @@ from specmon.control.launch import (
     expand,
     parse_result_line,
 )
+from specmon.control.lease import LeaseHeld, ServerLease, lease_for
 from specmon.control.runner import (
     MARKER_GRACE_S,
     CommandRunner,
+    Held,
     ReadyOutcome,
     Result,
     SSHRunner,
     StepEvent,
     execute,
+    ssh_hold,
     wait_ready,
 )
-from specmon.control.servers import check_record, forget, load_record, record_started
+from specmon.control.servers import (
+    ServerRecord,
+    check_record,
+    check_with_cause,
+    exit_cause,
+    forget,
+    load_record,
+    record_exited,
+    record_started,
+)
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
 from specmon.records import Engine, Event, Lifecycle
+from specmon.redact import redact_text
 from specmon.sources.base import LineSource, SourceStatus, stop_reading
 from specmon.wording import counted
 
@@ -460,7 +473,13 @@ class RestartController:
         ready_poll_s: Seconds between readiness checks (None: the plan's own).
         record_servers: Record every server a managed start leaves running in the user data
             directory (:mod:`specmon.control.servers`), so the next session adopts it. Real
-            servers only (``connect``); the demo stops its own.
+            servers only (``connect``); the demo stops its own. Real servers are also leased
+            (:mod:`specmon.control.lease`): the first restart or stop takes the server's lease,
+            and this controller keeps it until :meth:`close` (or the process ends): while it
+            does, no other specmon restarts or stops that server, and this one refuses while
+            another holds it.
+        lease: Lease the server (default: as ``record_servers``; an adopted real server too).
+        lease_action: What the lease says this controller does, for the other instances.
     """
 
     def __init__(
@@ -478,10 +497,13 @@ class RestartController:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         ready_poll_s: float | None = None,
         record_servers: bool = False,
+        lease: bool | None = None,
+        lease_action: str = "dashboard restarts",
     ) -> None:
         if not isinstance(profile, LaunchProfile):
             raise TypeError("RestartController needs a validated LaunchProfile")
         self.profile = profile
+        self._secrets = profile.secrets()
         self.runner = runner
         self.host = host
         self.eta_store = eta_store
@@ -508,6 +530,9 @@ class RestartController:
         self.record_servers = record_servers
         #: The server the last managed start launched (PID, start time), once it reported it.
         self.started: ProcessIdentity | None = None
+        #: One controller per server: taken at the first action, kept until close (real servers).
+        leased = record_servers if lease is None else lease
+        self.lease: ServerLease | None = lease_for(profile, runner, host, lease_action) if leased else None
 
     # -- state for the UI ----------------------------------------------------------------
 
@@ -629,7 +654,11 @@ class RestartController:
                 cb(view)
 
         try:
+            await self._take_lease()
             await self._run(a, emit, before)
+        except LeaseHeld as exc:
+            self.last_plan = before  # nothing ran: the server is as it was
+            self._finish(a, Phase.FAILED, str(exc))
         except asyncio.CancelledError:
             self.interrupted = True
             self._finish(a, Phase.FAILED, "cancelled (specmon is closing)")
@@ -718,6 +747,7 @@ class RestartController:
         elif ready.state == "exited":
             await self._last_words(ready)
             detail = self._tracker.crash if self._tracker is not None else None
+            self._note_exited(plan, detail or exit_cause(ready.last.stdout if ready.last else ""))
             text = "the server process exited"
             self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
         elif ready.state == "no-marker":
@@ -754,6 +784,12 @@ class RestartController:
             # At once, not at exit: a terminal that dies with SIGKILL still leaves the record.
             record_started(plan, self.started)
 
+    def _note_exited(self, plan: CommandPlan, cause: str) -> None:
+        """The server this controller started is gone: never claimed running, recorded as exited."""
+        started, self.started = self.started, None
+        if started is not None and self.record_servers and plan.pidfile is not None:
+            record_exited(plan.host, plan.pidfile, started.pid, redact_text(cause, self._secrets))
+
     async def adopt_recorded(self) -> str | None:
         """Look for the server an earlier session left running with this profile; adopt it if it runs.
 
@@ -771,6 +807,9 @@ class RestartController:
         record = load_record(self.host, pidfile)
         if record is None:
             return None
+        if record.state == "exited":
+            forget(self.host, pidfile)  # said once; a dead PID is never adopted
+            return record.exited_text()
         state = await check_record(record, self.runner)
         if state == "running":
             if self.current_steps is None:
@@ -814,8 +853,56 @@ class RestartController:
         await stop_reading(tail, task)
 
     async def close(self) -> None:
-        """Stop following the log (the app is closing)."""
+        """Stop following the log and give the server's lease back (the app is closing)."""
         await self._stop_tail()
+        if self.lease is not None:
+            await self.lease.release()
+
+    async def check_server(self) -> str | None:
+        """Is the server still the one the last start launched? None when it is (or when it cannot be
+        told: custom commands, nothing started yet, the host unreachable), else why not.
+
+        A sweep asks this at every look (``Sweep(server_check=...)``): the fixed read-only
+        ``alive.sh``, PID and start time, and the pidfile still naming it.
+        """
+        plan, who = self.last_plan, self.started
+        if plan is None or who is None or plan.pidfile is None or self._busy:
+            return None
+        record = ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens,
+                              plan.log, 0.0)
+        state, detail = await check_with_cause(record, self.runner, 30.0)
+        if state == "gone":
+            self._note_exited(plan, detail)
+            return f"the server measured (PID {who.pid}) has exited" + (f": {detail}" if detail else "")
+        if state == "replaced":
+            return (f"the server measured (PID {who.pid}) is no longer the one in {plan.pidfile}: another "
+                    "specmon (or someone) restarted it")
+        return None
+
+    async def lease_note(self) -> str | None:
+        """Who controls this server now, when another specmon does (None: free, or held here).
+
+        A look only: the lease is taken and given back at once when it is free.
+        """
+        if self.lease is None or self.lease.held:
+            return None
+        try:
+            await self.lease.acquire()
+        except LeaseHeld as exc:
+            return str(exc)
+        except (OSError, asyncssh.Error):
+            return None
+        await self.lease.release()
+        return None
+
+    async def _take_lease(self) -> None:
+        """Hold the server's lease before anything changes it (kept once taken: see ``record_servers``).
+
+        Raises:
+            LeaseHeld: another specmon controls the server; the message says who, since when, what.
+        """
+        if self.lease is not None:
+            await self.lease.acquire()
 
     def _track(self, a: _Attempt, emit: Callable[[], None]) -> None:
         """Move the attempt to the phase the log reached; ``emit`` each phase it leaves, as it ends.
@@ -891,8 +978,9 @@ class RestartController:
             load_progress=t.load_progress if t else None,
             graph_progress=t.graph_progress if t else None,
             eta=eta,
-            message=a.message,
-            last_lines=t.last_lines if t else (),
+            # The event log and the recording keep these: a server's tail may repeat its token.
+            message=redact_text(a.message, self._secrets),
+            last_lines=tuple(redact_text(line, self._secrets) for line in t.last_lines) if t else (),
             previous_steps=self.previous_steps,
             config=t.config.label if t and t.config else None,
         )
@@ -906,7 +994,7 @@ class RestartController:
             return None
         # The server started by the last plan is the one in the pidfile (an adopted plan's stop
         # names the adopted PID, long gone by then): the pidfile-based stop of the same profile.
-        return build_plan(self.profile, plan.steps, host=self.host).stop
+        return build_plan(self.profile, plan.steps, host=self.host).stop_only
 
     async def stop_server(self, show: Callable[[str], None]) -> str | None:
         """Stop the server the last plan started: show the stop command, then run it.
@@ -921,6 +1009,11 @@ class RestartController:
         if step is None:
             return None
         await self._stop_tail()
+        try:
+            await self._take_lease()
+        except LeaseHeld as exc:
+            show(f"stop:  not run: {exc}")
+            return f"stop refused: {exc}"
         show(f"stop:  {step.display}")
         result = await self.runner.run(step.command, step.timeout_s)
         fields = parse_result_line(result.stdout, "specmon-stop")
@@ -967,7 +1060,7 @@ async def controller_for_running_server(
         runner: Where the server runs.
         host: The host label.
         log: The log the dashboard follows: picks the server writing it.
-        pidfile: Where later restarts record the PID (default ``/tmp/specmon-{port}.pid``).
+        pidfile: Where later restarts record the PID (default ``~/.cache/specmon/run/specmon-{port}.pid`` on the host).
         show: Told what is about to run on the host before the probe runs (it is read-only,
             but nothing runs unannounced).
         **controller_kwargs: Passed to :class:`RestartController` (eta_store, make_source, ...).
@@ -1000,6 +1093,7 @@ async def controller_for_running_server(
     extra: dict[str, object] = {"pidfile": pidfile} if pidfile is not None else {}
     profile = profile_from_server(server, log=log if log and server.log_path != log else None,
                                   **extra)  # type: ignore[arg-type]
+    controller_kwargs.setdefault("lease", True)  # a real server: one controller at a time
     controller = RestartController(profile, runner, host=host, adopted=server.identity,
                                    current_steps=server.spec.steps, **controller_kwargs)  # type: ignore[arg-type]
     return controller, server
@@ -1040,8 +1134,8 @@ class ConnectingRunner:
         self._connect = connect
         self._link: object | None = None
 
-    async def run(self, command: str, timeout: float) -> Result:
-        """Run ``command`` on the host (connecting first if needed).
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
+        """Run ``command`` on the host (connecting first if needed), ``stdin`` on its standard input.
 
         Raises:
             ConnectionError: The connection could not be opened (the message says why).
@@ -1056,10 +1150,32 @@ class ConnectingRunner:
                 raise ConnectionError(str(exc)) from exc
         conn = getattr(self._link, "conn", self._link)
         try:
-            return await SSHRunner(conn).run(command, timeout)  # type: ignore[arg-type]
+            return await SSHRunner(conn).run(command, timeout, stdin=stdin)  # type: ignore[arg-type]
         except (OSError, asyncssh.Error):
             self.close()
             raise
+
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` on the host and leave it running (a lease): see :class:`~specmon.control.runner.Held`.
+
+        A dropped connection ends it (and so releases what it held); the next hold connects again.
+        """
+        if self._link is None:
+            try:
+                self._link = await self._connect()
+            except Exception as exc:
+                raise ConnectionError(f"cannot connect: {exc}") from exc
+        conn = getattr(self._link, "conn", self._link)
+        try:
+            return await ssh_hold(conn, command, timeout, until)  # type: ignore[arg-type]
+        except (OSError, asyncssh.Error):
+            self.close()
+            raise
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is open now (a command would not have to connect first)."""
+        return self._link is not None
 
     def close(self) -> None:
         """Close the connection (the next command opens a new one)."""

@@ -10,6 +10,7 @@ the user first.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ import asyncssh
 
 from specmon.control.guard import refuse
 from specmon.control.launch import CommandPlan, PlanStep, parse_result_line
+from specmon.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,12 @@ class CommandRunner(Protocol):
     """Runs one command string on one host."""
 
     async def run(self, command: str, timeout: float) -> Result:
-        """Run ``command`` through the host's shell and wait up to ``timeout`` seconds."""
+        """Run ``command`` through the host's shell and wait up to ``timeout`` seconds.
+
+        Runners that can also feed standard input take ``stdin: str`` as a keyword
+        (:class:`LocalRunner`, :class:`SSHRunner`): a plan step with input (a managed
+        start's environment) is run that way, never with its input on the command line.
+        """
         ...
 
 
@@ -62,12 +69,13 @@ class LocalRunner:
     def close(self) -> None:
         """Nothing to close (each command is its own process); as :class:`ConnectingRunner`'s."""
 
-    async def run(self, command: str, timeout: float) -> Result:
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
         """Run ``command`` with ``bash -c``; on timeout kill it and what it started in the foreground.
 
         Args:
             command: The command string.
             timeout: Seconds to wait.
+            stdin: Written to its standard input, which is then closed (else it reads /dev/null).
 
         Returns:
             The result; ``timed_out`` set when the timeout expired.
@@ -76,7 +84,7 @@ class LocalRunner:
             "bash",
             "-c",
             command,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             # Its own process group, so a timeout can end it and its helpers
@@ -84,6 +92,14 @@ class LocalRunner:
             # it detached (setsid) lives in another group and is not touched.
             start_new_session=True,
         )
+        if stdin:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin.encode("utf-8"))
+            try:
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it exited without reading: its status says why
+            proc.stdin.close()
         out, err = bytearray(), bytearray()
         assert proc.stdout is not None and proc.stderr is not None
         pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
@@ -108,6 +124,79 @@ class LocalRunner:
         return Result(status, _decode(bytes(out)), _decode(bytes(err)))
 
 
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` and leave it running: see :class:`Held` (a lease held on this machine)."""
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+        assert proc.stdout is not None and proc.stdin is not None
+        stdin, pid = proc.stdin, proc.pid
+
+        async def readline() -> str:
+            assert proc.stdout is not None
+            return _decode(await proc.stdout.readline())
+
+        async def release() -> None:
+            stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except TimeoutError:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                await proc.wait()
+
+        return await _first_answer(readline, release, lambda: proc.returncode is None, timeout, until)
+
+
+async def _first_answer(readline: Callable[[], Awaitable[str]], release: Callable[[], Awaitable[None]],
+                        running: Callable[[], bool], timeout: float, until: str) -> Held:
+    """Read a held command's output up to its answer line (``until`` ...); give up after ``timeout``."""
+    said: list[str] = []
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                line = await readline()
+                if not line:
+                    break  # it ended without answering
+                said.append(line)
+                if line.startswith(until):
+                    break
+    except TimeoutError:
+        await release()
+        return Held("".join(said), release, lambda: False, timed_out=True)
+    except BaseException:
+        await release()
+        raise
+    held = Held("".join(said), release, running)
+    if not held.running:
+        await release()
+    return held
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A command left running on a host, holding something (a lease) until released.
+
+    Attributes:
+        stdout: What it printed up to its answer line.
+        release: Closes its standard input (it exits) and waits for it; idempotent.
+        is_running: Whether it still runs (a lost connection ends it).
+        timed_out: It gave no answer in time (it was ended).
+    """
+
+    stdout: str
+    release: Callable[[], Awaitable[None]]
+    is_running: Callable[[], bool]
+    timed_out: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the command still runs."""
+        return self.is_running()
+
+
 async def _pump(stream: asyncio.StreamReader, into: bytearray) -> None:
     while chunk := await stream.read(65536):
         into += chunk
@@ -120,12 +209,13 @@ class SSHRunner:
         """Use ``conn`` (opened and host-key-checked by specmon.ssh) for every command."""
         self._conn = conn
 
-    async def run(self, command: str, timeout: float) -> Result:
+    async def run(self, command: str, timeout: float, *, stdin: str = "") -> Result:
         """Run ``command`` in a new session channel (the login shell runs it).
 
         Args:
             command: The command string.
             timeout: Seconds to wait; on expiry the channel is closed.
+            stdin: Sent on the channel, then end-of-file (else nothing is sent).
 
         Returns:
             The result; ``timed_out`` set when the timeout expired.
@@ -135,13 +225,39 @@ class SSHRunner:
         """
         try:
             done = await self._conn.run(
-                command, check=False, timeout=timeout, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
+                command, check=False, timeout=timeout, encoding="utf-8", errors="replace",
+                **({"input": stdin} if stdin else {"stdin": asyncssh.DEVNULL}),
             )
         except asyncssh.TimeoutError as exc:
             return Result(None, _text(exc.stdout), _text(exc.stderr), timed_out=True)
         # returncode is the negated signal number when the command was killed.
         status = done.returncode if done.returncode is not None and done.returncode >= 0 else None
         return Result(status, _text(done.stdout), _text(done.stderr))
+
+    async def hold(self, command: str, timeout: float, until: str) -> Held:
+        """Start ``command`` in its own channel and leave it running: see :class:`Held`."""
+        return await ssh_hold(self._conn, command, timeout, until)
+
+
+async def ssh_hold(conn: asyncssh.SSHClientConnection, command: str, timeout: float, until: str) -> Held:
+    """:meth:`SSHRunner.hold` on an open connection: the command runs in its own channel, held open."""
+    proc = await conn.create_process(command, encoding="utf-8", errors="replace")
+
+    async def readline() -> str:
+        return str(await proc.stdout.readline())
+
+    async def release() -> None:
+        try:
+            proc.stdin.write_eof()
+        except (OSError, asyncssh.Error, BrokenPipeError):
+            pass
+        try:
+            await asyncio.wait_for(proc.wait_closed(), 5.0)
+        except (TimeoutError, OSError, asyncssh.Error):
+            proc.close()
+
+    return await _first_answer(readline, release, lambda: proc.exit_status is None and not proc.is_closing(),
+                               timeout, until)
 
 
 def _decode(data: bytes | None) -> str:
@@ -182,7 +298,10 @@ class StepOutcome:
         return self.result.ok
 
     def summary(self) -> str:
-        """One line for the event log: what happened, or why it failed."""
+        """One line for the event log: what happened, or why it failed (secret values hidden)."""
+        return redact_text(self._summary())
+
+    def _summary(self) -> str:
         f = self.fields
         if self.result.timed_out:
             return f"{self.step.name}: timed out after {self.step.timeout_s:g} s"
@@ -249,13 +368,33 @@ async def execute(plan: CommandPlan, runner: CommandRunner, on_step: StepCallbac
     outcomes: list[StepOutcome] = []
     for step in plan.steps_in_order:
         await _notify(on_step, StepEvent(step, "started"))
-        result = await runner.run(step.command, step.timeout_s)
+        result = await run_step(runner, step)
         outcome = StepOutcome(step, result)
         outcomes.append(outcome)
         await _notify(on_step, StepEvent(step, "finished", outcome))
         if not outcome.ok:
             break
     return ExecutionReport(tuple(outcomes))
+
+
+async def run_step(runner: CommandRunner, step: PlanStep) -> Result:
+    """Run one plan step, its input (a managed start's environment) on stdin.
+
+    A runner that cannot feed stdin (a scripted one in tests) gets the command alone: the
+    start script then refuses for want of its environment (``reason=env-missing``), loudly,
+    rather than anything moving the environment onto a command line.
+    """
+    if step.stdin and _takes_stdin(runner):
+        return await runner.run(step.command, step.timeout_s, stdin=step.stdin)  # type: ignore[call-arg]
+    return await runner.run(step.command, step.timeout_s)
+
+
+def _takes_stdin(runner: CommandRunner) -> bool:
+    try:
+        params = inspect.signature(runner.run).parameters
+    except (TypeError, ValueError):
+        return False
+    return "stdin" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 async def _notify(callback: StepCallback | None, event: StepEvent) -> None:
@@ -290,7 +429,7 @@ class ReadyOutcome:
         return log_tail_of(self.last.stdout if self.last is not None else "")
 
 
-_LOG_TAIL = re.compile(r"^specmon-ready log-tail lines=(\d+) partial=([01])$", re.MULTILINE)
+_LOG_TAIL = re.compile(r"^specmon-(?:ready|alive) log-tail lines=(\d+) partial=([01])$", re.MULTILINE)
 
 
 def log_tail_of(stdout: str) -> tuple[int, tuple[str, ...]] | None:

@@ -9,24 +9,32 @@ per host and pidfile: PID, start time, step count, log. The next ``connect`` or
 (PID *and* start time, with the fixed read-only ``alive.sh``), says so and
 adopts it: the controller knows its step count, and the first restart stops it
 by its pidfile.
+
+Nothing is claimed unchecked: a server whose start ended with its process gone
+is recorded as exited, with its cause (:func:`record_exited`), and "left
+running" is only said after ``alive.sh`` found that very process (PID *and*
+start time) still running (:func:`left_running_note`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import asyncssh
 
 from specmon import paths
 from specmon.control.launch import ALIVE_SCRIPT, CommandPlan, ProcessIdentity, parse_result_line
 from specmon.control.runner import CommandRunner
+from specmon.redact import redact_text
 
-__all__ = ["ServerRecord", "check_record", "forget", "load_record", "record_started", "records_dir"]
+__all__ = ["ServerRecord", "check_record", "check_with_cause", "forget", "left_running_note", "load_record", "record_exited",
+           "record_started", "records_dir"]
 
 
 def records_dir() -> Path:
@@ -52,6 +60,9 @@ class ServerRecord:
         draft_tokens: Its draft-token count (None: no speculation).
         log: The log it writes.
         started_at: Wall-clock seconds when it was started.
+        state: ``running`` (as far as specmon knows) or ``exited`` (checked gone).
+        cause: Why it exited, when known (its log's last words, secrets hidden).
+        ended_at: Wall-clock seconds when it was found gone.
     """
 
     host: str
@@ -62,6 +73,9 @@ class ServerRecord:
     draft_tokens: int | None
     log: str | None
     started_at: float
+    state: str = "running"
+    cause: str = ""
+    ended_at: float | None = None
 
     @property
     def identity(self) -> ProcessIdentity:
@@ -75,6 +89,11 @@ class ServerRecord:
         return (f"the server on {self.host} is left running (PID {self.pid}, "
                 f"{plan_label(self.steps, self.draft_tokens)}, log {self.log}); the next connect or sweep with "
                 f"this profile adopts it (recorded in {_path(self.host, self.pidfile)})")
+
+    def exited_text(self) -> str:
+        """What specmon says of a server it started that is gone."""
+        why = f": {self.cause}" if self.cause else " (no cause in its log)"
+        return f"the server specmon started on {self.host} (PID {self.pid}) has exited{why}"
 
     def adopted_text(self) -> str:
         """What the next session says once it checked that the server still runs."""
@@ -96,13 +115,26 @@ def record_started(plan: CommandPlan, identity: ProcessIdentity) -> ServerRecord
                           steps=plan.steps, draft_tokens=plan.draft_tokens, log=plan.log, started_at=time.time())
     path = _path(plan.host, plan.pidfile)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(record), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        paths.write_private(path, json.dumps(asdict(record), indent=2) + "\n")
     except OSError:
         return None
     return record
+
+
+def record_exited(host: str, pidfile: str, pid: int, cause: str = "") -> ServerRecord | None:
+    """Mark the record of ``pid`` exited, with its cause; returns it (None: no such record, or not that PID).
+
+    The record stays (the next session says what happened), but it is never adopted.
+    """
+    record = load_record(host, pidfile)
+    if record is None or record.pid != pid:
+        return None
+    done = replace(record, state="exited", cause=cause[:300], ended_at=time.time())
+    try:
+        paths.write_private(_path(host, pidfile), json.dumps(asdict(done), indent=2) + "\n")
+    except OSError:
+        return None
+    return done
 
 
 def load_record(host: str, pidfile: str) -> ServerRecord | None:
@@ -112,6 +144,8 @@ def load_record(host: str, pidfile: str) -> ServerRecord | None:
         record = ServerRecord(**data)
         ProcessIdentity(record.pid, record.starttime)  # validates both
     except (OSError, ValueError, TypeError):
+        return None
+    if record.state not in ("running", "exited"):
         return None
     if record.host != host or record.pidfile != pidfile:
         return None
@@ -127,9 +161,12 @@ def forget(host: str, pidfile: str) -> None:
 
 
 def alive_command(record: ServerRecord) -> str:
-    """The fixed, read-only check that the recorded process still runs and the pidfile names it."""
+    """The fixed, read-only check that the recorded process still runs and the pidfile names it.
+
+    When it is gone, the check sends the end of its log (the cause).
+    """
     return shlex.join(["sh", "-c", ALIVE_SCRIPT, "specmon-alive", record.pidfile, str(record.pid),
-                       str(record.starttime)])
+                       str(record.starttime), record.log or ""])
 
 
 async def check_record(record: ServerRecord, runner: CommandRunner, timeout: float = 30.0) -> str:
@@ -137,12 +174,61 @@ async def check_record(record: ServerRecord, runner: CommandRunner, timeout: flo
 
     ``replaced``: the process runs, but its pidfile names another one now (someone else restarted it).
     """
-    result = await runner.run(alive_command(record), timeout)
+    return (await check_with_cause(record, runner, timeout))[0]
+
+
+async def check_with_cause(record: ServerRecord, runner: CommandRunner, timeout: float) -> tuple[str, str]:
+    """:func:`check_record`, with why a gone server went (its log's last words, secrets hidden)."""
+    try:
+        result = await runner.run(alive_command(record), timeout)
+    except (OSError, asyncssh.Error, ConnectionError) as exc:
+        return "unknown", f"cannot reach the host: {exc}"
     fields = parse_result_line(result.stdout, "specmon-alive")
     if result.exit_status == 0 and fields.get("result") == "running":
-        return "running"
+        return "running", ""
     if result.exit_status == 3:
-        return "gone"
+        return "gone", exit_cause(result.stdout)
     if result.exit_status == 4:
-        return "replaced"
-    return "unknown"
+        return "replaced", ""
+    said = (result.stderr.strip() or result.stdout.strip()).splitlines()
+    return "unknown", redact_text(said[-1]) if said else f"exit {result.exit_status}"
+
+
+def exit_cause(stdout: str) -> str:
+    """The most telling of a gone server's last log lines (sent by ``alive.sh``/``ready.sh``), secrets hidden.
+
+    The last line of a traceback is the error itself; without one, the last non-blank line.
+    """
+    from specmon.control.runner import log_tail_of
+
+    tail = log_tail_of(stdout)
+    if tail is None:
+        return ""
+    lines = [line.strip() for line in tail[1] if line.strip()]
+    if not lines:
+        return ""
+    return redact_text(lines[-1])[:300]
+
+
+async def left_running_note(record: ServerRecord, runner: CommandRunner,
+                            timeout: float = 30.0) -> tuple[str, str]:
+    """``(state, text)``: what to say at exit of the server ``record`` names, once checked on the host.
+
+    ``running`` (PID and start time, and its pidfile naming it): "left running". ``gone``:
+    recorded as exited, with the cause its log ends with, and said so. ``replaced`` (another
+    process in its pidfile: someone else restarted it) or ``unknown`` (not checkable): said
+    so, never "left running".
+    """
+    state, detail = await check_with_cause(record, runner, timeout)
+    if state == "running":
+        return state, record.left_running_text()
+    if state == "gone":
+        done = record_exited(record.host, record.pidfile, record.pid, detail) or replace(record, cause=detail)
+        return state, done.exited_text()
+    if state == "replaced":
+        forget(record.host, record.pidfile)
+        return state, (f"the server specmon started on {record.host} (PID {record.pid}) still runs, but "
+                       f"{record.pidfile} names another process now (another specmon restarted it): "
+                       "not recorded as left running")
+    return state, (f"could not check the server specmon started on {record.host} (PID {record.pid}): {detail}; "
+                   "the next connect or sweep with this profile checks it again")

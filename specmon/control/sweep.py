@@ -44,10 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specmon import paths
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
-from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan
+from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, build_plan, parse_result_line
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
@@ -56,6 +57,7 @@ from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
 from specmon.records import Config, Decode, Engine, Spec
+from specmon.redact import redact_text
 from specmon.sources.base import stop_reading
 from specmon.wording import counted
 
@@ -709,6 +711,20 @@ def _measurement(cell: CellState) -> Measurement | None:
                        accept_len, cell.concurrency)
 
 
+#: Seconds between two checks that the server measured is still the one the sweep started.
+SERVER_CHECK_S = 10.0
+#: A segment's sample lists, cut back together when the server turns out to have changed.
+_MARKED = ("throughput", "accept_len", "accept_rate", "log_throughput", "tokens")
+
+
+def _mark(cell: CellState) -> tuple[int, tuple[int, ...]]:
+    """Where the cell's samples stand: the last segment's index and its lists' lengths."""
+    if not cell.segments:
+        return 0, tuple(0 for _ in _MARKED)
+    seg = cell.segments[-1]
+    return len(cell.segments) - 1, tuple(len(getattr(seg, name)) for name in _MARKED)
+
+
 def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
     """Analyse one concurrency's settings with :func:`specmon.model.analysis.analyze`.
 
@@ -771,6 +787,10 @@ class Sweep:
             reads the engine's counters, a visit's samples come from them (about one a second) and
             the log's samples are kept for the cross-check; when it cannot, the log is the source
             and the sweep says so.
+        server_check: Says whether the server being measured is still the one the sweep started
+            (``None``) or why not (gone, replaced by another restart). Asked at every look and
+            every :data:`SERVER_CHECK_S` seconds; when it objects, the sweep stops, says so, and
+            drops the samples since the last check that passed (see :meth:`_server_lost`).
     """
 
     def __init__(
@@ -787,6 +807,7 @@ class Sweep:
         recorder: Any = None,
         on_event: Callable[[SweepEvent], None] | None = None,
         counters: Any = None,
+        server_check: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.plan = plan
         self.counters = counters
@@ -804,6 +825,9 @@ class Sweep:
         self._last_save = -math.inf
         self._stop_requested = False
         self._restarts = 0
+        self._server_check = server_check
+        #: Why the sweep stopped measuring a server that was no longer the one it started (None: it did not).
+        self.lost: str | None = None
         self.current: CellState | None = None
         self.resumed = False
         self.finished = False
@@ -854,15 +878,14 @@ class Sweep:
         doc = {"version": STATE_VERSION, "identity": self.plan.identity(), "plan": self.plan.to_json(),
                "seed": self.seed, "finished": self.finished, "saved_at": time.time(),
                "cells": [c.to_json() for c in self.cells]}
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        # 0600 in a 0700 folder, atomically: it holds the server's log tails and failure texts.
+        paths.write_private(self.state_path, json.dumps(doc, separators=(",", ":")))
         self._last_save = self._clock()
 
     # -- events ----------------------------------------------------------------------------
 
     def _emit(self, kind: str, text: str, cell: CellState | None = None) -> None:
+        text = redact_text(text)  # the event log and the recording keep it: no secret value in either
         if self._on_event is not None:
             self._on_event(SweepEvent(kind, text, cell.key if cell else None))
         if self.recorder is not None:
@@ -1036,6 +1059,8 @@ class Sweep:
         except Exception as exc:
             outcome = RestartOutcome(False, f"{type(exc).__name__}: {exc}" if not isinstance(exc, LaunchError)
                                      else str(exc))
+        # The detail may end with the server's log tail: it is kept in the state file and the recording.
+        outcome = RestartOutcome(outcome.ok, redact_text(outcome.detail), outcome.log)
         if self.recorder is not None:
             self.recorder.restart(steps=steps, phase="finished", ok=outcome.ok, detail=outcome.detail)
         if not outcome.ok:
@@ -1186,6 +1211,7 @@ class Sweep:
         started = self._clock()
         base_elapsed = cell.elapsed_s
         last_progress = started
+        checked_at, mark = started, _mark(cell)  # the server was checked ready just before
         points = rule.look_points
         budget_s = self.plan.max_minutes * 60.0 if self.plan.max_minutes is not None else math.inf
         report = None
@@ -1204,6 +1230,15 @@ class Sweep:
                     self._emit("failed", f"{cell.label}: {cell.text}", cell)
                     self._server_steps = None
                     break
+                if self._server_check is not None:
+                    target = points[cell.looks_done] if cell.looks_done < len(points) else None
+                    due = target is None or cell.n >= target or cell.elapsed_s >= budget_s
+                    if due or now - checked_at >= SERVER_CHECK_S:
+                        problem = await self._server_check()
+                        if problem is not None:
+                            self._server_lost(cell, mark, problem)
+                            break
+                        checked_at, mark = now, _mark(cell)
                 newer = self._switched_run(cell.steps, cell.point)
                 if newer is not None:
                     self._run = newer
@@ -1255,6 +1290,29 @@ class Sweep:
             self._emit("failed", f"{cell.label}: every load request failed ({report.results[0].error})", cell)
         if cell.status == DONE:
             self._emit("done", f"{cell.label} done after {cell.n} samples: {cell.text or cell.reason}", cell)
+
+    def _server_lost(self, cell: CellState, mark: tuple[int, tuple[int, ...]], problem: str) -> None:
+        """The server is no longer the one this sweep started: stop, say so, keep only checked samples.
+
+        Samples since the last check that passed may come from a server that was being stopped,
+        another one, or none: they are dropped. The setting stays pending (a resumed sweep
+        measures it again); nothing more is measured.
+        """
+        kept, sizes = mark
+        dropped = sum(len(s.throughput) for s in cell.segments[kept:]) - (sizes[0] if kept < len(cell.segments)
+                                                                           else 0)
+        if kept < len(cell.segments):
+            seg = cell.segments[kept]
+            for name, size in zip(_MARKED, sizes, strict=True):
+                del getattr(seg, name)[size:]
+            del cell.segments[kept + 1:]
+        self.lost = f"{problem}; measuring stopped"
+        cell.text = self.lost
+        self._server_steps = None
+        self._run = None
+        self._emit("failed", f"{cell.label or cell.setting_label}: {self.lost} ({counted(max(dropped, 0), 'sample')} "
+                             "since the last check left out); run the same command again to continue", cell)
+        self.request_stop()
 
     # -- results ---------------------------------------------------------------------------
 
@@ -1400,6 +1458,8 @@ class PlanRestarter:
         #: Record each server started in the user data dir (real servers, left running at the end).
         self.record_servers = record_servers
         self.started: Any = None  # the last start's ServerRecord, when recorded
+        #: PID and start time of the server the last start launched (managed mode), for :meth:`check_server`.
+        self.identity: Any = None
 
     def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
         """The plan a restart with ``steps`` (and the other dimensions ``dims``) would run.
@@ -1427,7 +1487,9 @@ class PlanRestarter:
         def on_step(ev: StepEvent) -> None:
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
-                if ev.step.name == "start" and ev.outcome.ok and self.record_servers:
+                if ev.step.name == "stop" and ev.outcome.ok:
+                    self.identity = None
+                if ev.step.name == "start" and ev.outcome.ok:
                     from specmon.control.launch import ProcessIdentity
                     from specmon.control.servers import record_started
 
@@ -1435,13 +1497,16 @@ class PlanRestarter:
                         who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
                     except (KeyError, ValueError):
                         return
-                    self.started = record_started(plan, who)
+                    self.identity = who
+                    if self.record_servers:
+                        self.started = record_started(plan, who)
 
         # Recorded before it runs: a sweep stopped half-way through this start still stops its server.
         self.last_plan = plan
         report = await execute(plan, self.runner, on_step)
         if not report.ok:
-            return RestartOutcome(False, "; ".join(o.summary() for o in report.outcomes), plan.log)
+            return RestartOutcome(False, redact_text("; ".join(o.summary() for o in report.outcomes),
+                                                     self.profile.secrets()), plan.log)
         if self.follower is not None and plan.mode == "managed" and plan.log:
             await self.follower.follow(plan.log, from_end=False)
         poll = self.ready_poll_s
@@ -1450,6 +1515,14 @@ class PlanRestarter:
             await asyncio.sleep(seconds if poll is None else min(seconds, poll))
 
         ready = await wait_ready(plan, self.runner, sleep=sleep)
+        if ready.state == "exited" and self.started is not None:
+            # Gone at once (a bad flag, out of memory): recorded as exited with its cause, never
+            # "left running", and never adopted by the next session.
+            from specmon.control.servers import exit_cause, record_exited
+
+            record_exited(plan.host, self.started.pidfile, self.started.pid,
+                          redact_text(exit_cause(ready.last.stdout if ready.last else ""), self.profile.secrets()))
+            self.started = None
         if ready.state != "ready":
             last = ready.last.stdout.strip().splitlines()[-1:] if ready.last else []
             text = f"server not ready ({ready.state}{': ' + last[0] if last else ''})"
@@ -1458,22 +1531,53 @@ class PlanRestarter:
                 tail = log_tail(self.follower.recent)
                 if tail:
                     text += f"; {plan.log} ends with:\n" + "\n".join(f"    {line}" for line in tail)
-            return RestartOutcome(False, text, plan.log)
+            return RestartOutcome(False, redact_text(text, self.profile.secrets()), plan.log)
         return RestartOutcome(True, f"ready after {ready.checks} check(s)", plan.log)
+
+    async def check_server(self) -> str | None:
+        """Is the server being measured still the one the last start launched? None when it is (or
+        when it cannot be told: custom commands, the host unreachable), else why not.
+
+        The fixed read-only ``alive.sh``: the PID alive with its recorded start time, and the
+        pidfile still naming it (else another specmon, or someone, restarted it).
+        """
+        plan, who = self.last_plan, self.identity
+        if plan is None or who is None or plan.pidfile is None:
+            return None
+        from specmon.control.servers import ServerRecord, check_with_cause
+
+        record = ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens,
+                              plan.log, 0.0)
+        state, detail = await check_with_cause(record, self.runner, 30.0)
+        if state == "gone":
+            self.identity = None
+            return f"the server measured (PID {who.pid}) has exited" + (f": {detail}" if detail else "")
+        if state == "replaced":
+            self.identity = None
+            return (f"the server measured (PID {who.pid}) is no longer the one in {plan.pidfile}: another "
+                    "specmon (or someone) restarted it")
+        return None
 
     async def stop_server(self) -> str | None:
         """Stop the server the last restart started (its plan's stop command, shown first)."""
         plan = self.last_plan
         if plan is None:
             return None
-        self.show(f"stop:  {plan.stop.display}")
-        result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+        stop = plan.stop_only
+        self.show(f"stop:  {stop.display}")
+        result = await self.runner.run(stop.command, stop.timeout_s)
         line = (result.stdout.strip().splitlines() or [""])[-1]
         if "no-pidfile" in line:
             # A start cut short may record its server a moment later: one more look.
             await asyncio.sleep(1.0)
-            result = await self.runner.run(plan.stop.command, plan.stop.timeout_s)
+            result = await self.runner.run(stop.command, stop.timeout_s)
             line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
             await self.follower.stop()
+        fields = parse_result_line(result.stdout, "specmon-stop")
+        if fields.get("result") in ("stopped", "killed", "not-running") and plan.pidfile is not None:
+            from specmon.control.servers import forget
+
+            forget(plan.host, plan.pidfile)  # stopped as asked: nothing is left running
+            self.started = None
         return line

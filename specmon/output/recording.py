@@ -115,7 +115,7 @@ class Recorder:
         if not 0 < flush_interval <= 1.0:
             raise ValueError("flush_interval must be in (0, 1] seconds")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        paths.private_dir(self.path.parent)
         # A session that records nothing but meta (a refused connect) leaves no file behind.
         self._created = not self.path.exists()
         self._has_data = False

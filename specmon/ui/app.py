@@ -798,10 +798,9 @@ class SpecmonApp(App[int]):
         }
         written: list[Path] = []
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             for ext, text in outputs.items():
                 path = base.with_name(base.name + ext)
-                path.write_text(text, encoding="utf-8")
+                paths.write_private(path, text)  # 0600 in a 0700 folder, whole or not at all
                 written.append(path)
         except OSError as exc:
             self.notify(f"export failed: {exc}", severity="error", timeout=10)

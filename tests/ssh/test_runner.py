@@ -177,7 +177,8 @@ async def test_managed_start_records_the_real_server_pid(tmp_path: Path, server_
 async def test_start_refuses_while_the_recorded_server_runs(tmp_path: Path, server_script: Path, reaper: list[int]) -> None:
     prof = profile(tmp_path, server_script)
     pid = await start(prof, 2, reaper)
-    r = await LocalRunner().run(build_plan(prof, 2).start.command, 30)
+    step = build_plan(prof, 2).start
+    r = await LocalRunner().run(step.command, 30, stdin=step.stdin)
     assert r.exit_status == 2
     assert parse_result_line(r.stdout, "specmon-start") == {"result": "refused", "reason": "already-running",
                                                              "pid": str(pid)}
@@ -205,9 +206,15 @@ async def test_hostile_arguments_reach_the_server_literally(tmp_path: Path, serv
 )
 async def test_start_failures_are_reported_not_hidden(tmp_path: Path, server_script: Path,
                                                       over: dict[str, object], reason: str) -> None:
-    report = await execute(build_plan(profile(tmp_path, server_script, **over), 1), LocalRunner())
+    plan = build_plan(profile(tmp_path, server_script, **over), 1)
+    report = await execute(plan, LocalRunner())
     assert not report.ok
-    assert report.outcomes[-1].fields == {"result": "failed", "reason": reason}
+    # Found by the stop, before it signals anything: a start refused after a stop leaves no server.
+    assert [o.step.name for o in report.outcomes] == ["stop"]
+    assert report.outcomes[-1].fields == {"result": "refused", "reason": reason}
+    # The start finds it too, on its own.
+    alone = await LocalRunner().run(plan.start.command, 30, stdin=plan.start.stdin)
+    assert parse_result_line(alone.stdout, "specmon-start")["reason"] == reason
 
 
 # --------------------------------------------------------------------------- managed stop
@@ -476,10 +483,12 @@ async def ssh_conn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
 
     async def handle(process: asyncssh.SSHServerProcess) -> None:
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", process.command or "", stdin=asyncio.subprocess.DEVNULL,
+            "bash", "-c", process.command or "", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         spawned.append(proc.pid)
+        feeding = asyncio.ensure_future(forward_stdin(process, proc))
         out, err = await proc.communicate()
+        feeding.cancel()
         process.stdout.write(out.decode())
         process.stderr.write(err.decode())
         process.exit(proc.returncode if proc.returncode >= 0 else 255)
@@ -500,6 +509,19 @@ async def ssh_conn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+async def forward_stdin(process: asyncssh.SSHServerProcess, proc: asyncio.subprocess.Process) -> None:
+    """The channel's input to the command, then end-of-file (as sshd does)."""
+    assert proc.stdin is not None
+    try:
+        while data := await process.stdin.read(65536):
+            proc.stdin.write(data.encode() if isinstance(data, str) else data)
+            await proc.stdin.drain()
+    except (OSError, asyncssh.Error):
+        pass
+    finally:
+        proc.stdin.close()
 
 
 async def test_ssh_runner_reports_status_and_output(ssh_conn: asyncssh.SSHClientConnection) -> None:

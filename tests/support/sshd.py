@@ -169,7 +169,7 @@ class AsyncSSHServer:
         self.commands.append(command)
         proc = await asyncio.create_subprocess_shell(
             command,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=self.workdir,
@@ -185,7 +185,20 @@ class AsyncSSHServer:
             except (OSError, asyncssh.Error):
                 pass  # the channel went away: the finally below stops the process
 
+        async def feed() -> None:
+            # The channel's input to the command, then end-of-file, as sshd does.
+            assert proc.stdin is not None
+            try:
+                while data := await process.stdin.read(65536):
+                    proc.stdin.write(data if isinstance(data, bytes) else data.encode())
+                    await proc.stdin.drain()
+            except (OSError, asyncssh.Error):
+                pass
+            finally:
+                proc.stdin.close()
+
         assert proc.stdout is not None and proc.stderr is not None
+        feeding = asyncio.ensure_future(feed())
         pumps = asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr))
         closed = asyncio.ensure_future(process.wait_closed())
         try:
@@ -197,7 +210,8 @@ class AsyncSSHServer:
         finally:
             closed.cancel()
             pumps.cancel()
-            await asyncio.gather(pumps, closed, return_exceptions=True)
+            feeding.cancel()
+            await asyncio.gather(pumps, closed, feeding, return_exceptions=True)
             _kill_group(proc.pid)
             self.pids.discard(proc.pid)
             await proc.wait()

@@ -71,7 +71,7 @@ def test_minimal_managed_profile_defaults() -> None:
     p = managed()
     assert p.mode == "managed"
     assert p.topk == 1 and p.draft_tokens == "steps+1"
-    assert p.pidfile_template() == "/tmp/specmon-{port}.pid"
+    assert p.pidfile_template() == "~/.cache/specmon/run/specmon-{port}.pid"
     assert (p.steps_min, p.steps_max) == (1, 16)
 
 
@@ -237,10 +237,12 @@ def test_expand_touches_only_known_placeholders_and_never_rescans() -> None:
 def test_start_command_carries_exact_values_as_separate_arguments() -> None:
     plan = build_plan(managed(), 5, host="gpu1")
     pidfile, log, cwd, *rest = start_parts(plan)
-    assert pidfile == "/tmp/specmon-30000.pid"
+    assert pidfile == "~/.cache/specmon/run/specmon-30000.pid"
     assert log == "/logs/sglang_eagle3_5step.log" == plan.log
     assert cwd == "/srv/sglang"
-    assert rest[: rest.index("--")] == ["NCCL_PROTO=LL"]
+    # The environment's size on the command line, its NAME=VALUE lines on stdin.
+    assert rest[: rest.index("--")] == ["1"]
+    assert plan.start.stdin == "NCCL_PROTO=LL\n"
     assert tuple(server_argv(plan)) == plan.argv
     assert server_argv(plan)[-2:] == ["--port", "30000"]
 
@@ -274,9 +276,12 @@ def test_stop_command_targets_the_pidfile_or_the_adopted_identity() -> None:
     plan = build_plan(managed(stop_grace_s=7, stop_signal="TERM"), 2)
     parts = shlex.split(plan.stop.command)
     assert parts[:4] == ["sh", "-c", STOP_SCRIPT, "specmon-stop"]
-    assert parts[4:] == ["/tmp/specmon-30000.pid", "7", "TERM", "", ""]
+    assert parts[4:9] == ["~/.cache/specmon/run/specmon-30000.pid", "7", "TERM", "", ""]
+    # Before the start: what the start needs, checked first; on its own (at exit): nothing more.
+    assert parts[9:] == [plan.log, "/srv/sglang", "python3"]
+    assert shlex.split(plan.stop_only.command)[4:] == parts[4:9]
     adopted = build_plan(managed(), 2, adopted=ProcessIdentity(4242, 987654))
-    assert shlex.split(adopted.stop.command)[4:] == ["/tmp/specmon-30000.pid", "30", "INT", "4242", "987654"]
+    assert shlex.split(adopted.stop.command)[4:9] == ["~/.cache/specmon/run/specmon-30000.pid", "30", "INT", "4242", "987654"]
     assert "PID 4242" in adopted.describe()
 
 
@@ -309,7 +314,10 @@ def test_secrets_are_redacted_on_screen_but_sent_exactly() -> None:
     shown = plan.describe()
     for secret in ("sk-live-123", "hf_abc", "hf_zzz"):
         assert secret not in shown
-        assert secret in plan.start.command
+    # The server's own flags are on its command line by nature; the environment never is.
+    assert "sk-live-123" in plan.start.command and "hf_abc" in plan.start.command
+    assert "hf_zzz" not in plan.start.command
+    assert plan.start.stdin == "HF_TOKEN=hf_zzz\nNCCL_PROTO=LL\n"
     assert "--api-key '***'" in shown and "--hf-token=***" in shown and "HF_TOKEN=***" in shown
     assert "NCCL_PROTO=LL" in shown
 

@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from specmon.control.launch import ALIVE_SCRIPT, READY_SCRIPT, SCRIPT_FILES, START_SCRIPT, STOP_SCRIPT, script_text
+from specmon.control.launch import (
+    ALIVE_SCRIPT,
+    LEASE_SCRIPT,
+    READY_SCRIPT,
+    SCRIPT_FILES,
+    START_SCRIPT,
+    STOP_SCRIPT,
+    script_text,
+)
 
-ASSEMBLED = {"stop": STOP_SCRIPT, "start": START_SCRIPT, "ready": READY_SCRIPT, "alive": ALIVE_SCRIPT}
+ASSEMBLED = {"stop": STOP_SCRIPT, "start": START_SCRIPT, "ready": READY_SCRIPT, "alive": ALIVE_SCRIPT,
+             "lease": LEASE_SCRIPT}
 
 
 @pytest.mark.parametrize("name", SCRIPT_FILES)

@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # specmon-ready PIDFILE LOG MARKER URL: exit 0 ready, 1 not yet, 3 the server is gone.
-pidfile=$1 log=$2 marker=$3 url=$4
+pidfile=$(hostpath "$1") log=$2 marker=$3 url=$4
 say() { echo "specmon-ready $*"; }
 exited() {
   say result=exited
@@ -17,7 +17,7 @@ exited() {
 }
 if [ -n "$pidfile" ]; then
   pid='' start=''
-  if [ -f "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
+  if [ -f "$pidfile" ] && [ ! -L "$pidfile" ] && [ -O "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
   if ! isnum "$pid" || ! isnum "$start" || ! alive "$pid" "$start"; then exited; fi
 fi
 healthy() {

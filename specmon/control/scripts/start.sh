@@ -1,25 +1,36 @@
 # shellcheck shell=sh
-# specmon-start PIDFILE LOG CWD [NAME=VALUE...] -- ARGV...: start a managed server detached.
-# Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments.
-pidfile=$1 log=$2 cwd=$3
-shift 3
+# specmon-start PIDFILE LOG CWD NENV -- ARGV...: start a managed server detached.
+# Run after proc.sh as `sh -c SCRIPT specmon-start ARGS...`; data arrives only as arguments,
+# and the environment as NENV lines NAME=VALUE on stdin: never on a command line, which
+# every user of the host can read in /proc/PID/cmdline.
+raw=$1 log=$2 cwd=$3 nenv=$4
+shift 4
+pidfile=$(hostpath "$raw")
 say() { echo "specmon-start $*"; }
-# NAME=VALUE arguments up to "--" are the environment.
-# shellcheck disable=SC2163
-while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
+if ! isnum "$nenv" || [ "${1-}" != -- ]; then say result=refused reason=malformed; exit 2; fi
 shift
-if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
+while [ "$nenv" -gt 0 ]; do
+  kv=
+  if ! IFS= read -r kv; then say result=refused reason=env-missing; exit 2; fi
+  case $kv in [A-Za-z_]*=*) ;; *) say result=refused reason=env-malformed; exit 2;; esac
+  name=${kv%%=*}
+  case $name in *[!A-Za-z0-9_]*) say result=refused reason=env-malformed; exit 2;; esac
+  # shellcheck disable=SC2163
+  export "$kv"
+  nenv=$((nenv - 1))
+done
+if ! pidfile_safe "$pidfile" "$raw"; then say result=refused reason=$why; exit 2; fi
 if [ -e "$pidfile" ]; then
-  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
   read -r opid ostart _ < "$pidfile" || true
   if isnum "$opid" && isnum "$ostart" && alive "$opid" "$ostart"; then
     say result=refused reason=already-running pid=$opid; exit 2
   fi
   rm -f -- "$pidfile"
 fi
-if [ -L "$log" ]; then say result=refused reason=log-symlink; exit 2; fi
+if ! log_safe "$log"; then say result=refused reason=$why; exit 2; fi
 if [ -n "$cwd" ] && ! cd "$cwd" 2>/dev/null; then say result=failed reason=cwd-missing; exit 2; fi
-if ! ( : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
+# A new log is for its owner only: a server may print its own arguments (an --api-key).
+if ! ( umask 077; : >> "$log" ) 2>/dev/null; then say result=failed reason=log-not-writable; exit 2; fi
 if ! command -v "$1" >/dev/null 2>&1; then say result=failed reason=command-not-found; exit 2; fi
 if ! setsid -f true < /dev/null > /dev/null 2>&1; then say result=failed reason=setsid-without-fork-option; exit 2; fi
 # Never destroy a log: a non-empty one is moved aside to LOG.<UTC time> (with
@@ -32,6 +43,7 @@ if [ -s "$log" ]; then
   if ! mv -- "$log" "$kept" 2>/dev/null; then say result=failed reason=log-not-movable; exit 2; fi
   echo "specmon-start-kept $kept"
 fi
+( umask 077; : >> "$log" ) 2>/dev/null  # the new file, after the old one was moved aside
 # setsid -f forks in the foreground: a job started with `&` would get SIGINT
 # ignored for good. The new process records its own PID and start time, then
 # execs the server, so the recorded PID is the server's.

@@ -1,6 +1,9 @@
 # shellcheck shell=sh
-# specmon-stop PIDFILE GRACE SIGNAL [PID START]: stop the recorded (or adopted) server by PID and start time.
-pidfile=$1 grace=$2 sig=$3 pid=$4 start=$5
+# specmon-stop PIDFILE GRACE SIGNAL [PID START [LOG CWD COMMAND]]: stop the recorded (or adopted)
+# server by PID and start time. LOG, CWD and COMMAND are what the start that follows needs: checked
+# first, so a start that would be refused never follows a stop (the server would be left down).
+raw=$1 grace=$2 sig=$3 pid=$4 start=$5 log=${6-} cwd=${7-} cmd=${8-}
+pidfile=$(hostpath "$raw")
 say() { echo "specmon-stop $*"; }
 group_alive() {
   for d in /proc/[0-9]*; do
@@ -9,10 +12,16 @@ group_alive() {
   done
   return 1
 }
+# Checked before anything is stopped, also for an adopted server: the start that follows
+# writes this pidfile, and a stop followed by a refused start leaves the server down.
+if ! pidfile_safe "$pidfile" "$raw"; then say result=refused reason=$why; exit 2; fi
+if [ -n "$log" ] && ! log_safe "$log"; then say result=refused reason=$why; exit 2; fi
+if [ -n "$cwd" ] && [ ! -d "$cwd" ]; then say result=refused reason=cwd-missing; exit 2; fi
+if [ -n "$cmd" ] && ! ( if [ -n "$cwd" ]; then cd "$cwd" || exit 1; fi; command -v "$cmd" >/dev/null 2>&1 ); then
+  say result=refused reason=command-not-found; exit 2
+fi
 if [ -z "$pid" ]; then
-  if [ -L "$pidfile" ]; then say result=refused reason=pidfile-symlink; exit 2; fi
   if [ ! -e "$pidfile" ]; then say result=not-running reason=no-pidfile; exit 0; fi
-  if [ ! -f "$pidfile" ] || [ ! -O "$pidfile" ]; then say result=refused reason=pidfile-not-owned; exit 2; fi
   read -r pid start _ < "$pidfile" || true
   from=pidfile
 else
@@ -26,6 +35,8 @@ if ! alive "$pid" "$start"; then
   say result=not-running reason=$reason pid=$pid
   exit 0
 fi
+# Our pidfile names a process of ours: one of another user is not the server specmon started.
+if [ "$from" = pidfile ] && [ ! -O "/proc/$pid" ]; then say result=refused reason=not-our-process pid=$pid; exit 2; fi
 procinfo "$pid"
 group=
 if [ "$pg" = "$pid" ]; then group=1; fi

@@ -167,6 +167,7 @@ class RestartFlow:
             self.controller = controller
             self._event("info", note)
             self._notify(note, "information")
+            await self._say_lease_holder()
         self.panel.post_message(self.Changed())
 
     async def _adopt_recorded(self) -> None:
@@ -178,7 +179,19 @@ class RestartFlow:
         if note:
             self._event("info", note)
             self._notify(note, "information")
+        await self._say_lease_holder()
         self.panel.post_message(self.Changed())
+
+    async def _say_lease_holder(self) -> None:
+        """When another specmon controls this server, say who at once (r would be refused)."""
+        assert self.controller is not None
+        try:
+            held = await self.controller.lease_note()
+        except Exception:  # a look, never a crash
+            held = None
+        if held:
+            self._event("warning", held)
+            self._notify(held, "warning")
 
     def unavailable_reason(self, action: str) -> str | None:
         """Why ``r`` (or ``s``) cannot run now, or None."""
@@ -454,7 +467,7 @@ def live_restart(
         log: The log followed (picks the server to adopt).
         eta_store: Restart times (default: the user data dir's).
         pidfile: Where an adopted server's successors record their PID
-            (default ``/tmp/specmon-{port}.pid`` on the host).
+            (default ``~/.cache/specmon/run/specmon-{port}.pid`` on the host).
 
     Returns:
         The source to give the app (it follows the new log after each restart)

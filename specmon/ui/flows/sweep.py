@@ -223,7 +223,7 @@ class SweepFlow:
 
         try:
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
-                          recorder=dashboard.recorder, on_event=self._on_event)
+                          recorder=dashboard.recorder, on_event=self._on_event, server_check=c.check_server)
         except SweepError as exc:
             self.line.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
             return
@@ -330,7 +330,6 @@ class SweepFlow:
             path = folder / f"specmon-sweep-{stamp}-{n}.md"
             n += 1
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             recorder = dashboard.recorder
             if recorder is not None and not recorder.closed:
                 # The recording holds the lines, the restarts and the verdict: the full report.
@@ -339,7 +338,7 @@ class SweepFlow:
             else:
                 data = _report_from_session(dashboard.feeder.session, result, path)
             text = report_mod.to_markdown(data)
-            await asyncio.to_thread(path.write_text, text, encoding="utf-8")
+            await asyncio.to_thread(paths.write_private, path, text)  # 0600 in a 0700 folder
         except Exception as exc:
             self._event("error", f"sweep report not written: {exc}")
             self.line.notify(f"sweep report not written: {exc}", severity="error", timeout=10)
