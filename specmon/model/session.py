@@ -173,8 +173,10 @@ class RunConfig:
             return "no speculation"
         algo = self.algorithm or "spec"
         steps = "?" if self.steps is None else str(self.steps)
-        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps.
-        unit = "token" if self.engine in (Engine.VLLM, Engine.LLAMACPP) else "step"
+        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps, except for its
+        # trie drafter (NGRAM), whose depth is the draft tokens after the root.
+        tokens = self.engine in (Engine.VLLM, Engine.LLAMACPP) or (self.algorithm or "").upper() == "NGRAM"
+        unit = "token" if tokens else "step"
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"
