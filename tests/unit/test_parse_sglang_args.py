@@ -222,3 +222,32 @@ def test_summarize_names_every_real_configuration(capsys: pytest.CaptureFixture[
     # The copies in sample_logs are the kit's verbatim logs.
     for n in ("nospec", "eagle3_k3", "ngram_k3"):
         assert (SAMPLES / f"sglang_0_5_23_{n}.log").read_bytes() == (DATA / "sglang_cpu_kit" / f"{n}.log").read_bytes()
+
+
+# -- one launch, one run: lines real SGLang prints around its start and stop -----------------------
+
+
+def _runs(name: str) -> list[Any]:
+    from specmon.model.session import Session
+
+    s = Session()
+    for rec in parse_lines(read_lines(KIT + name), year=2026):
+        s.ingest(rec)
+    return [r for r in s.runs if r.used]
+
+
+def test_decode_lines_before_the_ready_line_are_the_same_launch() -> None:
+    """Under load SGLang serves requests during its warm-up: 8 decode lines come before "fired up
+    and ready to roll" (line 94), 11 after; all are the one launch the server_args line began."""
+    runs = _runs("ready_after_decode.log")
+    assert [(r.label, r.first_line) for r in runs] == [("EAGLE3 1 step", 14)]
+    assert runs[0].ready_at is not None
+    decodes = [r for r in parse_lines(read_lines(KIT + "ready_after_decode.log"), year=2026) if isinstance(r, Decode)]
+    assert len(decodes) == 19 and sum(d.line < 94 for d in decodes) == 8
+
+
+def test_decode_lines_while_draining_after_sigint_are_the_same_launch() -> None:
+    """After SIGINT uvicorn says "Shutting down" (line 116) and the scheduler finishes the requests in
+    flight: 6 more decode lines, the same launch's, not an unknown configuration."""
+    runs = _runs("drain_after_sigint.log")
+    assert [r.label for r in runs] == ["EAGLE3 3 steps"]
