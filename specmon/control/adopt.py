@@ -394,7 +394,8 @@ def classify(argv: Sequence[str]) -> EngineName | None:
     """Say which server an argv starts, if any.
 
     Only real entry points count (``python -m sglang.launch_server``,
-    ``vllm serve``, ``python .../bin/vllm serve``,
+    ``sglang serve`` — SGLang 0.5's recommended one, a console script that runs
+    ``sglang.cli.main`` — ``python -m sglang.cli.main serve``, ``vllm serve``, ``python .../bin/vllm serve``,
     ``python -m vllm.entrypoints.openai.api_server``); a command that merely
     mentions an engine (``tail -F sglang.log``, ``pgrep -f vllm``) does not.
 
@@ -418,6 +419,8 @@ def classify(argv: Sequence[str]) -> EngineName | None:
             module = argv[i + 1] if i + 1 < len(argv) else ""
             rest = argv[i + 2 : i + 3]
             if module == "sglang.launch_server":
+                return "sglang"
+            if module == "sglang.cli.main" and rest == ["serve"]:  # what the ``sglang`` script runs
                 return "sglang"
             if module in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
                 return "vllm"
@@ -493,6 +496,12 @@ def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecS
         methods = _flag_values(argv, "--speculative-algorithm")
         if not methods:
             return SpecSettings(steps=0)
+        if _stepless(methods[-1]):
+            # NGRAM drafts from a trie, not in steps: its depth is the draft tokens after the root
+            # (SGLang ignores --speculative-num-steps and -eagle-topk for it), as the log reader says.
+            tokens = _last_int(argv, "--speculative-num-draft-tokens")
+            return SpecSettings(steps=tokens - 1 if tokens is not None and tokens > 1 else None,
+                                draft_tokens=tokens, method=methods[-1])
         return SpecSettings(
             steps=_last_int(argv, "--speculative-num-steps"),
             draft_tokens=_last_int(argv, "--speculative-num-draft-tokens"),
@@ -521,6 +530,11 @@ def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecS
             return SpecSettings(steps=0)
         return SpecSettings(steps=steps, method=method)
     raise AdoptError("not an SGLang or vLLM server command line")
+
+
+def _stepless(method: str) -> bool:
+    """SGLang algorithms without draft steps (the depth is ``--speculative-num-draft-tokens`` - 1)."""
+    return method.upper() == "NGRAM"
 
 
 def _load_config(text: str) -> dict[str, object]:
@@ -587,8 +601,13 @@ def _rewrite(
 ) -> list[str]:
     out = list(argv)
     if engine == "sglang":
-        if not _flag_values(out, "--speculative-algorithm"):
+        methods = _flag_values(out, "--speculative-algorithm")
+        if not methods:
             raise AdoptError("the server runs without speculative decoding; write a launch profile to add it")
+        if _stepless(methods[-1]):
+            assert draft_text is not None
+            _set_flag(out, "--speculative-num-draft-tokens", draft_text, add=True)
+            return out
         _set_flag(out, "--speculative-num-steps", steps_text, add=True)
         assert draft_text is not None
         _set_flag(out, "--speculative-num-draft-tokens", draft_text, add=True)

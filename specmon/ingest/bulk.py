@@ -585,7 +585,7 @@ def _interesting() -> re.Pattern[str]:
     # ("erver", "oad", "rror") are in many lines that give nothing, such as llama.cpp's
     # "srv  log_server_r: done request: ..." (one line in four of a busy llama-server log),
     # which then went to the line parser one by one.
-    words = [sglang.SERVER_ARGS_MARKER, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS,
+    words = [*sglang.SERVER_ARGS_MARKERS, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS,
              *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS,
              *(k.marker for k in KINDS if not k.vetoes)]
     alts = [_general(w) for w in words]

@@ -173,8 +173,10 @@ class RunConfig:
             return "no speculation"
         algo = self.algorithm or "spec"
         steps = "?" if self.steps is None else str(self.steps)
-        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps.
-        unit = "token" if self.engine in (Engine.VLLM, Engine.LLAMACPP) else "step"
+        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps, except for its
+        # trie drafter (NGRAM), whose depth is the draft tokens after the root.
+        tokens = self.engine in (Engine.VLLM, Engine.LLAMACPP) or (self.algorithm or "").upper() == "NGRAM"
+        unit = "token" if tokens else "step"
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"
@@ -254,6 +256,12 @@ class Run:
     live_accept_rate: deque[float] = field(default_factory=lambda: deque(maxlen=LIVE_POINTS))
     _ranks: dict[str | None, _RankState] = field(default_factory=dict)
     _spec_seen: int = 0
+    #: Begun by a launch's own lines (its configuration, start or weight loading) and not ready yet:
+    #: a ready line then ends this launch's start-up, even after samples (SGLang serves requests
+    #: that arrive during its warm-up before it prints "fired up and ready to roll").
+    _launching: bool = False
+    #: Stopped while serving (a shutdown after samples): decode lines may still come as it drains.
+    _draining: bool = False
 
     @property
     def label(self) -> str:
@@ -444,7 +452,11 @@ class Session:
 
     def _run_for_sample(self, rec: ParsedRecord) -> Run:
         run = self._current
-        if run is None or run.state in (ServerState.CRASHED, ServerState.STOPPED) and run.used:
+        # A stopped server still drains the requests in flight (SGLang logs decode batches for
+        # seconds after uvicorn's "Shutting down"): those samples are its own. A crashed one
+        # serves nothing more: samples after it are another launch's.
+        if run is None or run.state is ServerState.CRASHED and run.used or (
+                run.state is ServerState.STOPPED and run.used and not run._draining):
             run = self._new_run(rec)
         return run
 
@@ -849,6 +861,7 @@ class Session:
             run.config = cfg
         self._touch(run, rec)
         run.state = self.state = ServerState.STARTING
+        run._launching = True
         if run.started_at is None:
             run.started_at = rec.timestamp
         self._event(rec, "info", f"server configuration: {cfg.label}")
@@ -857,11 +870,16 @@ class Session:
         ev = rec.event
         run = self._current
         starts = ev in (Event.SERVER_START, Event.LOAD_BEGIN, Event.READY)
-        if starts and (run is None or run.used
-                       or run.state in (ServerState.CRASHED, ServerState.STOPPED)):
+        # A launch's own ready line after samples served during its warm-up is still this launch.
+        own_ready = (ev is Event.READY and run is not None and run._launching
+                     and run.state not in (ServerState.CRASHED, ServerState.STOPPED))
+        if starts and not own_ready and (run is None or run.used
+                                         or run.state in (ServerState.CRASHED, ServerState.STOPPED)):
             run = self._new_run(rec)
         if run is None:
             run = self._new_run(rec)
+        if ev in (Event.SERVER_START, Event.LOAD_BEGIN):
+            run._launching = True
         self._touch(run, rec)
         level = "info"
         if ev is Event.SERVER_START:
@@ -873,7 +891,9 @@ class Session:
         elif ev in (Event.GRAPH_BEGIN, Event.GRAPH_PROGRESS, Event.GRAPH_END):
             run.state = ServerState.CAPTURING
         elif ev is Event.READY:
-            run.state = ServerState.READY
+            run._launching = False
+            # Samples served during the warm-up already made the run serving: it stays so.
+            run.state = ServerState.SERVING if run.used else ServerState.READY
             run.ready_at = rec.timestamp
         elif ev in (Event.CRASH, Event.OOM) and run.state is ServerState.STOPPED:
             # Engines often print tracebacks while they shut down (vLLM: EngineDeadError after
@@ -892,6 +912,7 @@ class Session:
         elif ev is Event.RETRACT:
             level = "warning"
         elif ev is Event.SHUTDOWN and run.state is not ServerState.CRASHED:
+            run._draining = run.state is ServerState.SERVING or run._draining
             run.state = ServerState.STOPPED
         self.state = run.state
         # Progress lines arrive by the hundred: the event log keeps the milestones only.

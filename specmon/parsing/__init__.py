@@ -105,8 +105,8 @@ class LineParser:
         if len(text) < 8:
             return None
         message, outer_ts = self._clean(text)
-        if sglang.SERVER_ARGS_MARKER in message:
-            at = message.index(sglang.SERVER_ARGS_MARKER)
+        if sglang.SERVER_ARGS_MARKER in message and any(m in message for m in sglang.SERVER_ARGS_MARKERS):
+            at = min(i for i in (message.find(m) for m in sglang.SERVER_ARGS_MARKERS) if i >= 0)
             ts, rank = read_prefix(message[:at], self.year, self.day)
             self.engine = Engine.SGLANG
             return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)

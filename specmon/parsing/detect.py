@@ -11,6 +11,7 @@ from specmon.records import Engine
 # Substrings that only one engine prints, with a weight for how telling they are.
 _SIGNS: dict[Engine, tuple[tuple[str, int], ...]] = {
     Engine.SGLANG: (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5),
+                    ("server_args={'", 5),
                     ("fired up and ready to roll", 5), ("sglang", 1)),
     Engine.VLLM: (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
                   ("LLM engine (v", 5), ("vLLM", 2), ("[loggers.py:", 3), ("Speculative metrics", 3)),

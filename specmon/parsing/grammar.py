@@ -100,6 +100,13 @@ class FieldSpec:
     units: tuple[tuple[str, Callable[[bytes], Any]], ...] = ()
     #: The value is a ``", "``-separated list of items of ``pattern`` (vLLM's per-position rates).
     items: bool = False
+    #: Further keys that carry it, as a regex a whole key must match (SGLang's ``<device> graph``
+    #: for devices not yet listed in ``keys``); ``keys`` win, then the first such key in the line.
+    key_pattern: str | None = None
+
+    def takes(self, key: str) -> bool:
+        """Whether ``key`` carries this field (one of ``keys``, or matching ``key_pattern``)."""
+        return key in self.keys or (self.key_pattern is not None and re.fullmatch(self.key_pattern, key) is not None)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,13 @@ class LineKind:
         for spec in self.fields:
             for k in spec.keys:
                 self.by_key.setdefault(k, spec)
+
+    def spec_for(self, key: str) -> FieldSpec | None:
+        """The field a key carries: a listed key, else the first field whose key pattern it matches."""
+        spec = self.by_key.get(key)
+        if spec is None:
+            spec = next((f for f in self.fields if f.key_pattern is not None and f.takes(key)), None)
+        return spec
 
 
 #: The registered kinds, in the order the line parser tests their markers.
@@ -402,7 +416,7 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
         seg_parts: list[str] = []
         seen_attr: dict[str, tuple[int, Callable[[bytes], Any]]] = {}
         for key, value in fields:
-            spec = kind.by_key.get(key.strip())
+            spec = kind.spec_for(key.strip())
             lead_ws = value[: len(value) - len(value.lstrip())]
             tail = value[len(value.rstrip()):]
             if spec is None:
@@ -419,7 +433,10 @@ def learn(kind: LineKind, raw: str, message: str, outer_ts: float | None, rec: P
         printed = ", ".join(k + ": " + v for k, v in fields)
         parts.append(re.escape(body[len(printed):] + trail))  # trailing punctuation, as printed
         for spec in kind.fields:
-            for k in spec.keys:
+            # Listed keys in their order, then keys matching the pattern in line order: the line
+            # parser's rule for which key wins.
+            order = [*spec.keys, *(k for k in seen_attr if k not in spec.keys and spec.takes(k))]
+            for k in order:
                 if k in seen_attr:
                     groups[spec.attr], converters[spec.attr] = seen_attr[k]
                     break

@@ -10,6 +10,7 @@ a value we cannot attribute with certainty is not a value we report.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from specmon.parsing.common import cut, split_fields, to_bool, to_float, to_int
@@ -33,6 +34,8 @@ PREFILL_MARKER = "Prefill batch"
 _TOKENS_KEYS = ("#token", "#full token", "#gpu token", "#gpu-token")
 _USAGE_KEYS = ("token usage", "full token usage", "gpu token usage")
 _GRAPH_KEYS = ("cuda graph", "npu graph", "cpu graph", "musa graph", "xpu graph")
+#: Any other device's graph flag (``hpu graph``, ``mlu graph``): one lower-case word + `` graph``.
+GRAPH_KEY_PATTERN = r"[a-z][a-z0-9_]{1,11} graph"
 _THROUGHPUT_KEY = "gen throughput (token/s)"
 
 #: Every key SGLang is known to print in these lines (FORMATS.md §1.2-1.4). A key
@@ -134,6 +137,8 @@ def parse_decode(message: str, line: int, ts: float | None, rank: str | None) ->
     tokens = _first(fields, _TOKENS_KEYS)
     usage = _first(fields, _USAGE_KEYS)
     graph = _first(fields, _GRAPH_KEYS)
+    if graph is None:
+        graph = next((v for k, v in fields.items() if re.fullmatch(GRAPH_KEY_PATTERN, k)), None)
     running = fields.get("#running-req")
     queue = fields.get("#queue-req")
     acc_len = fields.get("accept len")
@@ -182,15 +187,39 @@ def parse_prefill(message: str, line: int, ts: float | None, rank: str | None) -
     )
 
 
-SERVER_ARGS_MARKER = "server_args=ServerArgs("
+#: The two forms SGLang prints its arguments in at launch: ``ServerArgs(k=v, ...)`` (the
+#: dataclass repr, up to 0.4.x) and ``{'k': v, ...}`` (a Python dict, 0.5.x). Both are
+#: matched with their opening bracket, so ``server_args=server_args`` in a traceback's
+#: source line is not taken for a configuration.
+SERVER_ARGS_MARKERS = ("server_args=ServerArgs(", "server_args={")
+#: The shortest text every form holds (a cheap first test).
+SERVER_ARGS_MARKER = "server_args="
 _ARG = re.compile(r"(?<![\w.])(?P<k>[a-z_]+)=(?P<v>'(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
+#: A dict key and the start of its value, for a dict that is cut or holds a value no literal
+#: parser reads (an object's ``<...>`` repr): each value is then read on its own.
+_DICT_KEY = re.compile(r"(?:\{|, )'(?P<k>[a-z_][a-z0-9_]*)': ")
+#: The dict text ``ast.literal_eval`` is given whole at most (SGLang 0.5.23 prints ~12 KB):
+#: parsing cost and memory stay bounded whatever a line holds (the line cap is 1 MiB).
+_LITERAL_CAP = 256 * 1024
+#: A single value read on its own at most (a path, a JSON string, a short list).
+_VALUE_CAP = 4096
+_SPEC_KEYS = frozenset({
+    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+})
 _WANTED = frozenset(
     {
         "model_path", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
         "speculative_num_draft_tokens", "speculative_draft_model_path", "tp_size", "dp_size",
         "ep_size", "enable_dp_attention", "decode_log_interval", "served_model_name",
+        "speculative_adaptive", "speculative_adaptive_config", "speculative_ngram_max_trie_depth",
+        "speculative_ngram_match_type",
     }
 )
+#: Algorithms whose drafter has no steps: ``speculative_num_steps`` is 0 or unset, and the
+#: depth is the draft tokens after the verified root (``--speculative-num-draft-tokens`` - 1).
+_STEPLESS = frozenset({"NGRAM", "LOOKAHEAD"})
+_Value = str | int | float | bool | None
 
 
 def _py_value(text: str) -> str | int | None:
@@ -203,13 +232,82 @@ def _py_value(text: str) -> str | int | None:
     return iv if iv is not None else text
 
 
-def parse_server_args(message: str, line: int, ts: float | None, rank: str | None) -> Config | Unparsed:
-    """The speculative configuration from SGLang's ``server_args=ServerArgs(...)`` line."""
-    args: dict[str, str | int | None] = {}
-    for m in _ARG.finditer(message, message.index(SERVER_ARGS_MARKER) + len(SERVER_ARGS_MARKER)):
+def _plain(value: object) -> _Value:
+    """A literal as a scalar record value: containers as their repr (bounded), scalars as they are."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return cut(repr(value))
+
+
+def _literal(text: str) -> tuple[bool, object]:
+    """``ast.literal_eval(text)`` for bounded text: (True, value), or (False, None) when it is no literal."""
+    if len(text) > _LITERAL_CAP:
+        return False, None
+    try:
+        return True, ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _dict_args(text: str) -> tuple[dict[str, _Value], bool]:
+    """The wanted keys of a ``{'k': v, ...}`` text, and whether the text was whole: the dict as one
+    literal when it is one, else each wanted key's value read on its own (a cut line, an object
+    repr among the values)."""
+    ok, value = _literal(text)
+    if ok and isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if isinstance(k, str) and k in _WANTED}, True
+    out: dict[str, _Value] = {}
+    for m in _DICT_KEY.finditer(text):
+        k = m.group("k")
+        if k not in _WANTED or k in out:
+            continue
+        # The value runs to the next key (", 'name': ") or the dict's end: the shortest such
+        # stretch that is a literal is the value (a string may itself hold ", '").
+        at = m.end()
+        for nxt in re.finditer(r", '[a-z_][a-z0-9_]*': |\}$", text[at:at + _VALUE_CAP]):
+            ok, v = _literal(text[at:at + nxt.start()])
+            if ok:
+                out[k] = _plain(v)
+                break
+    return out, False  # (whole or cut, a field it could not read is not known to be absent)
+
+
+def _call_args(text: str) -> tuple[dict[str, _Value], bool]:
+    """The wanted keys of a ``ServerArgs(k=v, ...)`` text: parsed as a call whose keyword values
+    are each read as a literal; the old scan by pattern when it is no such call (a cut line)."""
+    tree: ast.AST | None = None
+    if len(text) <= _LITERAL_CAP:
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            tree = None
+    if isinstance(tree, ast.Expression) and isinstance(tree.body, ast.Call):
+        out: dict[str, _Value] = {}
+        for kw in tree.body.keywords:
+            if kw.arg in _WANTED:
+                try:
+                    out[kw.arg] = _plain(ast.literal_eval(kw.value))
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue  # an object repr (``<Enum.X: 1>``): not a value we read
+        return out, True
+    args: dict[str, _Value] = {}
+    for m in _ARG.finditer(text):
         k = m.group("k")
         if k in _WANTED and k not in args:
             args[k] = _py_value(m.group("v"))
+    return args, False
+
+
+def parse_server_args(message: str, line: int, ts: float | None, rank: str | None) -> Config | Unparsed:
+    """The speculative configuration from SGLang's launch line, in either form.
+
+    ``server_args=ServerArgs(model_path='m', ...)`` (to 0.4.x) or
+    ``server_args={'model_path': 'm', ...}`` (0.5.x): read with Python's literal parser
+    (``ast``), never evaluated, bounded in size. A value that is no literal is skipped.
+    """
+    at = message.index(SERVER_ARGS_MARKER) + len(SERVER_ARGS_MARKER)
+    body = split_trailing(message[at:])[0]
+    args, whole = _dict_args(body) if body.startswith("{") else _call_args(body)
     if "model_path" not in args and "speculative_algorithm" not in args:
         return Unparsed(line, ts, rank, marker=SERVER_ARGS_MARKER,
                         reason="no model_path or speculative_algorithm", text=cut(message))
@@ -218,22 +316,29 @@ def parse_server_args(message: str, line: int, ts: float | None, rank: str | Non
 
     def as_int(k: str) -> int | None:
         v = args.get(k)
-        return v if isinstance(v, int) else None
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     steps = as_int("speculative_num_steps")
+    draft_tokens = as_int("speculative_num_draft_tokens") if algorithm else None
+    topk = as_int("speculative_eagle_topk") if algorithm else None
     if algorithm is None:
-        steps = 0
+        # No speculation when the line says so (None), or is whole without the field (releases
+        # before speculative decoding); a line cut before the field leaves it unknown.
+        steps = 0 if "speculative_algorithm" in args or whole else None
+    elif algorithm.upper() in _STEPLESS:
+        # NGRAM drafts from a trie, not in steps: SGLang leaves num_steps 0 (which would read as
+        # no speculation) and a top-k it does not use; its depth is the tokens after the root.
+        steps = draft_tokens - 1 if draft_tokens is not None and draft_tokens > 1 else None
+        topk = None
     model = args.get("model_path")
-    extra = {k: v for k, v in args.items() if k not in {"model_path", "speculative_algorithm",
-                                                         "speculative_num_steps", "speculative_eagle_topk",
-                                                         "speculative_num_draft_tokens"}}
+    extra = {k: v for k, v in args.items() if k not in _SPEC_KEYS and k != "model_path"}
     return Config(
         line, ts, rank,
         engine=Engine.SGLANG,
         algorithm=algorithm,
         steps=steps,
-        topk=as_int("speculative_eagle_topk") if algorithm else None,
-        draft_tokens=as_int("speculative_num_draft_tokens") if algorithm else None,
+        topk=topk,
+        draft_tokens=draft_tokens,
         model=str(model) if model is not None else None,
         extra=extra,
     )
@@ -249,7 +354,7 @@ DECODE = register(LineKind(
         FieldSpec("token_usage", _USAGE_KEYS, FLOAT, float),
         FieldSpec("accept_len", ("accept len",), FLOAT, float),
         FieldSpec("accept_rate", ("accept rate",), FLOAT, float),
-        FieldSpec("graph", _GRAPH_KEYS, BOOL, to_bool_bytes),
+        FieldSpec("graph", _GRAPH_KEYS, BOOL, to_bool_bytes, key_pattern=GRAPH_KEY_PATTERN),
         FieldSpec("gen_throughput", (_THROUGHPUT_KEY,), FLOAT, float),
         FieldSpec("queue_req", ("#queue-req",), INT, int),
     ),

@@ -30,12 +30,21 @@ directly for a local one) and turns each difference into a
   the two are the same thing minus prefill and idle gaps; at concurrency c the
   engine's seconds overlap, so it is the speed of one stream, not the server's sum.
   A server started without ``--metrics`` answers HTTP 501.
-* **SGLang** (``--enable-metrics``): its speed and acceptance are *gauges*
-  set at every decode log line (``sglang:gen_throughput``,
-  ``sglang:spec_accept_length``, ``sglang:spec_accept_rate``); a sample is
-  taken when they change, never once per scrape (a gauge read twice is one
-  measurement, not two). ``sglang:generation_tokens_total`` only advances when
-  a request finishes, too coarse to time.
+* **SGLang** (``--enable-metrics``; checked on 0.5.23, ``tests/data/metrics/``): its
+  speed and acceptance are *gauges* the scheduler sets at every decode log line, to
+  the very figures that line prints for its interval (``sglang:gen_throughput``,
+  ``sglang:spec_accept_length``, ``sglang:spec_accept_rate``); a sample is taken when
+  they change, never once per scrape (a gauge read twice is one measurement, not two).
+  ``sglang:spec_num_steps`` and ``sglang:spec_num_draft_tokens`` are gauges of the
+  active setting (0 until the first decode line): :attr:`Snapshot.sglang_setting`.
+  The *counters* ``sglang:generation_tokens_total`` and ``sglang:spec_verify_calls_total``
+  advance only when a request **finishes** (the tokenizer manager adds its completion
+  tokens and verify passes), so their differences count the requests that finished
+  between two scrapes: too coarse to time, but exact for acceptance.
+  :func:`sglang_accept_length` is Δtokens / Δverify passes — SGLang's own per-request
+  ``spec_accept_length`` (``completion_tokens / spec_verify_ct``) pooled over those
+  requests, the prefill's first token included (+1/verify passes per request against
+  the log's accepted-tokens-per-verify).
 
 Counter resets (a restart) are found by any counter going down: that interval
 is dropped and counting starts again from the new values. Missing series are
@@ -68,6 +77,12 @@ SGL_GEN_TPS = "sglang:gen_throughput"
 SGL_ACCEPT_LEN = "sglang:spec_accept_length"
 SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
 SGL_GEN = "sglang:generation_tokens_total"
+SGL_VERIFY = "sglang:spec_verify_calls_total"
+SGL_REQUESTS = "sglang:num_requests_total"
+SGL_NUM_STEPS = "sglang:spec_num_steps"
+SGL_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
+#: SGLang's counters (finished requests): a restart is seen by them going down.
+_SGL_COUNTERS = (SGL_GEN, SGL_VERIFY, SGL_REQUESTS)
 LLAMA_GEN = "llamacpp:tokens_predicted_total"
 LLAMA_GEN_S = "llamacpp:tokens_predicted_seconds_total"
 LLAMA_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
@@ -105,6 +120,8 @@ _NAMES = {
 }
 _COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
 _GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
+#: Gauges of the active speculative setting (averaged over ranks as the others; not samples).
+_SETTING_GAUGES = (SGL_NUM_STEPS, SGL_NUM_DRAFT_TOKENS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +144,15 @@ class Snapshot:
         """A series' value (summed over label sets), or None."""
         return self.values.get(name)
 
+    @property
+    def sglang_setting(self) -> tuple[int, int] | None:
+        """SGLang's active (steps, draft tokens) from its gauges; None before the first decode
+        line has set them (both 0) or without the series. NGRAM reports 0 steps."""
+        steps, tokens = self.get(SGL_NUM_STEPS), self.get(SGL_NUM_DRAFT_TOKENS)
+        if steps is None or tokens is None or (steps == 0 and tokens == 0):
+            return None
+        return round(steps), round(tokens)
+
 
 def parse_snapshot(text: str, t: float) -> Snapshot:
     """Read the series specmon uses from Prometheus text.
@@ -134,7 +160,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     Raises:
         ValueError: the text is not the Prometheus exposition format.
     """
-    wanted = set(_COUNTERS) | set(_GAUGES) | set(_HISTOGRAMS) | {SGL_GEN}
+    wanted = set(_COUNTERS) | set(_GAUGES) | set(_SETTING_GAUGES) | set(_HISTOGRAMS) | set(_SGL_COUNTERS)
     values: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
@@ -147,7 +173,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
                     continue
                 per_pos[pos] = per_pos.get(pos, 0.0) + s.value
             elif s.name in wanted and not math.isnan(s.value):
-                if s.name in _GAUGES:
+                if s.name in _GAUGES or s.name in _SETTING_GAUGES:
                     # A gauge per rank/DP group: their mean is the server's figure.
                     gauge_seen[s.name] = gauge_seen.get(s.name, 0.0) + 1
                 values[s.name] = values.get(s.name, 0.0) + s.value
@@ -261,6 +287,22 @@ def _padded(values: tuple[float, ...], n: int) -> tuple[float, ...] | None:
     return values + (0.0,) * (n - len(values))
 
 
+def sglang_accept_length(prev: Snapshot, cur: Snapshot) -> tuple[float, float, float] | None:
+    """SGLang's acceptance over the requests that finished between two scrapes, from its counters:
+    (accept length, generated tokens, verify passes); None when no speculative request finished
+    or a counter went down (a restart).
+
+    Accept length = Δ``generation_tokens_total`` / Δ``spec_verify_calls_total``: what SGLang
+    reports per request as ``spec_accept_length``, pooled (weighted by verify passes). A request
+    whose verify count is 0 (no speculation) adds tokens but no passes: a server without
+    speculation gives None, as it has no ``spec_verify_calls_total`` series at all.
+    """
+    tokens, verifies = _delta(prev, cur, SGL_GEN), _delta(prev, cur, SGL_VERIFY)
+    if tokens is None or verifies is None or verifies <= 0 or tokens < 0 or _went_down(prev, cur):
+        return None
+    return tokens / verifies, tokens, verifies
+
+
 def gauge_sample(prev: Snapshot | None, cur: Snapshot) -> CounterSample | None:
     """An SGLang sample when its gauges moved since ``prev`` (a new decode log interval)."""
     tps = cur.get(SGL_GEN_TPS)
@@ -361,6 +403,8 @@ class MetricsScraper:
             self._before_gap = None
         if snap.engine == "sglang":
             sample = gauge_sample(prev, snap)
+            if prev is not None and _went_down(prev, snap):
+                self.resets += 1  # its finished-request counters went down: a restart
         elif prev is None:
             return None
         else:
@@ -425,7 +469,8 @@ class MetricsScraper:
 
 def _went_down(prev: Snapshot, cur: Snapshot) -> bool:
     """Any counter (or per-position counter) lower than before, or fewer positions: a restart."""
-    if any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a for n in _COUNTERS):
+    if any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a
+           for n in (*_COUNTERS, *_SGL_COUNTERS)):
         return True
     if prev.per_pos is not None and cur.per_pos is not None:
         before = _padded(prev.per_pos, len(cur.per_pos))

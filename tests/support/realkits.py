@@ -1,4 +1,4 @@
-"""The real-server kits of ``shared/`` (vLLM's CPU build, llama.cpp's ``llama-server``) for tests.
+"""The real-server kits of ``shared/`` (vLLM's CPU build, llama.cpp's ``llama-server``, SGLang's CPU engine) for tests.
 
 Where things are, never as an absolute path of this machine:
 
@@ -6,7 +6,9 @@ Where things are, never as an absolute path of this machine:
   from the project root, as CI clones it);
 * the vLLM venv and model: ``$VLLM_VENV`` / ``$VLLM_MODEL`` (the kit's defaults
   ``/tmp/vllmenv`` and ``/tmp/tinyllama``);
-* llama.cpp's build: ``$LLAMA_PREFIX`` (the kit's default ``/tmp/llamacpp``).
+* llama.cpp's build: ``$LLAMA_PREFIX`` (the kit's default ``/tmp/llamacpp``);
+* the SGLang venv and models: ``$SGLANG_VENV`` / ``$SGLANG_MODEL`` (the kit's defaults
+  ``/tmp/sglangenv`` and ``/tmp/sglangmodel``, drafts beside it: ``-eagle3``, ``-draft``).
 
 A missing kit skips the test with the command that installs it, except under
 ``CI=true``, where it fails: CI installs the kits, so a missing one is a broken CI.
@@ -59,6 +61,14 @@ def llama_prefix() -> Path:
     return Path(os.environ.get("LLAMA_PREFIX", "/tmp/llamacpp"))
 
 
+def sglang_venv() -> Path:
+    return Path(os.environ.get("SGLANG_VENV", "/tmp/sglangenv"))
+
+
+def sglang_model() -> Path:
+    return Path(os.environ.get("SGLANG_MODEL", "/tmp/sglangmodel"))
+
+
 def require(missing: str | None) -> None:
     """Skip (or, under CI=true, fail) when a kit is missing; ``missing`` says what and how to install it."""
     if missing is None:
@@ -88,6 +98,17 @@ def llama_missing() -> str | None:
                  prefix / "models" / "tiny-draft-f16.gguf"):
         if not path.exists():
             return f"the llama.cpp kit is not built: no {path} (run {kit / 'setup.sh'} {prefix})"
+    return None
+
+
+def sglang_missing() -> str | None:
+    kit = shared_dir() / "real_server_sglang"
+    if not (kit / "load_gen.py").exists():
+        return f"no SGLang kit at {kit} (set SPECMON_SHARED to the folder holding real_server_sglang/)"
+    venv, model = sglang_venv(), sglang_model()
+    for path in (venv / "bin" / "sglang", model / "config.json", Path(f"{model}-eagle3") / "config.json"):
+        if not path.exists():
+            return f"the SGLang kit is not installed: no {path} (run {kit / 'setup.sh'})"
     return None
 
 
@@ -152,6 +173,77 @@ def llama_profile(folder: Path, port: int, *, ready_marker: str = "llama_server:
         port=port, steps_min=0, steps_max=16, ready_marker=ready_marker,
         health_url=f"http://127.0.0.1:{port}/health", start_timeout_s=120, stop_grace_s=60,
     )
+
+
+#: What the SGLang kit's serve.sh sets: the CPU engine (without it SGLang looks for CUDA), offline,
+#: one OpenMP thread a process (2 cores shared by the launcher, scheduler and tests).
+SGLANG_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1",
+              "OMP_NUM_THREADS": "1"}
+SGLANG_READY = "The server is fired up and ready to roll!"
+
+
+def sglang_args(port: int | str, model: Path | None = None) -> list[str]:
+    """The kit's serve.sh arguments without speculation: ``--device cpu`` and the intel_amx prefill and
+    decode attention backends (on a CPU without AMX SGLang rewrites its default to torch_native, which
+    cannot speculate; the split flags keep intel_amx: the kit's NOTES.md), a decode line every 10 steps."""
+    return ["--model-path", str(model or sglang_model()), "--device", "cpu", "--host", "127.0.0.1",
+            "--port", str(port), "--prefill-attention-backend", "intel_amx", "--decode-attention-backend",
+            "intel_amx", "--disable-overlap-schedule", "--max-total-tokens", "8192", "--enable-metrics",
+            "--decode-log-interval", "10"]
+
+
+def sglang_eagle3_args(steps: int | str, draft_tokens: int | str, topk: int | str = 1,
+                       draft: str | None = None) -> list[str]:
+    """EAGLE-3 with the kit's draft: steps, top-k and draft tokens (SGLang takes them together)."""
+    return ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", draft or f"{sglang_model()}-eagle3",
+            "--speculative-num-steps", str(steps), "--speculative-eagle-topk", str(topk),
+            "--speculative-num-draft-tokens", str(draft_tokens)]
+
+
+#: SGLang starts in 28-35 s on 2 idle cores and took 250 s at a load average of 12 (the kit's
+#: NOTES.md): the bounds only turn a hang into a failure.
+def sglang_profile(folder: Path, port: int, *, draft: str | None = None, start_timeout_s: int = 600) -> LaunchProfile:
+    """A managed SGLang launch (``python -m sglang.launch_server``): EAGLE-3 with ``{steps}`` steps,
+    top-k 1, ``{draft_tokens}`` = steps+1; logs and pidfile in ``folder``. ``draft``: the draft model
+    path template (may hold ``{steps}``); default the kit's EAGLE-3 draft."""
+    common = [str(sglang_venv() / "bin" / "python"), "-m", "sglang.launch_server", *sglang_args("{port}")]
+    return LaunchProfile(
+        mode="managed", engine="sglang",
+        argv=[*common, *sglang_eagle3_args("{steps}", "{draft_tokens}", "{topk}", draft)],
+        nospec_argv=common, env=SGLANG_ENV, log=str(folder / "sglang_{steps}.log"),
+        pidfile=str(folder / "sglang.pid"), port=port, steps_min=0, steps_max=8, ready_marker=SGLANG_READY,
+        health_url=f"http://127.0.0.1:{port}/health", start_timeout_s=start_timeout_s, stop_grace_s=60,
+    )
+
+
+def group_alive(pgid: int) -> list[int]:
+    """The PIDs of the live (not zombie) processes of process group ``pgid``."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = d.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d.name))
+    return out
+
+
+def stop_group(pid: int, wait_s: float = 60.0) -> None:
+    """SIGINT a server that leads its process group (SGLang stops its scheduler and detokenizer
+    children itself, in 0.6 s idle), then SIGKILL whatever of the group is left after ``wait_s``."""
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + wait_s
+    while group_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if group_alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 # --------------------------------------------------------------------------- processes

@@ -80,7 +80,7 @@ def test_named_cases() -> None:
 _OLD_SGLANG_SHAPE = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "
                                r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] ")
 _SIGN_PIECES = st.sampled_from([
-    "Decode batch", "Prefill batch", "server_args=ServerArgs(", "sglang", "Avg prompt throughput", "vLLM",
+    "Decode batch", "Prefill batch", "server_args=ServerArgs(", "server_args={'", "sglang", "Avg prompt throughput", "vLLM",
     "SpecDecoding metrics", "[loggers.py:", "Speculative metrics", "slot print_timing", "llama_", "srv  ",
     "draft acceptance", "ggml_", "llama-server", "INFO ", "INFO 10-22 09:15:26 [loggers.py:123] ",
     "[2026-08-23 09:15:26] ", "[2026-08-23 09:15:26.123 TP0] ", "09:15:26 DP1 TP1 EP1] ", "12:3", "4:56 TP",

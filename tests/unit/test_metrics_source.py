@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from specmon.sources import metrics
 from specmon.sources.metrics import (
     MetricsScraper,
     Snapshot,
@@ -203,3 +205,55 @@ def test_vllms_own_per_request_decode_speed_from_its_histograms() -> None:
     assert decode_speed(a, a) is None  # no request finished
     assert decode_speed(Snapshot(0.0, {"vllm:generation_tokens_total": 1.0}),
                         Snapshot(1.0, {"vllm:generation_tokens_total": 9.0})) is None  # no histograms
+
+
+# -- SGLang 0.5.23, real page (tests/data/metrics/sglang_0_5_23_eagle3_k3.txt) ------------------
+
+_SGL_PAGE = Path(__file__).resolve().parents[1] / "data" / "metrics" / "sglang_0_5_23_eagle3_k3.txt"
+_SGL_LOG = Path(__file__).resolve().parents[1] / "data" / "real_logs" / "sglang_cpu_kit" / "eagle3_k3.log"
+
+
+def test_real_sglang_page_gauges_are_the_last_decode_line() -> None:
+    """The gauges hold the figures of the log's last decode line (the same run: 60 requests)."""
+    from specmon.parsing import parse_lines
+    from specmon.records import Decode
+
+    snap = parse_snapshot(_SGL_PAGE.read_text(), 1.0)
+    assert snap.engine == "sglang"
+    last = [r for r in parse_lines(_SGL_LOG.read_text().split("\n"), year=2026) if isinstance(r, Decode)][-1]
+    assert round(snap.get(metrics.SGL_ACCEPT_LEN) or 0, 2) == last.accept_len == 2.0
+    assert round(snap.get(metrics.SGL_ACCEPT_RATE) or 0, 2) == last.accept_rate == 0.33
+    assert snap.sglang_setting == (3, 4)
+    assert snap.get(metrics.SGL_REQUESTS) == 60
+
+
+def test_real_sglang_counters_give_the_pooled_accept_length() -> None:
+    """From a server's start (zero counters) to the page: 4824 tokens over 2613 verify passes."""
+    cur = parse_snapshot(_SGL_PAGE.read_text(), 10.0)
+    zero = Snapshot(0.0, {metrics.SGL_GEN: 0.0, metrics.SGL_VERIFY: 0.0, metrics.SGL_REQUESTS: 0.0})
+    got = metrics.sglang_accept_length(zero, cur)
+    assert got is not None
+    al, tokens, verifies = got
+    assert (tokens, verifies) == (4824.0, 2613.0)
+    assert abs(al - 4824 / 2613) < 1e-12
+    # The log's decode lines over the same run: mean accept len 1.84; the counters' figure counts the
+    # prefill's token of each request too (60 of 4824), within 1/verifies-per-request of it.
+    assert abs(al - 1.84) < 0.03
+    # A restart (counters down) gives nothing, and a page without spec counters gives nothing.
+    assert metrics.sglang_accept_length(cur, zero) is None
+    assert metrics.sglang_accept_length(zero, Snapshot(1.0, {metrics.SGL_GEN: 5.0})) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 500), st.integers(1, 200)), min_size=1, max_size=20),
+       st.integers(0, 10**6), st.integers(0, 10**6))
+def test_sglang_counter_differences_pool_finished_requests(reqs: list[tuple[int, int]], t0: int, v0: int) -> None:
+    """Requests finishing between two scrapes: Δtokens/Δverify is their verify-weighted mean accept length."""
+    tokens = sum(t for t, _ in reqs)
+    verifies = sum(v for _, v in reqs)
+    a = Snapshot(0.0, {metrics.SGL_GEN: float(t0), metrics.SGL_VERIFY: float(v0)})
+    b = Snapshot(1.0, {metrics.SGL_GEN: float(t0 + tokens), metrics.SGL_VERIFY: float(v0 + verifies)})
+    got = metrics.sglang_accept_length(a, b)
+    assert got is not None
+    weighted = sum((t / v) * v for t, v in reqs) / verifies  # each request's own figure, weighted by passes
+    assert abs(got[0] - weighted) < 1e-9

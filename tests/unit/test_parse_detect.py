@@ -1,6 +1,6 @@
 """Whole-file checks over every real log: engine detection, and no stats line ever lost.
 
-For each file in ``tests/data/real_logs`` (and ``vllm_cpu_kit/``):
+For each file in ``tests/data/real_logs`` (and ``vllm_cpu_kit/``, ``sglang_cpu_kit/``):
 
 - ``detect_engine`` names the engine that wrote it (UNKNOWN for TGI / TensorRT-LLM);
 - every line carrying a stats marker yields exactly one Decode/Spec/EngineStats or
@@ -27,13 +27,15 @@ STATS_MARKERS = ("Decode batch", "SpecDecoding metrics", "Speculative metrics", 
 
 
 def test_corpus_is_complete() -> None:
-    """All 55 shared excerpts and the 4 CPU-kit runs are here, with their attribution."""
-    assert len(ALL_FILES) == 59
+    """All 55 shared excerpts and the 4 + 6 CPU-kit runs are here, with their attribution."""
+    assert len(ALL_FILES) == 65
     assert sum(1 for f in ALL_FILES if f.startswith("vllm_cpu_kit/")) == 4
+    assert sum(1 for f in ALL_FILES if f.startswith("sglang_cpu_kit/")) == 6
     sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
     for f in ALL_FILES:
         assert f"`{f}`" in sources, f"{f} has no attribution row in SOURCES.md"
     assert (DATA / "vllm_cpu_kit" / "README.md").is_file()
+    assert (DATA / "sglang_cpu_kit" / "README.md").is_file()
 
 
 # --------------------------------------------------------------------------------------
@@ -53,6 +55,8 @@ def expected_engine(name: str) -> Engine | None:
         return None
     if name.startswith("vllm"):
         return Engine.VLLM
+    if name.startswith("sglang"):  # sglang_cpu_kit/: the real SGLang 0.5.23 kit's runs
+        return Engine.SGLANG
     if base.startswith("sglang"):
         return Engine.SGLANG
     if base.startswith("llamacpp"):
@@ -95,6 +99,11 @@ def test_detect_engine_in_a_noisy_vllm_start() -> None:
 # Per file, the kinds the stats-marker lines must give (counted by hand from the files).
 EXPECTED_KINDS: dict[str, dict[str, int]] = {
     "llamacpp_mtp_print_timing_multiline_1.log": {"spec": 3},
+    "sglang_cpu_kit/drain_after_sigint.log": {"decode": 19},
+    "sglang_cpu_kit/eagle3_k3.log": {"decode": 68},
+    "sglang_cpu_kit/ngram_k3.log": {"decode": 154},
+    "sglang_cpu_kit/nospec.log": {"decode": 197},
+    "sglang_cpu_kit/ready_after_decode.log": {"decode": 19},
     "sglang_cuda_graph_toggle_2025_11.log": {"decode": 8},
     "sglang_cuda_graph_trailing_comma_0_5_1.log": {"decode": 4},
     "sglang_eagle3_accept_rate_1.log": {"decode": 5},
