@@ -22,6 +22,7 @@ from specmon.commands.argtypes import (
 )
 from specmon.commands.exits import fail
 from specmon.commands.terminal import no_terminal
+from specmon.literal import plain
 
 if TYPE_CHECKING:  # annotations only: the dashboard (Textual) is imported inside the commands
     from specmon.ui.app import DashboardOptions
@@ -89,7 +90,7 @@ def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] |
     try:
         return Recorder(path, meta={"command": kind, **(meta or {})}, warmup=getattr(args, "warmup", None))
     except OSError as exc:
-        print(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(plain(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}"), file=sys.stderr)
         return None
 
 
@@ -153,7 +154,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:
-        print(f"specmon: recording to {recorder.path}", file=sys.stderr)
+        print(plain(f"specmon: recording to {recorder.path}"), file=sys.stderr)
     counters = None
     if args.metrics:
         from specmon.ui.counters import LiveCounters, fixed_url

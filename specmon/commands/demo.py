@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from specmon.commands.exits import EXIT_OK, fail
+from specmon.literal import plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _err(text: str) -> None:
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 

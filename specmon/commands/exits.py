@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from specmon.literal import plain
+
 __all__ = ["EXIT_INCOMPLETE", "EXIT_INPUT", "EXIT_NOTHING", "EXIT_OK", "fail"]
 
 EXIT_OK = 0
@@ -28,5 +30,6 @@ def fail(message: str, code: int = EXIT_INPUT) -> int:
     Returns:
         ``code``, so a command can ``return fail("...")``.
     """
-    print(f"specmon: {message}", file=sys.stderr)
+    # The sentence often quotes a path, a host or a config value: no escape reaches the terminal.
+    print(f"specmon: {plain(message, newlines=True)}", file=sys.stderr)
     return code

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from specmon.literal import plain
+
 __all__ = ["exit_on_signals", "no_terminal", "say"]
 
 
@@ -80,6 +82,6 @@ class exit_on_signals:
 def say(text: str) -> None:
     """Print to stderr, or nothing when the terminal is gone (after SIGHUP): clean-up goes on."""
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass

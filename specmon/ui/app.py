@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
@@ -69,6 +70,7 @@ from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
+from specmon.ui.literal import literal, markup_escaped, plain
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
@@ -242,6 +244,17 @@ class SpecmonApp(App[int]):
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
         if not self.options.animations:
             self.animation_level = "none"
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification, shown literally: never markup, whoever calls (widgets and screens too).
+
+        Notifications carry server text (a restart's crash line, an exception, a path): Textual
+        reads a message as markup by default, and ``[/pytorch/…]`` in an NCCL error ended the app.
+        ``markup`` is accepted for Textual's signature and ignored.
+        """
+        super().notify(plain(message, newlines=True), title=plain(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -528,7 +541,7 @@ class SpecmonApp(App[int]):
         table = self.builder.table(self.feeder.session)
         with self.batch_update():
             self._table.show(table)
-            self._verdict.update(table.verdict)
+            self._verdict.update(literal(table.verdict, newlines=True))
             self._table_box.border_title = "runs · the sweep's numbers" if self.builder.pinned else "runs"
 
     def refresh_now(self) -> None:
@@ -682,7 +695,8 @@ class SpecmonApp(App[int]):
             if reason is None:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
             else:
-                yield SystemCommand(f"{title} (unavailable)", f"{help_text} — {reason}",
+                # The palette reads its entries as markup: the reason may quote a host or a log.
+                yield SystemCommand(f"{title} (unavailable)", markup_escaped(f"{help_text} — {reason}"),
                                     partial(self.notify, reason, title=f"{title}: unavailable",
                                             severity="warning"))
 

@@ -17,6 +17,7 @@ from textual.widgets import Button, Static
 
 from specmon.control.launch import CommandPlan
 from specmon.control.restart import RestartController, plan_label
+from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["ConfirmCommandsScreen"]
@@ -121,14 +122,14 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         down = "The server is down from the stop until it is ready again"
         down += f" ({self.eta_text})." if self.eta_text else "."
         with Vertical(id="confirm-box"):
-            yield Static(f"{self.title_text} on {plan.host}: {change}", id="confirm-title", markup=False)
+            yield Static(literal(f"{self.title_text} on {plan.host}: {change}"), id="confirm-title", markup=False)
             if self.now_steps is not None and self.now_steps == plan.steps:
-                yield Static(f"{plan_label(plan.steps)} is what runs now: this restarts the same setting "
-                             "(a repeat run, pooled with the earlier one)", id="confirm-same", markup=False)
-            yield Static(f"These commands run on {plan.host}, in this order. {down}", classes="hint",
+                yield Static(literal(f"{plan_label(plan.steps)} is what runs now: this restarts the same setting "
+                             "(a repeat run, pooled with the earlier one)"), id="confirm-same", markup=False)
+            yield Static(literal(f"These commands run on {plan.host}, in this order. {down}"), classes="hint",
                          markup=False)
             with VerticalScroll(id="confirm-scroll"):
-                yield Static(self.text, id="confirm-commands", markup=False)
+                yield Static(literal(self.text, newlines=True), id="confirm-commands", markup=False)
             yield Static("y: run · escape: cancel (nothing runs) · x: exact strings sent",
                          classes="hint", markup=False)
             with Horizontal(id="confirm-buttons"):
@@ -168,4 +169,4 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         """Switch between the readable commands and the exact strings sent to the host."""
         self.exact = not self.exact
         self.text = self.controller.describe(self.plan, exact=self.exact)
-        self.query_one("#confirm-commands", Static).update(self.text)
+        self.query_one("#confirm-commands", Static).update(literal(self.text, newlines=True))

@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from specmon.ui.literal import literal
+
 __all__ = ["TextViewScreen"]
 
 
@@ -33,9 +35,9 @@ class TextViewScreen(Screen[None]):
         self.body = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.title_text, id="text-view-title", markup=False)
+        yield Static(literal(self.title_text), id="text-view-title", markup=False)
         with VerticalScroll(id="text-view-scroll"):
-            yield Static(self.body, id="text-view-body", markup=False)
+            yield Static(literal(self.body, newlines=True), id="text-view-body", markup=False)
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
