@@ -161,7 +161,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import sys
 
     from specmon.output.recording import RecordingError
-    from specmon.output.report import load_report, render_report
+    from specmon.output.report import load_report, render_report, write_failure
 
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
@@ -170,9 +170,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     except RecordingError as exc:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
-    if data.read.truncated_tail:
-        print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
-              "skipped", file=sys.stderr)
+    failed = write_failure(data)
+    if failed:
+        print(plain(f"specmon: note: {args.recording}: {failed}"), file=sys.stderr)
+    elif data.read.truncated_tail:
+        print(plain(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
+                    "skipped"), file=sys.stderr)
     if args.output:
         from specmon.control.guard import ReadOnlyError, refuse
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specmon.commands.exits import EXIT_OK, fail
+from specmon.commands.exits import EXIT_OK, fail, write_status
 from specmon.literal import plain
 
 TYPE_CHECKING = False
@@ -206,4 +206,4 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             shutil.rmtree(workdir, ignore_errors=True)
         elif created:
             _err(f"the demo folder is kept: {workdir}")
-    return int(code or 0)
+    return write_status(int(code or 0), app, recorder)

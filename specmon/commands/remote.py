@@ -38,7 +38,7 @@ from specmon.commands.argtypes import (
     positive_float,
     whole_number,
 )
-from specmon.commands.exits import EXIT_INPUT, fail
+from specmon.commands.exits import EXIT_INPUT, fail, write_status
 
 if TYPE_CHECKING:
     from specmon.control.launch import LaunchProfile
@@ -411,7 +411,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
     left = _left_running(flow)
     if left:
         say(f"specmon: {left}")
-    return outcome.code
+    return write_status(outcome.code, app, recorder)
 
 
 def _left_running(flow: Any) -> str | None:

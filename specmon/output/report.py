@@ -189,7 +189,7 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
             verdicts.append(entry["verdict"])
         elif kind == "restart":
             restarts.append(entry)
-        elif kind == "meta" and entry.get("event") in ("start", "end"):
+        elif kind == "meta" and entry.get("event") in ("start", "end", "write-failed"):
             meta[str(entry["event"])] = entry
 
     stats = ReadStats()
@@ -328,7 +328,10 @@ def to_markdown(data: ReportData) -> str:
              f"- recorded: {markdown_cell(_when(start))}" + (
                  f" by {markdown_code_span('specmon ' + str(command))}" if command else ""),
              f"- lines: {s.lines}, runs: {len(s.runs)}, engine: {markdown_cell(s.engine.value)}"]
-    if data.read.truncated_tail:
+    failed = write_failure(data)
+    if failed:
+        lines.append(f"- {markdown_cell(failed)}")
+    elif data.read.truncated_tail:
         lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
     if data.read.bad_lines:
         lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
@@ -360,6 +363,21 @@ def to_markdown(data: ReportData) -> str:
     if restarts:
         lines += ["", "## Restarts", "", *(f"- {markdown_cell(t)}" for t in restarts)]
     return "\n".join(lines) + "\n"
+
+
+def write_failure(data: ReportData) -> str | None:
+    """Why the recording is incomplete when writing it failed (a full disk), as one sentence, or None.
+
+    The recorder marks a failed write in the file once it takes bytes again; a recording that
+    ends mid-line with no such mark was cut off (the recorder killed, or the disk still full).
+    """
+    entry = data.meta.get("write-failed")
+    if not isinstance(entry, dict):
+        return None
+    lost = entry.get("lost")
+    count = f"{lost:,} entries" if isinstance(lost, int) else "entries"
+    return (f"writing the recording failed ({entry.get('error') or 'no reason given'}): {count} "
+            "were lost there, the numbers miss them")
 
 
 def _session_columns(data: ReportData) -> tuple[list[str], set[int]]:

@@ -41,6 +41,7 @@ Extension points for the commands built on this app:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -63,6 +64,7 @@ from specmon import paths
 from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
+from specmon.output.files import write_files_atomically
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
@@ -242,6 +244,10 @@ class SpecmonApp(App[int]):
         self._availability: tuple[object, ...] = ()
         self._runs_sig: tuple[object, ...] = ()
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
+        #: Writes that failed (the recording, exports), as sentences: the header says so and
+        #: :attr:`write_failed` makes the command's exit status non-zero.
+        self.write_failures: list[str] = []
+        self._recording_error_seen = False
         if not self.options.animations:
             self.animation_level = "none"
 
@@ -508,6 +514,11 @@ class SpecmonApp(App[int]):
         )
         if self.counters is not None:
             snap = self.counters.apply(snap, feeder.session)
+        self._check_recording()
+        if self.write_failures:
+            alert = self.write_failures[0] if len(self.write_failures) == 1 else \
+                f"{len(self.write_failures)} writes failed (l: the event log)"
+            snap = dataclasses.replace(snap, header=dataclasses.replace(snap.header, alert=alert))
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():
             self._header.view = snap.header
@@ -525,6 +536,26 @@ class SpecmonApp(App[int]):
         base.set_class(panel is not None and panel.view is not None, "-panel-open")
         base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
         self._refresh_availability()
+
+    def _check_recording(self) -> None:
+        """A recording that stopped being written is said once, loudly: event log, notification, header."""
+        recorder = self.recorder
+        error = recorder.error if recorder is not None else None
+        if error is None or self._recording_error_seen:
+            return
+        self._recording_error_seen = True
+        self._write_failed(f"{error}: the recording is incomplete from here on")
+
+    def _write_failed(self, sentence: str) -> None:
+        self.write_failures.append(sentence)
+        self._add_event("error", sentence)
+        self.notify(sentence, title="write failed", severity="error", timeout=15)
+
+    @property
+    def write_failed(self) -> bool:
+        """Whether a recording or an export could not be written (the exit status says so)."""
+        self._check_recording()
+        return bool(self.write_failures)
 
     def _tick_slow(self) -> None:
         """Plot and table (once a second), and start an analysis when one is due."""
@@ -807,15 +838,12 @@ class SpecmonApp(App[int]):
             ".json": json.dumps(to_json(session, analysis), indent=2) + "\n",
             ".md": to_markdown(analysis),
         }
-        written: list[Path] = []
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for ext, text in outputs.items():
-                path = base.with_name(base.name + ext)
-                path.write_text(text, encoding="utf-8")
-                written.append(path)
+            written = write_files_atomically({base.with_name(base.name + ext): text for ext, text in outputs.items()})
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error", timeout=10)
+            # Nothing is left behind (each file is written aside, then renamed): say so, loudly.
+            self._write_failed(f"export to {folder} failed: {exc.strerror or exc}; no file was written")
             return
         self.last_export = written
         # The folder is specmon's data directory unless --out says otherwise: say where, in full,

@@ -57,6 +57,8 @@ class StatusHeader(Widget):
         ]
         if v.mode:
             parts += [(f" {plain(v.mode)} ", mode_style), "  "]
+        if v.alert:
+            parts += [(f"✖ {plain(v.alert)}", "bold $error"), "  "]
         parts += [("source: ", "$text-muted"), (plain(v.connection), LEVEL_STYLE[v.connection_level]), "  ",
                   (f"{v.lines:,} lines", "$text-muted")]
         if v.unparsed:
