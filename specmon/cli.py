@@ -13,6 +13,7 @@ import gc
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from specmon import __version__
 from specmon.commands.argtypes import positive_float, whole_number, year_arg
@@ -191,6 +192,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, argv)
     finally:
         gc.unfreeze()
+
+
+def run() -> NoReturn:
+    """The process's entry point (the ``specmon`` script, ``python -m specmon``): :func:`main`, then exit.
+
+    After a dashboard (``demo``, ``watch``, ``connect``) the process leaves at once once the
+    command has cleaned up (:func:`specmon.commands.terminal.leave_process`): nothing left
+    behind can hold it. Tests call :func:`main` in-process instead.
+    """
+    code = main()
+    from specmon.commands import terminal
+
+    if terminal.leave_at_once:
+        terminal.leave_process(code)
+    raise SystemExit(code)
 
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

@@ -55,6 +55,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -68,6 +71,7 @@ from specmon.output.files import write_files_atomically
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, speed_text
+from specmon.ui.driver import HangupSafeDriver
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
@@ -251,6 +255,17 @@ class SpecmonApp(App[int]):
         if not self.options.animations:
             self.animation_level = "none"
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
+        driver = super().get_driver_class()
+        return HangupSafeDriver if driver is LinuxDriver else driver
+
+    def terminal_hung_up(self) -> None:
+        """The terminal is gone (SIGHUP): nothing more is written to it, so nothing waits on it."""
+        driver = self._driver
+        if isinstance(driver, HangupSafeDriver):
+            driver.hang_up()
+
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every notification, shown literally: never markup, whoever calls (widgets and screens too).
@@ -289,6 +304,25 @@ class SpecmonApp(App[int]):
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
+        try:
+            self._mount_dashboard()
+        except NoMatches:
+            # The app was told to exit while it was being built (the terminal closed at once,
+            # SIGHUP): its widgets are already gone, and there is nothing to start.
+            if not self._exit_requested():
+                raise
+
+    def _exit_requested(self) -> bool:
+        return self._exit or self._closing or self._closed  # Textual's own shutdown state
+
+    def _print_error_renderables(self) -> None:
+        """Textual prints a crash's traceback at exit: not to a terminal that is gone (it raised EIO)."""
+        try:
+            super()._print_error_renderables()
+        except (OSError, ValueError):
+            pass
+
+    def _mount_dashboard(self) -> None:
         # References, not queries: a modal screen (help) on top must not hide them from the timers.
         self._header = self.query_one(StatusHeader)
         self._panels = (self.query_one("#m-throughput", MetricPanel), self.query_one("#m-accept-len", MetricPanel),
