@@ -83,7 +83,7 @@ class MetricPanel(Vertical):
     def __init__(self, key: str, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="metric")
         self.key = key
-        self.border_title = title
+        self.border_title = literal(title)
         self._view: MetricView | None = None
         self._width = 0
 
