@@ -588,8 +588,7 @@ class SpecmonApp(App[int]):
     @property
     def write_failed(self) -> bool:
         """Whether a recording or an export could not be written (the exit status says so)."""
-        self._check_recording()
-        return bool(self.write_failures)
+        return bool(self.write_failures) or (self.recorder is not None and self.recorder.error is not None)
 
     def _tick_slow(self) -> None:
         """Plot and table (once a second), and start an analysis when one is due."""
