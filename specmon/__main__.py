@@ -1,5 +1,5 @@
 """``python -m specmon``."""
 
-from specmon.cli import main
+from specmon.cli import run
 
-raise SystemExit(main())
+run()

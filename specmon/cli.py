@@ -54,15 +54,17 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         from rich.console import Console  # the table only (45 ms to import)
         from rich.markup import escape
 
+        from specmon.literal import plain
+
         console = Console()
         if not console.is_terminal:
             console.width = max(console.width, 110)  # piped: no terminal to fit, keep rows whole
         console.print(to_rich(analysis, title=f"specmon summary — {session.lines} lines, "
                                               f"engine {session.engine.value}"))
         if analysis.verdict.concurrency_note:
-            console.print(f"[yellow]Note:[/] {analysis.verdict.concurrency_note}")
+            console.print(f"[yellow]Note:[/] {escape(plain(analysis.verdict.concurrency_note))}")
         for text in crash_lines(analysis):
-            console.print(f"[bold red]Crash:[/] {escape(text)}")
+            console.print(f"[bold red]Crash:[/] {escape(plain(text))}")
         if session.counts.get("unparsed"):
             console.print(f"[yellow]{session.counts['unparsed']} line(s) with a known marker could not be "
                           f"parsed[/] (see --format json → unparsed_examples)")
@@ -212,6 +214,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, argv)
     finally:
         gc.unfreeze()
+
+
+def run() -> NoReturn:
+    """The process's entry point (the ``specmon`` script, ``python -m specmon``): :func:`main`, then exit.
+
+    After a dashboard (``demo``, ``watch``, ``connect``) the process leaves at once once the
+    command has cleaned up (:func:`specmon.commands.terminal.leave_process`): nothing left
+    behind can hold it. Tests call :func:`main` in-process instead.
+    """
+    code = main()
+    from specmon.commands import terminal
+
+    if terminal.leave_at_once:
+        terminal.leave_process(code)
+    raise SystemExit(code)
 
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from specmon import paths
 from specmon.control.launch import LaunchProfile
 from specmon.records import Engine
+from specmon.smallfile import SmallFileError, read_small_text
 
 __all__ = [
     "Config",
@@ -50,6 +51,9 @@ __all__ = [
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+
+#: Bytes a config file may have (a real one is a few kilobytes).
+CONFIG_LIMIT = 1 << 20
 
 class ConfigError(Exception):
     """A config file that cannot be used; ``str()`` is the message for the user.
@@ -225,13 +229,18 @@ def load_config(path: Path | str | None = None) -> Config:
     explicit = path is not None
     file = Path(path).expanduser() if path is not None else paths.config_file()
     try:
-        text = file.read_text(encoding="utf-8")
+        # Bounded and non-blocking: /dev/zero, a FIFO or a huge file is refused at once.
+        text = read_small_text(file, limit=CONFIG_LIMIT)
     except FileNotFoundError:
         if explicit:
             raise ConfigError("config file not found", file) from None
         return Config()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config: {exc}", file) from None
+    except SmallFileError as exc:
+        raise ConfigError(f"cannot use it as a config file: {exc}", file) from None
+    except UnicodeDecodeError:
+        raise ConfigError("cannot read config: not UTF-8 text", file) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file) from None
     return parse_config(text, file)
 
 

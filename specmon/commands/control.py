@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list, year_arg
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
+from specmon.literal import markdown_text, plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from collections.abc import Coroutine, Sequence
@@ -160,7 +161,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import sys
 
     from specmon.output.recording import RecordingError
-    from specmon.output.report import load_report, render_report
+    from specmon.output.report import load_report, render_report, write_failure
 
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
@@ -169,9 +170,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     except RecordingError as exc:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
-    if data.read.truncated_tail:
-        print(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
-              "skipped", file=sys.stderr)
+    failed = write_failure(data)
+    if failed:
+        print(plain(f"specmon: note: {args.recording}: {failed}"), file=sys.stderr)
+    elif data.read.truncated_tail:
+        print(plain(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
+                    "skipped"), file=sys.stderr)
     if args.output:
         from specmon.control.guard import ReadOnlyError, refuse
 
@@ -223,7 +227,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return fail(f"--grid: {exc}", EXIT_INPUT)
         for name, why in args.grid_settings.skipped:
-            print(f"sweep: left out {name}: {why}", file=sys.stderr)
+            print(plain(f"sweep: left out {name}: {why}"), file=sys.stderr)
         args.steps = list(dict.fromkeys(st for st, _ in args.grid_settings.settings))
     if args.steps is None:
         if not args.demo:
@@ -327,7 +331,7 @@ def _err(text: str) -> None:
     import sys
 
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 
@@ -387,6 +391,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         console = None
         if args.format != "markdown":
             from rich.console import Console
+            from rich.text import Text
 
             console = Console()
             if not console.is_terminal:
@@ -395,13 +400,13 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             if console is None:
                 on = f", {v.workload} prompts" if v.workload else ""
                 sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n" + to_markdown(v.analysis).rsplit(
-                    "**Verdict:**", 1)[0] + f"**Verdict:** {v.sentence}\n\n")
+                    "**Verdict:**", 1)[0] + f"**Verdict:** {markdown_text(v.sentence)}\n\n")
             else:
                 on = f", {v.workload} prompts" if v.workload else ""
                 table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}")
                 table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
                 console.print(table)
-                console.print(f"[bold]Verdict:[/] {v.sentence}")
+                console.print(Text.assemble(("Verdict:", "bold"), " ", plain(v.sentence)))
         if cost is not None:
             text = "\n".join(cost.lines())
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")

@@ -20,8 +20,9 @@ from specmon.commands.argtypes import (
     positive_float,
     whole_number,
 )
-from specmon.commands.exits import fail
+from specmon.commands.exits import EXIT_OK, fail, write_status
 from specmon.commands.terminal import no_terminal
+from specmon.literal import plain
 
 if TYPE_CHECKING:  # annotations only: the dashboard (Textual) is imported inside the commands
     from specmon.ui.app import DashboardOptions
@@ -89,7 +90,7 @@ def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] |
     try:
         return Recorder(path, meta={"command": kind, **(meta or {})}, warmup=getattr(args, "warmup", None))
     except OSError as exc:
-        print(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(plain(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}"), file=sys.stderr)
         return None
 
 
@@ -137,7 +138,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
                      options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop),
                      export_dir=getattr(args, "out", None))
-    return int(app.run() or 0)
+    return write_status(int(app.run() or 0), app)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -153,7 +154,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:
-        print(f"specmon: recording to {recorder.path}", file=sys.stderr)
+        print(plain(f"specmon: recording to {recorder.path}"), file=sys.stderr)
     counters = None
     if args.metrics:
         from specmon.ui.counters import LiveCounters, fixed_url
@@ -164,12 +165,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     export_dir=getattr(args, "out", None))
     # SIGTERM and SIGHUP (a closed terminal) end it like q: the recording gets its end entry.
     signals = exit_on_signals(lambda: app)
+    code = EXIT_OK
     try:
         with signals:
-            return signals.exit_code(int(app.run() or 0))
+            code = signals.exit_code(int(app.run() or 0))
     finally:
         if recorder is not None:
             recorder.close()
+    return write_status(code, app, recorder)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specmon.commands.exits import EXIT_OK, fail
+from specmon.commands.exits import EXIT_OK, fail, write_status
+from specmon.literal import plain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _err(text: str) -> None:
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass  # the terminal went away (SIGHUP): the clean-up goes on without it
 
@@ -207,4 +208,4 @@ def run_demo(args: argparse.Namespace, run_app: Callable[[Any], Any], **app_kwar
             shutil.rmtree(workdir, ignore_errors=True)
         elif created:
             _err(f"the demo folder is kept: {workdir}")
-    return int(code or 0)
+    return write_status(int(code or 0), app, recorder)

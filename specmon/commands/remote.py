@@ -38,7 +38,7 @@ from specmon.commands.argtypes import (
     positive_float,
     whole_number,
 )
-from specmon.commands.exits import EXIT_INPUT, fail
+from specmon.commands.exits import EXIT_INPUT, fail, write_status
 
 if TYPE_CHECKING:
     from specmon.control.launch import LaunchProfile
@@ -485,7 +485,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
         fail(outcome.message, outcome.code)
     for note in left:
         say(f"specmon: {note}")
-    return outcome.code
+    return write_status(outcome.code, app, recorder)
 
 
 def _unchecked(flow: Any) -> str | None:

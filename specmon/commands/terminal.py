@@ -13,9 +13,17 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["exit_on_signals", "no_terminal", "say"]
+from specmon.literal import plain
+
+__all__ = ["exit_on_signals", "leave_process", "no_terminal", "say"]
+
+#: Set once a dashboard ran under :class:`exit_on_signals`: the process then ends with
+#: :func:`leave_process` (the entry point calls it), not with the interpreter's finalisation.
+leave_at_once = False
+#: Seconds the atexit handlers get before the process leaves anyway.
+ATEXIT_DEADLINE_S = 0.3
 
 
 def no_terminal(command: str) -> str | None:
@@ -59,12 +67,19 @@ class exit_on_signals:
 
     def _leave(self, signum: int, frame: object) -> None:
         self.signalled.append(signum)
+        if signum == signal.SIGHUP:
+            # The terminal is gone: the app must not wait on writes to it while it closes.
+            hung_up = getattr(self._get_app(), "terminal_hung_up", None)
+            if hung_up is not None:
+                hung_up()
         loop = getattr(self._get_app(), "_loop", None)
         if loop is None or loop.is_closed() or len(self.signalled) > 1:
             raise SystemExit(128 + signum)
         loop.call_soon_threadsafe(self._get_app().exit)
 
     def __enter__(self) -> list[int]:
+        global leave_at_once
+        leave_at_once = True
         self._previous = {sig: signal.signal(sig, self._leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
         return self.signalled
 
@@ -80,6 +95,32 @@ class exit_on_signals:
 def say(text: str) -> None:
     """Print to stderr, or nothing when the terminal is gone (after SIGHUP): clean-up goes on."""
     try:
-        print(text, file=sys.stderr, flush=True)
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+def leave_process(code: int) -> NoReturn:
+    """End the process now, once a dashboard command has cleaned up (``q``, SIGHUP, SIGTERM).
+
+    The command's own clean-up has run by then (the recording closed with its ``end`` entry,
+    the demo's server stopped, temporary folders removed). What is left is the interpreter's
+    finalisation, which took 0.4 s after a dashboard session (modules and a large heap torn
+    down) and can wait for ever on a thread or an executor worker stuck on a dead terminal or
+    host: "exit is certain" is kept here. Standard streams are flushed, atexit handlers get
+    :data:`ATEXIT_DEADLINE_S` in a daemon thread, then ``os._exit``.
+    """
+    import atexit
+    import os
+    import threading
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    handlers = threading.Thread(target=atexit._run_exitfuncs, name="specmon atexit", daemon=True)
+    handlers.start()
+    handlers.join(ATEXIT_DEADLINE_S)
+    os._exit(code)

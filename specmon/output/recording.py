@@ -127,7 +127,12 @@ class Recorder:
         self._stop = threading.Event()
         self._interval = flush_interval
         self.entries = 0
+        #: The first write failure, as a sentence (None: every entry written so far).
         self.error: str | None = None
+        #: Entries that could not be written (a full disk, a file-size limit).
+        self.lost = 0
+        self._torn = False  # the file may end inside a line: the next write starts a new one
+        self._unmarked = False  # the failure is not yet marked in the file
         self.write({"type": "meta", "event": "start", "format": FORMAT, "version": VERSION,
                     "specmon": __version__, "warmup": warmup, "pid": os.getpid(), **(meta or {})})
         self._thread = threading.Thread(target=self._run, name="specmon-recorder", daemon=True)
@@ -221,18 +226,30 @@ class Recorder:
         with self._write_lock:
             with self._lock:
                 pending, self._buffer = self._buffer, []
-            if not pending or self._fd is None:
+            if not pending and not self._unmarked or self._fd is None:
                 return
-            data = "".join(pending).encode("utf-8", errors="replace")
+            head = "\n" if self._torn else ""
+            if self._unmarked:
+                # Said in the file too, once it takes bytes again: a report tells a failed write
+                # from a killed recorder, and how much is missing.
+                head += json.dumps({"type": "meta", "event": "write-failed", "error": self.error, "lost": self.lost,
+                                    "t": round(self._clock(), 6)}) + "\n"
+            data = (head + "".join(pending)).encode("utf-8", errors="replace")
+            view = memoryview(data)
             try:
-                view = memoryview(data)
                 while view:
                     written = os.write(self._fd, view)
                     view = view[written:]
             except OSError as exc:
-                # A full disk must not kill the session being recorded: say so once, keep going.
+                # A full disk must not kill the session being recorded: keep going, but loudly
+                # (the app's header and event log read ``error``; the command's exit status too).
                 if self.error is None:
                     self.error = f"recording to {self.path} failed: {exc.strerror or exc}"
+                self.lost += len(pending)
+                self._torn = self._torn or len(view) < len(data)
+                self._unmarked = True
+            else:
+                self._torn = self._unmarked = False
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -32,6 +32,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from specmon.literal import markdown_cell, markdown_code_block, markdown_code_span, plain
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.session import Session
@@ -188,7 +189,7 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
             verdicts.append(entry["verdict"])
         elif kind == "restart":
             restarts.append(entry)
-        elif kind == "meta" and entry.get("event") in ("start", "end"):
+        elif kind == "meta" and entry.get("event") in ("start", "end", "write-failed"):
             meta[str(entry["event"])] = entry
 
     stats = ReadStats()
@@ -315,18 +316,27 @@ def _verdict_lines(data: ReportData) -> list[str]:
 
 
 def to_markdown(data: ReportData) -> str:
-    """The report as GitHub-flavoured Markdown."""
+    """The report as GitHub-flavoured Markdown.
+
+    Everything that comes from the recording (file name, command, labels, crash and restart
+    lines) is literal Markdown (:mod:`specmon.literal`): no HTML, no links, no table breaks.
+    """
     s = data.session
     start = data.meta.get("start")
-    lines = [f"# specmon report — {os.path.basename(data.path)}", "",
-             f"- recorded: {_when(start)}" + (f" by `specmon {start.get('command')}`" if start and start.get("command")
-                                              else ""),
-             f"- lines: {s.lines}, runs: {len(s.runs)}, engine: {s.engine.value}"]
-    if data.read.truncated_tail:
+    command = start.get("command") if start else None
+    lines = [f"# specmon report — {markdown_cell(os.path.basename(data.path))}", "",
+             f"- recorded: {markdown_cell(_when(start))}" + (
+                 f" by {markdown_code_span('specmon ' + str(command))}" if command else ""),
+             f"- lines: {s.lines}, runs: {len(s.runs)}, engine: {markdown_cell(s.engine.value)}"]
+    failed = write_failure(data)
+    if failed:
+        lines.append(f"- {markdown_cell(failed)}")
+    elif data.read.truncated_tail:
         lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
     if data.read.bad_lines:
         lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
-    lines += ["", "## Verdict", "", *(f"**{t}**" if i == 0 else f"_{t}_" for i, t in enumerate(_verdict_lines(data)))]
+    lines += ["", "## Verdict", "", *(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_"
+                                      for i, t in enumerate(_verdict_lines(data)))]
     outcome = data.outcome
     if outcome is not None:
         lines += ["", "## Configurations measured by the sweep", "", *outcome_markdown(outcome)]
@@ -337,21 +347,37 @@ def to_markdown(data: ReportData) -> str:
                   "after it included; the speed-up is the sweep's, above._", ""]
     lines += ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in data.analysis.rows:
-        cells = [c.replace("|", "\\|") for i, c in enumerate(row_cells(row)) if i in keep]
+        cells = [c for i, c in enumerate(row_cells(row)) if i in keep]
+        if outcome is not None:
+            cells[0] = cells[0].removeprefix("★ ")
+        cells = [markdown_cell(c) for c in cells]
         if row.best and outcome is None:
             cells[0] = f"**{cells[0]}**"
-        elif outcome is not None:
-            cells[0] = cells[0].removeprefix("★ ")
         lines.append("| " + " | ".join(cells) + " |")
     if data.analysis.crashes:
-        lines += ["", "## Crashes", "", *(f"- {t}" for t in crash_lines(data.analysis))]
-    lines += ["", "## Throughput over time", "", "```", *text_chart(data), "```"]
+        lines += ["", "## Crashes", "", *(f"- {markdown_cell(t)}" for t in crash_lines(data.analysis))]
+    lines += ["", "## Throughput over time", "", *markdown_code_block(text_chart(data))]
     if data.cost is not None:
-        lines += ["", "## Cost model", "", "```", *data.cost.lines(), "```"]
+        lines += ["", "## Cost model", "", *markdown_code_block(data.cost.lines())]
     restarts = restart_lines(data)
     if restarts:
-        lines += ["", "## Restarts", "", *(f"- {t}" for t in restarts)]
+        lines += ["", "## Restarts", "", *(f"- {markdown_cell(t)}" for t in restarts)]
     return "\n".join(lines) + "\n"
+
+
+def write_failure(data: ReportData) -> str | None:
+    """Why the recording is incomplete when writing it failed (a full disk), as one sentence, or None.
+
+    The recorder marks a failed write in the file once it takes bytes again; a recording that
+    ends mid-line with no such mark was cut off (the recorder killed, or the disk still full).
+    """
+    entry = data.meta.get("write-failed")
+    if not isinstance(entry, dict):
+        return None
+    lost = entry.get("lost")
+    count = f"{lost:,} entries" if isinstance(lost, int) else "entries"
+    return (f"writing the recording failed ({entry.get('error') or 'no reason given'}): {count} "
+            "were lost there, the numbers miss them")
 
 
 def _session_columns(data: ReportData) -> tuple[list[str], set[int]]:
@@ -416,23 +442,28 @@ def _svg_chart(data: ReportData, width: int = 860, height: int = 320) -> str:
         parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.1f}</text>')
     parts.append(f'<text x="{left}" y="{height - 10}" font-size="11">0</text>')
     parts.append(f'<text x="{width - right}" y="{height - 10}" font-size="11" text-anchor="end">'
-                 f'{html.escape(_duration(t_end))} ({html.escape(data.time_basis)})</text>')
+                 f'{_html(_duration(t_end))} ({_html(data.time_basis)})</text>')
     for i, run in enumerate(runs):
         pts = " ".join(f"{x(p.t):.1f},{y(p.tps):.1f}" for p in series if p.run == run)
         colour = _COLOURS[i % len(_COLOURS)]
-        name = html.escape(f"run {run}: " + data.run_labels.get(run, "?"))
+        name = _html(f"run {run}: " + data.run_labels.get(run, "?"))
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{pts}">'
                      f'<title>{name}</title></polyline>')
     parts.append("</svg>")
     legend = " ".join(
-        f'<span style="color:{_COLOURS[i % len(_COLOURS)]}">■</span> run {r}: {html.escape(data.run_labels.get(r, "?"))}'
+        f'<span style="color:{_COLOURS[i % len(_COLOURS)]}">■</span> run {r}: {_html(data.run_labels.get(r, "?"))}'
         for i, r in enumerate(runs))
     return "\n".join(parts) + f'\n<p class="legend">{legend}</p>'
 
 
+def _html(text: object) -> str:
+    """Text from the recording in HTML: escaped, and no control or bidi character (:func:`plain`)."""
+    return html.escape(plain(text, newlines=True))
+
+
 def to_html(data: ReportData) -> str:
     """A self-contained HTML page (inline SVG chart, no scripts)."""
-    esc = html.escape
+    esc = _html
     s = data.session
     rows = []
     headers, keep = _session_columns(data)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specmon.literal import csv_cell, markdown_cell, markdown_text, plain
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
@@ -142,7 +143,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
 def to_csv(analysis: Analysis) -> str:
     """One CSV row per configuration, numbers unformatted for spreadsheets."""
     out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
+    w = _SafeWriter(csv.writer(out, lineterminator="\n"))
     w.writerow(["label", "steps", "draft_tokens", "topk", "samples", "tps_mean", "tps_ci95_low",
                 "tps_ci95_high", "tps_median", "tps_p10", "tps_p90", "vs_baseline_pct",
                 "vs_baseline_ci95_low", "vs_baseline_ci95_high", "accept_len_mean", "accept_rate_mean",
@@ -171,6 +172,20 @@ def to_csv(analysis: Analysis) -> str:
     return out.getvalue()
 
 
+class _SafeWriter:
+    """A csv writer whose every cell goes through :func:`~specmon.literal.csv_cell`.
+
+    Labels and crash lines come from the log: a spreadsheet must show ``=HYPERLINK(…)`` as
+    text, never run it, and no control character reaches the file.
+    """
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def writerow(self, row: list[Any]) -> None:
+        self._writer.writerow([csv_cell(c) for c in row])
+
+
 def _crash_cells(analysis: Analysis, run_ids: set[int]) -> list[str | int]:
     crash = next((c for c in reversed(analysis.crashes) if c.run in run_ids), None)
     if crash is None:
@@ -187,35 +202,39 @@ def to_markdown(analysis: Analysis) -> str:
     """A GitHub-flavoured Markdown table and the verdict underneath."""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for row in analysis.rows:
-        cells = [c.replace("|", "\\|") for c in row_cells(row)]
+        # Labels come from the log: literal Markdown (no HTML, no pipes, no code spans).
+        cells = [markdown_cell(c) for c in row_cells(row)]
         if row.best:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"**Verdict:** {analysis.verdict.sentence}")
+    lines.append(f"**Verdict:** {markdown_text(analysis.verdict.sentence)}")
     if analysis.crashes:
         lines.append("")
         lines.append("**Crashes:**")
         lines.append("")
-        lines.extend(f"- {t}" for t in crash_lines(analysis))
+        lines.extend(f"- {markdown_text(t)}" for t in crash_lines(analysis))
     if analysis.verdict.concurrency_note:
         lines.append("")
-        lines.append(f"_Note:_ {analysis.verdict.concurrency_note}")
+        lines.append(f"_Note:_ {markdown_text(analysis.verdict.concurrency_note)}")
     return "\n".join(lines) + "\n"
 
 
 def to_rich(analysis: Analysis, title: str | None = None) -> Table:
     """A rich Table for the terminal."""
     from rich.table import Table  # here: the other formats need none of rich (45 ms to import)
+    from rich.text import Text
 
-    table = Table(title=title, caption=analysis.verdict.sentence, caption_justify="left")
+    # Rich reads a str as markup: every cell, the title and the caption are literal Text.
+    table = Table(title=None if title is None else Text(plain(title)),
+                  caption=Text(plain(analysis.verdict.sentence)), caption_justify="left")
     for i, h in enumerate(HEADERS):
         # The label may wrap; numbers never do (a wrapped number reads as two).
         table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i != 0,
                          min_width=16 if i == 0 else None)
     for row in analysis.rows:
         style = "bold" if row.best else ("dim" if row.samples == 0 else None)
-        table.add_row(*row_cells(row), style=style)
+        table.add_row(*(Text(plain(c)) for c in row_cells(row)), style=style)
     return table
 
 
@@ -423,7 +442,7 @@ def outcome_markdown(outcome: SweepOutcome) -> list[str]:
     """The sweep's table as Markdown lines (the numbers of its verdict)."""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for row in outcome.rows:
-        cells = [c.replace("|", "\\|") for c in row.cells()]
+        cells = [markdown_cell(c) for c in row.cells()]
         if row.best:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")

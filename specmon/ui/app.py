@@ -41,6 +41,7 @@ Extension points for the commands built on this app:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -54,6 +55,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
@@ -63,13 +68,16 @@ from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
 from specmon.control.restart import Phase
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
+from specmon.output.files import write_files_atomically
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, first_time, speed_text, time_ordered
+from specmon.ui.driver import HangupSafeDriver
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
+from specmon.ui.literal import literal, markup_escaped, plain
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
@@ -241,8 +249,34 @@ class SpecmonApp(App[int]):
         self._availability: tuple[object, ...] = ()
         self._runs_sig: tuple[object, ...] = ()
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
+        #: Writes that failed (the recording, exports), as sentences: the header says so and
+        #: :attr:`write_failed` makes the command's exit status non-zero.
+        self.write_failures: list[str] = []
+        self._recording_error_seen = False
         if not self.options.animations:
             self.animation_level = "none"
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
+        driver = super().get_driver_class()
+        return HangupSafeDriver if driver is LinuxDriver else driver
+
+    def terminal_hung_up(self) -> None:
+        """The terminal is gone (SIGHUP): nothing more is written to it, so nothing waits on it."""
+        driver = self._driver
+        if isinstance(driver, HangupSafeDriver):
+            driver.hang_up()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification, shown literally: never markup, whoever calls (widgets and screens too).
+
+        Notifications carry server text (a restart's crash line, an exception, a path): Textual
+        reads a message as markup by default, and ``[/pytorch/…]`` in an NCCL error ended the app.
+        ``markup`` is accepted for Textual's signature and ignored.
+        """
+        super().notify(plain(message, newlines=True), title=plain(title), severity=severity,
+                       timeout=timeout, markup=False)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -271,6 +305,25 @@ class SpecmonApp(App[int]):
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
+        try:
+            self._mount_dashboard()
+        except NoMatches:
+            # The app was told to exit while it was being built (the terminal closed at once,
+            # SIGHUP): its widgets are already gone, and there is nothing to start.
+            if not self._exit_requested():
+                raise
+
+    def _exit_requested(self) -> bool:
+        return self._exit or self._closing or self._closed  # Textual's own shutdown state
+
+    def _print_error_renderables(self) -> None:
+        """Textual prints a crash's traceback at exit: not to a terminal that is gone (it raised EIO)."""
+        try:
+            super()._print_error_renderables()
+        except (OSError, ValueError):
+            pass
+
+    def _mount_dashboard(self) -> None:
         # References, not queries: a modal screen (help) on top must not hide them from the timers.
         self._header = self.query_one(StatusHeader)
         self._panels = (self.query_one("#m-throughput", MetricPanel), self.query_one("#m-accept-len", MetricPanel),
@@ -496,6 +549,11 @@ class SpecmonApp(App[int]):
         )
         if self.counters is not None:
             snap = self.counters.apply(snap, feeder.session)
+        self._check_recording()
+        if self.write_failures:
+            alert = self.write_failures[0] if len(self.write_failures) == 1 else \
+                f"{len(self.write_failures)} writes failed (l: the event log)"
+            snap = dataclasses.replace(snap, header=dataclasses.replace(snap.header, alert=alert))
         spark = self._ticks % 2 == 0 if sparklines is None else sparklines
         with self.batch_update():
             self._header.view = snap.header
@@ -516,6 +574,25 @@ class SpecmonApp(App[int]):
         base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
         self._refresh_availability()
 
+    def _check_recording(self) -> None:
+        """A recording that stopped being written is said once, loudly: event log, notification, header."""
+        recorder = self.recorder
+        error = recorder.error if recorder is not None else None
+        if error is None or self._recording_error_seen:
+            return
+        self._recording_error_seen = True
+        self._write_failed(f"{error}: the recording is incomplete from here on")
+
+    def _write_failed(self, sentence: str) -> None:
+        self.write_failures.append(sentence)
+        self._add_event("error", sentence)
+        self.notify(sentence, title="write failed", severity="error", timeout=15)
+
+    @property
+    def write_failed(self) -> bool:
+        """Whether a recording or an export could not be written (the exit status says so)."""
+        return bool(self.write_failures) or (self.recorder is not None and self.recorder.error is not None)
+
     def _tick_slow(self) -> None:
         """Plot and table (once a second), and start an analysis when one is due."""
         if not self.display_paused:
@@ -531,7 +608,7 @@ class SpecmonApp(App[int]):
         table = self.builder.table(self.feeder.session)
         with self.batch_update():
             self._table.show(table)
-            self._verdict.update(table.verdict)
+            self._verdict.update(literal(table.verdict, newlines=True))
             self._table_box.border_title = "runs · the sweep's numbers" if self.builder.pinned else "runs"
 
     def refresh_now(self) -> None:
@@ -685,7 +762,8 @@ class SpecmonApp(App[int]):
             if reason is None:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
             else:
-                yield SystemCommand(f"{title} (unavailable)", f"{help_text} — {reason}",
+                # The palette reads its entries as markup: the reason may quote a host or a log.
+                yield SystemCommand(f"{title} (unavailable)", markup_escaped(f"{help_text} — {reason}"),
                                     partial(self.notify, reason, title=f"{title}: unavailable",
                                             severity="warning"))
 
@@ -796,14 +874,14 @@ class SpecmonApp(App[int]):
             ".json": json.dumps(to_json(session, analysis), indent=2) + "\n",
             ".md": to_markdown(analysis),
         }
-        written: list[Path] = []
         try:
-            for ext, text in outputs.items():
-                path = base.with_name(base.name + ext)
-                paths.write_private(path, text)  # 0600 in a 0700 folder, whole or not at all
-                written.append(path)
+            # 0600 files in a 0700 folder (specmon's own), all of them or none (each written aside,
+            # then renamed): a full disk leaves no partial export.
+            paths.private_dir(folder)
+            written = write_files_atomically({base.with_name(base.name + ext): text for ext, text in outputs.items()})
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error", timeout=10)
+            # Nothing is left behind (each file is written aside, then renamed): say so, loudly.
+            self._write_failed(f"export to {folder} failed: {exc.strerror or exc}; no file was written")
             return
         self.last_export = written
         # The folder is specmon's data directory unless --out says otherwise: say where, in full,

@@ -22,6 +22,7 @@ This module is named ``theming`` because ``specmon.themes`` is that data package
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -33,9 +34,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from specmon.smallfile import read_small_text
+
 __all__ = ["DEFAULT_THEME", "ThemeError", "ThemeFile", "builtin_theme_dirs", "load_theme", "load_themes"]
 
 DEFAULT_THEME = "specmon-dark"
+#: Bytes a theme file may have (a real one is under a kilobyte).
+THEME_LIMIT = 64 * 1024
 
 
 class ThemeError(ValueError):
@@ -58,8 +63,24 @@ def _colour(value: str) -> str:
 
 #: A colour as Textual parses it: ``#RRGGBB``, ``rgb(...)``, a name such as ``ansi_red``.
 Colour = Annotated[StrictStr, AfterValidator(_colour)]
-#: A number; strict, so ``"0.2"`` (a string) is an error rather than a silent conversion.
-Number = Annotated[float, Field(strict=True)]
+#: A fraction; strict, so ``"0.2"`` (a string) is an error rather than a silent conversion; NaN,
+#: infinities and out-of-range values (``1e308`` crashed the app when the theme was applied) too.
+Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+
+_VARIABLE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+# A variable's value is substituted into the stylesheet: a colour, a style word or a number,
+# never a ``;``, a brace, a colon, a comment or a quote that would end the declaration.
+_VARIABLE_VALUE = re.compile(r"[A-Za-z0-9#(),.%+ -]{1,64}")
+
+
+def _variables(value: dict[str, str]) -> dict[str, str]:
+    for name, text in value.items():
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise ValueError(f"variable name {name!r} must be lowercase words joined by '-'")
+        if not _VARIABLE_VALUE.fullmatch(text):
+            raise ValueError(f"variable {name!r}: {text!r} is not a colour, a style or a number "
+                             "(letters, digits, '#', '(', ')', ',', '.', '%', '+', '-' and spaces; 64 at most)")
+    return value
 
 
 class ThemeFile(BaseModel):
@@ -80,9 +101,9 @@ class ThemeFile(BaseModel):
     panel: Colour | None = None
     boost: Colour | None = None
     dark: StrictBool = True
-    luminosity_spread: Number = 0.15
-    text_alpha: Number = 0.95
-    variables: dict[str, StrictStr] = Field(default_factory=dict)
+    luminosity_spread: Fraction = 0.15
+    text_alpha: Fraction = 0.95
+    variables: Annotated[dict[str, StrictStr], AfterValidator(_variables)] = Field(default_factory=dict)
     ansi: StrictBool = False
 
     def to_theme(self) -> Theme:
@@ -103,12 +124,16 @@ def _theme_error(exc: ValidationError, origin: str) -> ThemeError:
             unknown = True
         elif kind == "missing":
             problems.append(f"'{key}' is required")
-        elif key == "variables":
+        elif key == "variables" and kind != "value_error":
             problems.append("[variables] must map names to strings")
         elif kind == "bool_type":
             problems.append(f"'{key}' must be true or false")
+        elif kind == "finite_number":
+            problems.append(f"'{key}' must be a finite number, not {error['input']!r}")
         elif kind.startswith("float"):
             problems.append(f"'{key}' must be a number")
+        elif kind in ("greater_than_equal", "less_than_equal"):
+            problems.append(f"'{key}' must be between 0 and 1, not {error['input']!r}")
         elif kind == "string_type":
             problems.append(f"'{key}' must be a string, not {error['input']!r}")
         else:
@@ -147,14 +172,22 @@ def load_theme(text: str, origin: str) -> Theme:
     except tomllib.TOMLDecodeError as exc:
         raise ThemeError(f"{origin}: not valid TOML: {exc}") from None
     try:
-        return ThemeFile.model_validate(data).to_theme()
+        theme = ThemeFile.model_validate(data).to_theme()
     except ValidationError as exc:
         raise _theme_error(exc, origin) from None
+    try:
+        # What Textual does when the theme is applied (at start or on ``t``), done here: a theme
+        # that cannot make its colours is skipped now, not a crash later.
+        theme.to_color_system().generate()
+    except Exception as exc:
+        raise ThemeError(f"{origin}: its colours cannot be generated: {exc}") from None
+    return theme
 
 
 def _entries(folder: Traversable | Path) -> list[Traversable | Path]:
+    # Not ``is_file()`` here: a FIFO or a device named *.toml is reported by the read, not skipped silently.
     try:
-        return sorted((e for e in folder.iterdir() if e.name.endswith(".toml") and e.is_file()),
+        return sorted((e for e in folder.iterdir() if e.name.endswith(".toml") and not e.is_dir()),
                       key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
@@ -175,9 +208,14 @@ def load_themes(folders: Iterable[Traversable | Path]) -> tuple[dict[str, Theme]
         for entry in _entries(folder):
             origin = str(entry)
             try:
-                text = entry.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"{origin}: cannot read: {exc}")
+                # A user's file: bounded and non-blocking (a FIFO or a device named *.toml).
+                text = read_small_text(entry, limit=THEME_LIMIT) if isinstance(entry, Path) else \
+                    entry.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                problems.append(f"{origin}: cannot read: not UTF-8 text")
+                continue
+            except OSError as exc:
+                problems.append(f"{origin}: cannot read: {exc.strerror or exc}")
                 continue
             try:
                 theme = load_theme(text, origin)

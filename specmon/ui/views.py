@@ -172,6 +172,7 @@ class HeaderView:
     paused: bool
     lines: int
     unparsed: int
+    alert: str = ""  # a write that failed (the recording, an export): said until specmon exits
 
 
 @dataclass(frozen=True, slots=True)

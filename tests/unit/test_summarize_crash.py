@@ -17,6 +17,7 @@ import pytest
 
 from specmon.cli import main
 from specmon.ingest.files import ingest_files
+from specmon.literal import markdown_cell
 from specmon.model.session import ServerState
 from specmon.parsing import parse_lines
 from specmon.records import Event, Lifecycle
@@ -109,7 +110,8 @@ def test_a_crash_after_a_served_run_shows_in_every_format(name: str, tmp_path: P
 
     code, out, _ = run_cli(["summarize", str(log), "--format", "markdown"], capsys)
     assert code == 0 and "**Crashes:**" in out
-    assert f"run {c['run']} (" in out and error in out and c["time"].replace("T", " ") in out
+    # Escaped for Markdown (a backtick in the error would open a code span): the text a reader sees is the error.
+    assert f"run {c['run']} (" in out and markdown_cell(error) in out and c["time"].replace("T", " ") in out
 
     code, out, _ = run_cli(["summarize", str(log)], capsys)
     assert code == 0

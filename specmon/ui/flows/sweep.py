@@ -35,6 +35,7 @@ from specmon.control.sweep import (
 from specmon.model.session import Session
 from specmon.output.tables import SweepOutcome, sweep_outcome
 from specmon.ui.flows import Dashboard, event_time
+from specmon.ui.literal import literal
 from specmon.ui.messages import FlowChanged, FlowLogged
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, SweepStopScreen, sweep_progress_text
 
@@ -352,7 +353,7 @@ class SweepFlow:
     def _refresh(self) -> None:
         sweep = self.sweep
         if sweep is not None:
-            self.line.update(sweep_progress_text(sweep.snapshot()))
+            self.line.update(literal(sweep_progress_text(sweep.snapshot()), newlines=True))
 
     def _show_plan(self, text: str) -> None:
         if self._restarting is not None:

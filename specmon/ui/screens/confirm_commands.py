@@ -17,6 +17,7 @@ from textual.widgets import Button, Static
 
 from specmon.control.launch import CommandPlan
 from specmon.control.restart import RestartController, plan_label
+from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["ConfirmCommandsScreen"]
@@ -125,14 +126,14 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         down = "The server is down from the stop until it is ready again"
         down += f" ({self.eta_text})." if self.eta_text else "."
         with Vertical(id="confirm-box"):
-            yield Static(f"{self.title_text} on {plan.host}: {change}", id="confirm-title", markup=False)
+            yield Static(literal(f"{self.title_text} on {plan.host}: {change}"), id="confirm-title", markup=False)
             if self.now_steps is not None and self.now_steps == plan.steps:
-                yield Static(f"{plan_label(plan.steps)} is what runs now: this restarts the same setting "
-                             "(a repeat run, pooled with the earlier one)", id="confirm-same", markup=False)
-            yield Static(f"These commands run on {plan.host}, in this order. {down}", classes="hint",
+                yield Static(literal(f"{plan_label(plan.steps)} is what runs now: this restarts the same setting "
+                             "(a repeat run, pooled with the earlier one)"), id="confirm-same", markup=False)
+            yield Static(literal(f"These commands run on {plan.host}, in this order. {down}"), classes="hint",
                          markup=False)
             with VerticalScroll(id="confirm-scroll"):
-                yield Static(self.text, id="confirm-commands", markup=False)
+                yield Static(literal(self.text, newlines=True), id="confirm-commands", markup=False)
                 yield Static("", id="confirm-exact", markup=False)
             yield Static("y: run · escape: cancel (nothing runs) · x: exact strings sent",
                          classes="hint", markup=False)
@@ -175,7 +176,7 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
         readable = self.controller.describe(self.plan)
         self.text = self.controller.describe(self.plan, exact=self.exact)
         exact = self.query_one("#confirm-exact", Static)
-        exact.update(self.text[len(readable):].lstrip("\n"))
+        exact.update(literal(self.text[len(readable):].lstrip("\n"), newlines=True))
         exact.display = self.exact
         scroll = self.query_one("#confirm-scroll", VerticalScroll)
         if self.exact:

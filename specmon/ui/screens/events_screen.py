@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from specmon.model.session import SessionEvent
+from specmon.ui.literal import literal
 from specmon.ui.views import fold_events
 from specmon.ui.widgets.key_footer import KeyFooter
 
@@ -118,13 +119,13 @@ class EventsScreen(Screen[None]):
         scroll = self.query_one("#events-scroll", VerticalScroll)
         at_end = scroll.scroll_y >= scroll.max_scroll_y - 1
         body = "\n".join(self.lines) if self.lines else "no event matches"
-        self.query_one("#events-body", Static).update(body)
+        self.query_one("#events-body", Static).update(literal(body, newlines=True))
         shown = f"{len(self.lines)} of {total}" if self.query_text or self.level_index else f"{total}"
         filt = f" · {self.query_text!r}" if self.query_text else ""
         live = any(e.received is not None for e in events)
         clock = "wall clock, (log …) its own stamp" if live else "log time"
         self.query_one("#events-title", Static).update(
-            f"events {shown} · {name}{filt} · {'folded' if self.fold else 'unfolded'} · {clock}")
+            literal(f"events {shown} · {name}{filt} · {'folded' if self.fold else 'unfolded'} · {clock}"))
         if at_end:
             scroll.call_after_refresh(scroll.scroll_end, animate=False)
 

@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from specmon.ui.literal import literal
+
 __all__ = ["QuitConfirmScreen"]
 
 
@@ -54,7 +56,7 @@ class QuitConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-box"):
-            yield Static(f"Quit? {self.busy[0].upper()}{self.busy[1:]}.", id="quit-title", markup=False)
+            yield Static(literal(f"Quit? {self.busy[0].upper()}{self.busy[1:]}."), id="quit-title", markup=False)
             yield Static("Quitting stops watching it; a server specmon started on a real host keeps "
                          "running and is adopted next time (the demo's server is stopped).",
                          classes="hint", markup=False)

@@ -22,6 +22,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
 from specmon.control.restart import plan_label
+from specmon.ui.literal import literal, plain
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
 from specmon.ui.widgets.run_table import mark_text
@@ -111,7 +112,7 @@ def measured_text(rows: Sequence[MeasuredStep], width: int = 80) -> Content:
     for r in rows:
         mark = mark_text(r.best, r.is_baseline, r.current)
         n = "" if narrow else f" {r.samples:>6} "
-        text = f"{mark} {r.label[:name]:<{name}}{n} {r.tps[:13]:<13} {r.vs[:9]:<9} {r.accept_len[:11]:<11}"
+        text = f"{mark} {plain(r.label)[:name]:<{name}}{n} {r.tps[:13]:<13} {r.vs[:9]:<9} {r.accept_len[:11]:<11}"
         style = "bold $primary" if r.current else "$success" if r.best else ""
         lines.append(Content.styled(text.rstrip(), style))
     return Content("\n").join(lines)
@@ -194,9 +195,9 @@ class RestartDialog(ModalScreen[int | None]):
         now = "unknown" if self.current_steps is None else plan_label(self.current_steps)
         zero = " (0 = no speculation)" if self.lo == 0 else ""
         with Vertical(id="restart-box"):
-            yield Static(f"Restart the server on {self.host}", id="restart-title", markup=False)
-            yield Static(f"now: {now} · next: {self.lo} to {self.hi} steps{zero}"
-                         + (f" · {self.rule}" if self.rule else ""), classes="hint", markup=False)
+            yield Static(literal(f"Restart the server on {self.host}"), id="restart-title", markup=False)
+            yield Static(literal(f"now: {now} · next: {self.lo} to {self.hi} steps{zero}"
+                         + (f" · {self.rule}" if self.rule else "")), classes="hint", markup=False)
             # Many configurations scroll; the input and the keys stay on screen.
             with VerticalScroll(id="restart-measured-scroll"):
                 yield Static(measured_text(self.measured), id="restart-measured")
@@ -258,7 +259,7 @@ class RestartDialog(ModalScreen[int | None]):
                     text = "same as now: a repeat run of this configuration"
             except ValueError:
                 pass
-        self.query_one("#restart-error", Static).update(text)
+        self.query_one("#restart-error", Static).update(literal(text))
         self._fit()  # the message may take a line from the list
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -266,7 +267,7 @@ class RestartDialog(ModalScreen[int | None]):
         try:
             steps = parse_steps(event.value, self.lo, self.hi)
         except ValueError as exc:
-            self.query_one("#restart-error", Static).update(str(exc))
+            self.query_one("#restart-error", Static).update(literal(str(exc), newlines=True))
             return
         self.chosen = steps
         self.dismiss(steps)

@@ -20,6 +20,7 @@ from textual.widgets import Static
 from specmon.model.analysis import ConfigRow
 from specmon.model.session import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S
 from specmon.records import Engine
+from specmon.ui.literal import literal
 from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["RunDetailsScreen", "details_lines", "histogram_lines", "strip_line"]
@@ -157,7 +158,7 @@ class RunDetailsScreen(Screen[None]):
         self.lines: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f"details: {self.row.label} · escape: back", id="details-title", markup=False)
+        yield Static(literal(f"details: {self.row.label} · escape: back"), id="details-title", markup=False)
         with VerticalScroll(id="details-scroll"):
             yield Static("", id="details-body", markup=False)
         yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
@@ -165,7 +166,7 @@ class RunDetailsScreen(Screen[None]):
     def on_mount(self) -> None:
         width = max(40, self.size.width - 4)
         self.lines = details_lines(self.row, command=self.command, width=width)
-        self.query_one("#details-body", Static).update("\n".join(self.lines))
+        self.query_one("#details-body", Static).update(literal("\n".join(self.lines), newlines=True))
         self.query_one("#details-scroll").focus()
 
     @property

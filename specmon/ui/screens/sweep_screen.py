@@ -24,6 +24,7 @@ from textual.widgets import Button, Input, RadioButton, RadioSet, Static
 
 from specmon.control.counts import parse_step_list
 from specmon.control.dims import Grid, Point, expand_grid, parse_grid
+from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.wording import counted
 
@@ -125,9 +126,9 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sweep-box"):
-            yield Static(f"Sweep step counts on {self.host}", id="sweep-title", markup=False)
-            yield Static(f"the server is restarted once per step count ({self.lo} to {self.hi}; 0 = no speculation, "
-                         f"the baseline); each is measured until the numbers are clear{self.budget}",
+            yield Static(literal(f"Sweep step counts on {self.host}"), id="sweep-title", markup=False)
+            yield Static(literal(f"the server is restarted once per step count ({self.lo} to {self.hi}; 0 = no speculation, "
+                         f"the baseline); each is measured until the numbers are clear{self.budget}"),
                          classes="hint", markup=False)
             yield Input(self.default, placeholder="step counts, e.g. 0,1,2,3,5", id="sweep-steps",
                         validators=[StepListValidator(self.lo, self.hi)], validate_on=["changed", "submitted"],
@@ -164,7 +165,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
             steps = parse_step_list(self.query_one("#sweep-steps", Input).value, self.lo, self.hi)
             self.grid = read_grid(steps, self.query_one("#sweep-dims", Input).value, self.dimensions)
         except ValueError as exc:
-            error.update(str(exc))
+            error.update(literal(str(exc), newlines=True))
             count.update("")
             self.grid = None
             return None
@@ -175,7 +176,7 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
             name, why = self.grid.skipped[0]
             more = f" (and {len(self.grid.skipped) - 1} more)" if len(self.grid.skipped) > 1 else ""
             text += f"; left out {name}: {why}{more}"
-        count.update(text)
+        count.update(literal(text))
         return steps
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -243,12 +244,12 @@ class SweepConfirmScreen(ModalScreen[bool]):
         what = f"{', '.join(map(str, self.steps))} steps" + (f" ({n} settings)" if n != len(self.steps) else "")
         guided = ", guided: fewer when the cost model rules settings out" if self.strategy == "guided" else ""
         with Vertical(id="sweep-confirm-box"):
-            yield Static(f"Sweep on {self.host}: {what} — up to {n} restart"
-                         f"{'' if n == 1 else 's'}{guided}", id="sweep-confirm-title", markup=False)
-            yield Static(f"These commands run on {self.host}, one restart per step count, in this order; the server "
-                         f"is down during each restart. {self.load}", classes="hint", markup=False)
+            yield Static(literal(f"Sweep on {self.host}: {what} — up to {n} restart"
+                         f"{'' if n == 1 else 's'}{guided}"), id="sweep-confirm-title", markup=False)
+            yield Static(literal(f"These commands run on {self.host}, one restart per step count, in this order; the server "
+                         f"is down during each restart. {self.load}"), classes="hint", markup=False)
             with VerticalScroll(id="sweep-confirm-scroll"):
-                yield Static(self.text, id="sweep-confirm-commands", markup=False)
+                yield Static(literal(self.text, newlines=True), id="sweep-confirm-commands", markup=False)
             yield Static("y: run the sweep · escape: cancel (nothing runs) · s later: stop it",
                          classes="hint", markup=False)
             with Horizontal(id="sweep-confirm-buttons"):
@@ -300,7 +301,7 @@ class SweepStopScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="sweep-stop-box"):
             yield Static("Stop the sweep?", markup=False)
-            yield Static(self.progress, markup=False)
+            yield Static(literal(self.progress, newlines=True), markup=False)
             yield Static("y: stop (the verdict covers what was measured) · escape: keep going", markup=False)
 
     def action_confirm(self) -> None:

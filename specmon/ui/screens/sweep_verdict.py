@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from specmon.output.tables import SweepOutcome
+from specmon.ui.literal import literal
 
 __all__ = ["SweepVerdictScreen", "verdict_lines"]
 
@@ -123,11 +124,11 @@ class SweepVerdictScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         title = "Sweep finished" if self.finished else "Sweep stopped: the verdict covers what was measured"
         with Vertical(id="verdict-box"):
-            yield Static(title, id="verdict-title", markup=False)
-            yield Static("\n".join(self.lines["head"]), id="verdict-head", markup=False)
+            yield Static(literal(title), id="verdict-title", markup=False)
+            yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head", markup=False)
             with VerticalScroll(id="verdict-scroll"):
-                yield Static("\n".join(self.lines["table"]), id="verdict-table", markup=False)
-            yield Static("\n".join(self.lines["foot"]), id="verdict-foot", markup=False)
+                yield Static(literal("\n".join(self.lines["table"]), newlines=True), id="verdict-table", markup=False)
+            yield Static(literal("\n".join(self.lines["foot"]), newlines=True), id="verdict-foot", markup=False)
 
     @property
     def text(self) -> str:

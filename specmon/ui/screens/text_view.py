@@ -8,6 +8,7 @@ from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import Static
 
+from specmon.ui.literal import literal
 from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["TextViewScreen"]
@@ -35,10 +36,10 @@ class TextViewScreen(Screen[None]):
         self.body = text
 
     def compose(self) -> ComposeResult:
-        yield Static(self.title_text, id="text-view-title", markup=False)
+        yield Static(literal(self.title_text), id="text-view-title", markup=False)
         # Both ways: a report's tables are wider than 80 columns, and cutting them would lose data.
         with ScrollableContainer(id="text-view-scroll"):
-            yield Static(self.body, id="text-view-body", markup=False)
+            yield Static(literal(self.body, newlines=True), id="text-view-body", markup=False)
         yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
     def on_mount(self) -> None:

@@ -6,6 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from specmon.ui.literal import plain
 from specmon.ui.views import EventView
 from specmon.ui.widgets.levels import EVENT_STYLE
 
@@ -29,7 +30,7 @@ class EventLog(Widget):
         lines = []
         for e in shown:
             style = EVENT_STYLE.get(e.level, "")
-            text = e.text
+            text = plain(e.text)  # a log line, a host's answer, a path: literal, one line
             if e.level == "error":
                 text = "✖ " + text
             elif e.level == "warning":
@@ -37,6 +38,6 @@ class EventLog(Widget):
             if e.count > 1:
                 kind, _, rest = text.partition(":")
                 text = f"{kind} ×{e.count}:{rest}"
-            stamp = f" (log {e.log_time})" if e.log_time and self.content_size.width >= LOG_TIME_FROM_WIDTH else ""
+            stamp = f" (log {plain(e.log_time)})" if e.log_time and self.content_size.width >= LOG_TIME_FROM_WIDTH else ""
             lines.append(Content.assemble((e.time + stamp, "$text-muted"), " ", (text, style)))
         return Content("\n").join(lines)

@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Sparkline, Static
 
+from specmon.ui.literal import literal, plain
 from specmon.ui.views import MetricView
 
 __all__ = ["MetricPanel", "delta_text", "value_text"]
@@ -22,7 +23,7 @@ def value_text(view: MetricView, width: int = 80) -> Content:
     The unit and the window size are left out when ``width`` is too small for them.
     """
     if view.current is None:
-        return Content.assemble(("—", "bold"), "  ", (view.note, "$text-muted"))
+        return Content.assemble(("—", "bold"), "  ", (plain(view.note), "$text-muted"))
     now, mean = _num(view.current, view.decimals), _num(view.mean, view.decimals)
     suffix = f" /{view.ceiling:g}" if view.ceiling is not None else (f" {view.unit}" if view.unit else "")
     window = f" ({view.window})"
@@ -51,7 +52,7 @@ def delta_text(view: MetricView, width: int) -> Content:
             return Content.styled(text, "$text-muted")
         if view.baseline_without:
             # A baseline without speculation drafts nothing: there is no rate to compare with.
-            text = f"baseline {view.baseline_without}: no drafts"
+            text = f"baseline {plain(view.baseline_without)}: no drafts"
             if len(text) > width:
                 text = "baseline has no drafts"
             return Content.styled(text, "$text-muted")
@@ -82,7 +83,7 @@ class MetricPanel(Vertical):
     def __init__(self, key: str, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="metric")
         self.key = key
-        self.border_title = title
+        self.border_title = literal(title)
         self._view: MetricView | None = None
         self._width = 0
 
@@ -124,7 +125,7 @@ class MetricPanel(Vertical):
             # samples over the whole panel, which reads as a solid bar.
             spark.styles.width = len(view.series) if 0 < len(view.series) < width else "1fr"
         if old is None or old.source != view.source:
-            self.border_subtitle = view.source  # which source the numbers come from (empty: the only one)
+            self.border_subtitle = literal(view.source)  # which source the numbers come from (empty: the only one)
         self._view = view
 
     def on_resize(self) -> None:

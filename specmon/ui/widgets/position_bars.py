@@ -6,6 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from specmon.ui.literal import literal, plain
 from specmon.ui.views import PositionsView
 
 __all__ = ["PositionBars", "bar"]
@@ -29,13 +30,13 @@ class PositionBars(Widget):
 
     def watch_view(self, view: PositionsView | None) -> None:
         self.set_class(view is None or view.values is None, "-empty")
-        self.border_subtitle = view.source if view is not None else ""  # counters or log (empty: one source)
+        self.border_subtitle = literal(view.source if view is not None else "")  # counters or log (empty: one source)
 
     def render(self) -> Content:
         """One line per position: ``1 ██████▌    0.65``; a note when the engine does not log it."""
         v = self.view
         if v is None or v.values is None:
-            return Content.styled(v.note if v else "no data yet", "$text-muted")
+            return Content.styled(plain(v.note) if v else "no data yet", "$text-muted")
         width = max(4, self.content_size.width - 9)
         lines = []
         for i, value in enumerate(v.values, 1):

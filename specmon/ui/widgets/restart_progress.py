@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from specmon.control.restart import RUNNING_PHASES, Phase, RestartProgress, plan_label
+from specmon.ui.literal import plain
 from specmon.ui.views import duration_text
 
 __all__ = ["RestartProgressPanel", "eta_text", "phase_counter", "progress_bar"]
@@ -41,10 +42,10 @@ def eta_text(view: RestartProgress) -> str:
     if eta is None:
         return ""
     if eta.remaining_s is None:
-        return eta.basis
+        return plain(eta.basis)
     if eta.remaining_s < 1:
-        return f"any moment now ({eta.basis})"
-    return f"ETA ~{duration_text(eta.remaining_s)} ({eta.basis})"
+        return f"any moment now ({plain(eta.basis)})"
+    return f"ETA ~{duration_text(eta.remaining_s)} ({plain(eta.basis)})"
 
 
 def phase_counter(view: RestartProgress, phase: Phase) -> str:
@@ -132,13 +133,14 @@ class RestartProgressPanel(Widget):
         width = max(20, self.content_size.width or 80)
         lines: list[Content] = []
         self.border_title = "start" if self.first_start else "restart"
-        title = Content.assemble(("start → " if self.first_start else "restart → ", "bold"), (v.label, "bold $accent"), (f" on {v.host}", ""),
+        title = Content.assemble(("start → " if self.first_start else "restart → ", "bold"), (plain(v.label), "bold $accent"),
+                                 (f" on {plain(v.host)}", ""),
                                  ("   elapsed ", "$text-muted"), (duration_text(v.elapsed_s) or "0s", "bold"))
         lines.append(title)
         if v.phase is Phase.READY:
             # Done: two lines, so the plot and the events come back under it at 80x24 (the phase
             # times are in the event log). The panel hides itself a few seconds later.
-            lines.append(Content.assemble(("✓ ", "$success"), (v.message, "$success"),
+            lines.append(Content.assemble(("✓ ", "$success"), (plain(v.message), "$success"),
                                           ("  · d: dismiss", "$text-muted")))
             return Content("\n").join(lines)
         lines.append(self._phases(v))
@@ -150,16 +152,17 @@ class RestartProgressPanel(Widget):
             lines.append(Content.assemble((progress_bar(fraction, bar_width), style), (label, "bold"), "  ",
                                           (eta_text(v), "$text-muted")))
             if v.message:
-                lines.append(Content.styled(v.message, "$text-muted"))
+                lines.append(Content.styled(plain(v.message), "$text-muted"))
         else:
             lines.append(Content.assemble(("✖ ", "$error bold"), (f"{v.phase.text}: ", "$error bold"),
-                                          (v.message, "$error")))
+                                          (plain(v.message), "$error")))
             # The key line always shows: the log's last lines get what the panel's height leaves.
             room = self._inner_rows() - len(lines) - 2
             if v.last_lines and room > 0:
-                lines.append(Content.styled(f"last lines of {v.log or 'the log'}:", "$text-muted"))
+                lines.append(Content.styled(f"last lines of {plain(v.log or 'the log')}:", "$text-muted"))
                 for raw in v.last_lines[-room:]:
-                    lines.append(Content("  " + raw).stylize("$text-muted"))
+                    # The server's own words (an NCCL error, a traceback): literal, never markup.
+                    lines.append(Content("  " + plain(raw)).stylize("$text-muted"))
             keys = []
             if v.previous_steps is not None:
                 keys.append(f"g: go back to {plan_label(v.previous_steps)} (the commands are shown first)")

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widgets import DataTable
 
+from specmon.ui.literal import plain
 from specmon.ui.views import RowView, TableView
 
 __all__ = ["COLUMNS", "DROP_ORDER", "RunTable", "mark_text"]
@@ -34,7 +35,8 @@ COLUMNS: tuple[tuple[str, str, Callable[[RowView, bool], str], Callable[[RowView
     # One slot per mark: the fastest row may also be the baseline, or the current run.
     ("mark", "   ", lambda r, _: mark_text(r.best, r.is_baseline, r.current),
      lambda r: (not r.best, not r.is_baseline), False),
-    ("config", "config", lambda r, _: r.algorithm, lambda r: r.algorithm, False),
+    # The algorithm's name comes from the log: literal (a cell is a rich Text, never markup).
+    ("config", "config", lambda r, _: plain(r.algorithm), lambda r: r.algorithm, False),
     ("steps", "steps", lambda r, _: "—" if r.steps is None else str(r.steps), lambda r: _none_last(r.steps), True),
     ("draft", "draft", lambda r, _: "—" if r.draft_tokens is None else str(r.draft_tokens),
      lambda r: _none_last(r.draft_tokens), True),

@@ -6,6 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from specmon.ui.literal import plain
 from specmon.ui.views import ERROR, HeaderView
 from specmon.ui.widgets.levels import LEVEL_STYLE
 
@@ -35,26 +36,30 @@ class StatusHeader(Widget):
         v = self.view
         if v is None:
             return Content.from_markup("[b]specmon[/b]  [$text-muted]starting…[/]")
+        # Source names, engine and configuration come from a host, a file name or the log: literal.
+        source, engine, state_text = plain(v.source), plain(v.engine), plain(v.state_text)
         run = f"run {v.run_id}" + (f" of {v.runs}" if v.runs > 1 else "") if v.run_id else "no run"
         # The configuration first: on a narrow terminal a long path must not push it off screen.
         width = self.content_size.width
-        fixed = len(run) + len(v.engine) + 17  # the name, the run, the engine and the gaps
+        fixed = len(run) + len(engine) + 17  # the name, the run, the engine and the gaps
         # The full configuration when the source still gets a readable share of the line.
-        config = v.config if width - fixed - len(v.config) >= min(len(v.source), 24) else v.config_short
+        config = plain(v.config if width - fixed - len(v.config) >= min(len(source), 24) else v.config_short)
         room = max(12, width - fixed - len(config))
         first = Content.assemble(
             ("specmon", "bold $primary"), "  ", (config, "bold $accent"), "  ", (run, "$text-muted"), "  ",
-            (v.engine if v.engine != "unknown" else "engine ?", "$text-muted"), "  ",
-            (_left_cut(v.source, room), "bold"),
+            (engine if engine != "unknown" else "engine ?", "$text-muted"), "  ",
+            (_left_cut(source, room), "bold"),
         )
-        state = v.state_text + (f" · {v.since}" if v.since else "")
+        state = state_text + (f" · {plain(v.since)}" if v.since else "")
         mode_style = "reverse $warning" if v.paused else "$text-muted"
         parts: list[str | tuple[str, str]] = [
             ("● ", LEVEL_STYLE[v.state_level]), (state, LEVEL_STYLE[v.state_level]), "  ",
         ]
         if v.mode:
-            parts += [(f" {v.mode} ", mode_style), "  "]
-        parts += [("source: ", "$text-muted"), (v.connection, LEVEL_STYLE[v.connection_level]), "  ",
+            parts += [(f" {plain(v.mode)} ", mode_style), "  "]
+        if v.alert:
+            parts += [(f"✖ {plain(v.alert)}", "bold $error"), "  "]
+        parts += [("source: ", "$text-muted"), (plain(v.connection), LEVEL_STYLE[v.connection_level]), "  ",
                   (f"{v.lines:,} lines", "$text-muted")]
         if v.unparsed:
             parts += ["  ", (f"{v.unparsed:,} unparsed", "$warning")]

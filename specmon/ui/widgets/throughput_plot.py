@@ -15,6 +15,7 @@ from textual.app import RenderResult
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
+from specmon.ui.literal import plain
 from specmon.ui.views import PlotView
 
 __all__ = ["MIN_INTERVAL_S", "ThroughputPlot", "downsample", "y_ticks"]
@@ -113,7 +114,8 @@ class ThroughputPlot(PlotextPlot):
                 plt.vertical_line(x0, color=marks)
             # Columns this run gets on screen: its label must fit, or shrink to the step count.
             cols = width * n / total
-            label = _short(seg.label)
+            # plotext writes ANSI codes that are read back: a run's label (from the log) is made inert.
+            label = _short(plain(seg.label))
             if len(label) > cols:
                 label = label.split()[0] if label != "no spec" else "0"
             labels.append((label if len(label) < cols else "", x0 + n / 2))

@@ -1,0 +1,117 @@
+"""``specmon`` on a pty that is its controlling terminal, so closing the master is a real hang-up.
+
+:class:`~tests.support.ptyproc.PtyProcess` starts the child in a new session without a
+controlling terminal (its tests send SIGHUP themselves). Here the child makes the pty's slave
+its controlling terminal (``setsid`` + ``TIOCSCTTY``), as a login shell's child has: when the
+test closes the master, the kernel sends SIGHUP to the foreground process group, and reads and
+writes on the terminal fail with EIO from then on, exactly as when a terminal window closes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+from tests.support.ptyproc import running
+
+ROOT = Path(__file__).resolve().parents[2]
+_CSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+
+
+def _controlling_tty() -> None:  # runs in the child, between fork and exec
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class HangupPty:
+    """``python -m specmon ARGS`` with the pty as its controlling terminal; output read by a thread."""
+
+    def __init__(self, args: list[str], env: dict[str, str], *, size: tuple[int, int] = (120, 40)) -> None:
+        master, slave = os.openpty()
+        full = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(size[0]), "LINES": str(size[1]), **env}
+        self.proc = subprocess.Popen([sys.executable, "-m", "specmon", *args], stdin=slave, stdout=slave,
+                                     stderr=slave, env=full, cwd=ROOT, preexec_fn=_controlling_tty)
+        os.close(slave)
+        self.master: int | None = master
+        self._chunks: list[bytes] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            master = self.master
+            if master is None:
+                return
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self._chunks.append(data)
+
+    @property
+    def output(self) -> str:
+        """What was drawn so far, escape sequences removed (what a user reads)."""
+        return _CSI.sub("", b"".join(self._chunks).decode(errors="replace"))
+
+    def wait_for(self, text: str, bound_s: float = 120.0) -> None:
+        """Wait until ``text`` was drawn (a bound against a hang, not a timing assertion)."""
+        deadline = time.monotonic() + bound_s
+        while text not in self.output:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"specmon exited ({self.proc.returncode}) before {text!r}:\n{self.output[-2000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never drawn: {text!r}\n{self.output[-2000:]}")
+            time.sleep(0.05)
+
+    def close_terminal(self) -> float:
+        """Close the master (the window closes); returns the monotonic time it happened."""
+        master, self.master = self.master, None
+        at = time.monotonic()
+        if master is not None:
+            os.close(master)
+        return at
+
+    def gone_after(self, since: float, bound_s: float = 15.0) -> float:
+        """Seconds from ``since`` until the process is gone (``bound_s`` + 1 if it never goes)."""
+        pid = self.proc.pid
+        while time.monotonic() - since < bound_s:
+            if self.proc.poll() is not None or not running(pid):
+                return time.monotonic() - since
+            time.sleep(0.01)
+        return bound_s + 1
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.master is not None:
+            self.close_terminal()
+
+
+#: What the issue asks: gone within a second of the terminal closing.
+BOUND_S = 1.0
+#: Moments after the first frame at which the terminal closes (at once: while it is still building).
+MOMENTS = (0.0, 0.3, 0.8)
+
+
+def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "specmon") -> list[float]:
+    """Seconds from closing the terminal to the process gone, once per moment of :data:`MOMENTS`."""
+    took = []
+    for moment in MOMENTS:
+        p = HangupPty(args, env)
+        try:
+            p.wait_for(first_frame, 90)
+            time.sleep(moment)
+            took.append(p.gone_after(p.close_terminal()))
+        finally:
+            p.kill()
+    return took
