@@ -136,7 +136,9 @@ async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path,
         await settle(app, pilot)
         await pilot.press("e")
         assert app.last_export == []
-        assert any("export failed" in n.message for n in app._notifications)
+        said = [n.message for n in app._notifications if n.severity == "error"]
+        assert any(f"export to {blocker / 'exports'} failed" in m and "no file was written" in m for m in said), said
+        assert app.write_failed  # the exit status says so too
 
 
 async def test_t_cycles_through_the_specmon_themes(isolated_home: Path) -> None:
