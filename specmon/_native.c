@@ -16,6 +16,21 @@
  * groups with alternatives, ? and * on groups, a negative look-ahead of one class).
  * Matching backtracks as re does, in the same order (see match()), so a line is read
  * with the groups re gives it.
+ *
+ * Safety invariants (the input is bytes from remote hosts; .ci/sanitize runs every test that
+ * drives this file, and a hostile-bytes corpus with 100 MB lines, NULs, cut UTF-8 and deep
+ * nesting, under AddressSanitizer and UndefinedBehaviorSanitizer in CI):
+ * - Input is read only through (pointer, length) pairs taken from bytes objects the caller
+ *   holds for the call; nothing scans for a NUL, and every index is checked against its end
+ *   before the byte at it is read (MAY_START, the loops' `p < end` tests).
+ * - Backtracking recursion is bounded: past MAX_DEPTH nested trials a line is left unread
+ *   (overflow) and the Python path reads it; the C stack never grows with the input.
+ * - Every buffer that output is written to is sized before the write (Py_ssize_t arithmetic
+ *   on lengths that fit the input) and grown with PyMem_Realloc / _PyBytes_Resize whose
+ *   failure ends the call with MemoryError; nothing is written past its size.
+ * - Lists of captured values are bounded (MAX_ITEMS) and the shape table has a fixed number
+ *   of slots (SKEL_SLOTS); a line past either bound is left to Python.
+ * - A refcount is taken for every object kept or returned, and released on every error path.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
