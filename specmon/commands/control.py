@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list, year_arg
-from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
+from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail, write_status
 from specmon.literal import markdown_text, plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -255,7 +255,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_INPUT)
     signalled: list[int] = []
     try:
-        return asyncio.run(_until_signal(_sweep_main(args, plan), signalled))
+        code = asyncio.run(_until_signal(_sweep_main(args, plan), signalled))
+        # A recording that could not be written (a full disk) makes the status non-zero, and says so.
+        for rec in _RECORDERS:
+            code = write_status(code, None, rec)
+        return code
     except KeyboardInterrupt:
         print("specmon: sweep interrupted; run the same command again to continue where it stopped",
               file=sys.stderr)
@@ -363,7 +367,12 @@ def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dic
         _err(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}")
         return None
     _err(f"sweep: recording to {rec.path}")
+    _RECORDERS.append(rec)
     return rec
+
+
+#: The recordings this process opened (``cmd_sweep`` reads their write errors at the end).
+_RECORDERS: list[Recorder] = []
 
 
 def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str, Any]) -> int:

@@ -881,7 +881,7 @@ class SpecmonApp(App[int]):
             written = write_files_atomically({base.with_name(base.name + ext): text for ext, text in outputs.items()})
         except OSError as exc:
             # Nothing is left behind (each file is written aside, then renamed): say so, loudly.
-            self._write_failed(f"export to {folder} failed: {exc.strerror or exc}; no file was written")
+            self._write_failed(f"export failed: cannot write to {folder}: {exc.strerror or exc}; no file was written")
             return
         self.last_export = written
         # The folder is specmon's data directory unless --out says otherwise: say where, in full,

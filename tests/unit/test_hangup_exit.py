@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hangup import BOUND_S, hang_up_times
+from tests.support.hangup import BOUND_S, HangupPty, hang_up_times
 from tests.support.ptyproc import running
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -73,3 +73,26 @@ def test_closing_the_terminal_ends_specmon_within_a_second(tmp_path: Path, huge_
     finally:
         _stop_demo_servers(tmp_path)
     assert all(t < BOUND_S for t in took), [round(t, 2) for t in took]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_and_ctrl_c_end_watch_mid_ingest_within_a_second(tmp_path: Path, huge_log: Path,
+                                                                 sig: signal.Signals) -> None:
+    """SIGTERM, and Ctrl+C typed on the terminal (the key, not a signal: the app's raw mode reads it)."""
+    import time
+
+    p = HangupPty(["watch", str(huge_log)], _env(tmp_path))
+    try:
+        p.wait_for("specmon", 90)
+        time.sleep(0.5)
+        at = time.monotonic()
+        if sig is signal.SIGINT:
+            assert p.master is not None
+            os.write(p.master, b"\x03")
+        else:
+            p.proc.send_signal(sig)
+        took = p.gone_after(at)
+        assert took < BOUND_S, round(took, 2)
+        assert p.proc.wait(10) in ((128 + sig) if sig is signal.SIGTERM else 0, -sig)
+    finally:
+        p.kill()
