@@ -412,8 +412,12 @@ class Session:
             self.engine = tied[0]
         elif self.engine_hint in tied:
             self.engine = self.engine_hint
-        elif self.engine not in tied:
-            self.engine = tied[0]  # the first engine seen among the tied ones
+        else:
+            # A tie the file's signature does not settle: the engines' own order, not the order the
+            # votes came in. The bulk path counts a piece's votes kind by kind, the line path line
+            # by line: "the first seen" named SGLang on one and vLLM on the other for the same file.
+            order = list(Engine)
+            self.engine = min(tied, key=order.index)
 
     # -- ingestion ---------------------------------------------------------------------------
 
