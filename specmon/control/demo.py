@@ -198,13 +198,20 @@ async def stop_demo_server(controller: RestartController, show: Callable[[str], 
     """Stop the server the demo started, by the PID in its pidfile (the command shown first).
 
     A start interrupted half-way may write its pidfile a moment after the first
-    look: one more look a second later catches that server too.
+    look: the pidfile (the demo's, on this machine) is watched for up to a second and the
+    stop tried again as soon as it appears, so a closed terminal ends the demo at once in
+    the usual case (it always waited the whole second).
 
     Returns:
         The stop script's result line, or None when nothing was ever started.
     """
     outcome = await controller.stop_server(show)
     if outcome is not None and "no-pidfile" in outcome and controller.interrupted:
-        await asyncio.sleep(1.0)
+        plan = controller.last_plan
+        pidfile = Path(plan.pidfile) if plan is not None and plan.pidfile else None
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+            if pidfile is not None and pidfile.exists():
+                break
         outcome = await controller.stop_server(show)
     return outcome
