@@ -10,6 +10,7 @@ test writes lands in them.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,15 @@ def _still_cursor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     """
     if "snap_compare" in request.fixturenames:
         monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(autouse=True)
+def _writable_again() -> Iterator[None]:
+    """``--read-only`` is process-wide (control/guard.py): a test that runs ``main([..., "--read-only"])``
+    in-process turned every later test of its worker read-only (46 failures in one run). Each test
+    starts writable and leaves it so."""
+    from specmon.control.guard import set_read_only
+
+    set_read_only(None)
+    yield
+    set_read_only(None)

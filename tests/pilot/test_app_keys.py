@@ -137,7 +137,7 @@ async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path,
         await pilot.press("e")
         assert app.last_export == []
         said = [n.message for n in app._notifications if n.severity == "error"]
-        assert any(f"export to {blocker / 'exports'} failed" in m and "no file was written" in m for m in said), said
+        assert any(str(blocker / "exports") in m and "no file was written" in m for m in said), said
         assert app.write_failed  # the exit status says so too
 
 
