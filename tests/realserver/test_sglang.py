@@ -12,7 +12,7 @@ What the seeds' user does, end to end, on SGLang's own scheduler, EAGLE-3 worker
   ``sglang serve``) found in ``/proc`` over SSH, adopted, and restarted with another step count
   through its own rewritten command line;
 * a headless ``specmon sweep`` over 0, 1 and 3 steps to a verdict or an honest "equivalent",
-  ``--finish winner``;
+  ``--finish winner``; a ``--grid steps=2 topk=1,2`` sweep of EAGLE-3 chain against tree;
 * ``/metrics`` counters against the log and the client.
 
 Marked ``realserver``. SGLang starts in 28-35 s on 2 idle cores and took up to 250 s at a load
@@ -388,3 +388,47 @@ def test_metrics_counters_agree_with_the_log_and_the_client(tmp_path: Path) -> N
         assert after.sglang_setting == (3, 4)
     finally:
         stop_group(proc.pid)
+
+
+# --------------------------------------------------------------------------- EAGLE-3 trees
+
+
+def test_grid_sweep_over_eagle3_tree_width_reads_each_tree_from_server_args(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    """``--grid steps=2 topk=1,2``: a chain (3 draft tokens) and a tree (steps*topk+1 = 5), each
+    started with its own flags and labelled from SGLang's own ``server_args``; a verdict or "not"."""
+    require(sglang_missing())
+    folder = tmp_path / "sglang"
+    folder.mkdir()
+    base = sglang_profile(folder, free_port())
+    launch = base.model_copy(update={"draft_tokens": "steps*topk+1", "log": str(folder / "sglang_{steps}_{topk}.log"),
+                                     "steps_min": 1})
+    config = write_config(tmp_path / "config.toml", "cpu-sglang-tree",
+                          ssh_profile(client_home, openssh_server, folder / "sglang_2_1.log"), launch)
+    ended = False
+    try:
+        result = run_specmon(["sweep", "cpu-sglang-tree", "--config", str(config), "--grid", "steps=2", "topk=1,2",
+                              "--yes", "--no-record", "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--finish", "none", "--min-samples", "10", "--max-samples", "30", "--looks", "2",
+                              "--max-minutes", "20", "--concurrency", "4", "--max-tokens", "64",
+                              "--request-timeout", "60"], SWEEP_WAIT_S)
+        doc = sweep_json(result)
+        ended = True  # --finish none: the sweep stopped its server
+        print(f"\nreal SGLang grid sweep, steps x topk: {doc['verdict']['sentence']}")
+        for run in doc["runs"]:
+            tp = run["throughput"] or {}
+            print(f"  {run['label']:<22} samples={run['samples']:>3} tok/s={tp.get('mean')} "
+                  f"ci95={tp.get('ci95_low')}..{tp.get('ci95_high')} ({run['status']})")
+        assert result.returncode in (0, 1), result.stderr[-3000:]
+        assert doc["dimensions"] == ["steps", "topk"]
+        assert [(r["steps"], r["dims"]["topk"], r["status"]) for r in doc["runs"]] == [(2, 1, "done"), (2, 2, "done")]
+        assert [r["label"] for r in doc["runs"]] == ["EAGLE3 2 steps", "EAGLE3 2 steps topk 2 draft 5"], doc["runs"]
+        assert all(r["samples"] >= 10 and r["client"]["errors"] == 0 for r in doc["runs"]), doc["runs"]
+        for topk, draft in ((1, 3), (2, 5)):
+            cfg = [r for r in log_records(folder / f"sglang_2_{topk}.log") if isinstance(r, Config)]
+            assert [(c.steps, c.topk, c.draft_tokens) for c in cfg] == [(2, topk, draft)], cfg
+        verdict = doc["verdict"]
+        if not verdict["separated"]:
+            assert "not" in verdict["sentence"] and verdict["winner_steps"] is None, verdict
+    finally:
+        stop_pidfile(launch.pidfile, late_s=2.0 if ended else 90.0)
