@@ -11,6 +11,12 @@ rule, the guided strategy's choices, the verdict.
 Each setting's lines come from a generator seeded by ``(seed, setting)``:
 two sweeps over the same world (grid and guided) read the same lines for a
 setting both measure.
+
+With ``launch_cv`` each restart draws its own speed factor
+(:func:`specmon.sim.model.launch_speed`, seeded by ``(seed, restart number)``)
+and ``drift_pct_per_hour`` moves it with the simulated clock: the known truth
+of a setting stays :meth:`SweepWorld.expected`, and one launch misses it by
+its factor, as real starts do.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 
 from specmon.model.session import Session
 from specmon.records import Config, Decode, Engine
-from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
+from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig, launch_speed
 
 Sampler = Callable[[], tuple[float | None, float | None, float]]
 
@@ -72,8 +78,17 @@ class SweepWorld:
     """
 
     def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
-                 workloads: dict[str, float] | None = None) -> None:
+                 workloads: dict[str, float] | None = None, launch_cv: float = 0.0,
+                 drift_pct_per_hour: float = 0.0, restart_s: float = 0.0) -> None:
         self.seed = seed
+        #: Simulated seconds a restart takes (the clock moves on by that much).
+        self.restart_s = restart_s
+        #: Run-to-run CV of a launch's speed (a fraction) and the slow drift, percent per hour.
+        self.launch_cv = launch_cv
+        self.drift_pct_per_hour = drift_pct_per_hour
+        #: The speed factor of the launch running now, and of every launch so far.
+        self.speed = 1.0
+        self.speeds: list[float] = []
         self.model = model
         #: Acceptance per named prompt set, as a factor on the model's (code repeats more than chat).
         self.workloads = dict(workloads or {})
@@ -111,7 +126,12 @@ class SweepWorld:
         from specmon.control.sweep import RestartOutcome
 
         spec = self.spec_for(steps, dims)
+        self.now += self.restart_s
         self.restarts.append((spec.steps, spec.topk, spec.draft_tokens))
+        rng = random.Random(zlib.crc32(repr((self.seed, "launch", len(self.restarts))).encode()))
+        self.speed = launch_speed(rng, self.launch_cv, hours=self.now / 3600.0,
+                                  drift_pct_per_hour=self.drift_pct_per_hour)
+        self.speeds.append(self.speed)
         self.session.begin_source(f"sim launch {len(self.restarts)}")
         on = spec.enabled
         self.line += 1
@@ -166,4 +186,4 @@ class SweepWorld:
             self.log_time += 0.9
             self.line += 1
             self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=self.batch, accept_len=accept_len,
-                                       accept_rate=accept_rate, gen_throughput=tps))
+                                       accept_rate=accept_rate, gen_throughput=tps * self.speed))
