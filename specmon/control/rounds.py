@@ -31,6 +31,7 @@ from specmon.model.design import (
     judge_round,
     launch_samples,
     plan,
+    reschedule,
     summaries,
     to_launch,
     within_per_sample,
@@ -56,7 +57,8 @@ def rounds_for(rule: StoppingRule, resolve_pct: float | None, launch_cv: float, 
     """
     noise = Noise(launch_cv**2, DEFAULT_WITHIN_PER_SAMPLE, DEFAULT_RATE, restart_s)
     p = plan(resolve_pct or DEFAULT_RESOLVE_PCT, noise, 2, rule.test_level, rule.min_samples, rule.max_samples)
-    return max(2, min(MAX_LAUNCHES, p.launches))
+    # With no launch variance said (launch CV 0) one launch per setting is the design.
+    return max(1 if launch_cv == 0 else 2, min(MAX_LAUNCHES, p.launches))
 
 
 def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float
@@ -73,9 +75,9 @@ def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv
 
 
 def look_rounds(last: int, looks: int) -> tuple[int, ...]:
-    """Rounds ``2 ≤ r_1 < … < r_K = last`` (geometric) after which the settings are judged."""
+    """Rounds ``2 ≤ r_1 < … < r_K = last`` (geometric) after which the settings are judged (``(1,)`` for one)."""
     if last <= 2 or looks <= 1:
-        return (max(2, last),) if looks >= 1 else ()
+        return (last,)
     ratio = (last / 2) ** (1.0 / (looks - 1))
     out: list[int] = []
     for j in range(looks):
@@ -126,6 +128,13 @@ class LaunchRounds:
         restart = (sum(sw.restart_times) / len(sw.restart_times)) if sw.restart_times else sw.plan.restart_s
         return Noise(tau2, w, rate, restart)
 
+    def needed(self) -> int:
+        """Launches per setting the plan asks for now (from the noise measured so far)."""
+        rule = self.rule
+        p = plan(self.resolve_pct, self.noise(self.sweep.cells), 2, self.judge_rule.test_level, rule.min_samples,
+                 rule.max_samples)
+        return p.launches
+
     def plan_line(self, cells: Sequence[CellState]) -> str:
         """The plan in one line (updated as the sweep learns)."""
         rule = self.rule
@@ -151,8 +160,9 @@ class LaunchRounds:
 
         sw = self.sweep
         sw._emit("plan", self.plan_line(sw.cells))
-        start_round = 1 + max((len(c.launches()) for c in sw.cells), default=0)
-        for round_no in range(start_round, self.rounds + 1):
+        round_no = max((len(c.launches()) for c in sw.cells), default=0)
+        while round_no < self.looks[-1]:
+            round_no += 1
             if sw._stop_requested:
                 return
             for g in sw.plan.groups:
@@ -186,6 +196,9 @@ class LaunchRounds:
                 return
             if round_no in self.looks:
                 self._judge(round_no)
+                if round_no < self.looks[-1]:
+                    self.looks = reschedule(self.looks, round_no, self.needed(), MAX_LAUNCHES)
+                    self.rounds = self.looks[-1]
             sw._emit("plan", self.plan_line(sw.cells))
             sw.save()
             if all(c.status in SETTLED for c in sw.cells):

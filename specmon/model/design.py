@@ -43,7 +43,7 @@ from specmon.model.stopping import CONTINUE, Decision, StoppingRule
 #: (relative, per sample): the simulated Kimi campaign's decode lines give about 0.02.
 DEFAULT_WITHIN_PER_SAMPLE = 0.02
 #: The most launches per setting a plan asks for (beyond that the answer is "not separated").
-MAX_LAUNCHES = 12
+MAX_LAUNCHES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +223,41 @@ def judge_round(rule: StoppingRule, sums: Mapping[Hashable, Summary], active: Se
         if all(d.reason != CONTINUE for kk, d in out.items() if kk != k):
             out[k] = Decision(True, LEADER, None, f"{names.get(k, str(k))} is the one setting left")
     return out
+
+
+def reschedule(looks: Sequence[int], done: int, needed: int, cap: int = MAX_LAUNCHES) -> tuple[int, ...]:
+    """The look rounds after round ``done``, stretched when the plan now needs more launches.
+
+    The number of looks stays the same (the Bonferroni split is fixed before
+    measuring); only the rounds of the looks still to come move, and they move
+    on what the *variance* estimates say (the plan), never on the difference
+    seen so far — re-estimating the sample size from the noise, not peeking.
+
+    Args:
+        looks: The look rounds so far planned, increasing.
+        done: The round just judged (a look).
+        needed: Launches per setting the updated plan asks for.
+        cap: The most rounds ever.
+    """
+    past = [r for r in looks if r <= done]
+    left = len(looks) - len(past)
+    last = looks[-1]
+    if left == 0 or needed <= last:
+        return tuple(looks)
+    new_last = min(cap, needed)
+    if new_last <= last:
+        return tuple(looks)
+    first = done + 1
+    out = list(past)
+    for j in range(left):
+        r = new_last if j == left - 1 else round(first * (new_last / first) ** (j / max(1, left - 1)))
+        r = max(r, (out[-1] + 1) if out else first)
+        out.append(min(r, new_last) if j < left - 1 else new_last)
+    # Strictly increasing, ending at new_last.
+    fixed: list[int] = []
+    for r in out:
+        fixed.append(r if not fixed or r > fixed[-1] else fixed[-1] + 1)
+    return tuple(fixed)
 
 
 def to_launch(active: Sequence[Hashable], launches: Mapping[Hashable, int], leader: Hashable | None,

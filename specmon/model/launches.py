@@ -134,6 +134,8 @@ class Between:
 
     def describe(self) -> str:
         """``launch CV 4.1% estimated from 3 settings (4 df)`` or ``assumed launch CV 5%``."""
+        if not self.estimated and self.assumed_cv == 0:
+            return "launches assumed alike (launch CV 0)"
         if self.estimated:
             return (f"launch CV {100 * self.cv:.1f}% estimated from {self.replicated} "
                     f"setting{'s' if self.replicated != 1 else ''} measured in 2+ launches ({self.df:g} df)")
@@ -223,8 +225,15 @@ class Estimate:
 
     @property
     def df(self) -> float | None:
-        """Satterthwaite degrees of freedom (None when the variance is 0)."""
-        return satterthwaite(self.parts)
+        """Satterthwaite degrees of freedom (None without parts).
+
+        A variance of exactly 0 (every sample alike) keeps the smallest df of its parts, so the
+        interval is the point itself, as :func:`specmon.model.stats.summarize` gives it.
+        """
+        df = satterthwaite(self.parts)
+        if df is None and self.parts and sum(v for v, _ in self.parts.values()) == 0:
+            return min(d for _, d in self.parts.values())
+        return df
 
     def interval(self, level: float = 0.95) -> tuple[float, float] | None:
         """Two-sided interval of the mean at ``level``."""
@@ -239,7 +248,8 @@ class Estimate:
         n = len(self.launches)
         text = f"{n} launch{'es' if n != 1 else ''}"
         if not self.between.estimated:
-            text += f" + assumed launch CV {100 * self.between.assumed_cv:g}%"
+            cv = self.between.assumed_cv
+            text += f" + assumed launch CV {100 * cv:g}%" if cv else " (launches assumed alike: launch CV 0)"
         return text
 
     def difference(self, other: Estimate, level: float) -> tuple[float, float | None, float | None]:
@@ -324,6 +334,13 @@ def estimate(key: Hashable, launches: Sequence[Launch], between: Between) -> Est
             for k, (v, df) in between.within_parts.items():
                 old = parts.get(k)
                 parts[k] = ((old[0] if old else 0.0) - v / n, df)
+        else:
+            # The launch means agree better than their within-launch errors predict: by chance, as
+            # often as not (with 2 df, 8% of the time at a true launch CV of 5%). Truncating τ̂² to 0
+            # would hand the interval the within-launch degrees of freedom and claim far too much;
+            # the spread of the launch means is still the evidence, with its D degrees of freedom.
+            own = sum((x.se / m) ** 2 for x in ls if x.se is not None) / n
+            parts = {"between": (max(between.ms_between, own) / n, between.df)}
     elif between.tau2 > 0:
         parts["assumed"] = (between.tau2 * sum(w * w for w in weights), math.inf)
     return Estimate(m, tuple(ls), parts, between)
@@ -364,6 +381,8 @@ def rests_on(estimates: Sequence[tuple[str, Estimate]], between: Between) -> str
     total = sum(len(e.launches) for _, e in estimates)
     each = ", ".join(f"{len(e.launches)} of {name}" for name, e in estimates)
     text = f"Rests on {total} launch{'es' if total != 1 else ''} ({each}); {between.describe()}"
-    if not between.estimated:
+    if not between.estimated and between.replicated:
+        text += " (given: the replicated settings' launches are pooled as one)"
+    elif not between.estimated:
         text += " (no setting was measured in two launches: the intervals rest on that assumption)"
     return text + "."
