@@ -28,7 +28,7 @@ Reported: false winners (B named separated when equal), power (B named when
 ahead), coverage of the 95% interval of B − A (and of each setting's mean,
 without drift), restarts and hours per campaign.
 
-    python bench/bench_launches.py [--seeds 1000] [--runner 200]
+    python bench/bench_launches.py [--seeds 1000] [--runner 200] [--summarize 500]
 """
 
 from __future__ import annotations
@@ -256,6 +256,54 @@ def runner_campaigns(seeds: int, cv: float) -> dict[str, list[tuple[bool, bool, 
     return out
 
 
+def summarize_campaigns(seeds: int, cv: float, launches: int, lines: int = 150) -> list[tuple[bool, list[bool]]]:
+    """``specmon summarize --format json`` on real simulated server logs, ``launches`` starts per setting.
+
+    Two settings with equal truth: 2 steps, and 3 steps whose launches are sped up to 2 steps'
+    expected throughput (their log lines say 3 steps: two rows). Each launch is its own log
+    file (:func:`specmon.sim.sweep.simulate_launch`: start-up, a sequential client, shutdown)
+    with its own speed factor. Returns, per seed, whether a winner was named and whether each
+    row's 95% interval covers the truth.
+    """
+    import contextlib
+    import io
+    import json
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from specmon.cli import main as cli_main
+    from specmon.sim.model import DEFAULT_MODEL
+    from specmon.sim.sweep import simulate_launch
+
+    truth = DEFAULT_MODEL.expected_throughput(SpecConfig.make(2))
+    slow = truth / DEFAULT_MODEL.expected_throughput(SpecConfig.make(3))
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-launches-") as tmp:
+        for seed in range(seeds):
+            rng = random.Random(zlib.crc32(repr((seed, "summarize")).encode()))
+            paths = []
+            t = 1.77e9
+            for j in range(launches):
+                for steps, scale in ((2, 1.0), (3, slow)):
+                    model = replace(DEFAULT_MODEL, speed=launch_speed(rng, cv) * scale)
+                    text, t = simulate_launch(SpecConfig.make(steps), seed=rng.randrange(1 << 30), start=t,
+                                              decode_lines=lines, model=model)
+                    path = Path(tmp) / f"s{seed}_{steps}_{j}.log"
+                    path.write_text(text, encoding="utf-8")
+                    paths.append(str(path))
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                code = cli_main(["summarize", *paths, "--format", "json", "--jobs", "1"])
+            assert code == 0, code
+            doc = json.loads(buf.getvalue())
+            covers = [r["throughput"]["ci95_low"] <= truth <= r["throughput"]["ci95_high"] for r in doc["runs"]]
+            out.append((bool(doc["verdict"]["separated"]), covers))
+            for p in paths:
+                Path(p).unlink()
+    return out
+
+
 def pct(xs: Sequence[bool]) -> str:
     return f"{100 * sum(xs) / len(xs):5.1f}%"
 
@@ -264,6 +312,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=1000)
     ap.add_argument("--runner", type=int, default=0, help="seeds through the real sweep runner at launch CV 5%%")
+    ap.add_argument("--summarize", type=int, default=0, help="seeds through summarize on simulated logs")
     args = ap.parse_args()
     t0 = time.time()
     w = calibrate_w()
@@ -292,6 +341,12 @@ def main() -> None:
               f"separated {pct([x[0] for x in r])}, 95% interval of the difference covers the truth "
               f"{pct([x[1] for x in r])}, restarts {sum(x[2] for x in r) / len(r):.1f}, "
               f"hours {sum(x[3] for x in r) / len(r):.2f}")
+    if args.summarize:
+        for cv, launches in ((0.05, 2), (0.05, 3), (0.10, 3)):
+            r2 = summarize_campaigns(args.summarize, cv, launches)
+            print(f"summarize on simulated logs, launch CV {100 * cv:g}%, two equal settings with {launches} "
+                  f"launches each, {args.summarize} seeds: winner named {pct([x[0] for x in r2])}, "
+                  f"95% intervals cover the truth {pct([c for x in r2 for c in x[1]])}")
     print(f"\n({time.time() - t0:.0f} s)")
 
 

@@ -957,8 +957,10 @@ class Sweep:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
         order = ", ".join(c.key for c in self.cells)
         names = "/".join(self.plan.dimensions)
+        looks = (f"judged after rounds {list(rounds.looks)} of launches" if rounds is not None
+                 else f"looks at {list(self.plan.rule.look_points)} samples")
         self._emit("plan", f"sweep of {len(self.cells)} settings ({names}@concurrency: {order}), order "
-                           f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
+                           f"{self.plan.order}, {looks}")
         self.save()
         try:
             if self.plan.strategy == "guided":

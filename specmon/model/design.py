@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from specmon.model.launches import Between, Launch, as_summary, fit, usable
 from specmon.model.stats import Summary, t_quantile
-from specmon.model.stopping import CONTINUE, Decision, StoppingRule
+from specmon.model.stopping import BUDGET, CONTINUE, Decision, StoppingRule
 
 #: Within-launch variance of one sample's worth assumed before any launch was measured
 #: (relative, per sample): the simulated Kimi campaign's decode lines give about 0.02.
@@ -216,7 +216,10 @@ def judge_round(rule: StoppingRule, sums: Mapping[Hashable, Summary], active: Se
         if this is None:
             continue
         others = {k: s for k, s in sums.items() if k != key}
-        out[key] = rule.decide(this, others, budget_spent=last, label=names.get(key, str(key)), names=names)
+        d = rule.decide(this, others, budget_spent=last, label=names.get(key, str(key)), names=names)
+        if d.reason == BUDGET:  # the budget here is rounds of launches, not samples
+            d = Decision(True, BUDGET, None, f"{names.get(key, str(key))}: the planned rounds of launches are spent")
+        out[key] = d
     going = [k for k in active if not (k in out and out[k].stop)]
     if len(going) == 1 and len(sums) > 1 and not last:
         k = going[0]

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specmon.model import t975_table
 from specmon.model.stats import (
     MIN_SAMPLES_FOR_BATCHING,
     MIN_SAMPLES_FOR_CI,
@@ -240,7 +241,7 @@ class Estimate:
         df = self.df
         if df is None:
             return None
-        half = t_quantile(1 - (1 - level) / 2, df) * self.se
+        half = t_quantile(1 - (1 - level) / 2, whole_df(df)) * self.se
         return self.mean - half, self.mean + half
 
     def covers(self) -> str:
@@ -291,11 +292,26 @@ def satterthwaite(parts: Parts) -> float | None:
     return math.inf if den == 0 else total * total / den
 
 
+def whole_df(df: float) -> float:
+    """Satterthwaite's degrees of freedom rounded *down* to a whole number, at most 20,000.
+
+    Conservative (a t quantile falls as df grows), as statistical packages that round
+    Satterthwaite's df do; and a whole df at 95% is read from scipy's own values kept in a
+    file (:mod:`specmon.model.t975_table`), so a ``summarize`` still does not import scipy
+    (0.1 s). Below 1 the fraction is kept (an interval on less than one df is scipy's to give).
+    """
+    if df < 1:
+        return df
+    near = round(df)
+    whole = near if abs(df - near) <= 1e-9 * max(1.0, df) else math.floor(df)
+    return float(min(whole, t975_table.LARGEST))
+
+
 def _interval(d: float, parts: Parts, level: float) -> tuple[float, float | None, float | None]:
     df = satterthwaite(parts)
     if df is None:
         return d, None, None
-    half = t_quantile(1 - (1 - level) / 2, df) * math.sqrt(sum(v for v, _ in parts.values()))
+    half = t_quantile(1 - (1 - level) / 2, whole_df(df)) * math.sqrt(sum(v for v, _ in parts.values()))
     return d, d - half, d + half
 
 
