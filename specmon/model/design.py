@@ -130,18 +130,21 @@ class Plan:
     @property
     def text(self) -> str:
         """``to resolve ±3% with launch CV 5% and within-launch noise 1.1%/min: 6 launches × 2.0 minutes ...``."""
-        minutes = self.samples / self.noise.rate / 60.0
+        each = self.samples / self.noise.rate
         return (f"to resolve ±{self.resolve_pct:g}% with launch CV {100 * self.noise.launch_cv:.1f}% and "
                 f"within-launch noise {100 * self.noise.minute_noise():.1f}% per minute: "
-                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {minutes:.1f} minutes per setting, "
+                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {_duration(each, 1)} per setting, "
                 f"about {_duration(self.total_s)} in all ({self.settings} settings, "
-                f"{self.noise.restart_s / 60.0:.1f} min a restart)")
+                f"{_duration(self.noise.restart_s, 1)} a restart)")
 
 
-def _duration(s: float) -> str:
+def _duration(s: float, digits: int = 0) -> str:
+    """``4.3 h``, ``26 min`` (``0.8 minutes`` with a digit), ``25 s``."""
     if s >= 3600:
         return f"{s / 3600:.1f} h"
-    return f"{s / 60:.0f} min"
+    if s >= 60:
+        return f"{s / 60:.{digits}f} {'minutes' if digits else 'min'}"
+    return f"{s:.0f} s"
 
 
 def plan(resolve_pct: float, noise: Noise, settings: int, level: float, lo: int, hi: int) -> Plan:

@@ -38,7 +38,7 @@ def test_the_plan_line_says_launches_minutes_and_total() -> None:
     p = plan(5.0, Noise(0.05**2, 0.01, 1.0, 600.0), 4, 0.995, 40, 1600)
     assert p.launches >= 2 and p.samples == 49
     assert p.text.startswith("to resolve ±5% with launch CV 5.0% and within-launch noise 1.3% per minute: ")
-    assert f"{p.launches} launches × 0.8 minutes per setting" in p.text and "in all (4 settings" in p.text
+    assert f"{p.launches} launches × 49 s per setting" in p.text and "in all (4 settings, 10.0 minutes a restart)" in p.text
     # With no launch variance: one long launch per setting, as the single-launch sweep.
     one = plan(5.0, Noise(0.0, 0.01, 1.0, 600.0), 4, 0.995, 40, 1600)
     assert one.launches == 1
