@@ -563,7 +563,9 @@ class SweepResult:
                 **({"workload": cell.workload} if cell.workload else {}),
                 "label": row.label if row else (cell.label or cell.setting_label),
                 "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
-                "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
+                "samples": cell.n, "launches": len(cell.launches()), "looks": cell.looks_done,
+                # What the throughput interval covers ("3 launches", "1 launch + assumed launch CV 5%").
+                "interval_covers": row.covers if row else None,
                 "elapsed_s": round(cell.elapsed_s, 2),
                 "throughput": tp.to_json() if tp else None,
                 "accept_len": al.to_json() if al else None,

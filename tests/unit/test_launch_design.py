@@ -83,6 +83,9 @@ def test_the_runner_relaunches_interleaved_and_the_verdict_names_its_launches() 
     assert launched[:4] == [0, 2, 2, 0]
     counts = {r.label: len(r.runs) for r in v.analysis.rows}
     assert f"Rests on {sum(counts.values())} launches" in v.sentence
+    doc = result.to_json()
+    assert [r["launches"] for r in doc["runs"]] == [len(c.launches()) for c in result.cells]
+    assert all(r["interval_covers"] == f"{r['launches']} launches" for r in doc["runs"])
     assert "estimated from 2 settings measured in 2+ launches" in v.sentence
     # The verdict tests at the launch design's level (its looks are rounds).
     judge, looks = effective_rule(StoppingRule(), 5.0, 0.05, 600.0)
@@ -99,3 +102,22 @@ def test_no_launch_variance_said_is_the_single_launch_sweep() -> None:
     result = asyncio.run(sweep.run())
     assert result.verdict is not None and result.verdict.separated and result.verdict.best.steps == 2  # type: ignore[union-attr]
     assert [len(c.launches()) for c in result.cells] == [1, 1]
+
+
+def test_the_command_line_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from specmon.cli import build_parser
+    from specmon.commands.control import _plan
+
+    parser = build_parser()
+    args = parser.parse_args(["sweep", "--demo", "--steps", "0,2", "--resolve-pct", "4", "--launch-cv", "8"])
+    p = _plan(args)
+    assert p.order == "launches" and p.resolve_pct == 4.0 and p.launch_cv == pytest.approx(0.08)
+    assert p.identity()["launch_cv"] == pytest.approx(0.08) and p.identity()["resolve_pct"] == 4.0
+    # Left alone: the sample sweep, with the default assumed launch CV (and an old state file's identity).
+    plain = _plan(parser.parse_args(["sweep", "--demo", "--steps", "0,2"]))
+    assert plain.order == "given" and plain.launch_cv == 0.05 and "launch_cv" not in plain.identity()
+    for argv in (["summarize", "x.log", "--launch-cv", "100"], ["summarize", "x.log", "--launch-cv", "-1"],
+                 ["report", "r.jsonl", "--launch-cv", "nan"], ["sweep", "--demo", "--resolve-pct", "0"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert "--launch-cv" in capsys.readouterr().err or "--resolve-pct" in argv
