@@ -79,8 +79,11 @@ class SweepWorld:
 
     def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
                  workloads: dict[str, float] | None = None, launch_cv: float = 0.0,
-                 drift_pct_per_hour: float = 0.0, restart_s: float = 0.0) -> None:
+                 drift_pct_per_hour: float = 0.0, restart_s: float = 0.0,
+                 alias: dict[int, int] | None = None) -> None:
         self.seed = seed
+        #: Step counts that run like another (``{3: 2}``: "3 steps" logs 3 steps, runs like 2): known equals.
+        self.alias = dict(alias or {})
         #: Simulated seconds a restart takes (the clock moves on by that much).
         self.restart_s = restart_s
         #: Run-to-run CV of a launch's speed (a fraction) and the slow drift, percent per hour.
@@ -119,6 +122,8 @@ class SweepWorld:
 
     def expected(self, steps: int, dims: dict[str, int | str] | None = None) -> float:
         """The true mean throughput of a setting (the known truth)."""
+        if steps in self.alias and not dims:
+            return self.model.expected_throughput(SpecConfig.make(self.alias[steps]))
         return self.model.expected_throughput(self.spec_for(steps, dims))
 
     async def restart(self, steps: int, dims: dict[str, int | str] | None = None) -> object:
@@ -150,7 +155,8 @@ class SweepWorld:
         if k not in self._samplers:
             salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch,
                                     self.workload)).encode())
-            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model_for(self.workload), self.batch)
+            runs_as = SpecConfig.make(self.alias[spec.steps]) if spec.steps in self.alias else spec
+            self._samplers[k] = line_sampler(runs_as, random.Random(salt), self.model_for(self.workload), self.batch)
         self.sampler = self._samplers[k]
 
     def expected_at(self, steps: int, dims: dict[str, int | str] | None, batch: int) -> float:
