@@ -17,7 +17,15 @@ load concurrency — the sweep:
 Orders: ``given``; ``random`` (seeded shuffle of the step counts, to keep
 slow drift from favouring one setting); ``interleave`` (rounds: each visit
 collects up to the setting's next look, then the next setting gets a turn,
-alternating direction every round — more restarts, least drift).
+alternating direction every round — more restarts, least drift); ``launches``
+(:mod:`specmon.control.rounds`: rounds of fresh launches of every undecided
+setting, measured as long as more time beats another start, judged on the
+two-level intervals of :mod:`specmon.model.launches`).
+
+Every decision and verdict uses those two-level intervals: a setting's launches
+(its segments, visits on one server run counting as one launch) are the unit,
+with the between-launch variance pooled over the settings of a verdict, or
+``plan.launch_cv`` assumed while none has two launches.
 
 Progress is kept in a small JSON state file, samples included, written after
 every look and every few seconds: an interrupted sweep started again with the
