@@ -302,6 +302,8 @@ def whole_df(df: float) -> float:
     """
     if df < 1:
         return df
+    if df >= t975_table.LARGEST:  # also infinite (a variance all of known parts)
+        return float(t975_table.LARGEST)
     near = round(df)
     whole = near if abs(df - near) <= 1e-9 * max(1.0, df) else math.floor(df)
     return float(min(whole, t975_table.LARGEST))

@@ -81,6 +81,15 @@ def test_pooled_estimate_is_the_anova_estimator_with_equal_errors(means: list[li
     assert b.tau2 == pytest.approx(max(0.0, ss / dof - s * s), rel=1e-9, abs=1e-15)
 
 
+def test_identical_samples_and_known_variances_still_give_an_interval() -> None:
+    # Every sample alike, one launch, an assumed launch CV: the variance is all known (infinite df).
+    _, est = fit({"a": [Launch(100.0, 0.0, 9.0, 100)]}, 0.05)
+    lo, hi = est["a"].interval()  # type: ignore[misc]
+    assert hi - lo == pytest.approx(2 * t975(20_000) * 5.0)
+    _, est0 = fit({"a": [Launch(100.0, 0.0, 9.0, 100)]}, 0.0)
+    assert est0["a"].interval() == (100.0, 100.0)
+
+
 def test_no_replicate_adds_the_assumed_launch_cv_and_says_so() -> None:
     x = Launch(100.0, 0.5, 20.0, 400)
     b, est = fit({"a": [x], "b": [Launch(104.0, 0.5, 20.0, 400)]}, 0.05)
