@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from specmon import __version__
-from specmon.commands.argtypes import positive_float, whole_number, year_arg
+from specmon.commands.argtypes import LAUNCH_CV_HELP, launch_cv_pct, positive_float, whole_number, year_arg
 from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 # -- summarize ---------------------------------------------------------------------------------
@@ -36,7 +36,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     except LogFileError as exc:
         return fail(str(exc))
     samples = sum(session.counts.get(k, 0) for k in ("decode", "engine_stats", "spec"))
-    analysis = analyze(session.runs, baseline_tps=args.baseline_tps)
+    analysis = analyze(session.runs, baseline_tps=args.baseline_tps, launch_cv=args.launch_cv)
     if samples == 0 and analysis.crashes:
         # Nothing to summarise, but something to say: the server died before its first stats line.
         c = analysis.crashes[-1]
@@ -154,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=whole_number, default=0, metavar="N",
                    help="parallel parsing processes for large files (default: one per core; 1 = none)")
     s.add_argument("--year", type=year_arg, default=None, metavar="YYYY", help=_YEAR_HELP)
+    s.add_argument("--launch-cv", type=launch_cv_pct, default=0.05, metavar="PCT", help=LAUNCH_CV_HELP)
     s.set_defaults(func=cmd_summarize)
 
     pr = sub.add_parser("parse", help="print every parsed record as JSON lines",

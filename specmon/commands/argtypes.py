@@ -24,6 +24,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+#: ``--launch-cv``'s help, shared by summarize, report and sweep.
+LAUNCH_CV_HELP = ("run-to-run CV of a server launch's speed, percent, assumed while no setting was measured in "
+                  "two launches (default 5: vLLM issue 53436 reports 7.5-19.7%% with speculation at low "
+                  "concurrency, specmon's own proof run 9-16%%); once a setting has two launches the launch CV is "
+                  "estimated from them instead; 0 says launches do not differ (replicates pool as one launch)")
+
+
+def launch_cv_pct(text: str) -> float:
+    """A launch CV in percent, 0 to below 100 (``--launch-cv 5``); returned as a fraction."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 100:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to below 100: {text!r}")
+    return value / 100.0
+
+
 # ASCII digits only: str.isdigit() also accepts "２" (full width) and "²", which int() reads or chokes on.
 _DIGITS = re.compile(r"[0-9]+")
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.argtypes import concurrency_list, positive_float, positive_int, step_list, year_arg
+from specmon.commands.argtypes import (
+    LAUNCH_CV_HELP,
+    concurrency_list,
+    launch_cv_pct,
+    positive_float,
+    positive_int,
+    step_list,
+    year_arg,
+)
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail, write_status
 from specmon.literal import markdown_text, plain
 
@@ -99,8 +107,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="differences within ±P%% are 'equivalent' (default 1)")
     s.add_argument("--precision-pct", type=positive_float, default=0.5, metavar="P",
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
-    s.add_argument("--order", choices=("given", "random", "interleave"), default="given",
-                   help="measuring order (random and interleave keep drift from favouring one setting)")
+    s.add_argument("--launch-cv", type=launch_cv_pct, default=None, metavar="PCT",
+                   help=LAUNCH_CV_HELP + "; with --demo also the simulated server's own launch CV (default 0 there)")
+    s.add_argument("--drift-pct-per-hour", type=float, default=0.0, metavar="D",
+                   help="demo only: the simulated server's slow drift, percent per simulated hour (default 0)")
+    s.add_argument("--resolve-pct", type=positive_float, default=None, metavar="P",
+                   help="the difference worth resolving, percent: the sweep relaunches settings (--order launches) "
+                        "until its intervals are about ±P%% or it runs out of launches")
+    s.add_argument("--order", choices=("given", "random", "interleave", "launches"), default="given",
+                   help="measuring order (random and interleave keep drift from favouring one setting; launches: "
+                        "rounds of launches, each setting relaunched, interleaved, until resolved — "
+                        "the default with --resolve-pct)")
     s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
                    help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
                         "step counts it says could win (default grid)")
@@ -150,6 +167,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="samples excluded at the start of each run (default: as recorded)")
     r.add_argument("--year", type=year_arg, default=None, metavar="YYYY",
                    help="the year of stamps printed without one (vLLM's MM-DD); default: as recorded")
+    r.add_argument("--launch-cv", type=launch_cv_pct, default=0.05, metavar="PCT", help=LAUNCH_CV_HELP)
     r.set_defaults(func=cmd_report)
 
 
@@ -166,7 +184,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
     try:
-        data = load_report(args.recording, warmup=args.warmup, year=args.year)
+        data = load_report(args.recording, warmup=args.warmup, year=args.year, launch_cv=args.launch_cv)
     except RecordingError as exc:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
@@ -310,6 +328,7 @@ async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) ->
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
     from specmon.control.sweep import SweepPlan
+    from specmon.model.launches import DEFAULT_LAUNCH_CV
     from specmon.model.stopping import StoppingRule
 
     min_samples = args.min_samples or 40
@@ -321,14 +340,17 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     grid = getattr(args, "grid_settings", None)
     points = grid.settings if grid is not None and grid.dimensions else ()
     workloads = tuple(getattr(args, "workload_sets", None) or ())
+    launch_cv = DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv
+    order = "launches" if args.resolve_pct is not None and args.order == "given" else args.order
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
-        return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
+        return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
-                         strategy=args.strategy, points=points, workloads=workloads)
-    return SweepPlan(tuple(args.steps), tuple(args.concurrency), args.order, args.seed, rule,
+                         strategy=args.strategy, points=points, workloads=workloads, launch_cv=launch_cv,
+                         resolve_pct=args.resolve_pct, restart_s=1.0)
+    return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                      max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
-                     workloads=workloads)
+                     workloads=workloads, launch_cv=launch_cv, resolve_pct=args.resolve_pct)
 
 
 def _err(text: str) -> None:
@@ -503,6 +525,12 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
                   "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
         if args.seed is not None:
             server += ["--seed", str(args.seed)]
+        if args.launch_cv:  # the simulated server's own launches differ by this much
+            server += ["--launch-cv", f"{100 * args.launch_cv:g}"]
+        if args.drift_pct_per_hour:
+            import time
+
+            server += ["--drift-pct-per-hour", f"{args.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
         if getattr(args, "workload_sets", None):
             server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
         profile = LaunchProfile(

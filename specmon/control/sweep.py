@@ -17,7 +17,15 @@ load concurrency — the sweep:
 Orders: ``given``; ``random`` (seeded shuffle of the step counts, to keep
 slow drift from favouring one setting); ``interleave`` (rounds: each visit
 collects up to the setting's next look, then the next setting gets a turn,
-alternating direction every round — more restarts, least drift).
+alternating direction every round — more restarts, least drift); ``launches``
+(:mod:`specmon.control.rounds`: rounds of fresh launches of every undecided
+setting, measured as long as more time beats another start, judged on the
+two-level intervals of :mod:`specmon.model.launches`).
+
+Every decision and verdict uses those two-level intervals: a setting's launches
+(its segments, visits on one server run counting as one launch) are the unit,
+with the between-launch variance pooled over the settings of a verdict, or
+``plan.launch_cv`` assumed while none has two launches.
 
 Progress is kept in a small JSON state file, samples included, written after
 every look and every few seconds: an interrupted sweep started again with the
@@ -39,7 +47,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,7 +60,9 @@ from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile, buil
 from specmon.control.load import LoadReport
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
 from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
+from specmon.model.design import summaries as design_summaries
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
+from specmon.model.launches import DEFAULT_LAUNCH_CV, Launch, launch_of
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
@@ -61,7 +71,7 @@ from specmon.redact import redact_text
 from specmon.sources.base import stop_reading
 from specmon.wording import counted
 
-ORDERS = ("given", "random", "interleave")
+ORDERS = ("given", "random", "interleave", "launches")
 #: ``grid`` measures every setting; ``guided`` only those the cost model says could win (model/guided.py).
 STRATEGIES = ("grid", "guided")
 STATE_VERSION = 1
@@ -164,6 +174,13 @@ class SweepPlan:
     points: tuple[tuple[int, Point], ...] = ()
     #: Named prompt sets, each measured at every setting (empty: the load's one set).
     workloads: tuple[str, ...] = ()
+    #: Launch CV assumed while no setting has two launches (a fraction; ``--launch-cv`` in percent).
+    launch_cv: float = DEFAULT_LAUNCH_CV
+    #: The difference worth resolving, percent (``--resolve-pct``): with it (or ``order="launches"``) the
+    #: sweep buys launches as well as samples (:mod:`specmon.control.rounds`).
+    resolve_pct: float | None = None
+    #: Start-up time assumed before the first restart is timed, seconds (a restart's cost).
+    restart_s: float = 60.0
 
     def __post_init__(self) -> None:
         if len(set(self.workloads)) != len(self.workloads):
@@ -203,6 +220,14 @@ class SweepPlan:
             raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.order not in ORDERS:
             raise SweepError(f"order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if not (0 <= self.launch_cv < 1):
+            raise SweepError("the launch CV is a percentage from 0 to below 100")
+        if self.resolve_pct is not None and not 0 < self.resolve_pct < 100:
+            raise SweepError("--resolve-pct must be between 0 and 100")
+        if self.restart_s < 0:
+            raise SweepError("restart_s must be >= 0")
+        if self.order == "launches" and self.strategy == "guided":
+            raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise SweepError("max_minutes must be positive")
         if self.settle < 0 or self.stall_s <= 0 or self.attach_s <= 0 or self.poll_s <= 0:
@@ -218,7 +243,9 @@ class SweepPlan:
                 "max_minutes": self.max_minutes, "settle": self.settle,
                 **({"strategy": self.strategy} if self.strategy != "grid" else {}),
                 **({"points": [dimensions.key(s, p) for s, p in self.points]} if self.points else {}),
-                **({"workloads": list(self.workloads)} if self.workloads else {})}
+                **({"workloads": list(self.workloads)} if self.workloads else {}),
+                **({"launch_cv": self.launch_cv} if self.launch_cv != DEFAULT_LAUNCH_CV else {}),
+                **({"resolve_pct": self.resolve_pct} if self.resolve_pct is not None else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""
@@ -359,6 +386,18 @@ class CellState:
         """Counted throughput samples so far."""
         return sum(len(s.throughput) for s in self.segments)
 
+    def launches(self) -> list[Launch]:
+        """One :class:`~specmon.model.launches.Launch` per server launch this setting was measured in.
+
+        Visits on the same server run (the same source and run id) are one launch.
+        """
+        out: list[Launch] = []
+        for name, values in launch_samples(self.segments):
+            x = launch_of(values, name)
+            if x is not None:
+                out.append(x)
+        return out
+
     def summary(self) -> Summary | None:
         """Pooled throughput summary (batch means per segment, as the analysis pools runs)."""
         n = self.n
@@ -411,6 +450,33 @@ class CellState:
         if cell.status == ACTIVE:
             cell.status = PENDING
         return cell
+
+
+def launch_samples(segments: Sequence[Segment]) -> list[tuple[str, list[float]]]:
+    """The segments' throughput samples per launch: consecutive visits on one server run are one launch."""
+    out: list[tuple[str, list[float]]] = []
+    last: tuple[str, int] | None = None
+    for seg in segments:
+        ident = (seg.source, seg.run_id) if seg.run_id is not None else None
+        if ident is not None and ident == last and out:
+            out[-1][1].extend(seg.throughput)
+        else:
+            out.append((f"{seg.source} run {seg.run_id}" if seg.run_id is not None else seg.source,
+                        list(seg.throughput)))
+        last = ident
+    return out
+
+
+def group_summaries(cells: Sequence[CellState], launch_cv: float) -> dict[str, Summary]:
+    """Two-level throughput summaries of the settings one verdict compares (key: ``cell.key``).
+
+    The between-launch part is pooled over these settings, as :func:`specmon.model.analysis.assemble`
+    pools it over a verdict's rows: the stopping rule and the verdict see the same intervals.
+    """
+    groups: dict[Hashable, Sequence[Launch]] = {c.key: c.launches() for c in cells}
+    bases: dict[Hashable, Summary | None] = {c.key: c.summary() for c in cells}
+    _, sums = design_summaries(groups, launch_cv, bases)
+    return {str(k): v for k, v in sums.items()}
 
 
 def _config_json(cfg: RunConfig | None) -> dict[str, Any] | None:
@@ -507,7 +573,9 @@ class SweepResult:
                 **({"workload": cell.workload} if cell.workload else {}),
                 "label": row.label if row else (cell.label or cell.setting_label),
                 "status": cell.status, "stop_reason": cell.reason, "stop_text": cell.text,
-                "samples": cell.n, "launches": len(cell.segments), "looks": cell.looks_done,
+                "samples": cell.n, "launches": len(cell.launches()), "looks": cell.looks_done,
+                # What the throughput interval covers ("3 launches", "1 launch + assumed launch CV 5%").
+                "interval_covers": row.covers if row else None,
                 "elapsed_s": round(cell.elapsed_s, 2),
                 "throughput": tp.to_json() if tp else None,
                 "accept_len": al.to_json() if al else None,
@@ -725,7 +793,8 @@ def _mark(cell: CellState) -> tuple[int, tuple[int, ...]]:
     return len(cell.segments) - 1, tuple(len(getattr(seg, name)) for name in _MARKED)
 
 
-def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysis:
+def analyses_from_cells(cells: Sequence[CellState], concurrency: int,
+                        launch_cv: float = DEFAULT_LAUNCH_CV) -> Analysis:
     """Analyse one concurrency's settings with :func:`specmon.model.analysis.analyze`.
 
     The stored samples are replayed into a fresh session (one run per segment,
@@ -737,17 +806,23 @@ def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysi
     for cell in cells:
         if cell.concurrency != concurrency:
             continue
+        last: tuple[str, int] | None = None
         for i, seg in enumerate(cell.segments):
             if not seg.throughput and not seg.accept_len:
                 continue
             cfg = _config_for(cell.steps, seg.config, cell.point)
-            session.begin_source(f"sweep {cell.key} #{i + 1}")
-            line += 1
-            session.ingest(Config(line, None, None, engine=cfg.engine, algorithm=cfg.algorithm, steps=cfg.steps,
-                                  topk=cfg.topk, draft_tokens=cfg.draft_tokens, model=cfg.model))
-            if cfg.params and session.runs and session.runs[-1].config is not None:
-                # The log's Config record has no field for them: the run carries the sweep's own.
-                session.runs[-1].config = cfg
+            ident = (seg.source, seg.run_id) if seg.run_id is not None else None
+            same_launch = ident is not None and ident == last
+            last = ident
+            if not same_launch:
+                # One run per server launch: visits on the same run are one launch, not a replicate.
+                session.begin_source(f"sweep {cell.key} #{i + 1}")
+                line += 1
+                session.ingest(Config(line, None, None, engine=cfg.engine, algorithm=cfg.algorithm,
+                                      steps=cfg.steps, topk=cfg.topk, draft_tokens=cfg.draft_tokens, model=cfg.model))
+                if cfg.params and session.runs and session.runs[-1].config is not None:
+                    # The log's Config record has no field for them: the run carries the sweep's own.
+                    session.runs[-1].config = cfg
             # Acceptance rides on the decode records (as SGLang logs it); any extra acceptance
             # samples (vLLM logs them separately) follow as spec records.
             acc, rates = seg.accept_len, seg.accept_rate
@@ -763,7 +838,7 @@ def analyses_from_cells(cells: Sequence[CellState], concurrency: int) -> Analysi
             if seg.per_position:
                 line += 1
                 session.ingest(Spec(line, None, None, per_position=tuple(seg.per_position)))
-    return analyze(session.runs)
+    return analyze(session.runs, launch_cv=launch_cv)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -828,6 +903,8 @@ class Sweep:
         self._server_check = server_check
         #: Why the sweep stopped measuring a server that was no longer the one it started (None: it did not).
         self.lost: str | None = None
+        #: Seconds each successful restart took (the launch design's cost of a new launch).
+        self.restart_times: list[float] = []
         self.current: CellState | None = None
         self.resumed = False
         self.finished = False
@@ -905,17 +982,24 @@ class Sweep:
             return self.result()
         if read_only_reason() is not None:  # a finished sweep's verdict is shown; nothing new runs
             raise SweepError(read_only_message("run a sweep (it restarts the server)"))
+        from specmon.control.rounds import LaunchRounds
+
+        rounds = LaunchRounds(self) if self.plan.order == "launches" else None
         done = sum(1 for c in self.cells if c.status in SETTLED)
         if self.resumed:
             self._emit("resume", f"resuming: {done} of {len(self.cells)} settings already measured")
         order = ", ".join(c.key for c in self.cells)
         names = "/".join(self.plan.dimensions)
+        looks = (f"judged after rounds {list(rounds.looks)} of launches" if rounds is not None
+                 else f"looks at {list(self.plan.rule.look_points)} samples")
         self._emit("plan", f"sweep of {len(self.cells)} settings ({names}@concurrency: {order}), order "
-                           f"{self.plan.order}, looks at {list(self.plan.rule.look_points)} samples")
+                           f"{self.plan.order}, {looks}")
         self.save()
         try:
             if self.plan.strategy == "guided":
                 await self._guided()
+            elif rounds is not None:
+                await rounds.run()
             elif self.plan.order == "interleave":
                 await self._interleaved()
             else:
@@ -1052,6 +1136,7 @@ class Sweep:
         self._emit("restart", f"restarting the server with {label}")
         if self.recorder is not None:
             self.recorder.restart(steps=steps, phase="started", **({"dims": dict(point)} if point else {}))
+        began = self._clock()
         try:
             outcome = await (self._restart_fn(steps, dict(point)) if point else self._restart_fn(steps))
         except asyncio.CancelledError:
@@ -1065,6 +1150,7 @@ class Sweep:
             self.recorder.restart(steps=steps, phase="finished", ok=outcome.ok, detail=outcome.detail)
         if not outcome.ok:
             return False, f"restart failed: {outcome.detail}"
+        self.restart_times.append(self._clock() - began)
         deadline = self._clock() + self.plan.attach_s
         fallback_at = self._clock() + self.plan.attach_s / 2
         while True:
@@ -1098,16 +1184,17 @@ class Sweep:
                 return run, ""
         return None, ""
 
-    def _others(self, cell: CellState) -> tuple[dict[str, Summary], dict[str, str]]:
+    def _others(self, cell: CellState) -> tuple[Summary | None, dict[str, Summary], dict[str, str]]:
+        """This setting's two-level summary, and its rivals' (same concurrency and workload)."""
+        group = [c for c in self.cells if c.group == cell.group and (c is cell or c.status != FAILED)]
+        summaries = group_summaries(group, self.plan.launch_cv)
         others, names = {}, {}
-        for c in self.cells:
-            if c is cell or c.group != cell.group or c.status == FAILED:
-                continue
-            s = c.summary()
-            if s is not None:
+        for c in group:
+            s = summaries.get(c.key)
+            if c is not cell and s is not None:
                 others[c.key] = s
                 names[c.key] = c.label or c.key
-        return others, names
+        return summaries.get(cell.key), others, names
 
     async def _counters_ready(self) -> bool:
         """Whether this visit's samples can come from the engine's counters (says so when not)."""
@@ -1192,7 +1279,15 @@ class Sweep:
             return newest
         return None
 
-    async def _visit(self, cell: CellState, *, until_done: bool) -> None:
+    async def _visit(self, cell: CellState, *, until_done: bool,
+                     stop_when: Callable[[CellState, Segment], bool] | None = None) -> None:
+        """Measure one setting on the running (or a restarted) server.
+
+        Without ``stop_when`` the visit judges the setting at its planned looks (the sample
+        rule); with it, the visit only collects, until ``stop_when`` says this launch has
+        given what it should (the launch design of :mod:`specmon.control.rounds` judges after
+        each round).
+        """
         if not await self._ensure_server(cell):
             return
         rule = self.plan.rule
@@ -1246,8 +1341,11 @@ class Sweep:
                 n = cell.n
                 budget = cell.elapsed_s >= budget_s
                 target = points[cell.looks_done] if cell.looks_done < len(points) else None
-                if (target is not None and n >= target) or budget or target is None:
-                    summary = cell.summary()
+                if stop_when is not None:
+                    if stop_when(cell, seg) or now - started >= budget_s:
+                        break
+                elif (target is not None and n >= target) or budget or target is None:
+                    summary, others, names = self._others(cell)
                     if summary is None:
                         if budget:
                             cell.status, cell.reason = FAILED, "no-data"
@@ -1255,7 +1353,6 @@ class Sweep:
                             self._emit("failed", f"{cell.label}: {cell.text}", cell)
                             break
                         continue
-                    others, names = self._others(cell)
                     decision = rule.decide(summary, others, budget_spent=budget or target is None,
                                            label=cell.label, names=names)
                     # Every look point passed counts as used: a burst of samples never buys extra tests.
@@ -1316,13 +1413,23 @@ class Sweep:
 
     # -- results ---------------------------------------------------------------------------
 
+    @property
+    def verdict_rule(self) -> StoppingRule:
+        """The rule the verdict tests with: the plan's, or the launch design's (its looks are rounds)."""
+        if self.plan.order != "launches":
+            return self.plan.rule
+        from specmon.control.rounds import effective_rule
+
+        p = self.plan
+        return effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s)[0]
+
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""
         verdicts = []
         for c, w in self.plan.groups:
             cells = [cell for cell in self.cells if cell.workload == w]
             if any(cell.concurrency == c and cell.n for cell in cells):
-                v = sweep_verdict(analyses_from_cells(cells, c), self.plan.rule, c, w)
+                v = sweep_verdict(analyses_from_cells(cells, c, self.plan.launch_cv), self.verdict_rule, c, w)
                 verdicts.append(verdict_sources(v, cells, c))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
                            str(self.state_path) if self.state_path else None, self._restarts)

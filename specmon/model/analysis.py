@@ -1,22 +1,34 @@
 """From runs to the answer: one row per configuration, the baseline, and a verdict.
 
 Runs with equal configurations are pooled into one row (a restart with the
-same step count adds evidence, it is not a new contender). Batch means are
-formed per run and then pooled, so a row's interval never mixes batches across
-two launches.
+same step count adds evidence, it is not a new contender). Each run is one
+server launch: a row's mean is the mean of its launches' means, and its
+interval comes from the two-level model of :mod:`specmon.model.launches`
+(within-launch batch means, between-launch variance pooled over the rows
+measured in two or more launches, or an assumed launch CV when none was).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from specmon.model.launches import (
+    DEFAULT_LAUNCH_CV,
+    Between,
+    Estimate,
+    Launch,
+    as_summary,
+    fit,
+    launch_of,
+    rests_on,
+)
 from specmon.model.session import Run, RunConfig, ServerState
 from specmon.model.stats import (
     MIN_SAMPLES_FOR_BATCHING,
@@ -74,6 +86,18 @@ class ConfigRow:
     vs_baseline: Ratio | None = None
     is_baseline: bool = False
     best: bool = False
+    #: One entry per server launch (run) of this configuration, in run order.
+    launches: tuple[Launch, ...] = ()
+    #: The throughput pooled over samples with within-launch intervals only (what ``throughput``
+    #: was before the launch model; ``assemble`` makes ``throughput`` the two-level one).
+    within: Summary | None = None
+    #: The two-level estimate behind ``throughput`` (None before ``assemble``).
+    estimate: Estimate | None = None
+
+    @property
+    def covers(self) -> str | None:
+        """What the throughput interval covers: ``3 launches``, ``1 launch + assumed launch CV 5%``."""
+        return self.estimate.covers() if self.estimate is not None else None
 
     @property
     def config(self) -> RunConfig | None:
@@ -180,6 +204,8 @@ class Analysis:
     baseline: Baseline | None
     verdict: Verdict
     crashes: list[Crash] = field(default_factory=list)
+    #: The between-launch part every interval above includes.
+    between: Between | None = None
 
 
 def row_key(run: Run) -> RunConfig | str:
@@ -252,9 +278,11 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
     rows = []
     for key, rs in groups.items():
         label = key.label if isinstance(key, RunConfig) else str(key)
+        within = summarize_runs(rs, "throughput")
+        launches = tuple(x for r in rs if (x := launch_of(r.throughput, f"run {r.id}")) is not None)
         rows.append(ConfigRow(
-            key=key, label=label, runs=rs,
-            throughput=summarize_runs(rs, "throughput"),
+            key=key, label=label, runs=rs, launches=launches, within=within,
+            throughput=within,
             accept_len=summarize_runs(rs, "accept_len"),
             accept_rate=summarize_runs(rs, "accept_rate"),
             per_position=_per_position(rs),
@@ -277,22 +305,40 @@ def _dominant(row: ConfigRow) -> int | None:
     return c
 
 
-def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None) -> Analysis:
+def analyze(runs: Iterable[Run], *, baseline_tps: float | None = None,
+            launch_cv: float = DEFAULT_LAUNCH_CV) -> Analysis:
     """Rows, baseline and verdict for a set of runs.
 
     Args:
         runs: the session's runs (unused runs are ignored).
         baseline_tps: an exact baseline throughput given by the user; wins over
             a baseline file, which wins over a no-speculation run in the data.
+        launch_cv: the launch CV assumed when no configuration has two launches (a fraction).
     """
     runs = list(runs)
-    analysis = assemble(build_rows(runs), baseline_tps=baseline_tps)
+    analysis = assemble(build_rows(runs), baseline_tps=baseline_tps, launch_cv=launch_cv)
     analysis.crashes = crashes(runs)
     return analysis
 
 
+def apply_launches(rows: Sequence[ConfigRow], launch_cv: float = DEFAULT_LAUNCH_CV) -> Between:
+    """Fit the two-level model over the rows and make each row's throughput its estimate.
+
+    Idempotent: it starts from each row's within-launch summary (``within``).
+    """
+    groups: dict[Hashable, Sequence[Launch]] = {id(r): r.launches for r in rows}
+    between, estimates = fit(groups, launch_cv)
+    for r in rows:
+        base = r.within if r.within is not None else r.throughput
+        r.within = base
+        est = estimates.get(id(r))
+        r.estimate = est
+        r.throughput = as_summary(est, base) if est is not None and base is not None else base
+    return between
+
+
 def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
-             baseline_key: RunConfig | str | None = None) -> Analysis:
+             baseline_key: RunConfig | str | None = None, launch_cv: float = DEFAULT_LAUNCH_CV) -> Analysis:
     """Baseline, comparisons and verdict over built rows.
 
     Args:
@@ -300,7 +346,9 @@ def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
         baseline_tps: a given baseline throughput (``--baseline-tps``).
         baseline_key: the key of a row the user marked as the baseline (the
             dashboard's ``b``); it wins over everything while it has samples.
+        launch_cv: the launch CV assumed when no configuration has two launches (a fraction).
     """
+    between = apply_launches(rows, launch_cv)
     chosen = None
     if baseline_key is not None:
         chosen = next((r for r in rows if r.key == baseline_key and r.throughput is not None), None)
@@ -321,10 +369,18 @@ def assemble(rows: list[ConfigRow], *, baseline_tps: float | None = None,
         for row in rows:
             if row.throughput is not None and not row.is_baseline:
                 row.vs_baseline = ratio(row.throughput, baseline.against())  # type: ignore[arg-type]
-    return Analysis(rows, baseline, verdict_for(rows, baseline))
+    return Analysis(rows, baseline, verdict_for(rows, baseline, between), between=between)
 
 
-def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
+def launches_sentence(rows: Sequence[ConfigRow], between: Between | None) -> str:
+    """``Rests on 5 launches (2 of EAGLE3 2 steps, ...); launch CV ...`` over the rows with an estimate."""
+    named = [(r.label, r.estimate) for r in rows if r.estimate is not None]
+    if between is None or not named:
+        return ""
+    return rests_on(named, between)
+
+
+def verdict_for(rows: list[ConfigRow], baseline: Baseline | None, between: Between | None = None) -> Verdict:
     candidates = [r for r in rows if r.throughput is not None and r.throughput.n >= MIN_SAMPLES_FOR_VERDICT
                   and r.throughput.se is not None and r.key != "baseline file"]
     if not candidates:
@@ -358,6 +414,9 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None) -> Verdict:
         text += f"; faster than the runner-up {runner.label} (by {diff[0]:.1f} tok/s, 95% interval {diff[1]:.1f}…{diff[2]:.1f})."  # type: ignore[index]
     else:
         text += f"; {runner.label} is not distinguishable (the data do not separate them): no winner declared."
+    rests = launches_sentence(candidates, between)
+    if rests:
+        text += " " + rests
     note = None
     doms = {r.label: _dominant(r) for r in candidates}
     if len({d for d in doms.values() if d}) > 1:

@@ -18,6 +18,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -90,6 +91,18 @@ def as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+class TwoLevel(Protocol):
+    """What :class:`Summary` needs of a two-level estimate (``specmon.model.launches.Estimate``)."""
+
+    def difference(self, other: Any, level: float) -> tuple[float, float | None, float | None]:
+        """``self − other`` with its interval at ``level``."""
+        ...
+
+    def ratio_pct(self, other: Any, level: float) -> tuple[float, float | None, float | None]:
+        """``self / other − 1`` in percent with its interval at ``level``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """Distribution of one metric over the samples of a run.
@@ -109,7 +122,11 @@ class Summary:
     df: float | None
     ci95_low: float | None
     ci95_high: float | None
-    batches: int  # number of batch means behind the interval (n when unbatched)
+    batches: int  # number of batch means behind the interval (n when unbatched; launches under ``model``)
+    #: The two-level estimate behind ``mean``/``se``/``df`` (:class:`specmon.model.launches.Estimate`), when
+    #: the summary comes from the launch model: differences and ratios then share its pooled
+    #: between-launch term instead of treating the two summaries as independent.
+    model: TwoLevel | None = None
 
     @property
     def ci_half_width(self) -> float | None:
@@ -253,6 +270,12 @@ def ratio(a: Summary, b: Summary | float) -> Ratio | None:
     Uses the delta method on the ratio of means; ``b`` given as a plain number
     (``--baseline-tps 88.8``) is taken as exact.
     """
+    if a.model is not None and (not isinstance(b, Summary) or b.model is not None):
+        # Both from the launch model (or an exact reference): its interval, with shared terms.
+        if (b.mean if isinstance(b, Summary) else b) <= 0:
+            return None
+        pct, lo, hi = a.model.ratio_pct(b.model if isinstance(b, Summary) else float(b), 0.95)
+        return Ratio(pct, lo, hi)
     if isinstance(b, Summary):
         mb, se_b, df_b = b.mean, b.se, b.df
     else:
@@ -274,6 +297,8 @@ def ratio(a: Summary, b: Summary | float) -> Ratio | None:
 
 def difference(a: Summary, b: Summary) -> tuple[float, float | None, float | None]:
     """``a.mean - b.mean`` with its Welch 95% interval (None bounds when it cannot be given)."""
+    if a.model is not None and b.model is not None:
+        return a.model.difference(b.model, 0.95)
     d = a.mean - b.mean
     if a.se is None or b.se is None:
         return d, None, None

@@ -38,7 +38,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from specmon.model.analysis import Analysis, ConfigRow
+from specmon.model.analysis import Analysis, ConfigRow, launches_sentence
 from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
 
 #: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
@@ -69,6 +69,9 @@ def adjusted_difference(a: Summary, b: Summary, level: float) -> Difference:
     summaries (:func:`specmon.model.stats.summarize`), like
     :func:`specmon.model.stats.difference` does at 95%.
     """
+    if a.model is not None and b.model is not None:
+        # The launch model's interval (launches as the unit; the pooled between-launch term shared).
+        return Difference(*a.model.difference(b.model, level))
     d = a.mean - b.mean
     if a.se is None or b.se is None:
         return Difference(d, None, None)
@@ -351,6 +354,9 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
                 f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
+    rests = launches_sentence([r for r in analysis.rows if r.key != "baseline file"], analysis.between)
+    if rests:
+        tail += " " + rests
     return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct,
                         workload=workload)
 

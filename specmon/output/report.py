@@ -35,6 +35,7 @@ import numpy as np
 from specmon.literal import markdown_cell, markdown_code_block, markdown_code_span, plain
 from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
+from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.session import Session
 from specmon.output.recording import ReadStats, replay_recording
 from specmon.output.tables import (
@@ -161,7 +162,8 @@ class _RunLength:
                          np.frombuffer(self.counts, dtype=np.int64))
 
 
-def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year: int | None = None) -> ReportData:
+def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year: int | None = None,
+                launch_cv: float = DEFAULT_LAUNCH_CV) -> ReportData:
     """Replay a recording and gather what a report needs.
 
     Raises:
@@ -206,7 +208,7 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
 
     session = replay_recording(path, warmup=warmup, year=year, stats=stats, on_record=on_record, on_entry=on_entry,
                                on_samples=on_samples)
-    analysis = analyze(session.runs)
+    analysis = analyze(session.runs, launch_cv=launch_cv)
     # Log timestamps give the real pace (a replayed import was "received" all at once); fall
     # back to receive times when any sample lacks one.
     lt = np.frombuffer(log_t, dtype=np.float64)

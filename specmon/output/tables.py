@@ -75,6 +75,16 @@ def _row_engine(row: ConfigRow, session: Session) -> Engine:
     return session.engine
 
 
+def _launch_model_json(analysis: Analysis) -> dict[str, Any] | None:
+    """The between-launch part every interval includes (None before an analysis has one)."""
+    b = analysis.between
+    if b is None:
+        return None
+    return {"launch_cv_pct": round(100 * b.cv, 3), "estimated": b.estimated,
+            "df": None if b.df == float("inf") else round(b.df, 2), "replicated_settings": b.replicated,
+            "assumed_launch_cv_pct": round(100 * b.assumed_cv, 3), "text": b.describe()}
+
+
 def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
     """The stable JSON document of ``summarize --format json``."""
     counts = {k: session.counts.get(k, 0) for k in
@@ -92,6 +102,9 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
             "draft_tokens": cfg.draft_tokens if cfg else None,
             "samples": row.samples,
             "launches": len(row.runs),
+            # What the throughput interval covers: "3 launches", "1 launch + assumed launch CV 5%".
+            "interval_covers": row.covers,
+            "within_launch": row.within.to_json() if row.within is not None and row.estimate is not None else None,
             "sources": sorted({r.source for r in row.runs}),
             "throughput": row.throughput.to_json() if row.throughput else None,
             "accept_len": row.accept_len.to_json() if row.accept_len else None,
@@ -134,6 +147,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
             "sentence": v.sentence,
             "concurrency_note": v.concurrency_note,
         },
+        "launch_model": _launch_model_json(analysis),
         "crashes": [c.to_json() for c in analysis.crashes],
         "unparsed_examples": [{"line": u.line, "reason": u.reason, "text": u.text[:300]}
                               for u in list(session.unparsed)[:20]],

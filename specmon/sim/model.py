@@ -197,6 +197,9 @@ class CostModel:
     dip_prob: float = 0.06
     dip_min: float = 0.08
     dip_max: float = 0.32
+    #: This launch's speed against the deployment's typical one (1 = typical): two starts of one
+    #: configuration differ (see :func:`launch_speed`); every cycle takes ``1 / speed`` as long.
+    speed: float = 1.0
 
     # -- deterministic part -------------------------------------------------
 
@@ -255,7 +258,7 @@ class CostModel:
             ms = verify + draft
         if not self.cuda_graph(batch):
             ms *= self.no_graph_penalty
-        return ms
+        return ms / self.speed
 
     def cuda_graph(self, batch: int) -> bool:
         """Whether a batch this size runs from a captured CUDA graph."""
@@ -365,6 +368,26 @@ def _cumulative(dist: tuple[float, ...]) -> tuple[float, ...]:
 
 
 DEFAULT_MODEL = CostModel()
+
+
+def launch_speed(rng: random.Random, cv: float, *, hours: float = 0.0, drift_pct_per_hour: float = 0.0) -> float:
+    """One launch's speed factor: lognormal with mean 1 and coefficient of variation ``cv``, times a drift.
+
+    Real servers differ between starts of the same configuration (vLLM issue 53436: 7.5-19.7%
+    run-to-run CV at low concurrency with speculation); a slow drift (a host warming up, a
+    neighbour's job) moves every setting measured later by ``drift_pct_per_hour`` per hour.
+
+    Args:
+        rng: The launch's randomness.
+        cv: Launch CV, a fraction (0 = every launch alike).
+        hours: Hours since the campaign started, for the drift.
+        drift_pct_per_hour: Linear drift, percent per hour.
+    """
+    factor = 1.0
+    if cv > 0:
+        sigma = math.sqrt(math.log1p(cv * cv))
+        factor = math.exp(rng.gauss(-sigma * sigma / 2, sigma))
+    return max(0.05, factor * (1.0 + drift_pct_per_hour / 100.0 * hours))
 
 
 def expected_throughput(steps: int, batch: int = 1) -> float:

@@ -54,8 +54,9 @@ import signal
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -68,7 +69,7 @@ from specmon.sim.logwriter import (
     shutdown_script,
     startup_script,
 )
-from specmon.sim.model import DEFAULT_MODEL, SpecConfig, SpecConfigError, task_acceptance
+from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig, SpecConfigError, launch_speed, task_acceptance
 
 CRASH_AT = 0.4  # share of the start-up after which --crash-on-start dies
 MAX_PROMPT_TOKENS = 8192
@@ -183,9 +184,28 @@ class SimServer:
             self.writer.line(start + line.at, line.message, line.ranks)
         return crash_at is not None
 
+    def launch_model(self) -> CostModel:
+        """The cost model of this launch: its own speed factor (``--launch-cv``) and the drift.
+
+        The factor is drawn from ``(seed, steps, how many earlier logs of this setting sit beside
+        the log)``: a seeded demo sweep replays the same launches, and each restart differs.
+        """
+        a = self.args
+        if not a.launch_cv and not a.drift_pct_per_hour:
+            return DEFAULT_MODEL
+        folder = a.log.parent
+        try:
+            earlier = sum(1 for p in folder.iterdir() if p.name.startswith(a.log.name + "."))
+        except OSError:
+            earlier = 0
+        rng = random.Random(zlib.crc32(repr((self.seed, self.spec, earlier, "launch")).encode()))
+        hours = (time.time() - a.drift_origin) / 3600.0 * a.time_scale if a.drift_origin else 0.0
+        speed = launch_speed(rng, a.launch_cv / 100.0, hours=hours, drift_pct_per_hour=a.drift_pct_per_hour)
+        return replace(DEFAULT_MODEL, speed=speed)
+
     async def _serve(self) -> None:
         """Run the scheduler against the wall clock until stopped."""
-        engine = self.engine = SimEngine(self.spec, self.writer, self.clock.now(), self.rng, DEFAULT_MODEL)
+        engine = self.engine = SimEngine(self.spec, self.writer, self.clock.now(), self.rng, self.launch_model())
         builtin = self.args.port is None
         while not self.stop.is_set():
             if engine.idle:
@@ -436,6 +456,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--task-acceptance", action="store_true",
                     help="acceptance depends on the prompt (code > long-form > chat), for workload sweeps")
     ap.add_argument("--pidfile", type=Path, default=None, help="write this process's PID here")
+    ap.add_argument("--launch-cv", type=float, default=0.0, metavar="PCT",
+                    help="run-to-run CV of a launch's speed, percent (default 0: every launch alike)")
+    ap.add_argument("--drift-pct-per-hour", type=float, default=0.0, metavar="D",
+                    help="slow drift of every launch's speed, percent per simulated hour (default 0)")
+    ap.add_argument("--drift-origin", type=float, default=None, metavar="EPOCH",
+                    help="when the drift starts (Unix time; default: no drift)")
     ap.add_argument(
         "--load-concurrency", type=int, default=1, help="requests the built-in load keeps in flight (default 1)"
     )
@@ -446,6 +472,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error("--startup-seconds must be >= 0")
     if args.port is not None and not 0 < args.port < 65536:
         ap.error("--port must be 1..65535")
+    if not 0 <= args.launch_cv < 100:
+        ap.error("--launch-cv must be a percentage from 0 to below 100")
     if args.load_concurrency < 1:
         ap.error("--load-concurrency must be >= 1")
     return args

@@ -11,6 +11,12 @@ rule, the guided strategy's choices, the verdict.
 Each setting's lines come from a generator seeded by ``(seed, setting)``:
 two sweeps over the same world (grid and guided) read the same lines for a
 setting both measure.
+
+With ``launch_cv`` each restart draws its own speed factor
+(:func:`specmon.sim.model.launch_speed`, seeded by ``(seed, restart number)``)
+and ``drift_pct_per_hour`` moves it with the simulated clock: the known truth
+of a setting stays :meth:`SweepWorld.expected`, and one launch misses it by
+its factor, as real starts do.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 
 from specmon.model.session import Session
 from specmon.records import Config, Decode, Engine
-from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig
+from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig, launch_speed
 
 Sampler = Callable[[], tuple[float | None, float | None, float]]
 
@@ -72,8 +78,20 @@ class SweepWorld:
     """
 
     def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
-                 workloads: dict[str, float] | None = None) -> None:
+                 workloads: dict[str, float] | None = None, launch_cv: float = 0.0,
+                 drift_pct_per_hour: float = 0.0, restart_s: float = 0.0,
+                 alias: dict[int, int] | None = None) -> None:
         self.seed = seed
+        #: Step counts that run like another (``{3: 2}``: "3 steps" logs 3 steps, runs like 2): known equals.
+        self.alias = dict(alias or {})
+        #: Simulated seconds a restart takes (the clock moves on by that much).
+        self.restart_s = restart_s
+        #: Run-to-run CV of a launch's speed (a fraction) and the slow drift, percent per hour.
+        self.launch_cv = launch_cv
+        self.drift_pct_per_hour = drift_pct_per_hour
+        #: The speed factor of the launch running now, and of every launch so far.
+        self.speed = 1.0
+        self.speeds: list[float] = []
         self.model = model
         #: Acceptance per named prompt set, as a factor on the model's (code repeats more than chat).
         self.workloads = dict(workloads or {})
@@ -104,6 +122,8 @@ class SweepWorld:
 
     def expected(self, steps: int, dims: dict[str, int | str] | None = None) -> float:
         """The true mean throughput of a setting (the known truth)."""
+        if steps in self.alias and not dims:
+            return self.model.expected_throughput(SpecConfig.make(self.alias[steps]))
         return self.model.expected_throughput(self.spec_for(steps, dims))
 
     async def restart(self, steps: int, dims: dict[str, int | str] | None = None) -> object:
@@ -111,7 +131,12 @@ class SweepWorld:
         from specmon.control.sweep import RestartOutcome
 
         spec = self.spec_for(steps, dims)
+        self.now += self.restart_s
         self.restarts.append((spec.steps, spec.topk, spec.draft_tokens))
+        rng = random.Random(zlib.crc32(repr((self.seed, "launch", len(self.restarts))).encode()))
+        self.speed = launch_speed(rng, self.launch_cv, hours=self.now / 3600.0,
+                                  drift_pct_per_hour=self.drift_pct_per_hour)
+        self.speeds.append(self.speed)
         self.session.begin_source(f"sim launch {len(self.restarts)}")
         on = spec.enabled
         self.line += 1
@@ -130,7 +155,8 @@ class SweepWorld:
         if k not in self._samplers:
             salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch,
                                     self.workload)).encode())
-            self._samplers[k] = line_sampler(spec, random.Random(salt), self.model_for(self.workload), self.batch)
+            runs_as = SpecConfig.make(self.alias[spec.steps]) if spec.steps in self.alias else spec
+            self._samplers[k] = line_sampler(runs_as, random.Random(salt), self.model_for(self.workload), self.batch)
         self.sampler = self._samplers[k]
 
     def expected_at(self, steps: int, dims: dict[str, int | str] | None, batch: int) -> float:
@@ -166,4 +192,4 @@ class SweepWorld:
             self.log_time += 0.9
             self.line += 1
             self.session.ingest(Decode(self.line, self.log_time, "TP0", running_req=self.batch, accept_len=accept_len,
-                                       accept_rate=accept_rate, gen_throughput=tps))
+                                       accept_rate=accept_rate, gen_throughput=tps * self.speed))

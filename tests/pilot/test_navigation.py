@@ -81,7 +81,7 @@ async def test_enter_on_a_row_opens_its_details(isolated_home: Path, tmp_path: P
         await wait_for(pilot, lambda: bool(screen.lines), "the details text")
         text = screen.text
         row = screen.row
-        assert row.label.endswith("2 steps") and f"over {row.throughput.n:,} counted samples" in text  # type: ignore[union-attr]
+        assert row.label.endswith("2 steps") and f"(1 launch + assumed launch CV 5%; {row.throughput.n:,} counted samples" in text  # type: ignore[union-attr]
         assert "samples over time" in text and "histogram (tok/s)" in text
         warm = sum(r.excluded_warmup for r in row.runs)
         assert f"warm-up     {warm:,} samples" in text and "idle " in text

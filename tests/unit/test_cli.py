@@ -46,9 +46,21 @@ def test_summarize_json_shape_and_verdict(sweep_files: list[str], capsys) -> Non
         assert {"mean", "median", "ci95_low", "ci95_high"} <= set(r["throughput"])
     assert doc["runs"][0]["accept_len"] is None  # no speculation logs no acceptance
     assert doc["verdict"]["best_steps"] == 2
-    assert doc["verdict"]["separated"] is True
+    # One launch per setting: the intervals rest on the assumed launch CV (5%), which a +6% gain
+    # over one start each cannot beat; the verdict says what it rests on.
+    assert doc["verdict"]["separated"] is False
+    assert all(r["interval_covers"] == "1 launch + assumed launch CV 5%" for r in doc["runs"])
+    assert doc["launch_model"]["estimated"] is False and doc["launch_model"]["launch_cv_pct"] == 5.0
+    assert "assumed launch CV 5%" in doc["verdict"]["sentence"]
     assert doc["verdict"]["speedup_pct"] == pytest.approx(doc["runs"][1]["vs_baseline_pct"])
     assert doc["baseline"]["source"] == "run"
+    # Told that launches do not vary (--launch-cv 0), the within-launch intervals are the whole story.
+    code, out, _ = run_cli(["summarize", *sweep_files, "--format", "json", "--launch-cv", "0"], capsys)
+    zero = json.loads(out)
+    assert zero["verdict"]["separated"] is True and zero["verdict"]["best_steps"] == 2
+    for r in zero["runs"]:  # one launch each at launch CV 0: the within-launch interval, to the digit
+        assert [r["throughput"][k] for k in ("mean", "ci95_low", "ci95_high")] == \
+            [r["within_launch"][k] for k in ("mean", "ci95_low", "ci95_high")]
 
 
 def test_summarize_markdown_marks_best(sweep_files: list[str], capsys) -> None:

@@ -18,8 +18,9 @@ GRID = ["steps=0,1,2,3", "topk=1,4", "draft_tokens=2,3,4,5,8"]
 def plan(strategy: str = "grid", grid: list[str] = GRID, **kw: object) -> SweepPlan:
     settings = expand_grid(parse_grid(grid)).settings
     steps = tuple(dict.fromkeys(s for s, _ in settings))
+    # SweepWorld's launches are alike unless asked otherwise: the sweep is told so (launch CV 0).
     return SweepPlan(steps, seed=1, rule=StoppingRule(), max_minutes=None, strategy=strategy, points=settings,
-                     **kw)  # type: ignore[arg-type]
+                     **{"launch_cv": 0.0, **kw})  # type: ignore[arg-type]
 
 
 def run(p: SweepPlan, world: SweepWorld, **kw: object) -> tuple[Sweep, SweepResult]:
@@ -121,7 +122,7 @@ def test_the_verdict_says_when_the_winner_depends_on_the_load() -> None:
     w = SweepWorld(6)
     assert w.expected_at(2, None, 1) > w.expected_at(0, None, 1)
     assert w.expected_at(2, None, 16) < w.expected_at(0, None, 16)
-    p = SweepPlan((0, 2), concurrency=(1, 16), seed=1, rule=StoppingRule(), max_minutes=None)
+    p = SweepPlan((0, 2), concurrency=(1, 16), seed=1, rule=StoppingRule(), max_minutes=None, launch_cv=0.0)
     result = run(p, w, load=w)[1]
     assert [v.concurrency for v in result.verdicts] == [1, 16]
     assert all(v.separated for v in result.verdicts)
@@ -145,7 +146,8 @@ def test_a_verdict_per_workload_says_when_the_winner_differs_between_them() -> N
     w = SweepWorld(7, workloads={"code": 1.35, "chat": 0.55})
     chat, code = w.model_for("chat"), w.model_for("code")
     assert max(range(6), key=lambda s: code.expected_throughput(s)) > max(range(6), key=chat.expected_throughput)
-    p = SweepPlan((0, 1, 2, 3, 5), seed=1, rule=StoppingRule(), max_minutes=None, workloads=("chat", "code"))
+    p = SweepPlan((0, 1, 2, 3, 5), seed=1, rule=StoppingRule(), max_minutes=None, workloads=("chat", "code"),
+                  launch_cv=0.0)
     sweep, result = run(p, w, load=w)
     assert sweep.restarts == 5  # one restart serves both workloads
     assert [(v.concurrency, v.workload) for v in result.verdicts] == [(1, "chat"), (1, "code")]

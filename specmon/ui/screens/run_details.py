@@ -80,8 +80,10 @@ def details_lines(row: ConfigRow, *, command: str | None = None, width: int = 76
     tp = row.throughput
     if tp is not None:
         ci = f" ± {tp.ci_half_width:.1f}" if tp.ci_half_width is not None else " (no interval yet)"
-        out.append(f"throughput  {tp.mean:.1f}{ci} tok/s over {tp.n:,} counted samples "
-                   f"(median {tp.median:.1f}, p10 {tp.p10:.1f}, p90 {tp.p90:.1f}, sd {tp.sd:.1f})")
+        # The interval covers launches, not samples: say over what (and on which assumption).
+        covers = f"{row.covers}; " if row.covers else ""
+        out.append(f"throughput  {tp.mean:.1f}{ci} tok/s ({covers}{tp.n:,} counted samples, "
+                   f"median {tp.median:.1f}, p10 {tp.p10:.1f}, p90 {tp.p90:.1f}, sd {tp.sd:.1f})")
     else:
         out.append("throughput  no counted samples yet")
     for name, s in (("accept len", row.accept_len), ("accept rate", row.accept_rate)):

@@ -1,0 +1,240 @@
+"""The sweep's launch design: rounds of launches, each setting relaunched, until resolved.
+
+``specmon sweep --order launches`` (the default with ``--resolve-pct``) measures
+every setting in *rounds*. In each round every setting still undecided is
+started afresh (a new launch: the server is restarted even when it already
+runs that setting) and measured for as long as more time in this launch
+shrinks the setting's interval faster than a new launch would
+(:func:`specmon.model.design.extend`); rounds alternate direction, so slow
+drift favours no setting. After each round the settings are judged with the
+stopping rule on the two-level intervals (:mod:`specmon.model.launches`), the
+rule's looks being the planned rounds; the leader and the baseline are
+launched at least twice. Before measuring, and after every round, the sweep
+says its plan in one line (:func:`specmon.model.design.plan`).
+
+The decisions are the pure functions of :mod:`specmon.model.design`; this
+module only drives the :class:`~specmon.control.sweep.Sweep` that restarts
+and measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from specmon.model.design import (
+    DEFAULT_WITHIN_PER_SAMPLE,
+    MAX_LAUNCHES,
+    Noise,
+    extend,
+    judge_round,
+    launch_samples,
+    plan,
+    reschedule,
+    summaries,
+    to_launch,
+    within_per_sample,
+)
+from specmon.model.launches import Estimate, Launch
+from specmon.model.stats import Summary
+from specmon.model.stopping import CONTINUE, StoppingRule
+
+if TYPE_CHECKING:
+    from specmon.control.sweep import CellState, Segment, Sweep
+
+#: Samples a second assumed before any was measured (SGLang logs a decode line about every second).
+DEFAULT_RATE = 1.0
+#: The difference the plan resolves when the user gave none, percent.
+DEFAULT_RESOLVE_PCT = 5.0
+
+
+def rounds_for(rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float) -> int:
+    """The planned rounds, fixed before measuring.
+
+    Enough for the plan made with the assumed launch CV and a typical
+    within-launch noise, at least 2, at most :data:`~specmon.model.design.MAX_LAUNCHES`.
+    """
+    noise = Noise(launch_cv**2, DEFAULT_WITHIN_PER_SAMPLE, DEFAULT_RATE, restart_s)
+    p = plan(resolve_pct or DEFAULT_RESOLVE_PCT, noise, 2, rule.test_level, rule.min_samples, rule.max_samples)
+    # With no launch variance said (launch CV 0) one launch per setting is the design.
+    return max(1 if launch_cv == 0 else 2, min(MAX_LAUNCHES, p.launches))
+
+
+def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float
+                   ) -> tuple[StoppingRule, tuple[int, ...]]:
+    """The rule the launch design judges with, and the rounds it judges after.
+
+    The looks are rounds, geometric from 2 to the planned rounds (as the
+    sample rule's looks are sample counts), so the Bonferroni split covers
+    every judgement; the sample budget is per launch, not per setting.
+    """
+    last = rounds_for(plan_rule, resolve_pct, launch_cv, restart_s)
+    looks = look_rounds(last, plan_rule.looks)
+    return replace(plan_rule, looks=len(looks), max_samples=max(plan_rule.max_samples, 1 << 40)), looks
+
+
+def look_rounds(last: int, looks: int) -> tuple[int, ...]:
+    """Rounds ``2 ≤ r_1 < … < r_K = last`` (geometric) after which the settings are judged (``(1,)`` for one)."""
+    if last <= 2 or looks <= 1:
+        return (last,)
+    ratio = (last / 2) ** (1.0 / (looks - 1))
+    out: list[int] = []
+    for j in range(looks):
+        r = last if j == looks - 1 else round(2 * ratio**j)
+        if not out or r > out[-1]:
+            out.append(r)
+    return tuple(out)
+
+
+def design_tau2(between_tau2: float, between_df: float, estimated: bool, launch_cv: float,
+                prior_df: float = 4.0) -> float:
+    """The launch variance the *design* plans with: the estimate, steadied by the assumed CV.
+
+    With one or two replicated launches the estimate swings from 0 to several
+    times the truth; a design that believed a 0 would stop relaunching. The
+    assumed CV counts as ``prior_df`` degrees of freedom (the intervals never
+    use this: they use the estimate alone).
+    """
+    if not estimated:
+        return launch_cv**2
+    return (prior_df * launch_cv**2 + between_df * between_tau2) / (prior_df + between_df)
+
+
+class LaunchRounds:
+    """Runs a sweep's settings in rounds of launches (see the module docstring)."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        p = sweep.plan
+        self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s)
+        self.rounds = self.looks[-1]
+        self.rule = p.rule
+        self.resolve_pct = p.resolve_pct or DEFAULT_RESOLVE_PCT
+
+    # -- what is known -----------------------------------------------------------------------
+
+    def noise(self, cells: Sequence[CellState]) -> Noise:
+        """The current estimates: launch CV (pooled, or assumed), within-launch noise, rate, restart time."""
+        sw = self.sweep
+        groups: dict[Hashable, Sequence[Launch]] = {c.key: c.launches() for c in cells}
+        between, _ = summaries(groups, sw.plan.launch_cv)
+        tau2 = design_tau2(between.tau2, between.df, between.estimated, sw.plan.launch_cv)
+        launches = [x for ls in groups.values() for x in ls]
+        w = within_per_sample(launches) or DEFAULT_WITHIN_PER_SAMPLE
+        n = sum(c.n for c in sw.cells)
+        secs = sum(c.elapsed_s for c in sw.cells)
+        rate = n / secs if n and secs > 0 else DEFAULT_RATE
+        restart = (sum(sw.restart_times) / len(sw.restart_times)) if sw.restart_times else sw.plan.restart_s
+        return Noise(tau2, w, rate, restart)
+
+    def needed(self) -> int:
+        """Launches per setting the plan asks for now (from the noise measured so far)."""
+        rule = self.rule
+        p = plan(self.resolve_pct, self.noise(self.sweep.cells), 2, self.judge_rule.test_level, rule.min_samples,
+                 rule.max_samples)
+        return p.launches
+
+    def plan_line(self, cells: Sequence[CellState]) -> str:
+        """The plan in one line (updated as the sweep learns)."""
+        rule = self.rule
+        settings = len({c.key for c in self.sweep.cells})
+        p = plan(self.resolve_pct, self.noise(cells), settings, self.judge_rule.test_level, rule.min_samples,
+                 rule.max_samples)
+        return f"plan: {p.text}; at most {self.rounds} rounds"
+
+    def _stop_when(self, cells: Sequence[CellState]) -> tuple[Noise, int]:
+        noise = self.noise(cells)
+        m_new = launch_samples(noise, self.rule.min_samples, self.rule.max_samples)
+        return noise, m_new
+
+    def _stopped(self) -> bool:
+        """Whether the user asked the sweep to stop (read afresh: awaiting a visit may change it)."""
+        return self.sweep._stop_requested
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Measure in rounds until every setting is decided or the planned rounds are spent."""
+        from specmon.control.sweep import DONE, FAILED, SETTLED
+
+        sw = self.sweep
+        sw._emit("plan", self.plan_line(sw.cells))
+        round_no = max((len(c.launches()) for c in sw.cells), default=0)
+        while round_no < self.looks[-1]:
+            round_no += 1
+            if sw._stop_requested:
+                return
+            for g in sw.plan.groups:
+                cells = [c for c in sw.cells if c.group == g]
+                active = [c.key for c in cells if c.status not in SETTLED]
+                sums = self._sums(cells)
+                leader = max(sums, key=lambda k: sums[k].mean) if sums else None
+                base = next((c.key for c in cells if c.steps == 0 and c.status != FAILED), None)
+                counts: dict[Hashable, int] = {c.key: len(c.launches()) for c in cells}
+                for key in to_launch(active, counts, leader, base, round_no):
+                    cell = next(c for c in cells if c.key == key)
+                    if sw._stop_requested or cell.status == FAILED:
+                        continue
+                    kept = (cell.status, cell.reason, cell.text) if cell.status == DONE else None
+                    noise, m_new = self._stop_when(cells)
+
+                    def enough(c: CellState, seg: Segment, noise: Noise = noise, m_new: int = m_new) -> bool:
+                        n = len(seg.throughput)
+                        if n < self.rule.min_samples:
+                            return False
+                        if n >= self.rule.max_samples:
+                            return True
+                        ns = [x.n for x in c.launches()]
+                        return not extend(noise, ns or [n], m_new)
+
+                    sw._server_steps = None  # a new launch, even of the setting running now
+                    await sw._visit(cell, until_done=False, stop_when=enough)
+                    if kept is not None and cell.status not in (FAILED,):
+                        cell.status, cell.reason, cell.text = kept
+            if self._stopped():
+                return
+            if round_no in self.looks:
+                self._judge(round_no)
+                if round_no < self.looks[-1]:
+                    self.looks = reschedule(self.looks, round_no, self.needed(), MAX_LAUNCHES)
+                    self.rounds = self.looks[-1]
+            sw._emit("plan", self.plan_line(sw.cells))
+            sw.save()
+            if all(c.status in SETTLED for c in sw.cells):
+                return
+
+    def _sums(self, cells: Sequence[CellState]) -> dict[Hashable, Summary]:
+        groups: dict[Hashable, Sequence[Launch]] = {c.key: c.launches() for c in cells}
+        bases: dict[Hashable, Summary | None] = {c.key: c.summary() for c in cells}
+        _, sums = summaries(groups, self.sweep.plan.launch_cv, bases)
+        return sums
+
+    def _judge(self, round_no: int) -> None:
+        from specmon.control.sweep import DONE, FAILED, SETTLED
+
+        sw = self.sweep
+        last = round_no >= self.rounds
+        for g in sw.plan.groups:
+            cells = [c for c in sw.cells if c.group == g and c.status != FAILED]
+            sums = self._sums(cells)
+            active = [c.key for c in cells if c.status not in SETTLED]
+            names: dict[Hashable, str] = {c.key: c.label or c.key for c in cells}
+            decisions = judge_round(self.judge_rule, sums, active, last=last, names=names)
+            for c in cells:
+                d = decisions.get(c.key)
+                if d is None:
+                    continue
+                s = sums.get(c.key)
+                est = s.model if s is not None else None
+                covers = est.covers() if isinstance(est, Estimate) else f"{len(c.launches())} launches"
+                half = s.ci_half_width if s is not None else None
+                self.sweep._emit("look", f"{c.label}: round {round_no}, {covers}, "
+                                         f"{s.mean if s is not None else 0.0:.1f} tok/s"
+                                 + (f" ± {half:.1f}" if half else "")
+                                 + (f" — {d.text}" if d.text else " — continue"), c)
+                c.looks_done = self.looks.index(round_no) + 1
+                if d.stop and d.reason != CONTINUE:
+                    c.status, c.reason, c.text = DONE, d.reason, d.text
+                    sw._emit("done", f"{c.label} done after {len(c.launches())} launches, {c.n} samples: "
+                                     f"{d.text or d.reason}", c)
