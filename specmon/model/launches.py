@@ -397,10 +397,13 @@ def as_summary(est: Estimate, base: Summary) -> Summary:
 def rests_on(estimates: Sequence[tuple[str, Estimate]], between: Between) -> str:
     """``Rests on 5 launches (2 of 2 steps, 3 of 3 steps); launch CV 4.1% estimated from ...``."""
     total = sum(len(e.launches) for _, e in estimates)
-    each = ", ".join(f"{len(e.launches)} of {name}" for name, e in estimates)
+    counts = {len(e.launches) for _, e in estimates}
+    # Said short where it can be: the sentence is the dashboard's answer, whole at 80x24.
+    each = (f"{counts.pop()} per setting" if len(counts) == 1 and len(estimates) > 1
+            else ", ".join(f"{len(e.launches)} of {name}" for name, e in estimates))
     text = f"Rests on {total} launch{'es' if total != 1 else ''} ({each}); {between.describe()}"
     if not between.estimated and between.replicated:
         text += " (given: the replicated settings' launches are pooled as one)"
-    elif not between.estimated:
-        text += " (no setting was measured in two launches: the intervals rest on that assumption)"
+    elif not between.estimated and between.assumed_cv > 0:
+        text += " (no setting was launched twice: an assumption)"
     return text + "."
