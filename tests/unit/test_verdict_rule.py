@@ -80,7 +80,7 @@ def test_the_verdict_names_its_source_and_the_others_view() -> None:
     # A client that ranks the other way is reported as disagreeing.
     cells[0].client.update(output_tokens=4000)  # 400 tok/s over its 10 s
     v2 = verdict_sources(sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1), cells, 1)
-    assert v2.sources_agree is False and "client disagrees: it ranks 0 steps fastest" in v2.sentence
+    assert v2.sources_agree is False and "client disagrees" in v2.sentence  # by rank, or by differences when not separated
 
 
 def test_log_only_sweeps_say_so() -> None:
