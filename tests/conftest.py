@@ -70,3 +70,42 @@ def _writable_again() -> Iterator[None]:
     set_read_only(None)
     yield
     set_read_only(None)
+
+
+def _live_children() -> dict[int, str]:
+    """This process's running child processes (zombies not counted: they hold nothing), by PID: their command."""
+    import os
+
+    me, found = os.getpid(), {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, parent = stat[stat.rindex(")") + 2:].split()[:2]
+        if int(parent) == me and state != "Z":
+            found[int(entry)] = command.strip()[-160:]  # the end: a script's arguments
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    """No test leaves a process of its own running: specmon never leaves an orphan, and a leftover
+    one made an unrelated test fail later on the same worker (test_workers_lost counts children).
+
+    Found this way: a dashboard's controller never gave its lease back, so the holder (lease.sh's
+    ``cat``) lived as long as the process. Session fixtures (sshd, Prometheus) start before this
+    looks, so they are not counted; a child given a few seconds to finish exiting is not either.
+    """
+    if not Path("/proc/self/stat").exists():
+        yield
+        return
+    before = set(_live_children())
+    yield
+    deadline = time.monotonic() + 5.0
+    while (left := {pid: c for pid, c in _live_children().items() if pid not in before}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"the test left processes running: {left}"

@@ -44,7 +44,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -498,6 +498,9 @@ class SpecmonApp(App[int]):
                 await exporter.close()
             if self.recorder is not None:
                 self.recorder.close()
+            close: Callable[[], Awaitable[None]] | None = getattr(self.controller, "close", None)
+            if close is not None:
+                await close()
 
     async def on_unmount(self) -> None:
         await self._close_sources()

@@ -37,7 +37,8 @@ async def test_the_dashboard_says_the_recorded_server_still_runs(tmp_path: Path)
     try:
         assert (await earlier.run(plan)).phase.value == "ready"
         pid = int((tmp_path / "server.pid").read_text().split()[0])
-        # A new session (the earlier one exited, leaving the server running).
+        await earlier.close()  # the earlier session exits (its lease goes with it), leaving the server running
+        # A new session.
         flow = RestartFlow(RestartController(profile, LocalRunner(), host="gpu-box", record_servers=True))
         source = StaticSource([campaign(3, 90.0, 5)], name=str(tmp_path / "s_3.log"))
         app = source_app(source, controller=flow)

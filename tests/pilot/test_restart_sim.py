@@ -263,6 +263,7 @@ async def test_adopt_the_running_server_then_restart_it(tmp_path: Path) -> None:
         assert c.adopted is None  # from now on the pidfile names the server
         back = c.go_back_plan()
         assert back.steps == 3 and "recorded in" in back.stop.display
+        await c.close()  # its lease goes with it
     finally:
         if old.poll() is None:
             old.kill()

@@ -70,6 +70,7 @@ async def test_recorded_then_adopted_then_forgotten_once_gone(tmp_path: Path) ->
         # A profile on another host knows nothing of it.
         assert await RestartController(profile, LocalRunner(), host="other").adopt_recorded() is None
     finally:
+        await first.close()
         if pid is not None and running(pid):
             os.killpg(pid, signal.SIGTERM)
     for _ in range(200):  # a bound, not a timing assertion
@@ -97,6 +98,7 @@ async def test_a_record_whose_pid_was_reused_is_not_adopted(tmp_path: Path) -> N
         note = await RestartController(profile, LocalRunner(), host="h").adopt_recorded()
         assert note is not None and "names another process now: not adopted" in note
     finally:
+        await first.close()
         if pid is not None and running(pid):
             os.killpg(pid, signal.SIGTERM)
 
@@ -118,6 +120,7 @@ async def test_a_stopped_server_is_forgotten_and_the_sweep_records_its_own(tmp_p
         line = await c.stop_server(lambda _t: None)
         assert line is not None and "result=stopped" in line
         assert load_record("h", pidfile) is None and not running(pid)
+        await c.close()
     finally:
         if pid is not None and running(pid):
             os.killpg(pid, signal.SIGTERM)

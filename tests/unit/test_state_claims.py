@@ -100,6 +100,7 @@ async def test_a_server_killed_behind_specmons_back_is_never_left_running(tmp_pa
     assert "ready to roll" in text  # its log's last words
     again = load_record("h", str(tmp_path / "s.pid"))
     assert again is not None and again.state == "exited"
+    await c.close()  # gives the lease back: its holder ends with it
 
 
 def test_finish_none_after_a_failed_start_claims_nothing(tmp_path: Path) -> None:
@@ -178,5 +179,6 @@ async def test_connect_says_at_exit_only_what_it_checked(tmp_path: Path) -> None
         text = await _left_running(flow) or ""
         assert "has exited" in text and "left running" not in text
     finally:
+        await c.close()
         if alive(pid):
             os.kill(pid, signal.SIGKILL)

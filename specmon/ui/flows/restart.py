@@ -114,6 +114,15 @@ class RestartFlow:
 
     # -- the app's side of the interface --------------------------------------------------
 
+    async def close(self) -> None:
+        """The app is closing: give the server's lease back and stop following its log.
+
+        Without it the lease's holder (a shell on the host, or here) outlived the dashboard
+        for as long as the process did: the exit's checks, a test run, an embedding program.
+        """
+        if self.controller is not None:
+            await self.controller.close()
+
     def sweep_flow(self) -> SweepFlow | None:
         """The dashboard's sweep on this restart flow (``s``), when a controller is there to restart with."""
         from specmon.ui.flows.sweep import SweepFlow
