@@ -45,6 +45,7 @@ from specmon.output.tables import (
     outcome_markdown,
     row_cells,
     sweep_outcome,
+    sweep_outcomes,
     to_csv,
 )
 from specmon.output.tables import to_json as table_json
@@ -122,8 +123,23 @@ class ReportData:
         return sweep_outcome(self.sweep_verdict)
 
     @property
+    def outcomes(self) -> list[SweepOutcome]:
+        """Every group's verdict of the sweep (one per concurrency and workload); empty without a sweep."""
+        return sweep_outcomes(self.sweep_verdict)
+
+    @property
+    def winners_differ(self) -> str | None:
+        """The sweep's finding that the winner depends on the load or the workload (None when it does not)."""
+        sv = self.sweep_verdict
+        text = sv.get("winners_differ") if isinstance(sv, dict) else None
+        return text if isinstance(text, str) and text else None
+
+    @property
     def sentence(self) -> str:
         """The verdict sentence the report leads with."""
+        outcomes = self.outcomes
+        if len(outcomes) > 1:
+            return self.winners_differ or outcomes[0].sentence
         outcome = self.outcome
         if outcome is not None:
             return outcome.sentence
@@ -302,7 +318,12 @@ def text_chart(data: ReportData, width: int = CHART_WIDTH, height: int = CHART_H
 
 
 def _verdict_lines(data: ReportData) -> list[str]:
+    """The verdict section, headline first: with several groups, the finding across them and then
+    each group's own verdict (each names its concurrency and workload)."""
     out = [data.sentence]
+    groups = data.outcomes
+    if len(groups) > 1:
+        out += [g.sentence for g in groups if g.sentence != data.sentence]
     sv = data.sweep_verdict
     if sv is not None:
         out.append("(the sweep's verdict: a winner is declared only when the difference holds up after "
@@ -340,8 +361,9 @@ def to_markdown(data: ReportData) -> str:
     lines += ["", "## Verdict", "", *(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_"
                                       for i, t in enumerate(_verdict_lines(data)))]
     outcome = data.outcome
-    if outcome is not None:
-        lines += ["", "## Configurations measured by the sweep", "", *outcome_markdown(outcome)]
+    for group in data.outcomes:
+        lines += ["", f"## Configurations measured by the sweep{markdown_cell(group.group_text)}", "",
+                  *outcome_markdown(group)]
     headers, keep = _session_columns(data)
     lines += ["", "## All counted samples" if outcome is not None else "## Configurations", ""]
     if outcome is not None:
@@ -475,11 +497,11 @@ def to_html(data: ReportData) -> str:
         tag = ' class="best"' if row.best and outcome is None else ""
         rows.append(f"<tr{tag}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     sweep_table = ""
-    if outcome is not None:
+    for group in data.outcomes:
         body = "".join(('<tr class="best">' if r.best else "<tr>") + "".join(f"<td>{esc(c)}</td>" for c in r.cells())
-                       + "</tr>" for r in outcome.rows)
-        sweep_table = ("<h2>Configurations measured by the sweep</h2>\n<table><thead><tr>"
-                       + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>")
+                       + "</tr>" for r in group.rows)
+        sweep_table += (f"<h2>Configurations measured by the sweep{esc(group.group_text)}</h2>\n<table><thead><tr>"
+                        + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>\n")
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
     cost = ""

@@ -361,6 +361,16 @@ class SweepOutcome:
     checks: tuple[dict[str, Any], ...]
     detail: str
     finished: bool
+    #: The named prompt set of this verdict's group (a sweep over several workloads); None: one only.
+    workload: str | None = None
+
+    @property
+    def group_text(self) -> str:
+        """Which group of a sweep this verdict is for: `` at concurrency 4 on the chat prompts`` (or empty)."""
+        text = f" at concurrency {self.concurrency}" if self.concurrency else ""
+        if self.workload:
+            text += f" on the {self.workload} prompts"
+        return text
 
     @property
     def speedup_text(self) -> str | None:
@@ -374,7 +384,7 @@ class SweepOutcome:
     def headline(self) -> str:
         """``EAGLE3 2 steps: +6.6% (+5.9…+7.4%) over no speculation``."""
         b = self.best
-        at = f" at concurrency {self.concurrency}" if self.concurrency else ""
+        at = self.group_text
         if b is None or b.tps_mean is None:
             return "no verdict: nothing was measured"
         if b.is_baseline:
@@ -408,18 +418,40 @@ class SweepOutcome:
 
 
 def sweep_outcome(doc: Any) -> SweepOutcome | None:
-    """The one verdict of a sweep document (``SweepResult.to_json()``); None if ``doc`` is not one.
+    """The headline verdict of a sweep document (``SweepResult.to_json()``); None if ``doc`` is not one.
 
     The speed-up is the best row's own ``vs baseline`` figure, so the headline and the
     table cannot disagree; the rest of the sentence (runner-up, sources) is the sweep's.
+    A sweep over several concurrencies or workloads has one verdict per group:
+    :func:`sweep_outcomes` gives them all.
     """
     if not isinstance(doc, dict) or not isinstance(doc.get("verdict"), dict) or not isinstance(doc.get("runs"), list):
         return None
-    v = doc["verdict"]
+    return _outcome(doc, doc["verdict"])
+
+
+def sweep_outcomes(doc: Any) -> list[SweepOutcome]:
+    """Every verdict of a sweep document, one per group (concurrency × workload), in the sweep's order.
+
+    A sweep over two workloads kept only its last group's verdict in the report, with the rows
+    of both groups under it (each setting twice, two stars): each group now has its own.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("verdict"), dict) or not isinstance(doc.get("runs"), list):
+        return []
+    groups = [v for v in doc.get("verdicts") or () if isinstance(v, dict)]
+    if len(groups) < 2:
+        return [_outcome(doc, doc["verdict"])]
+    return [_outcome(doc, v) for v in groups]
+
+
+def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     conc = v.get("concurrency")
+    workload = v.get("workload") if isinstance(v.get("workload"), str) else None
     rows = []
     for r in doc["runs"]:
         if not isinstance(r, dict) or (conc is not None and r.get("concurrency") not in (None, conc)):
+            continue
+        if workload is not None and r.get("workload") != workload:
             continue
         tm, th = _half(r.get("throughput"))
         am, ah = _half(r.get("accept_len"))
@@ -449,7 +481,7 @@ def sweep_outcome(doc: Any) -> SweepOutcome | None:
     return SweepOutcome(tuple(rows), best, runner, baseline, bool(v.get("separated")), bool(v.get("equivalent")),
                         conc if isinstance(conc, int) else None, str(v.get("source") or "log"),
                         v.get("sources_agree") if isinstance(v.get("sources_agree"), bool) else None, checks,
-                        detail, bool(doc.get("finished")))
+                        detail, bool(doc.get("finished")), workload)
 
 
 def outcome_markdown(outcome: SweepOutcome) -> list[str]:
