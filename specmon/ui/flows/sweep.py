@@ -33,7 +33,7 @@ from specmon.control.sweep import (
     controller_restarter,
 )
 from specmon.model.session import Session
-from specmon.output.tables import SweepOutcome, sweep_outcome
+from specmon.output.tables import SweepOutcome, sweep_outcome, sweep_outcomes
 from specmon.ui.flows import Dashboard, event_time
 from specmon.ui.literal import literal
 from specmon.ui.messages import FlowChanged, FlowLogged
@@ -96,6 +96,9 @@ class SweepFlow:
         self.report_path: Path | None = None
         #: The last sweep's one verdict, and its panel while it is open.
         self.outcome: SweepOutcome | None = None
+        #: Every group's verdict of the last sweep (one per concurrency and workload), and its finding across them.
+        self.groups: list[SweepOutcome] = []
+        self.finding: str | None = None
         self.verdict_screen: SweepVerdictScreen | None = None
         self.last_verdict: SweepVerdictScreen | None = None  # kept after it is closed
         self._restarting: int | None = None
@@ -256,10 +259,19 @@ class SweepFlow:
             self.line.display = False
         self.result = result
         # The one verdict: the numbers the panel, the run table and the report all show.
-        outcome = self.outcome = sweep_outcome(result.to_json())
+        doc = result.to_json()
+        outcome = self.outcome = sweep_outcome(doc)
+        self.groups = sweep_outcomes(doc)
+        self.finding = doc.get("winners_differ")
         sentence = outcome.sentence if outcome is not None else "no verdict: nothing was measured"
         state = "finished" if result.finished else "stopped"
         self._event("info", f"sweep {state}: {sentence}")
+        if len(self.groups) > 1:  # every group's verdict in the log, not only the headline's
+            if self.finding:
+                self._event("info", f"sweep: {self.finding}")
+            for group in self.groups:
+                if group.sentence != sentence:
+                    self._event("info", f"sweep{group.group_text}: {group.sentence}")
         for cell in result.cells:
             if cell.status == "failed":
                 self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
@@ -303,7 +315,7 @@ class SweepFlow:
         elif best is not None and best.steps is not None and c.current_steps == best.steps:
             winner_note = f"the server runs {best.label} already: nothing to restart"
         screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
-                                    winner_note=winner_note)
+                                    winner_note=winner_note, groups=self.groups, finding=self.finding)
         app = self.line.app
         if isinstance(app.screen, SweepStopScreen):
             app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended

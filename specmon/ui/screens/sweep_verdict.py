@@ -11,6 +11,7 @@ shown first, through the restart flow's confirmation), one opens the report
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from textual.app import ComposeResult
@@ -40,16 +41,32 @@ def _table_lines(outcome: SweepOutcome) -> list[str]:
     return lines
 
 
+def _winner_state(outcome: SweepOutcome) -> str:
+    if outcome.best is None:
+        return "nothing measured"
+    if outcome.separated:
+        return "the winner"
+    return "equivalent to the runner-up" if outcome.equivalent else "no winner declared"
+
+
 def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: str = "",
-                  winner_note: str = "") -> dict[str, list[str]]:
+                  winner_note: str = "", groups: Sequence[SweepOutcome] = (),
+                  finding: str | None = None) -> dict[str, list[str]]:
     """The panel's text, by part (``head``, ``table``, ``foot``): what a test reads.
 
     Args:
-        outcome: The sweep's one verdict.
+        outcome: The sweep's verdict (``w`` restarts on its best setting).
         report: Where the report was written (None: not written).
         baseline_note: What happened to the dashboard's baseline.
         winner_note: Why ``w`` does not apply (the server runs it already, no restart possible).
+        groups: Every group's verdict of a sweep over several concurrencies or workloads
+            (:func:`~specmon.output.tables.sweep_outcomes`); each is shown with its table.
+            The panel showed only the first group's.
+        finding: The sweep's sentence when the winner depends on the load or the workload.
     """
+    if len(groups) > 1:
+        return _group_lines(outcome, groups, finding, report=report, baseline_note=baseline_note,
+                            winner_note=winner_note)
     best = outcome.best
     head = [outcome.headline]
     if best is not None:
@@ -67,29 +84,52 @@ def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: 
     head.append(outcome.source_text[0].upper() + outcome.source_text[1:] + " (the samples of each measurement window)")
     if baseline_note:
         head.append(baseline_note)
+    return {"head": head, "table": _table_lines(outcome),
+            "foot": _foot(outcome, report=report, winner_note=winner_note, several=False)}
+
+
+def _group_lines(outcome: SweepOutcome, groups: Sequence[SweepOutcome], finding: str | None, *,
+                 report: Path | None, baseline_note: str, winner_note: str) -> dict[str, list[str]]:
+    """Several groups: the finding across them on top; each group's verdict (its headline names the
+    group) over its own table, in the scrolling part, so that any number of groups fits 80x24."""
+    head = [finding or f"{len(groups)} groups, one verdict each: the same setting is fastest in each"]
+    head.append(outcome.source_text[0].upper() + outcome.source_text[1:])
+    if baseline_note:
+        head.append(baseline_note)
+    table: list[str] = []
+    for i, g in enumerate(groups):
+        table += ([""] if i else []) + [f"{g.headline} ({_winner_state(g)})", *_table_lines(g)]
+    return {"head": head, "table": table, "foot": _foot(outcome, report=report, winner_note=winner_note, several=True)}
+
+
+def _foot(outcome: SweepOutcome, *, report: Path | None, winner_note: str, several: bool) -> list[str]:
+    best = outcome.best
     foot = [f"report: {report}" if report is not None else "report: not written (see the event log)"]
     keys = []
     if winner_note:
         foot.append(winner_note)
     elif best is not None and best.steps is not None:
         what = "winner" if outcome.separated else "fastest"
-        keys.append(f"w: restart on the {what} ({best.label}; commands shown first)")
+        where = outcome.group_text if several else ""
+        keys.append(f"w: restart on the {what}{where} ({best.label}; commands shown first)")
     if report is not None:
         keys.append("o: open the report · c: copy its path")
     keys.append("escape: close")
     foot.append(" · ".join(keys))
-    return {"head": head, "table": _table_lines(outcome), "foot": foot}
+    return foot
 
 
 class SweepVerdictScreen(ModalScreen[str | None]):
     """The sweep's verdict, until dismissed; returns ``"winner"``, ``"report"`` or None.
 
     Args:
-        outcome: The sweep's one verdict.
+        outcome: The sweep's verdict (``w`` restarts on its best setting).
         report: The report's path (None when it was not written).
         finished: Whether the sweep measured every setting (else it was stopped).
         baseline_note: What happened to the dashboard's baseline.
         winner_note: Why restarting on the winner is not offered ("" when it is).
+        groups: Every group's verdict, when the sweep had several (concurrencies, workloads).
+        finding: The sweep's sentence when the winner depends on the load or the workload.
     """
 
     BINDINGS = [
@@ -108,18 +148,28 @@ class SweepVerdictScreen(ModalScreen[str | None]):
     SweepVerdictScreen #verdict-title { text-style: bold; color: $success; }
     SweepVerdictScreen #verdict-head { height: auto; }
     SweepVerdictScreen #verdict-scroll { height: auto; max-height: 8; margin: 1 0 0 0; background: $background; }
+    /* Several groups: the panel takes the screen and the verdicts scroll between the finding and the keys. */
+    SweepVerdictScreen.-groups > #verdict-box { height: 100%; }
+    SweepVerdictScreen.-groups #verdict-scroll { height: 1fr; max-height: 100%; }
+    SweepVerdictScreen .group-head { width: 100%; height: auto; text-style: bold; margin-top: 1; }
+    SweepVerdictScreen .group-table { width: auto; height: auto; }
     SweepVerdictScreen #verdict-table { width: auto; }
     SweepVerdictScreen #verdict-foot { height: auto; color: $text-muted; margin-top: 1; }
     """
 
     def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
-                 baseline_note: str = "", winner_note: str = "") -> None:
+                 baseline_note: str = "", winner_note: str = "", groups: Sequence[SweepOutcome] = (),
+                 finding: str | None = None) -> None:
         super().__init__()
         self.outcome = outcome
         self.report = report
         self.finished = finished
         self.winner_note = winner_note
-        self.lines = verdict_lines(outcome, report=report, baseline_note=baseline_note, winner_note=winner_note)
+        self.lines = verdict_lines(outcome, report=report, baseline_note=baseline_note, winner_note=winner_note,
+                                   groups=groups, finding=finding)
+        self.groups = tuple(groups) if len(groups) > 1 else ()
+        if self.groups:
+            self.add_class("-groups")
 
     def compose(self) -> ComposeResult:
         title = "Sweep finished" if self.finished else "Sweep stopped: the verdict covers what was measured"
@@ -127,7 +177,15 @@ class SweepVerdictScreen(ModalScreen[str | None]):
             yield Static(literal(title), id="verdict-title", markup=False)
             yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head", markup=False)
             with VerticalScroll(id="verdict-scroll"):
-                yield Static(literal("\n".join(self.lines["table"]), newlines=True), id="verdict-table", markup=False)
+                if not self.groups:
+                    yield Static(literal("\n".join(self.lines["table"]), newlines=True), id="verdict-table",
+                                 markup=False)
+                for i, group in enumerate(self.groups):
+                    # The group's verdict wraps at the panel's width; its table keeps its columns.
+                    yield Static(literal(f"{group.headline} ({_winner_state(group)})"), classes="group-head",
+                                 markup=False)
+                    yield Static(literal("\n".join(_table_lines(group)), newlines=True), classes="group-table",
+                                 id=f"verdict-table-{i}", markup=False)
             yield Static(literal("\n".join(self.lines["foot"]), newlines=True), id="verdict-foot", markup=False)
 
     @property

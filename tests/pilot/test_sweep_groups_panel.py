@@ -1,0 +1,75 @@
+"""The verdict panel of a sweep over several workloads (or concurrencies): the finding across
+them and every group's verdict, each group's table under its name, whole at 80x24 and 120x40.
+
+The panel showed the first group's verdict only: a user who swept chat and code saw "chat"
+and never learned that code had another winner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from textual.app import App
+from textual.widgets import Static
+
+from specmon.control.sweep import Sweep, SweepPlan
+from specmon.model.stopping import StoppingRule
+from specmon.output.tables import sweep_outcome, sweep_outcomes
+from specmon.sim.sweepworld import SweepWorld
+from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
+from specmon.ui.screens.sweep_verdict import _winner_state as _state
+from tests.pilot.test_whole_at_sizes import shown_lines, words
+from tests.support.app_factory import wait_for
+
+
+def a_sweep(seed: int, workloads: dict[str, float], concurrency: tuple[int, ...]) -> dict[str, object]:
+    world = SweepWorld(seed, workloads=workloads)
+    plan = SweepPlan((0, 1, 2, 3), seed=seed, rule=StoppingRule(), max_minutes=None, workloads=tuple(workloads),
+                     concurrency=concurrency, launch_cv=0.0)
+    return asyncio.run(Sweep(plan, session=world.session, restart=world.restart, clock=world.clock,
+                             sleep=world.sleep, load=world).run()).to_json()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize(("seed", "workloads", "concurrency"), [
+    (7, {"chat": 0.55, "code": 1.35}, (1,)),
+    (5, {"code": 1.3, "chat": 0.6}, (1, 16)),
+])
+async def test_the_panel_gives_every_group_whole(tmp_path: Path, size: tuple[int, int], seed: int,
+                                                 workloads: dict[str, float], concurrency: tuple[int, ...]) -> None:
+    doc = await asyncio.to_thread(a_sweep, seed, workloads, concurrency)  # the sweep runs its own loop
+    outcome, groups = sweep_outcome(doc), sweep_outcomes(doc)
+    assert outcome is not None and len(groups) == len(workloads) * len(concurrency)
+    finding = doc["winners_differ"]
+    screen = SweepVerdictScreen(outcome, report=tmp_path / "r.md", groups=groups,
+                                finding=finding if isinstance(finding, str) else None)
+    text = screen.text
+    for g in groups:
+        assert any(line.startswith(g.headline) for line in screen.lines["table"]), g.headline
+        for row in g.rows:
+            assert row.label[:20] in text
+    if isinstance(finding, str):
+        assert screen.lines["head"][0] == finding
+
+    app: App[None] = App()
+    async with app.run_test(size=size) as pilot:
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: app.screen is screen, "the verdict panel")
+        await pilot.pause()
+        w, h = size
+        head = screen.query_one("#verdict-head", Static)
+        foot = screen.query_one("#verdict-foot", Static)
+        for part, widget in (("head", head), ("foot", foot)):
+            assert widget.region.bottom <= h and widget.region.right <= w, (part, widget.region)
+            shown = " ".join(shown_lines(widget))
+            assert words(shown) == words(" ".join(screen.lines[part])), (part, shown)  # every word, none cut
+        # The verdicts scroll: every group's headline, whole, comes into view by scrolling the panel.
+        scroll = screen.query_one("#verdict-scroll")
+        assert scroll.region.bottom <= foot.region.y and scroll.region.height >= 3
+        heads = list(screen.query(".group-head").results(Static))
+        assert len(heads) == len(groups)
+        for g, widget in zip(groups, heads, strict=True):
+            assert widget.region.width <= w  # wrapped inside the panel: no sideways scrolling to read it
+            assert words(" ".join(shown_lines(widget))) == words(f"{g.headline} ({_state(g)})")
