@@ -445,6 +445,11 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         differ = result.winners_differ()
         if differ:
             sys.stdout.write(differ + "\n")
+        launch = extra.get("_launch")
+        for schedule in result.schedules():
+            lines = schedule.describe(vllm_base=_vllm_base(launch), sglang_problem=_sglang_problem(launch, result))
+            text = "\n".join(lines)
+            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
@@ -468,6 +473,49 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if verdict is None or verdict.best is None:
         return EXIT_NOTHING
     return EXIT_OK
+
+
+def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:
+    """The profile's own vLLM ``--speculative-config`` (method, draft model), for the schedule's flag;
+    None when the profile has none or it cannot be read (the flag then says what to add)."""
+    import json
+    import re
+
+    if launch is None or launch.engine != "vllm" or not launch.argv:
+        return None
+    argv = list(launch.argv)
+    for i, token in enumerate(argv):
+        value = None
+        if token == "--speculative-config" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith("--speculative-config="):
+            value = token.split("=", 1)[1]
+        if value is None:
+            continue
+        try:
+            # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
+            doc = json.loads(re.sub(r"\{[a-z_]+\}", "0", value))
+        except ValueError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        return {k: v for k, v in doc.items()
+                if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
+    return None
+
+
+def _sglang_problem(launch: LaunchProfile | None, result: SweepResult) -> str | None:
+    """Why SGLang's adaptive mode would not run the swept setting (None when it would, or when unknown)."""
+    from specmon.model.schedule import sglang_unsupported
+
+    if launch is not None and launch.engine not in ("sglang", "unknown"):
+        return None  # another engine's profile: the SGLang form is shown as it is, for reference
+    for v in result.verdicts:
+        for row in v.analysis.rows:
+            cfg = row.config
+            if cfg is not None and cfg.steps:
+                return sglang_unsupported(cfg.algorithm, cfg.topk)
+    return None
 
 
 async def _with_prometheus(args: argparse.Namespace, session: Session,
@@ -737,7 +785,8 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
     if rec is not None and left is not None:
         rec.meta("sweep-finish", **left)
     return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
-                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost})
+                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost,
+                                        "_launch": getattr(restarter, "profile", None)})
 
 
 async def _left_note(restarter: Any) -> tuple[bool, str] | None:

@@ -63,6 +63,7 @@ from specmon.model.analysis import Analysis, ConfigRow, analyze, summarize_runs
 from specmon.model.design import summaries as design_summaries
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.launches import DEFAULT_LAUNCH_CV, Launch, launch_of
+from specmon.model.schedule import Schedule, schedules_from
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import Summary, summarize
 from specmon.model.stopping import StoppingRule, SweepVerdict, check_source, sweep_verdict
@@ -604,6 +605,7 @@ class SweepResult:
             "verdicts": [{**v.to_json(), **self._client_check(v), **self._winner_json(v)} for v in self.verdicts],
             "dimensions": list(self.plan.dimensions),
             "winners_differ": self.winners_differ(),
+            "schedules": [sc.to_json() for sc in self.schedules()],
             "runs": runs,
             "plan": self.plan.to_json(),
             "finished": self.finished,
@@ -631,6 +633,13 @@ class SweepResult:
         cell = self.winner_cell(v)
         return {"best_setting": cell.setting_label if cell else None,
                 "best_dims": dict(cell.point) if cell and cell.point else None}
+
+    def schedules(self) -> list[Schedule]:
+        """A step count per batch size from the verdicts at each concurrency (:mod:`specmon.model.schedule`);
+        empty for one concurrency, or for a grid (a schedule varies the step count only)."""
+        if self.plan.points:
+            return []
+        return schedules_from(self.verdicts)
 
     def winners_differ(self) -> str | None:
         """A sentence when the best setting is not the same at every concurrency and workload (else None)."""

@@ -1,0 +1,250 @@
+"""From per-load verdicts to what the engine runs: a step count for every batch size.
+
+In 2026 the engines take a schedule instead of one step count: vLLM's
+``num_speculative_tokens_per_batch_size`` (inclusive batch-size ranges, each with its K;
+K = 0 turns speculation off there) inside ``--speculative-config``, and SGLang's adaptive
+mode (``--speculative-adaptive --speculative-adaptive-config FILE``: batch-size slots, each
+with its candidate step tiers). A sweep that measured several concurrencies has what such a
+schedule needs; this module turns its verdicts into one, by one rule at each concurrency:
+
+- the winner, when the sweep separated it from the runner-up (after its repeated looks);
+- else the smallest K whose throughput is *equivalent* to the fastest within the sweep's
+  margin (the same adjusted interval the sweep stops on): the cheaper setting when the
+  evidence says they do the same; K = 0 when no speculation is among them (speculation
+  does not pay there);
+- else (neither separated nor equivalent: the evidence is short) the fastest by mean,
+  marked *undecided*, so that nobody deploys it as a finding.
+
+Between two measured loads the schedule switches at their geometric mean (loads are
+measured on a log scale: 1, 4, 16, 64), and past the last one it keeps the last K (vLLM
+carries the last range's K to its maximum batch size; SGLang routes a batch to the nearest
+slot at or below it). The client's concurrency stands for the engine's running batch: in
+a steady decode they are the same number of requests; say so wherever a schedule is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specmon.model.analysis import ConfigRow
+from specmon.model.stopping import SweepVerdict, adjusted_difference
+
+__all__ = ["Schedule", "ScheduleEntry", "schedules_from"]
+
+#: Why a concurrency got its K.
+WINNER, EQUIVALENT, OFF, UNDECIDED = "winner", "smallest equivalent", "off", "undecided"
+
+#: SGLang's adaptive mode runs these algorithms only, with one draft token per step (top-k 1):
+#: sglang/srt/speculative/adaptive_spec_params.py, adaptive_unsupported_reason (0.5.23).
+SGLANG_ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleEntry:
+    """The step count chosen at one measured concurrency, and why.
+
+    Attributes:
+        concurrency: The load it was measured at (concurrent requests).
+        steps: The step count (K) to run there; 0 turns speculation off.
+        why: ``winner``, ``smallest equivalent``, ``off`` or ``undecided``.
+        fastest: The fastest setting's step count by mean at this load.
+        note: The evidence in words (what it was equivalent to, or why it is undecided).
+    """
+
+    concurrency: int
+    steps: int
+    why: str
+    fastest: int
+    note: str
+
+    @property
+    def decided(self) -> bool:
+        """Whether the sweep's evidence settles this K (not the fastest by mean only)."""
+        return self.why != UNDECIDED
+
+    def to_json(self) -> dict[str, object]:
+        return {"concurrency": self.concurrency, "steps": self.steps, "why": self.why,
+                "fastest_steps": self.fastest, "decided": self.decided, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A step count per batch size, for one workload (None: the sweep had one).
+
+    Attributes:
+        entries: One per measured concurrency, in increasing order.
+        workload: The prompt set it was measured with.
+    """
+
+    entries: tuple[ScheduleEntry, ...]
+    workload: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        """Every entry rests on a decision (none is only the fastest by mean)."""
+        return all(e.decided for e in self.entries)
+
+    @property
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """Inclusive batch-size ranges ``(first, last, K)`` from 1 up; the last range ends at its own
+        load (the engines carry the last K on), neighbouring loads meet at their geometric mean."""
+        out: list[tuple[int, int, int]] = []
+        entries = self.entries
+        start = 1
+        for i, e in enumerate(entries):
+            if i + 1 < len(entries):
+                nxt = entries[i + 1].concurrency
+                end = max(start, min(nxt - 1, math.floor(math.sqrt(e.concurrency * nxt))))
+            else:
+                end = max(start, e.concurrency)
+            if out and out[-1][2] == e.steps:
+                out[-1] = (out[-1][0], end, e.steps)  # one range for neighbours with the same K
+            else:
+                out.append((start, end, e.steps))
+            start = end + 1
+        return out
+
+    @property
+    def max_steps(self) -> int:
+        return max((e.steps for e in self.entries), default=0)
+
+    @property
+    def speculation_off(self) -> bool:
+        """No speculation at any measured load: nothing to schedule."""
+        return self.max_steps == 0
+
+    def vllm_config(self) -> dict[str, object] | None:
+        """The keys to put in vLLM's ``--speculative-config`` (None when speculation is off everywhere:
+        vLLM needs num_speculative_tokens > 0 to take a table)."""
+        if self.speculation_off:
+            return None
+        return {"num_speculative_tokens": self.max_steps,
+                "num_speculative_tokens_per_batch_size": [list(r) for r in self.ranges]}
+
+    def vllm_flag(self, base: dict[str, object] | None = None) -> str | None:
+        """The exact ``--speculative-config '...'`` flag: ``base`` (the profile's own config: method,
+        draft model) with the schedule's keys set."""
+        keys = self.vllm_config()
+        if keys is None:
+            return None
+        doc = {**(base or {}), **keys}
+        return f"--speculative-config '{json.dumps(doc, separators=(', ', ': '))}'"
+
+    def sglang_config(self) -> dict[str, dict[str, list[int]]]:
+        """SGLang's adaptive config: a slot per range (its first batch size), one candidate tier each,
+        so the engine runs the measured K at that load rather than choosing by itself."""
+        return {str(first): {"candidate_steps": [k]} for first, _last, k in self.ranges}
+
+    def sglang_flags(self, path: str = "specmon-schedule.json") -> str | None:
+        """The SGLang flags for this schedule, reading its config from ``path`` (None when off everywhere)."""
+        if self.speculation_off:
+            return None
+        return (f"--speculative-adaptive --speculative-adaptive-config {path} "
+                f"--speculative-num-steps {self.max_steps} --speculative-eagle-topk 1")
+
+    def lines(self) -> list[str]:
+        """The schedule in words, one line per measured load."""
+        out = []
+        for e in self.entries:
+            k = "speculation off" if e.steps == 0 else f"{e.steps} step{'s' if e.steps != 1 else ''}"
+            out.append(f"concurrency {e.concurrency}: {k} ({e.note})")
+        return out
+
+    def describe(self, *, vllm_base: dict[str, object] | None = None, sglang_problem: str | None = None,
+                 config_path: str = "specmon-schedule.json") -> list[str]:
+        """What the sweep prints: the schedule per load, then each engine's exact flags."""
+        on = f" on the {self.workload} prompts" if self.workload else ""
+        out = [f"Schedule{on} (the client's concurrency stands for the engine's running batch):"]
+        out += [f"  {line}" for line in self.lines()]
+        if self.speculation_off:
+            out.append("  Speculation does not pay at any measured load: run without it.")
+            return out
+        flag = self.vllm_flag(vllm_base)
+        out.append(f"  vLLM: {flag}" + ("" if vllm_base else " (add the method and the draft model of your "
+                                                                "--speculative-config)"))
+        if sglang_problem:
+            out.append(f"  SGLang: not offered: {sglang_problem}")
+        else:
+            out.append(f"  SGLang: {self.sglang_flags(config_path)}")
+            out.append(f"    with {config_path}: {json.dumps(self.sglang_config())}")
+        undecided = [e.concurrency for e in self.entries if not e.decided]
+        if undecided:
+            out.append("  Undecided at concurrency " + ", ".join(str(c) for c in undecided)
+                       + ": the fastest by mean only; measure longer before deploying it.")
+        return out
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "workload": self.workload,
+            "entries": [e.to_json() for e in self.entries],
+            "decided": self.decided,
+            "ranges": [list(r) for r in self.ranges],
+            "vllm_speculative_config": self.vllm_config(),
+            "sglang_adaptive_config": None if self.speculation_off else self.sglang_config(),
+        }
+
+
+def _steps(row: ConfigRow) -> int | None:
+    # A sweep's own settings only: a row of a baseline file given from outside has no step count here.
+    return row.steps if row.config is not None else None
+
+
+def entry_for(v: SweepVerdict) -> ScheduleEntry | None:
+    """The rule at one concurrency (None when the verdict has no fastest setting or no load)."""
+    best = v.best
+    if v.concurrency is None or best is None or best.throughput is None:
+        return None
+    fastest = _steps(best)
+    if fastest is None:
+        return None
+    if v.separated:
+        why = OFF if fastest == 0 else WINNER
+        return ScheduleEntry(v.concurrency, fastest, why, fastest,
+                             "no speculation is the winner, separated from the runner-up" if fastest == 0
+                             else "the winner, separated from the runner-up")
+    margin = (v.margin_pct or 0.0) / 100.0 * best.throughput.mean
+    same = {fastest}
+    for row in v.analysis.rows:
+        k = _steps(row)
+        if row is best or k is None or row.throughput is None:
+            continue
+        d = adjusted_difference(best.throughput, row.throughput, v.level)
+        if d.known and -margin < d.low and d.high < margin:  # type: ignore[operator]
+            same.add(k)
+    if len(same) > 1:
+        k = min(same)
+        listed = ", ".join(str(s) for s in sorted(same))
+        return ScheduleEntry(v.concurrency, k, OFF if k == 0 else EQUIVALENT, fastest,
+                             f"the smallest of K = {listed}, equivalent to the fastest within ±{v.margin_pct:g}%")
+    return ScheduleEntry(v.concurrency, fastest, UNDECIDED, fastest,
+                         "undecided: the fastest by mean, neither separated nor equivalent")
+
+
+def schedules_from(verdicts: Sequence[SweepVerdict]) -> list[Schedule]:
+    """A schedule per workload, from the verdicts of a sweep over two or more concurrencies.
+
+    Empty when the sweep measured one concurrency only (a schedule needs loads to vary over).
+    """
+    by_workload: dict[str | None, list[ScheduleEntry]] = {}
+    for v in verdicts:
+        e = entry_for(v)
+        if e is not None:
+            by_workload.setdefault(v.workload, []).append(e)
+    out = []
+    for workload, entries in by_workload.items():
+        entries.sort(key=lambda e: e.concurrency)
+        if len({e.concurrency for e in entries}) >= 2:
+            out.append(Schedule(tuple(entries), workload))
+    return out
+
+
+def sglang_unsupported(algorithm: str | None, topk: int | None) -> str | None:
+    """Why SGLang's adaptive mode would not run this setting (None when it would)."""
+    if algorithm is not None and algorithm.upper() not in SGLANG_ADAPTIVE_ALGORITHMS:
+        return f"SGLang's adaptive mode runs EAGLE and EAGLE3 only, not {algorithm}"
+    if topk is not None and topk != 1:
+        return f"SGLang's adaptive mode runs top-k 1 only (this setting has top-k {topk})"
+    return None

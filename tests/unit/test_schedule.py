@@ -1,0 +1,135 @@
+"""Per-load schedules from a sweep's verdicts (issue 32): the rule, checked on simulated truth,
+and the engines' own forms (vLLM's num_speculative_tokens_per_batch_size, SGLang's adaptive config).
+
+The rule at each concurrency: the winner when separated; else the smallest K equivalent to the
+fastest within the margin (0 when no speculation is among them); else the fastest by mean,
+marked undecided. What a decided entry promises, checked against the simulator's expected
+throughput: the K it names is truly within the margin of the truly best K at that load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specmon.control.sweep import Sweep, SweepPlan
+from specmon.model.schedule import OFF, UNDECIDED, WINNER, Schedule, ScheduleEntry
+from specmon.model.stopping import StoppingRule
+from specmon.sim.sweepworld import SweepWorld
+
+LOADS = (1, 4, 16, 64)
+
+
+def sweep(seed: int, steps: tuple[int, ...] = (0, 1, 2, 3), loads: tuple[int, ...] = LOADS, **rule: object):
+    world = SweepWorld(seed)
+    plan = SweepPlan(steps, concurrency=loads, seed=seed, rule=StoppingRule(**rule),  # type: ignore[arg-type]
+                     max_minutes=None, launch_cv=0.0)
+    result = asyncio.run(Sweep(plan, session=world.session, restart=world.restart, clock=world.clock,
+                               sleep=world.sleep, load=world).run())
+    return world, plan, result
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 6, 9])
+def test_a_decided_entry_is_truly_within_the_margin_of_the_best_at_its_load(seed: int) -> None:
+    world, plan, result = sweep(seed)
+    (schedule,) = result.schedules()
+    assert [e.concurrency for e in schedule.entries] == list(LOADS)
+    margin = plan.rule.margin_pct / 100
+    for e in schedule.entries:
+        truth = {k: world.expected_at(k, None, e.concurrency) for k in plan.steps}
+        best = max(truth, key=truth.__getitem__)
+        if e.why == UNDECIDED:
+            continue
+        assert truth[e.steps] >= (1 - margin) * truth[best] - 1e-9, (e, truth)
+        if e.why in (WINNER,) or (e.why == OFF and "winner" in e.note):
+            assert e.steps == best, (e, truth)  # a separated winner is the true one
+    # The simulator's batch model makes speculation a loss at high load: the schedule turns it off there.
+    high = schedule.entries[-1]
+    truth64 = {k: world.expected_at(k, None, 64) for k in plan.steps}
+    assert max(truth64, key=truth64.__getitem__) == 0
+    assert high.steps == 0 and high.why == OFF
+
+
+def test_the_json_and_the_engines_forms_agree() -> None:
+    _world, _plan, result = sweep(6)
+    doc = result.to_json()
+    (sched,) = doc["schedules"]
+    entries = sched["entries"]
+    assert [e["concurrency"] for e in entries] == list(LOADS)
+    vllm = sched["vllm_speculative_config"]
+    ranges = vllm["num_speculative_tokens_per_batch_size"]
+    assert ranges[0][0] == 1 and vllm["num_speculative_tokens"] == max(e["steps"] for e in entries)
+    for e in entries:  # every measured load falls in a range with its own K
+        assert [k for lo, hi, k in ranges if lo <= e["concurrency"] <= hi] == [e["steps"]]
+    slots = {int(k): v["candidate_steps"] for k, v in sched["sglang_adaptive_config"].items()}
+    for e in entries:  # SGLang routes a batch to the nearest slot at or below it
+        assert slots[max(s for s in slots if s <= e["concurrency"])] == [e["steps"]]
+
+
+def test_one_concurrency_gives_no_schedule() -> None:
+    assert sweep(2, loads=(1,))[2].schedules() == []
+    assert sweep(2, loads=(1,))[2].to_json()["schedules"] == []
+
+
+def _vllm_k(ranges: list[tuple[int, int, int]], max_k: int, batch: int) -> int:
+    """vLLM 0.32's lookup (build_dynamic_sd_schedule_lookup): a batch takes its range's K, a gap the K before
+    it, the tail the last K; never above num_speculative_tokens."""
+    k = None
+    for lo, hi, kk in sorted(ranges):
+        if lo <= batch:
+            k = kk
+        if lo <= batch <= hi:
+            break
+    assert k is not None
+    return min(k, max_k)
+
+
+def _vllm_valid(ranges: list[tuple[int, int, int]]) -> bool:
+    """vLLM's validate_and_normalize_dynamic_sd_schedule: positive, start <= end, sorted, no overlap, from 1."""
+    prev = 0
+    for lo, hi, k in ranges:
+        if lo <= 0 or hi < lo or k < 0 or lo <= prev:
+            return False
+        prev = hi
+    return bool(ranges) and ranges[0][0] == 1
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(1, 512), st.integers(0, 7)), min_size=2, max_size=7,
+                unique_by=lambda t: t[0]))
+def test_ranges_are_what_vllm_accepts_and_give_each_load_its_k(points: list[tuple[int, int]]) -> None:
+    points.sort()
+    entries = tuple(ScheduleEntry(c, k, WINNER if k else OFF, k, "") for c, k in points)
+    s = Schedule(entries)
+    ranges = s.ranges
+    assert _vllm_valid(ranges), ranges
+    for c, k in points:
+        if s.speculation_off:
+            break
+        assert _vllm_k(ranges, s.max_steps, c) == k
+    # Between two measured loads the switch is at their geometric mean (never past the next load).
+    for (c1, k1), (c2, k2) in zip(points, points[1:], strict=False):
+        if k1 != k2 and not s.speculation_off:
+            switch = next(lo for lo, _hi, kk in ranges if c1 < lo <= c2 and kk == k2)
+            assert switch - 1 == min(c2 - 1, math.floor(math.sqrt(c1 * c2)))
+    config = s.vllm_config()
+    assert (config is None) == s.speculation_off
+    flag = s.vllm_flag({"method": "eagle3", "model": "/m/d"})
+    if flag is not None:
+        doc = json.loads(flag.split(" ", 1)[1].strip("'"))
+        assert doc["method"] == "eagle3" and doc["num_speculative_tokens_per_batch_size"] == [list(r) for r in ranges]
+
+
+def test_an_undecided_load_is_said_and_never_called_a_finding() -> None:
+    entries = (ScheduleEntry(1, 3, WINNER, 3, "the winner"), ScheduleEntry(16, 2, UNDECIDED, 2, "undecided"))
+    s = Schedule(entries)
+    assert not s.decided
+    text = "\n".join(s.describe())
+    assert "Undecided at concurrency 16" in text and "measure longer" in text
+    off = Schedule((ScheduleEntry(1, 0, OFF, 0, ""), ScheduleEntry(8, 0, OFF, 0, "")))
+    assert off.vllm_flag() is None and "run without it" in "\n".join(off.describe())
