@@ -133,3 +133,27 @@ def test_an_undecided_load_is_said_and_never_called_a_finding() -> None:
     assert "Undecided at concurrency 16" in text and "measure longer" in text
     off = Schedule((ScheduleEntry(1, 0, OFF, 0, ""), ScheduleEntry(8, 0, OFF, 0, "")))
     assert off.vllm_flag() is None and "run without it" in "\n".join(off.describe())
+
+
+def test_the_vllm_flag_keeps_the_profiles_method_and_model() -> None:
+    from specmon.commands.control import _sglang_problem, _vllm_base
+    from specmon.control.launch import LaunchProfile
+
+    vllm = LaunchProfile(engine="vllm", argv=[
+        "vllm", "serve", "/m", "--speculative-config",
+        '{"method": "eagle3", "model": "/drafts/e3", "num_speculative_tokens": {steps}}'],
+        log="/tmp/v_{steps}.log", ready_marker="startup complete")
+    base = _vllm_base(vllm)
+    assert base == {"method": "eagle3", "model": "/drafts/e3"}
+    schedule = Schedule((ScheduleEntry(1, 3, WINNER, 3, ""), ScheduleEntry(16, 1, WINNER, 1, "")))
+    flag = schedule.vllm_flag(base)
+    assert flag is not None
+    doc = json.loads(flag.removeprefix("--speculative-config ").strip("'"))
+    assert doc == {"method": "eagle3", "model": "/drafts/e3", "num_speculative_tokens": 3,
+                   "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 16, 1]]}
+    # Not JSON after its placeholders, or another engine: the flag says what to add instead.
+    broken = vllm.model_copy(update={"argv": ["vllm", "serve", "/m", "--speculative-config", "{not json"]})
+    assert _vllm_base(broken) is None
+    assert "add the method and the draft model" in "\n".join(schedule.describe(vllm_base=None))
+    _, _, result = sweep(6)  # SweepWorld runs EAGLE3 top-k 1 settings: SGLang's adaptive mode takes them
+    assert _sglang_problem(None, result) is None
