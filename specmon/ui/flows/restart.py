@@ -11,6 +11,7 @@ happened with messages (``RestartFlow.Started``, ``RestartFlow.Finished``, ...).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,8 @@ __all__ = ["RestartFlow", "live_restart"]
 READY_LINGER_S = 12.0
 #: Seconds between two refreshes of the panel (elapsed time moves).
 PANEL_TICK_S = 0.25
+#: How often a dashboard that only watches (another specmon holds the server's lease) looks whether it is free.
+LEASE_RELOOK_S = 10.0
 
 
 class RestartFlow:
@@ -101,6 +104,8 @@ class RestartFlow:
         self.controller = controller
         self.adopt = adopt
         self.adopt_problem: str | None = None
+        #: Who else controls the server (another specmon holds its lease), while it does: r is greyed.
+        self.held_by: str | None = None
         self.initial_steps = initial_steps
         self.note = note
         self.dashboard: Dashboard | None = None
@@ -192,15 +197,34 @@ class RestartFlow:
         self.panel.post_message(self.Changed())
 
     async def _say_lease_holder(self) -> None:
-        """When another specmon controls this server, say who at once (r would be refused)."""
+        """When another specmon controls this server, say who at once, grey ``r`` (it would be refused)
+        and look again now and then: once the other gives the server back, ``r`` works again."""
+        held = await self._lease_holder()
+        if not held:
+            return
+        self.held_by = held
+        self._event("warning", f"{held}: this dashboard watches only until it gives the server back")
+        self._notify(held, "warning")
+        self.panel.post_message(self.Changed())
+        self.panel.run_worker(self._watch_lease(), name="lease", group="lease", exclusive=True,
+                              description="whether the other specmon gave the server back", exit_on_error=False)
+
+    async def _watch_lease(self) -> None:
+        while self.held_by is not None:
+            await asyncio.sleep(LEASE_RELOOK_S)
+            if self.controller is not None and self.controller.lease is not None and self.controller.lease.held:
+                self.held_by = None  # taken here meanwhile (a restart that found it free)
+                break
+            self.held_by = await self._lease_holder()
+        self._event("info", "the other specmon gave the server back: r restarts it again")
+        self.panel.post_message(self.Changed())
+
+    async def _lease_holder(self) -> str | None:
         assert self.controller is not None
         try:
-            held = await self.controller.lease_note()
+            return await self.controller.lease_note()
         except Exception:  # a look, never a crash
-            held = None
-        if held:
-            self._event("warning", held)
-            self._notify(held, "warning")
+            return None
 
     def unavailable_reason(self, action: str) -> str | None:
         """Why ``r`` (or ``s``) cannot run now, or None."""
@@ -210,6 +234,8 @@ class RestartFlow:
             return self.adopt_problem or "looking for the server process on the host…"
         if self.controller.busy:
             return "a restart is in progress"
+        if self.held_by is not None:
+            return f"{self.held_by} (watching only until it gives the server back)"
         return None
 
     def _shown_progress(self) -> RestartProgress | None:
