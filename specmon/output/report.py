@@ -8,9 +8,11 @@ recording (:func:`specmon.output.recording.replay_recording`), analyses it the w
   dashboard and ``summarize`` show);
 * the verdict — the sweep's own (adjusted for its repeated looks) when the
   recording holds one, else the analysis verdict;
-* throughput over time, one series per run: a text chart in Markdown, an
-  inline SVG in HTML (one self-contained file, no scripts, no external
-  resources), the points themselves in JSON;
+* throughput over time, one series per run: a text chart in Markdown, the
+  points themselves in JSON; HTML has charts instead (:mod:`specmon.output.charts`:
+  tok/s per setting with its interval, acceptance per draft position, the cost
+  model against the measurements, throughput over time), inline SVG in one
+  self-contained file (no scripts, no external resources);
 * the cost model behind the numbers (:mod:`specmon.model.costmodel`) and the restarts.
 
 CSV carries the table only (one row per configuration, for spreadsheets);
@@ -37,6 +39,7 @@ from specmon.model.analysis import Analysis, analyze
 from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.session import Session
+from specmon.output.charts import report_charts
 from specmon.output.recording import ReadStats, replay_recording
 from specmon.output.tables import (
     HEADERS,
@@ -56,8 +59,6 @@ REPORT_FORMATS = ("markdown", "html", "json", "csv")
 #: Most points a plot is given (more cannot be seen, and make the file heavy).
 MAX_POINTS = 1500
 CHART_WIDTH, CHART_HEIGHT = 72, 14
-#: HTML report palette (an exported file, not the terminal UI: themes do not apply here).
-_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 
 
 @dataclass
@@ -438,46 +439,13 @@ def restart_lines(data: ReportData) -> list[str]:
     return out
 
 
-def _svg_chart(data: ReportData, width: int = 860, height: int = 320) -> str:
-    series = _downsample(data.series)
-    if not series:
-        return "<p>(no throughput samples)</p>"
-    left, right, top, bottom = 56, 12, 12, 34
-    t_end = max(p.t for p in series) or 1.0
-    lo, hi = min(p.tps for p in series), max(p.tps for p in series)
-    if hi - lo < 1e-9:
-        lo, hi = lo - 1, hi + 1
-    pad = (hi - lo) * 0.05
-    lo, hi = lo - pad, hi + pad
-
-    def x(t: float) -> float:
-        return left + (width - left - right) * t / t_end
-
-    def y(v: float) -> float:
-        return top + (height - top - bottom) * (1 - (v - lo) / (hi - lo))
-
-    runs = sorted({p.run for p in series})
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
-             f'height="{height}" role="img" aria-label="throughput over time">',
-             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
-             'fill="none" stroke="#999"/>']
-    for frac in (0.0, 0.5, 1.0):
-        v = lo + (hi - lo) * frac
-        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.1f}</text>')
-    parts.append(f'<text x="{left}" y="{height - 10}" font-size="11">0</text>')
-    parts.append(f'<text x="{width - right}" y="{height - 10}" font-size="11" text-anchor="end">'
-                 f'{_html(_duration(t_end))} ({_html(data.time_basis)})</text>')
-    for i, run in enumerate(runs):
-        pts = " ".join(f"{x(p.t):.1f},{y(p.tps):.1f}" for p in series if p.run == run)
-        colour = _COLOURS[i % len(_COLOURS)]
-        name = _html(f"run {run}: " + data.run_labels.get(run, "?"))
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{pts}">'
-                     f'<title>{name}</title></polyline>')
-    parts.append("</svg>")
-    legend = " ".join(
-        f'<span style="color:{_COLOURS[i % len(_COLOURS)]}">■</span> run {r}: {_html(data.run_labels.get(r, "?"))}'
-        for i, r in enumerate(runs))
-    return "\n".join(parts) + f'\n<p class="legend">{legend}</p>'
+def _html_charts(data: ReportData) -> str:
+    """The Charts section: one figure per chart (:func:`specmon.output.charts.report_charts`), each captioned."""
+    figures = [f'<figure id="chart-{c.key}">\n{c.svg}<figcaption><b>{_html(c.title)}.</b> {_html(c.caption)}'
+               "</figcaption></figure>" for c in report_charts(data)]
+    if not data.series:
+        figures.append("<p>(no throughput samples)</p>")
+    return "<h2>Charts</h2>\n" + "\n".join(figures)
 
 
 def _html(text: object) -> str:
@@ -486,7 +454,7 @@ def _html(text: object) -> str:
 
 
 def to_html(data: ReportData) -> str:
-    """A self-contained HTML page (inline SVG chart, no scripts)."""
+    """A self-contained HTML page (inline SVG charts, no scripts)."""
     esc = _html
     s = data.session
     rows = []
@@ -522,6 +490,8 @@ body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; }} tr.best {{ font-weight: bold; }}
 p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6; padding: 0.8em; }}
+figure {{ margin: 1.5em 0; }} figure svg {{ max-width: 100%; height: auto; }}
+figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 </style></head>
 <body>
 <h1>{title}</h1>
@@ -533,8 +503,7 @@ p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6
 <table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in headers)}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
 {crashes}
-<h2>Throughput over time</h2>
-{_svg_chart(data)}
+{_html_charts(data)}
 {cost}
 {restarts}
 </body></html>
