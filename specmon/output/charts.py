@@ -264,8 +264,8 @@ def settings_chart(panels: Sequence[Panel], colours: dict[str, str]) -> str | No
         handles = [_legend_handle(NEUTRAL, marker="s", label="baseline (dashed line: its mean, shaded: its interval)"),
                    _legend_handle(NEUTRAL, marker="*", label="the verdict's winner"),
                    _legend_handle(NEUTRAL, marker="o", label="other settings (colour: configuration)")]
-        # One line of three where it fits (about 7.8 in at this size), else one entry a line.
-        fig.legend(handles=handles, loc="outside upper center", ncols=3 if width >= 8 else 1, fontsize=8)
+        # One line of three where it fits (7.5 in at this size), else one entry a line.
+        fig.legend(handles=handles, loc="outside upper center", ncols=3 if width >= 7.5 else 1, fontsize=8)
         return _svg(fig, "settings", "throughput of each setting with its 95% interval")
 
 
