@@ -123,6 +123,7 @@ class Feeder:
         self._finished: asyncio.Event | None = None
         self._done = False
         self._last_ts: float | None = None
+        self._guard_said: object = None  # the collapse guard's last change the recording holds
         self._last_ts_wall: float | None = None
         self._closing = False
         self.recorder = recorder
@@ -261,6 +262,7 @@ class Feeder:
         keeps them too (``meta`` ``source-event`` entries, with the source's ``lost`` and
         ``overlong`` counts so far): a report of the session can say what was lost and why.
         """
+        self._record_guard()
         status = self.current.source.status
         if status.events:
             messages = list(status.events)
@@ -274,6 +276,18 @@ class Feeder:
                 if self.recorder is not None:
                     self.recorder.meta("source-event", source=self._rec_source or self.current.source.name,
                                        level=level, text=text, lost=status.lost, overlong=status.overlong)
+
+    def _record_guard(self) -> None:
+        """The recording keeps each change of the collapse guard (``meta`` ``acceptance``): a report, a
+        replay or a script reads when the drafter stopped paying without running the rule again."""
+        run = self.session.current
+        change = run.guard.state if run is not None else None
+        if change is None or change is self._guard_said or self.recorder is None:
+            return
+        self._guard_said = change
+        assert run is not None
+        self.recorder.meta("acceptance", run=run.id, collapsed=change.collapsed, recent_gain=round(change.recent, 4),
+                           level_gain=round(change.level, 4), log_t=change.t)
 
     def stamp_events(self) -> None:
         """Give the log's newest events the wall time they were read at (live sources only).

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from specmon.model.collapse import CollapseGuard
 from specmon.model.rows import Rows
 from specmon.parsing.lifecycle import EXCEPTION_LINE
 from specmon.records import (
@@ -262,6 +263,8 @@ class Run:
     _launching: bool = False
     #: Stopped while serving (a shutdown after samples): decode lines may still come as it drains.
     _draining: bool = False
+    #: Watches this run's acceptance for a collapse (:mod:`specmon.model.collapse`).
+    guard: CollapseGuard = field(default_factory=CollapseGuard)
 
     @property
     def label(self) -> str:
@@ -488,7 +491,7 @@ class Session:
         if run.state is not ServerState.SERVING:
             run.state = self.state = ServerState.SERVING
         self._add_sample(run, rec.rank, rec.timestamp, tput, conc, acc_len, acc_rate,
-                         idle_by_gap, idle, self._warmup_for())
+                         idle_by_gap, idle, self._warmup_for(), rec)
 
     def count_lines(self, kind: str, n: int) -> None:
         """Lines of a kind the bulk path counts without records (SGLang prefill): counted, and
@@ -769,7 +772,7 @@ class Session:
 
     def _add_sample(self, run: Run, rank: str | None, ts: float | None, tput: float | None,
                     conc: int | None, acc_len: float | None, acc_rate: float | None,
-                    idle_by_gap: bool, idle: bool, warmup: int) -> None:
+                    idle_by_gap: bool, idle: bool, warmup: int, rec: ParsedRecord | None = None) -> None:
         if rank:
             run.ranks.add(rank)
         rs = run._ranks.get(rank)
@@ -802,6 +805,8 @@ class Session:
             run.accept_len.append(acc_len)
         if acc_rate is not None:
             run.accept_rate.append(acc_rate)
+        if rec is not None and (acc_len is not None or acc_rate is not None):
+            self._watch_acceptance(run, rec, acc_len, acc_rate)
         if tput is None:
             return
         if idle:
@@ -841,6 +846,8 @@ class Session:
             run.accept_len.append(rec.mean_acceptance_length)
         if rec.draft_acceptance_rate is not None:
             run.accept_rate.append(rec.draft_acceptance_rate)
+        if rec.mean_acceptance_length is not None or rec.draft_acceptance_rate is not None:
+            self._watch_acceptance(run, rec, rec.mean_acceptance_length, rec.draft_acceptance_rate)
         if rec.accepted is not None and rec.drafted is not None:
             run.accepted += rec.accepted
             run.drafted += rec.drafted
@@ -922,6 +929,25 @@ class Session:
         # Progress lines arrive by the hundred: the event log keeps the milestones only.
         if ev not in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS):
             self._event(rec, level, f"{ev.value.replace('_', ' ')}: {rec.detail}")
+
+    def _watch_acceptance(self, run: Run, rec: ParsedRecord, acc_len: float | None, acc_rate: float | None) -> None:
+        """Feed the run's collapse guard one counted sample; a change goes to the event log."""
+        gain = acc_len - 1.0 if acc_len is not None else acc_rate
+        if gain is None:
+            return
+        change = run.guard.add(rec.timestamp, gain)
+        if change is None:
+            return
+        # Said in the figure the engine logs (accept length = gain + 1), over the guard's window.
+        what, shift = ("accept length", 1.0) if acc_len is not None else ("accept rate", 0.0)
+        recent, level = change.recent + shift, change.level + shift
+        if change.collapsed:
+            self._event(rec, "warning", f"acceptance collapsed: {what} {recent:.2f} over the last "
+                                        f"{change.span:.0f} s against {level:.2f} for this run "
+                                        f"({change.drop_pct:+.0f}% of the drafter's gain); the server "
+                                        "keeps serving, slower")
+        else:
+            self._event(rec, "info", f"acceptance recovered: {what} {recent:.2f} (this run's level {level:.2f})")
 
     def _event(self, rec: ParsedRecord, level: str, text: str) -> None:
         run_id = self._current.id if self._current is not None else None

@@ -134,6 +134,15 @@ class SessionCollector(Collector):
                 yield self._gauge(name, help_text, m)
         yield self._gauge("specmon_run_samples", "Counted throughput samples in the current run.",
                           len(run.throughput))
+        # Alert on it (specmon_acceptance_collapsed == 1 for a minute): the drafter stopped paying
+        # while the server serves on, which nothing else reports (specmon.model.collapse).
+        yield self._gauge("specmon_acceptance_collapsed",
+                          "1 while the run's acceptance is well below its own level (the collapse guard), else 0.",
+                          1 if run.guard.collapsed else 0)
+        if run.guard.level is not None:
+            yield self._gauge("specmon_acceptance_gain_level",
+                              "The run's own level of accepted draft tokens per step, as the collapse guard knows it.",
+                              run.guard.level)
 
 
 def registry_for(session: Session | Callable[[], Session],

@@ -581,6 +581,10 @@ class SnapshotBuilder:
                 detail = _crash_cause(session, run)
                 if detail:
                     text += f": {detail}"
+            if state is ServerState.SERVING and run.guard.collapsed and run.guard.state is not None:
+                # The drafter stopped paying while the server serves on: the worst silent failure.
+                text += f" · acceptance collapsed ({run.guard.state.drop_pct:+.0f}%)"
+                level = BUSY
             if state in (ServerState.READY, ServerState.SERVING):
                 since_ts = run.ready_at or run.started_at
             elif state in (ServerState.CRASHED, ServerState.STOPPED):
