@@ -176,6 +176,23 @@ class Schedule:
                        + ": the fastest by mean only; measure longer before deploying it.")
         return out
 
+    @classmethod
+    def from_json(cls, doc: object) -> Schedule | None:
+        """A schedule read back from a sweep document (None when ``doc`` is not one)."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+            return None
+        entries = []
+        for e in doc["entries"]:
+            if not isinstance(e, dict):
+                return None
+            try:
+                entries.append(ScheduleEntry(int(e["concurrency"]), int(e["steps"]), str(e["why"]),
+                                             int(e["fastest_steps"]), str(e.get("note") or "")))
+            except (KeyError, TypeError, ValueError):
+                return None
+        workload = doc.get("workload")
+        return cls(tuple(entries), workload if isinstance(workload, str) else None) if entries else None
+
     def to_json(self) -> dict[str, object]:
         return {
             "workload": self.workload,

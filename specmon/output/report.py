@@ -384,10 +384,26 @@ def to_markdown(data: ReportData) -> str:
     lines += ["", "## Throughput over time", "", *markdown_code_block(text_chart(data))]
     if data.cost is not None:
         lines += ["", "## Cost model", "", *markdown_code_block(data.cost.lines())]
+    schedules = schedule_lines(data)
+    if schedules:
+        lines += ["", "## Schedule per load", "", *markdown_code_block(schedules)]
     restarts = restart_lines(data)
     if restarts:
         lines += ["", "## Restarts", "", *(f"- {markdown_cell(t)}" for t in restarts)]
     return "\n".join(lines) + "\n"
+
+
+def schedule_lines(data: ReportData) -> list[str]:
+    """The sweep's schedules per load (:mod:`specmon.model.schedule`), as the sweep printed them."""
+    from specmon.model.schedule import Schedule
+
+    sv = data.sweep_verdict
+    out: list[str] = []
+    for doc in (sv.get("schedules") or []) if isinstance(sv, dict) else []:
+        schedule = Schedule.from_json(doc)
+        if schedule is not None:
+            out += ([""] if out else []) + schedule.describe()
+    return out
 
 
 def write_failure(data: ReportData) -> str | None:
@@ -475,6 +491,9 @@ def to_html(data: ReportData) -> str:
     cost = ""
     if data.cost is not None:
         cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"
+    schedules = schedule_lines(data)
+    if schedules:
+        cost += "\n<h2>Schedule per load</h2>\n<pre>" + esc("\n".join(schedules)) + "</pre>"
     restarts = ""
     finished = restart_lines(data)
     if finished:

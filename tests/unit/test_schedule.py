@@ -157,3 +157,21 @@ def test_the_vllm_flag_keeps_the_profiles_method_and_model() -> None:
     assert "add the method and the draft model" in "\n".join(schedule.describe(vllm_base=None))
     _, _, result = sweep(6)  # SweepWorld runs EAGLE3 top-k 1 settings: SGLang's adaptive mode takes them
     assert _sglang_problem(None, result) is None
+
+
+def test_the_report_carries_the_schedule_as_the_sweep_printed_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from specmon.output.report import load_report, render_report
+    from tests.unit.test_sweep_outcome import record
+
+    _w, _p, result = sweep(6)
+    path = tmp_path / "sweep.jsonl"
+    record(path, result.to_json())
+    data = load_report(path)
+    (schedule,) = result.schedules()
+    md = render_report(data, "markdown")
+    part = md.split("## Schedule per load", 1)[1]
+    assert "\n".join(schedule.describe()) in part
+    html = render_report(data, "html")
+    assert "Schedule per load" in html and "num_speculative_tokens_per_batch_size" in html
+    # Read back from the document it is the same schedule.
+    assert Schedule.from_json(result.to_json()["schedules"][0]) == schedule
