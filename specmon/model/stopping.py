@@ -399,8 +399,8 @@ class SourceCheck:
         """What this source says, in words: "client agrees (...)" or "client disagrees: ..."."""
         level = ""
         if self.level_pct is not None and abs(self.level_pct) >= 1.0:
-            level = f"; its level is {abs(self.level_pct):.1f}% {'above' if self.level_pct > 0 else 'below'} " \
-                    f"{primary_name}'s"
+            whose = primary_name + ("'" if primary_name.endswith("s") else "'s")  # the counters', the log's
+            level = f"; its level is {abs(self.level_pct):.1f}% {'above' if self.level_pct > 0 else 'below'} {whose}"
         if self.max_gap_pct is None:
             return f"{self.name}: no settings in common"
         if self.agrees:
