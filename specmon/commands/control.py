@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import LoadConfig
     from specmon.control.runner import Result
-    from specmon.control.sweep import LoadControl, SweepEvent, SweepPlan, SweepResult
+    from specmon.control.sweep_plan import LoadControl, SweepEvent, SweepPlan
+    from specmon.control.sweep_result import SweepResult
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest, Recorder
 
@@ -327,7 +328,7 @@ async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) ->
 
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
-    from specmon.control.sweep import SweepPlan
+    from specmon.control.sweep_plan import SweepPlan
     from specmon.model.launches import DEFAULT_LAUNCH_CV
     from specmon.model.stopping import StoppingRule
 
@@ -401,7 +402,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     import json
     import sys
 
-    from specmon.control.sweep import analyses_from_cells
+    from specmon.control.sweep_result import analyses_from_cells
     from specmon.model.costmodel import build_cost_model
 
     doc = result.to_json()
@@ -560,8 +561,10 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.demo import DEMO_STEPS_MAX
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
     from specmon.control.runner import LocalRunner
-    from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepError
+    from specmon.control.sweep_plan import SweepError
+    from specmon.control.sweep_run import Sweep
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
@@ -640,7 +643,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.config import ConfigError, load_config
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.sweep import LogFollower, PlanRestarter, finished_state
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+    from specmon.control.sweep_state import finished_state
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest
 
@@ -733,7 +737,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     one, or a dashboard that restarted it, controls it.
     """
     from specmon.control.lease import LeaseHeld, lease_for
-    from specmon.control.sweep import finished_state
+    from specmon.control.sweep_state import finished_state
 
     if finished_state(state, plan):  # only its verdict is shown: nothing to control
         return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
@@ -757,7 +761,8 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
 async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
                       load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                       counters: Any) -> int:
-    from specmon.control.sweep import Sweep, SweepError
+    from specmon.control.sweep_plan import SweepError
+    from specmon.control.sweep_run import Sweep
 
     try:
         # At every look (and every few seconds) the sweep checks that its server is the one it started.
@@ -873,8 +878,8 @@ async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
     from specmon.control.runner import SSHRunner
-    from specmon.control.sweep import LogFollower, PlanRestarter
     from specmon.sources.ssh import SSHTailSource
     from specmon.ssh.connect import SSHError, connect, target_from_options
 

@@ -23,6 +23,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
 from specmon.model.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
@@ -41,7 +42,7 @@ from specmon.model.stats import Summary
 from specmon.model.stopping import CONTINUE, StoppingRule
 
 if TYPE_CHECKING:
-    from specmon.control.sweep import CellState, Segment, Sweep
+    from specmon.control.sweep_run import Sweep
 
 #: Samples a second assumed before any was measured (SGLang logs a decode line about every second).
 DEFAULT_RATE = 1.0
@@ -156,8 +157,6 @@ class LaunchRounds:
 
     async def run(self) -> None:
         """Measure in rounds until every setting is decided or the planned rounds are spent."""
-        from specmon.control.sweep import DONE, FAILED, SETTLED
-
         sw = self.sweep
         sw._emit("plan", self.plan_line(sw.cells))
         round_no = max((len(c.launches()) for c in sw.cells), default=0)
@@ -211,8 +210,6 @@ class LaunchRounds:
         return sums
 
     def _judge(self, round_no: int) -> None:
-        from specmon.control.sweep import DONE, FAILED, SETTLED
-
         sw = self.sweep
         last = round_no >= self.rounds
         for g in sw.plan.groups:

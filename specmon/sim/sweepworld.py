@@ -128,7 +128,7 @@ class SweepWorld:
 
     async def restart(self, steps: int, dims: dict[str, int | str] | None = None) -> object:
         """Restart on a setting: a new run in the session, announced like SGLang's server_args line."""
-        from specmon.control.sweep import RestartOutcome
+        from specmon.control.sweep_plan import RestartOutcome
 
         spec = self.spec_for(steps, dims)
         self.now += self.restart_s

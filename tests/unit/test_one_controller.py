@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-import specmon.control.sweep as sweep_mod
+import specmon.control.sweep_run as sweep_run
 from specmon.control.launch import LaunchProfile
 from specmon.control.restart import RestartController
 from specmon.control.runner import LocalRunner
@@ -117,7 +117,7 @@ def test_a_second_sweep_is_refused_while_the_first_measures(tmp_path: Path) -> N
 @pytest.mark.parametrize("driver", ["headless", "dashboard"])
 async def test_a_sweep_whose_server_is_replaced_stops_and_keeps_none_of_its_samples(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str) -> None:
-    monkeypatch.setattr(sweep_mod, "SERVER_CHECK_S", 0.3)
+    monkeypatch.setattr(sweep_run, "SERVER_CHECK_S", 0.3)  # where Sweep reads it
     profile = LaunchProfile(mode="managed", engine="sglang", argv=sim_argv(100), log=str(tmp_path / "sim_{steps}.log"),
                             pidfile=str(tmp_path / "sim.pid"), ready_marker="ready to roll", start_timeout_s=60,
                             stop_grace_s=5, stop_signal="TERM")

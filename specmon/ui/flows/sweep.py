@@ -22,16 +22,11 @@ from textual.widgets import Static
 
 from specmon import paths
 from specmon.control.launch import LaunchError, build_plan
+from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart import RestartController, RestartProgress
-from specmon.control.sweep import (
-    RestartOutcome,
-    Sweep,
-    SweepError,
-    SweepEvent,
-    SweepPlan,
-    SweepResult,
-    controller_restarter,
-)
+from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
+from specmon.control.sweep_result import SweepResult
+from specmon.control.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.output.tables import SweepOutcome, sweep_outcome, sweep_outcomes
 from specmon.ui.flows import Dashboard, event_time
