@@ -41,8 +41,8 @@ from specmon.commands.argtypes import (
 from specmon.commands.exits import EXIT_INPUT, fail, write_status
 
 if TYPE_CHECKING:
+    from specmon.control.connecting_runner import ConnectingRunner
     from specmon.control.launch import LaunchProfile
-    from specmon.control.restart import ConnectingRunner
     from specmon.control.runner import LocalRunner
     from specmon.sources.base import LineSource
     from specmon.sources.local import LocalTailSource
@@ -341,7 +341,7 @@ def with_restart(plan: ConnectPlan, **kwargs: Any,
     """
     import dataclasses
 
-    from specmon.control.restart import ConnectingRunner
+    from specmon.control.connecting_runner import ConnectingRunner
     from specmon.control.runner import LocalRunner
     from specmon.sources.local import LocalTailSource
     from specmon.sources.ssh import SSHTailSource

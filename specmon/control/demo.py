@@ -24,10 +24,11 @@ from pathlib import Path
 from specmon.control.adopt import READY_MARKERS
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile, build_plan
-from specmon.control.restart import RestartController, SourceFactory, SwitchingSource
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import CommandRunner, LocalRunner
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.local import LocalTailSource
+from specmon.sources.switching import SourceFactory, SwitchingSource
 
 __all__ = [
     "DEMO_HOST",

@@ -30,6 +30,7 @@ import asyncssh
 
 from specmon import paths
 from specmon.control.launch import ALIVE_SCRIPT, CommandPlan, ProcessIdentity, parse_result_line
+from specmon.control.restart_progress import plan_label
 from specmon.control.runner import CommandRunner
 from specmon.redact import redact_text
 
@@ -84,8 +85,6 @@ class ServerRecord:
 
     def left_running_text(self) -> str:
         """What specmon says on exit."""
-        from specmon.control.restart import plan_label
-
         return (f"the server on {self.host} is left running (PID {self.pid}, "
                 f"{plan_label(self.steps, self.draft_tokens)}, log {self.log}); the next connect or sweep with "
                 f"this profile adopts it (recorded in {_path(self.host, self.pidfile)})")
@@ -97,8 +96,6 @@ class ServerRecord:
 
     def adopted_text(self) -> str:
         """What the next session says once it checked that the server still runs."""
-        from specmon.control.restart import plan_label
-
         since = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.started_at))
         return (f"the server specmon started on {self.host} at {since} is still running: PID {self.pid} "
                 f"({plan_label(self.steps, self.draft_tokens)}); adopted from {self.pidfile}: r restarts it")

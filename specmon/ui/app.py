@@ -65,7 +65,7 @@ from textual.worker import Worker, WorkerState
 
 from specmon import paths
 from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
-from specmon.control.restart import Phase
+from specmon.control.restart_progress import Phase
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
 from specmon.output.files import write_files_atomically

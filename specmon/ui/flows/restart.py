@@ -20,20 +20,14 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from specmon.control.adopt import AdoptError
+from specmon.control.adopt_controller import controller_for_running_server
 from specmon.control.eta import EtaStore
 from specmon.control.launch import CommandPlan, LaunchError, LaunchProfile
-from specmon.control.restart import (
-    Phase,
-    RestartController,
-    RestartError,
-    RestartProgress,
-    SourceFactory,
-    SwitchingSource,
-    controller_for_running_server,
-    plan_label,
-)
+from specmon.control.restart_controller import RestartController, RestartError
+from specmon.control.restart_progress import Phase, RestartProgress, plan_label
 from specmon.control.runner import CommandRunner
 from specmon.sources.base import LineSource
+from specmon.sources.switching import SourceFactory, SwitchingSource
 from specmon.ui.flows import Dashboard, event_time
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.views import RowView, duration_text

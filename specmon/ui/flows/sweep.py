@@ -23,7 +23,8 @@ from textual.widgets import Static
 from specmon import paths
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.plan_restarter import controller_restarter
-from specmon.control.restart import RestartController, RestartProgress
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import RestartProgress
 from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
 from specmon.control.sweep_result import SweepResult
 from specmon.control.sweep_run import Sweep

@@ -16,7 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from specmon.control.launch import CommandPlan
-from specmon.control.restart import RestartController, plan_label
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import plan_label
 from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 

@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Input, Static
 
-from specmon.control.restart import plan_label
+from specmon.control.restart_progress import plan_label
 from specmon.ui.literal import literal, plain
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView

@@ -16,7 +16,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from specmon.control.restart import RUNNING_PHASES, Phase, RestartProgress, plan_label
+from specmon.control.restart_progress import RUNNING_PHASES, Phase, RestartProgress, plan_label
 from specmon.ui.literal import plain
 from specmon.ui.views import duration_text
 
