@@ -97,6 +97,8 @@ __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", 
 
 #: Seconds between two live refreshes (numbers); sparklines move every second one.
 FAST_TICK_S = 0.25
+#: The longest the exit waits for the restart controller to give the server's lease back.
+CONTROLLER_CLOSE_S = 8.0
 #: Seconds between two plot refreshes / analysis checks.
 SLOW_TICK_S = 1.0
 #: An analysis waits at least this factor times its own last duration before the next.
@@ -500,7 +502,11 @@ class SpecmonApp(App[int]):
                 self.recorder.close()
             close: Callable[[], Awaitable[None]] | None = getattr(self.controller, "close", None)
             if close is not None:
-                await close()
+                # Giving the lease back talks to the host: a dead connection must not hold the exit.
+                try:
+                    await asyncio.wait_for(close(), CONTROLLER_CLOSE_S)
+                except Exception:  # TimeoutError, a lost connection: the exit goes on (the host ends the lease)
+                    pass
 
     async def on_unmount(self) -> None:
         await self._close_sources()
