@@ -282,16 +282,20 @@ def robust_outliers(values: Mapping[Hashable, float], *, k: float = OUTLIER_K,
         return {}
     keys = list(values)
     x = np.array([values[key] for key in keys], dtype=np.float64)
+    n = len(x)
+    # Row i holds every value but x[i]: all the leave-one-out medians and MADs in two calls (a loop
+    # of np.median per replica was most of a 64-replica refresh).
+    others = np.broadcast_to(x, (n, n))[~np.eye(n, dtype=bool)].reshape(n, n - 1)
+    med = np.median(others, axis=1)
+    mad = np.median(np.abs(others - med[:, None]), axis=1) / NORMAL_MAD_SCALE
+    scale = np.maximum(mad, floor * np.abs(med))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (x - med) / scale
     out: dict[Hashable, tuple[float, float]] = {}
-    for i, key in enumerate(keys):
-        others = np.delete(x, i)
-        med = float(np.median(others))
-        scale = max(mad_normal(others), floor * abs(med))
-        if not scale > 0:
-            continue  # every other value 0: nothing to compare against
-        z = (x[i] - med) / scale
-        if abs(z) > k:
-            out[key] = (float(z), float(x[i] / med - 1.0) if med else math.inf)
+    # A scale of 0 (every other value 0) compares against nothing: never flagged.
+    for i in np.flatnonzero((scale > 0) & (np.abs(z) > k)).tolist():
+        m = float(med[i])
+        out[keys[i]] = (float(z[i]), float(x[i] / m - 1.0) if m else math.inf)
     return out
 
 
@@ -359,6 +363,10 @@ class _Figures:
     accept_len_recent: float | None = None
     accept_rate: float | None = None
     fell: tuple[float, float] | None = None
+
+
+#: A replica without samples yet.
+_NO_FIGURES = _Figures()
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -441,6 +449,7 @@ class FleetModel:
     k: float = OUTLIER_K
     assumed_cv: float = DEFAULT_LAUNCH_CV
     _cache: dict[str, _Cached] = field(default_factory=dict)
+    _last: tuple[tuple[object, ...], FleetSnapshot] | None = None
 
     def _figures_for(self, key: str, run: Run) -> _Figures:
         sig = (id(run), len(run.throughput), len(run.accept_len), len(run.accept_rate), self.window)
@@ -452,7 +461,20 @@ class FleetModel:
         return figures
 
     def snapshot(self, replicas: Sequence[ReplicaInput], now: float) -> FleetSnapshot:
-        """The fleet at ``now`` (wall time)."""
+        """The fleet at ``now`` (wall time); the same object again while nothing read has changed.
+
+        Nothing changes in a session but by lines read, so the lines each replica has read (with
+        its reader's state) and the second of ``now`` (a quiet replica's age) say whether to start over.
+        """
+        sig = (int(now), tuple((inp.name, id(inp.session), inp.lines, inp.problem, inp.detail, inp.last_sample_at)
+                               for inp in replicas))
+        if self._last is not None and self._last[0] == sig:
+            return self._last[1]
+        snap = self._snapshot(replicas, now)
+        self._last = (sig, snap)
+        return snap
+
+    def _snapshot(self, replicas: Sequence[ReplicaInput], now: float) -> FleetSnapshot:
         rows: list[ReplicaRow] = []
         launches: dict[str, Launch] = {}
         fell: dict[str, tuple[float, float]] = {}
@@ -461,22 +483,21 @@ class FleetModel:
             session = inp.session
             run = _shown_run(session) if session is not None else None
             state, text, detail = _state(inp, run, now)
+            config, group = "—", None
+            if run is not None and (run.config is not None or run.used):
+                config = run.config.label if run.config is not None else "unknown config"
+                group = config_key(run)
+            f = self._figures_for(key, run) if run is not None and run.used else _NO_FIGURES
+            if f.launch is not None:
+                launches[key] = f.launch
+            if f.fell is not None:
+                fell[key] = f.fell
             row = ReplicaRow(key=key, name=inp.name, path=inp.path, source=inp.source, state=state,
                              state_text=text, detail=detail,
                              engine=_engine(run, session) if session is not None else Engine.UNKNOWN.value,
-                             config="—", config_key=None)
-            if run is not None and (run.config is not None or run.used):
-                row = replace(row, config=run.config.label if run.config is not None else "unknown config",
-                              config_key=config_key(run))
-            if run is not None and run.used:
-                f = self._figures_for(key, run)
-                row = replace(row, tps_recent=f.tps_recent, tps_mean=f.tps_mean, tps_half=f.tps_half,
-                              samples=f.samples, accept_len=f.accept_len, accept_len_recent=f.accept_len_recent,
-                              accept_rate=f.accept_rate)
-                if f.launch is not None:
-                    launches[key] = f.launch
-                if f.fell is not None:
-                    fell[key] = f.fell
+                             config=config, config_key=group, tps_recent=f.tps_recent, tps_mean=f.tps_mean,
+                             tps_half=f.tps_half, samples=f.samples, accept_len=f.accept_len,
+                             accept_len_recent=f.accept_len_recent, accept_rate=f.accept_rate)
             rows.append(row)
         for stale in set(self._cache) - {str(i) for i in range(len(replicas))}:
             del self._cache[stale]

@@ -110,6 +110,28 @@ def test_the_robust_scale_is_scipys_median_abs_deviation_normal(values: list[flo
     assert float(ndtri(0.75)) == NORMAL_MAD_SCALE
 
 
+@given(st.lists(st.floats(min_value=1.0, max_value=500.0), min_size=3, max_size=30), st.floats(2.0, 5.0))
+@settings(max_examples=80)
+def test_the_outlier_rule_is_the_median_and_mad_of_the_others_by_scipy(values: list[float], k: float) -> None:
+    """The rule, written plainly with scipy (the others of each replica, one at a time), gives the same flags."""
+    from scipy.stats import median_abs_deviation
+
+    from specmon.model.fleet import OUTLIER_SCALE_FLOOR
+
+    want = {}
+    for i, x in enumerate(values):
+        others = np.array(values[:i] + values[i + 1:])
+        med = float(np.median(others))
+        scale = max(float(median_abs_deviation(others, scale="normal")), OUTLIER_SCALE_FLOOR * med)
+        if abs(x - med) / scale > k:
+            want[i] = (x - med) / scale
+    got = robust_outliers(dict(enumerate(values)), k=k)
+    assert set(got) == set(want)
+    for i, (z, rel) in got.items():
+        assert z == pytest.approx(want[i], rel=1e-9)
+        assert rel == pytest.approx(values[i] / float(np.median(values[:i] + values[i + 1:])) - 1)
+
+
 def test_false_alarms_on_alike_replicas_are_rare() -> None:
     """Alike replicas (their means spread by a launch CV of 3% or 5%): 20,000 generated fleets of 3 to
     16 replicas. The MAD of two to four others is often near zero; the 5% floor on the scale keeps
