@@ -1,0 +1,204 @@
+"""The fleet app: ``specmon watch LOG1 LOG2 ...``, several replicas of one deployment side by side.
+
+A small App beside the dashboard's (:mod:`specmon.ui.app`), which stays what ``specmon watch
+PATH`` opens for one log. Here an async worker feeds every replica's log into its own session
+(:class:`~specmon.ingest.fleet.Fleet`: one local follower and one feeder per log, as watch
+builds for one), and every :data:`TICK_S` seconds a timer asks the fleet model
+(:class:`~specmon.model.fleet.FleetModel`) for a snapshot and hands it to the fleet screen
+(:mod:`specmon.ui.screens.fleet`), whose tables update their cells in place. ``enter`` on a
+replica pushes that replica's dashboard (:mod:`specmon.ui.screens.replica`) on the same feeder.
+
+Everything non-deterministic (the clock, theme folders) is injected; :func:`fleet_app` is the
+factory the command line and the tests use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
+from textual.notifications import SeverityLevel
+from textual.worker import Worker
+
+from specmon import paths
+from specmon.ingest.fleet import Fleet
+from specmon.model.fleet import OUTLIER_K, FleetModel
+from specmon.ui.driver import HangupSafeDriver
+from specmon.ui.literal import plain
+from specmon.ui.screens.fleet import FleetScreen
+from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
+from specmon.ui.views import DEFAULT_WINDOW
+
+__all__ = ["FleetApp", "FleetOptions", "fleet_app"]
+
+#: Seconds between two refreshes of the fleet's tables.
+TICK_S = 0.25
+#: Use the user's theme folder (the default) unless told otherwise.
+USER_THEMES = object()
+
+
+@dataclass
+class FleetOptions:
+    """Settings from the command line.
+
+    Attributes:
+        theme: Theme name (None: specmon-dark).
+        window: Batches in the recent means (and the falling-acceptance window).
+        warmup: Samples excluded at the start of each run (None: the engine's).
+        baseline_tps: A given baseline throughput (a replica's dashboard compares with it).
+        k: The outlier cut, in robust deviations.
+        animations: Textual animations (tests turn them off).
+    """
+
+    theme: str | None = None
+    window: int = DEFAULT_WINDOW
+    warmup: int | None = None
+    baseline_tps: float | None = None
+    k: float = OUTLIER_K
+    animations: bool = True
+
+
+class FleetApp(App[int]):
+    """The fleet view over several replica logs.
+
+    Args:
+        fleet: The replicas, each with its follower and feeder.
+        options: Command-line settings.
+        clock: Wall clock (``time.time`` scale).
+        theme_dirs: Folders of theme files, later ones overriding earlier names.
+    """
+
+    CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
+    TITLE = "specmon fleet"
+
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, fleet: Fleet, *, options: FleetOptions | None = None, clock: Callable[[], float] = time.time,
+                 theme_dirs: Sequence[Traversable | Path] = ()) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.options = options or FleetOptions()
+        self.clock = clock
+        self.model = FleetModel(window=max(1, self.options.window), k=self.options.k)
+        self.fleet_screen = FleetScreen()
+        self._theme_dirs = list(theme_dirs)
+        self._closed_fleet = False
+        #: Seconds the last refresh took (the model's snapshot and the tables' update), and the most.
+        self.last_refresh_s = 0.0
+        self.refreshes = 0
+        self.refresh_total_s = 0.0
+        if not self.options.animations:
+            self.animation_level = "none"
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
+        driver = super().get_driver_class()
+        return HangupSafeDriver if driver is LinuxDriver else driver
+
+    def terminal_hung_up(self) -> None:
+        """The terminal is gone (SIGHUP): nothing more is written to it."""
+        driver = self._driver
+        if isinstance(driver, HangupSafeDriver):
+            driver.hang_up()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification, shown literally (a path or a log line is never markup)."""
+        super().notify(plain(message, newlines=True), title=plain(title), severity=severity,
+                       timeout=timeout, markup=False)
+
+    def on_mount(self) -> None:
+        self._load_themes()
+        self.push_screen(self.fleet_screen)
+        # Annotated: Textual's run_worker cannot infer a worker's type from a coroutine function.
+        worker: Worker[None] = self.run_worker(self.fleet.run, name="fleet ingest", group="source",
+                                               description="read the replicas' logs", exit_on_error=False)
+        self._ingest = worker
+        self.set_interval(TICK_S, self.refresh_fleet, name="fleet refresh")
+        self.call_after_refresh(self.refresh_fleet)
+
+    def _load_themes(self) -> None:
+        themes, problems = load_themes(self._theme_dirs)
+        for theme in themes.values():
+            self.register_theme(theme)
+        wanted = self.options.theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
+            wanted = DEFAULT_THEME
+        if wanted in self.available_themes:
+            self.theme = wanted
+        for message in problems:
+            self.notify(message, title="theme", severity="warning", timeout=8)
+
+    def refresh_fleet(self) -> None:
+        """One refresh: the model's snapshot of every replica, into the fleet screen's tables."""
+        if self._closed_fleet:
+            return
+        started = time.perf_counter()
+        snap = self.model.snapshot(self.fleet.inputs(), self.clock())
+        self.fleet_screen.show(snap)
+        self.last_refresh_s = time.perf_counter() - started
+        self.refreshes += 1
+        self.refresh_total_s += self.last_refresh_s
+
+    @on(FleetScreen.ReplicaChosen)
+    def _open_replica(self, message: FleetScreen.ReplicaChosen) -> None:
+        """Enter on a replica: its dashboard, on the feeder the fleet keeps running."""
+        from specmon.ui.screens.replica import ReplicaScreen
+
+        replica = self.fleet.replicas[int(message.key)]
+        self.push_screen(ReplicaScreen(replica.name, replica.feeder, window=self.options.window,
+                                       baseline_tps=self.options.baseline_tps, clock=self.clock))
+
+    def action_help(self) -> None:
+        """The fleet view's help: keys, columns, the outlier rules."""
+        from specmon.ui.screens.fleet_help import FleetHelpScreen
+
+        if not isinstance(self.screen, FleetHelpScreen):
+            self.push_screen(FleetHelpScreen())
+
+    async def action_quit(self) -> None:
+        """Stop every follower and leave."""
+        await self._close_fleet()
+        self.exit(0)
+
+    async def _close_fleet(self) -> None:
+        if not self._closed_fleet:
+            self._closed_fleet = True
+            await self.fleet.close()
+
+    async def on_unmount(self) -> None:
+        await self._close_fleet()
+
+
+def fleet_app(logs: Sequence[str | Path], *, lines: int | None = None, max_line: int | None = None,
+              options: FleetOptions | None = None, clock: Callable[[], float] = time.time,
+              user_themes: Path | None | object = USER_THEMES, poll_interval: float = 0.2) -> FleetApp:
+    """The fleet view following several local logs, one replica each.
+
+    Args:
+        logs: The logs (need not exist yet).
+        lines: Start each with its last ``lines`` lines (None: the whole file).
+        max_line: ``--line-cap``: longest line kept, in bytes (None: 1 MiB).
+        options: Command-line settings.
+        clock: Wall clock.
+        user_themes: The user's theme folder; default: the platform config folder; None: none.
+        poll_interval: Seconds between two looks at a quiet log.
+    """
+    opts = options or FleetOptions()
+    fleet = Fleet(logs, lines=lines, max_line=max_line, warmup=opts.warmup, clock=clock, poll_interval=poll_interval)
+    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
+    return FleetApp(fleet, options=opts, clock=clock,
+                    theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None))
