@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specmon.commands.argtypes import (
     LINE_CAP_HELP,
@@ -141,8 +141,31 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return write_status(int(app.run() or 0), app)
 
 
+def watch_app_for(args: argparse.Namespace, *, recorder: Any = None, counters: Any = None) -> Any:
+    """The app ``specmon watch`` runs: the dashboard for one log, the fleet view for several.
+
+    One path builds exactly what ``specmon watch PATH`` always built (:func:`specmon.ui.app.watch_app`);
+    two or more build :func:`specmon.ui.fleet_app.fleet_app`, one replica per log.
+    """
+    paths = getattr(args, "paths", None) or [args.path]
+    if len(paths) > 1:
+        from specmon.ui.fleet_app import FleetOptions, fleet_app
+
+        return fleet_app(paths, lines=args.lines, max_line=args.line_cap,
+                         options=FleetOptions(theme=args.theme, window=max(1, args.window), warmup=args.warmup,
+                                              baseline_tps=args.baseline_tps))
+    from specmon.ui.app import watch_app
+
+    return watch_app(args.path, lines=args.lines, max_line=args.line_cap,
+                     options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters,
+                     export_dir=getattr(args, "out", None))
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
-    """``specmon watch PATH``: the dashboard following a local log."""
+    """``specmon watch PATH...``: the dashboard following a local log; several logs: the fleet view."""
+    paths = getattr(args, "paths", None) or [args.path]
+    if len(paths) > 1:
+        return _watch_fleet(args, paths)
     problem = check_theme(args.theme)
     if problem:
         return fail(problem)
@@ -150,7 +173,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
     from specmon.commands.terminal import exit_on_signals
-    from specmon.ui.app import watch_app
 
     recorder = open_recorder(args, "watch", {"path": str(args.path)})
     if recorder is not None:
@@ -160,9 +182,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         from specmon.ui.counters import LiveCounters, fixed_url
 
         counters = LiveCounters(fixed_url(args.metrics), where=args.metrics, window=max(1, args.window))
-    app = watch_app(args.path, lines=args.lines, max_line=args.line_cap,
-                    options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters,
-                    export_dir=getattr(args, "out", None))
+    app = watch_app_for(args, recorder=recorder, counters=counters)
     # SIGTERM and SIGHUP (a closed terminal) end it like q: the recording gets its end entry.
     signals = exit_on_signals(lambda: app)
     code = EXIT_OK
@@ -173,6 +193,51 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.close()
     return write_status(code, app, recorder)
+
+
+def _watch_fleet(args: argparse.Namespace, paths: list[str]) -> int:
+    """``specmon watch LOG1 LOG2 ...``: the fleet view, one replica per log."""
+    problem = check_theme(args.theme)
+    if problem:
+        return fail(problem)
+    seen: set[str] = set()
+    for path in paths:
+        problem = _not_a_log(path)
+        if problem:
+            return fail(problem)
+        if path in seen:
+            return fail(f"{path} is given twice: each log is one replica")
+        seen.add(path)
+    # What belongs to one server only: the fleet view says so instead of doing it for the first log.
+    for given, option, what in ((args.record, "--record", "a recording holds one log"),
+                                (args.metrics, "--metrics", "it reads one server's counters"),
+                                (args.prometheus_port is not None, "--prometheus-port",
+                                 "it serves one server's figures")):
+        if given:
+            return fail(f"{option} works with one log ({what}): watch that replica alone, "
+                        f"e.g. specmon watch {paths[0]} {option} ...")
+    problem = no_terminal("watch")
+    if problem:
+        return fail(problem)
+    from specmon.commands.terminal import exit_on_signals
+
+    if not args.no_record:
+        print("specmon: the fleet view is not recorded (a recording holds one log)", file=sys.stderr)
+    app = watch_app_for(args)
+    signals = exit_on_signals(lambda: app)
+    with signals:
+        code = signals.exit_code(int(app.run() or 0))
+    return write_status(code, app)
+
+
+class _Paths(argparse.Action):
+    """``PATH...``: ``paths`` gets every path, ``path`` the first (one path: the dashboard, as before)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = [str(v) for v in values]
+        namespace.paths = given
+        setattr(namespace, self.dest, given[0])
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -199,9 +264,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.set_defaults(func=cmd_replay)
 
     w = subparsers.add_parser(
-        "watch", help="follow a log on this machine (like tail -F) in the dashboard",
-        description="Follow a local log file through rotation and truncation and show the dashboard.")
-    w.add_argument("path", metavar="PATH")
+        "watch", help="follow a log on this machine (like tail -F) in the dashboard; several logs: the fleet view",
+        description="Follow a local log file through rotation and truncation and show the dashboard. "
+                    "Several logs (one per replica of a deployment) open the fleet view: a row per replica, "
+                    "a row per configuration pooled over its replicas, outliers marked (docs/fleet.md).")
+    w.add_argument("path", metavar="PATH", nargs="+", action=_Paths,
+                   help="the log; two or more logs: the fleet view, one replica per log")
     w.add_argument("--lines", type=whole_number, default=None, metavar="N",
                    help="start with the last N lines (default: the whole file)")
     w.add_argument("--line-cap", type=line_cap, default=None, metavar="SIZE",
