@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specmon.model.collapse import CollapseGuard  # noqa: E402
+from specmon.model.collapse import CollapseGuard
 
 CASES = ((0.5, 0.25), (1.0, 0.2), (1.0, 0.25), (2.0, 0.2), (2.0, 0.3), (1.0, 0.4), (10.0, 0.05), (10.0, 0.1))
 
@@ -35,6 +35,10 @@ def first_alarm(seed: int, interval: float, cv: float, *, drop_at: float | None,
         if change is not None and change.collapsed:
             return t
     return None
+
+
+def _q(delays: list[float], p: float) -> str:
+    return f"{delays[min(len(delays) - 1, int(p * len(delays)))]:.1f} s" if delays else "—"
 
 
 def main() -> None:
@@ -58,8 +62,8 @@ def main() -> None:
         false = sum(first_alarm(s, interval, cv, drop_at=None, factor=1, until=1800) is not None for s in range(n))
         dip25 = sum(first_alarm(s, interval, cv, drop_at=600, factor=0.75, until=1800) is not None for s in range(n))
         dip10 = sum(first_alarm(s, interval, cv, drop_at=600, factor=0.9, until=1800) is not None for s in range(n))
-        q = (lambda p: f"{delays[min(len(delays) - 1, int(p * len(delays)))]:.1f} s") if delays else (lambda p: "—")
-        print(f"| {interval:g} s | {cv:g} | {q(0.5)} | {q(0.95)} | {q(1.0)} | {missed + early}/{n} "
+        print(f"| {interval:g} s | {cv:g} | {_q(delays, 0.5)} | {_q(delays, 0.95)} | {_q(delays, 1.0)} "
+              f"| {missed + early}/{n} "
               f"| {false}/{n} | {dip25}/{n} | {dip10}/{n} |")
     print(f"\n{n} seeds per cell, {time.perf_counter() - t0:.0f} s")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import reduce
 from itertools import compress
@@ -160,7 +160,11 @@ class RunConfig:
     @classmethod
     def from_record(cls, rec: Config) -> RunConfig:
         """The configuration a ``Config`` record announces."""
-        return cls(rec.engine, rec.algorithm, rec.steps, rec.topk, rec.draft_tokens, rec.model)
+        # A schedule of step counts by batch size (vLLM's dynamic speculative decoding) is its own
+        # configuration: "ngram 3 tokens schedule 1-2:3 3-64:1", never the fixed 3 tokens' row.
+        schedule = rec.extra.get("schedule") if rec.extra else None
+        params = (("schedule", schedule),) if isinstance(schedule, str) and schedule else ()
+        return cls(rec.engine, rec.algorithm, rec.steps, rec.topk, rec.draft_tokens, rec.model, params)
 
     @property
     def is_nospec(self) -> bool:
@@ -173,6 +177,9 @@ class RunConfig:
         if self.is_nospec:
             return "no speculation"
         algo = self.algorithm or "spec"
+        schedule = dict(self.params).get("schedule")
+        if schedule is not None:  # step counts by batch size: the fixed count is only their cap
+            return f"{algo} schedule {schedule}"
         steps = "?" if self.steps is None else str(self.steps)
         # vLLM and llama.cpp count draft tokens; SGLang counts draft steps, except for its
         # trie drafter (NGRAM), whose depth is the draft tokens after the root.
@@ -866,6 +873,11 @@ class Session:
             self._vote(cfg.engine)
         run = self._current
         ended = run is not None and run.state in (ServerState.CRASHED, ServerState.STOPPED)
+        if (run is not None and not run.used and not ended and run.config is not None and run.config.params
+                and not cfg.params and replace(run.config, params=()) == cfg):
+            # vLLM's engine-init line repeats its args line with less detail (no batch-size schedule):
+            # the same launch, and the richer configuration stays.
+            cfg = run.config
         if run is None or run.used or ended or (run.config is not None and run.config != cfg):
             run = self._new_run(rec, cfg)
         else:

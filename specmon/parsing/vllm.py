@@ -222,6 +222,7 @@ def parse_config(message: str, line: int, ts: float | None, rank: str | None) ->
     model = model_m.group("m") if model_m else None
     method: str | None = None
     steps: int | None = None
+    extra: dict[str, str] = {}
     if "non-default args:" in message:
         m = _SPEC_DICT.search(message)
         if m is not None:
@@ -233,6 +234,9 @@ def parse_config(message: str, line: int, ts: float | None, rank: str | None) ->
                 method = str(spec.get("method") or spec.get("model") or "draft_model")
                 n = spec.get("num_speculative_tokens")
                 steps = n if isinstance(n, int) and not isinstance(n, bool) else None
+                schedule = schedule_text(spec.get("num_speculative_tokens_per_batch_size"))
+                if schedule:
+                    extra["schedule"] = schedule
         else:
             method, steps = None, 0  # args printed without a speculative config: no speculation
     else:
@@ -248,4 +252,20 @@ def parse_config(message: str, line: int, ts: float | None, rank: str | None) ->
             method = mm.group(1) if mm else "unknown"
             steps = int(nn.group(1)) if nn else None
     return Config(line, ts, rank, engine=Engine.VLLM, algorithm=method, steps=steps,
-                  topk=None, draft_tokens=steps, model=model)
+                  topk=None, draft_tokens=steps, model=model, extra=extra)
+
+
+def schedule_text(value: object) -> str | None:
+    """vLLM's dynamic speculative decoding table (``num_speculative_tokens_per_batch_size``: inclusive
+    batch-size ranges, each with its K) in a few characters: ``1-2:3 3-64:1``; None when there is none
+    (or it is not a list of three integers per range, which vLLM itself refuses)."""
+    if not isinstance(value, list) or not value:
+        return None
+    parts = []
+    for entry in value:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in entry):
+            return None
+        lo, hi, k = entry
+        parts.append(f"{lo}-{hi}:{k}" if hi != lo else f"{lo}:{k}")
+    return " ".join(parts)

@@ -175,3 +175,29 @@ def test_the_report_carries_the_schedule_as_the_sweep_printed_it(tmp_path) -> No
     assert "Schedule per load" in html and "num_speculative_tokens_per_batch_size" in html
     # Read back from the document it is the same schedule.
     assert Schedule.from_json(result.to_json()["schedules"][0]) == schedule
+
+
+def test_a_real_vllm_running_a_schedule_is_its_own_configuration() -> None:
+    """The real CPU vLLM kit (0.32.0) took a batch-size table and applied it (tests/data/real_logs/SOURCES.md):
+    specmon names the run by its schedule, not by the cap the engine-init line prints (3 tokens), and
+    its acceptance shows both regimes (K = 3 at concurrency 1, K = 1 at 8)."""
+    from pathlib import Path
+
+    from specmon.model.session import Session
+    from specmon.parsing import parse_lines
+
+    path = Path(__file__).resolve().parents[1] / "data" / "real_logs" / "vllm_v1_dynamic_sd_schedule_cpu_0_32.log"
+    session = Session()
+    with path.open(encoding="utf-8") as fh:
+        for rec in parse_lines(fh):
+            session.ingest(rec)
+    used = [r for r in session.runs if r.used]
+    assert len(used) == 1
+    (run,) = used
+    assert run.config is not None and run.label == "ngram schedule 1-2:3 3-64:1"
+    assert dict(run.config.params) == {"schedule": "1-2:3 3-64:1"} and run.config.steps == 3
+    assert max(run.accept_len) > 2.9 and min(run.accept_len) < 2.1  # K = 3 alone, then K = 1 at batch 8
+    # The same engine with a fixed K is another configuration (another row).
+    from specmon.model.session import RunConfig
+
+    assert run.config != RunConfig(run.config.engine, "ngram", 3, None, 3, run.config.model)
