@@ -58,3 +58,36 @@ def test_a_fleet_refuses_a_directory_and_a_log_given_twice(tmp_path: Path, capsy
     # Without a terminal, the fleet says so like the dashboard (pytest's stdin is not one).
     assert main(["watch", log, str(tmp_path / "b.log")]) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["q", "SIGTERM"])
+def test_watch_with_two_logs_opens_the_fleet_in_a_terminal_and_leaves(tmp_path: Path, how: str) -> None:
+    """The real command in a pseudo-terminal: the fleet's header appears; q exits 0, SIGTERM 128 + 15."""
+    import os
+    import signal
+
+    from tests.support.logtext import campaign
+    from tests.support.ptyproc import PtyProcess, running
+
+    logs = []
+    for name in ("r1", "r2"):
+        log = tmp_path / name / "server.log"
+        log.parent.mkdir()
+        log.write_text("\n".join(campaign(2, 90.0, 20)) + "\n")
+        logs.append(str(log))
+    env = {"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    p = PtyProcess(["watch", *logs], env)
+    try:
+        p.wait_until(lambda: "2 live" in p.output and "EAGLE3 2 steps" in p.output, "the fleet with both replicas")
+        if how == "q":
+            assert p.master is not None
+            os.write(p.master, b"q")
+            assert p.wait_exit() == 0
+        else:
+            p.proc.send_signal(signal.SIGTERM)
+            assert p.wait_exit() == 128 + signal.SIGTERM
+        assert "the fleet view is not recorded" in p.final_output()
+        assert not running(p.proc.pid)
+    finally:
+        p.kill()
