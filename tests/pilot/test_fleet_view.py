@@ -183,10 +183,13 @@ async def test_sort_and_filter_keys(tmp_path: Path) -> None:
         assert not screen.filter_input.has_class("-open")
         # Enter on a configuration filters the replicas to it.
         screen.config_table.focus()
+        # (The cursor stayed on the configuration it was on while filtered: EAGLE3 3 steps.)
+        first = next(p.label for p in screen.config_table.rows_shown if str(p.key) == screen.config_table.cursor_key())
+        assert first == "EAGLE3 3 steps"
         await pilot.press("enter")
         await pilot.pause()
-        first = screen.config_table.rows_shown[0].label if screen.filter_text == "" else screen.filter_text
-        assert {r.config for r in table.rows_shown} == {first}
+        assert screen.filter_text == first and screen.filter_input.value == first
+        assert {r.config for r in table.rows_shown} == {first} and app.focused is table
 
 
 async def test_enter_opens_the_replicas_dashboard_and_escape_comes_back(tmp_path: Path) -> None:
