@@ -53,12 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from textual import on
-from textual.app import App, ComposeResult, SystemCommand
-from textual.containers import Horizontal, Vertical
+from textual.app import ComposeResult, SystemCommand
 from textual.css.query import NoMatches
-from textual.driver import Driver
-from textual.drivers.linux_driver import LinuxDriver
-from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
@@ -72,17 +68,16 @@ from specmon.output.files import write_files_atomically
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, first_time, speed_text, time_ordered
-from specmon.ui.driver import HangupSafeDriver
+from specmon.ui.base import SpecmonAppBase, dashboard_layout
 from specmon.ui.flows import Dashboard, navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
-from specmon.ui.literal import literal, markup_escaped, plain
+from specmon.ui.literal import literal, markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
-from specmon.ui.widgets.key_footer import KeyFooter
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
 from specmon.ui.widgets.run_table import RunTable
@@ -184,7 +179,7 @@ _REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Quit"})
 _SAY_WHY = frozenset(a.action for a in ACTIONS) - {"dismiss"}
 
 
-class SpecmonApp(App[int]):
+class SpecmonApp(SpecmonAppBase):
     """The specmon dashboard.
 
     Args:
@@ -258,53 +253,10 @@ class SpecmonApp(App[int]):
         if not self.options.animations:
             self.animation_level = "none"
 
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
-        driver = super().get_driver_class()
-        return HangupSafeDriver if driver is LinuxDriver else driver
-
-    def terminal_hung_up(self) -> None:
-        """The terminal is gone (SIGHUP): nothing more is written to it, so nothing waits on it."""
-        driver = self._driver
-        if isinstance(driver, HangupSafeDriver):
-            driver.hang_up()
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
-        """Every notification, shown literally: never markup, whoever calls (widgets and screens too).
-
-        Notifications carry server text (a restart's crash line, an exception, a path): Textual
-        reads a message as markup by default, and ``[/pytorch/…]`` in an NCCL error ended the app.
-        ``markup`` is accepted for Textual's signature and ignored.
-        """
-        super().notify(plain(message, newlines=True), title=plain(title), severity=severity,
-                       timeout=timeout, markup=False)
-
     # -- layout ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusHeader(id="header")
-        with Horizontal(id="metrics"):
-            # The units in the titles: they stay when the value lines are cut short.
-            yield MetricPanel("throughput", "throughput tok/s", id="m-throughput")
-            yield MetricPanel("accept_len", "accept len tok/step", id="m-accept-len")
-            yield MetricPanel("accept_rate", "accept rate", id="m-accept-rate")
-        with Vertical(id="table-box") as box:
-            box.border_title = "runs"
-            yield RunTable(id="runs")
-            yield Static("", id="verdict", markup=False)
-        with Horizontal(id="bottom"):
-            plot = ThroughputPlot(id="plot")
-            plot.border_title = "throughput per batch (tok/s)"
-            yield plot
-            with Vertical(id="side"):
-                bars = PositionBars(id="positions")
-                bars.border_title = "per-position acceptance"
-                yield bars
-                events = EventLog(id="events")
-                events.border_title = "events"
-                yield events
-        yield KeyFooter(compact=True)
+        yield from dashboard_layout()
 
     def on_mount(self) -> None:
         try:

@@ -21,18 +21,13 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from textual import on
-from textual.app import App
 from textual.binding import Binding
-from textual.driver import Driver
-from textual.drivers.linux_driver import LinuxDriver
-from textual.notifications import SeverityLevel
 from textual.worker import Worker
 
 from specmon import paths
 from specmon.ingest.fleet import Fleet
 from specmon.model.fleet import OUTLIER_K, FleetModel
-from specmon.ui.driver import HangupSafeDriver
-from specmon.ui.literal import plain
+from specmon.ui.base import SpecmonAppBase
 from specmon.ui.screens.fleet import FleetScreen
 from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
 from specmon.ui.views import DEFAULT_WINDOW
@@ -66,7 +61,7 @@ class FleetOptions:
     animations: bool = True
 
 
-class FleetApp(App[int]):
+class FleetApp(SpecmonAppBase):
     """The fleet view over several replica logs.
 
     Args:
@@ -101,23 +96,6 @@ class FleetApp(App[int]):
         self.refresh_total_s = 0.0
         if not self.options.animations:
             self.animation_level = "none"
-
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
-        driver = super().get_driver_class()
-        return HangupSafeDriver if driver is LinuxDriver else driver
-
-    def terminal_hung_up(self) -> None:
-        """The terminal is gone (SIGHUP): nothing more is written to it."""
-        driver = self._driver
-        if isinstance(driver, HangupSafeDriver):
-            driver.hang_up()
-
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
-        """Every notification, shown literally (a path or a log line is never markup)."""
-        super().notify(plain(message, newlines=True), title=plain(title), severity=severity,
-                       timeout=timeout, markup=False)
 
     def on_mount(self) -> None:
         self._load_themes()

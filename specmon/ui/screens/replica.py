@@ -17,15 +17,14 @@ from collections.abc import Callable
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from specmon.ingest.live import Feeder
+from specmon.ui.base import dashboard_layout
 from specmon.ui.literal import literal
 from specmon.ui.views import DEFAULT_WINDOW, SnapshotBuilder
 from specmon.ui.widgets.event_log import EventLog
-from specmon.ui.widgets.key_footer import KeyFooter
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
 from specmon.ui.widgets.run_table import RunTable
@@ -64,27 +63,7 @@ class ReplicaScreen(Screen[None]):
         self._analysing = False
 
     def compose(self) -> ComposeResult:
-        yield StatusHeader(id="header")
-        with Horizontal(id="metrics"):
-            yield MetricPanel("throughput", "throughput tok/s", id="m-throughput")
-            yield MetricPanel("accept_len", "accept len tok/step", id="m-accept-len")
-            yield MetricPanel("accept_rate", "accept rate", id="m-accept-rate")
-        with Vertical(id="table-box") as box:
-            box.border_title = "runs"
-            yield RunTable(id="runs")
-            yield Static("", id="verdict", markup=False)
-        with Horizontal(id="bottom"):
-            plot = ThroughputPlot(id="plot")
-            plot.border_title = "throughput per batch (tok/s)"
-            yield plot
-            with Vertical(id="side"):
-                bars = PositionBars(id="positions")
-                bars.border_title = "per-position acceptance"
-                yield bars
-                events = EventLog(id="events")
-                events.border_title = "events"
-                yield events
-        yield KeyFooter(compact=True)
+        yield from dashboard_layout()
 
     def on_mount(self) -> None:
         self._header = self.query_one(StatusHeader)
