@@ -587,6 +587,7 @@ def _pool_order(p: ConfigPool) -> tuple[int, int, int, str]:
 def _between_text(between: Between) -> str:
     """``replica CV 3.1% (2 configurations on 2+ replicas, 14 df)``, or what the intervals lack."""
     if not between.estimated:
-        return "no configuration runs on 2+ replicas: each interval is within one replica's run"
+        # Whole at 80 columns (the header is one line a fact).
+        return "no configuration on 2+ replicas: each interval is within one replica's run"
     return (f"replica CV {100 * between.cv:.1f}% from {between.replicated} "
             f"configuration{'s' if between.replicated != 1 else ''} on 2+ replicas ({between.df:g} df)")
