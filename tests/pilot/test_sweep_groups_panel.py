@@ -73,3 +73,40 @@ async def test_the_panel_gives_every_group_whole(tmp_path: Path, size: tuple[int
         for g, widget in zip(groups, heads, strict=True):
             assert widget.region.width <= w  # wrapped inside the panel: no sideways scrolling to read it
             assert words(" ".join(shown_lines(widget))) == words(f"{g.headline} ({_state(g)})")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("groups", [1, 2])
+async def test_p_shows_the_comparison_as_a_chart_and_back(tmp_path: Path, size: tuple[int, int], groups: int) -> None:
+    """The same numbers as the table, as a picture: every setting on the x axis, a bar per interval."""
+    from specmon.ui.widgets.comparison_plot import ComparisonPlot, settings_of
+
+    workloads = {"chat": 0.55, "code": 1.35} if groups == 2 else {"code": 1.35}
+    doc = await asyncio.to_thread(a_sweep, 7, workloads, (1,))
+    outcome, outcomes = sweep_outcome(doc), sweep_outcomes(doc)
+    assert outcome is not None
+    screen = SweepVerdictScreen(outcome, report=tmp_path / "r.md", groups=outcomes if groups > 1 else ())
+    assert "p: chart" in screen.text
+    app: App[None] = App()
+    async with app.run_test(size=size) as pilot:
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: app.screen is screen, "the verdict panel")
+        await pilot.pause()
+        chart = screen.query_one("#verdict-chart", ComparisonPlot)
+        assert not chart.display or chart.region.height == 0
+        await pilot.press("p")
+        await pilot.pause()
+        await pilot.pause()
+        w, h = size
+        assert chart.region.height >= 8 and chart.region.bottom <= h and chart.region.right <= w
+        assert chart.draws >= 1
+        drawn = "\n".join(line.text for line in (chart.render_line(y) for y in range(chart.size.height)))
+        assert "tok/s" in drawn  # the title with its unit
+        assert settings_of(chart.groups) == sorted({r.label for g in chart.groups for r in g.rows},
+                                                   key=lambda s: [r.steps for g in chart.groups for r in g.rows
+                                                                  if r.label == s][0] or 0)
+        foot = screen.query_one("#verdict-foot", Static)
+        assert foot.region.bottom <= h  # the keys stay on screen
+        await pilot.press("p")
+        await pilot.pause()
+        assert screen.query_one("#verdict-scroll").display

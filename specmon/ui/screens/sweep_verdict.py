@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from specmon.output.tables import SweepOutcome
 from specmon.ui.literal import literal
+from specmon.ui.widgets.comparison_plot import ComparisonPlot
 
 __all__ = ["SweepVerdictScreen", "verdict_lines"]
 
@@ -112,6 +113,7 @@ def _foot(outcome: SweepOutcome, *, report: Path | None, winner_note: str, sever
         what = "winner" if outcome.separated else "fastest"
         where = outcome.group_text if several else ""
         keys.append(f"w: restart on the {what}{where} ({best.label}; commands shown first)")
+    keys.append("p: chart")
     if report is not None:
         keys.append("o: open the report · c: copy its path")
     keys.append("escape: close")
@@ -134,6 +136,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
 
     BINDINGS = [
         Binding("w", "winner", "Restart on winner"),
+        Binding("p", "chart", "Chart"),
         Binding("o", "open_report", "Open report"),
         Binding("c", "copy_path", "Copy path"),
         Binding("escape,q,enter", "close", "Close", key_display="esc/q"),
@@ -153,6 +156,11 @@ class SweepVerdictScreen(ModalScreen[str | None]):
     SweepVerdictScreen.-groups #verdict-scroll { height: 1fr; max-height: 100%; }
     SweepVerdictScreen .group-head { width: 100%; height: auto; text-style: bold; margin-top: 1; }
     SweepVerdictScreen .group-table { width: auto; height: auto; }
+    /* p: the chart takes what the verdict and the keys leave of the screen. */
+    SweepVerdictScreen #verdict-chart { display: none; height: 1fr; min-height: 8; margin: 1 0 0 0; }
+    SweepVerdictScreen.-chart > #verdict-box { height: 100%; }
+    SweepVerdictScreen.-chart #verdict-chart { display: block; }
+    SweepVerdictScreen.-chart #verdict-scroll { display: none; }
     SweepVerdictScreen #verdict-table { width: auto; }
     SweepVerdictScreen #verdict-foot { height: auto; color: $text-muted; margin-top: 1; }
     """
@@ -186,6 +194,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
                                  markup=False)
                     yield Static(literal("\n".join(_table_lines(group)), newlines=True), classes="group-table",
                                  id=f"verdict-table-{i}", markup=False)
+            yield ComparisonPlot(self.groups or (self.outcome,), id="verdict-chart")
             yield Static(literal("\n".join(self.lines["foot"]), newlines=True), id="verdict-foot", markup=False)
 
     @property
@@ -200,6 +209,10 @@ class SweepVerdictScreen(ModalScreen[str | None]):
             self.notify(self.winner_note or "no setting to restart on", severity="warning")
             return
         self.dismiss("winner")
+
+    def action_chart(self) -> None:
+        """Show the comparison as a chart (tok/s ± 95% interval per setting) instead of the tables, or back."""
+        self.toggle_class("-chart")
 
     def action_open_report(self) -> None:
         """Open the report in a scrollable view (the panel stays underneath)."""
