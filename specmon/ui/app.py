@@ -52,9 +52,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult, SystemCommand
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
@@ -383,12 +384,14 @@ class SpecmonApp(SpecmonAppBase):
         text = f"Prometheus metrics at http://{exporter.host}:{exporter.port}/metrics"
         self._add_event("info", text)
 
-    def on_resize(self) -> None:
-        self._size_classes()
+    def on_resize(self, event: events.Resize) -> None:
+        # The event's size: the app's own is still the old one while its Resize is handled, and the
+        # classes stayed those of the size before (a resized 80x24 lost its compact layout).
+        self._size_classes(event.size)
 
-    def _size_classes(self) -> None:
+    def _size_classes(self, size: Size | None = None) -> None:
         """Size classes on the dashboard's own screen (not on a dialog that happens to be on top)."""
-        w, h = self.size
+        w, h = size if size is not None else self.size
         if not self.screen_stack:
             return
         base = self.screen_stack[0]
