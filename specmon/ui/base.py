@@ -12,7 +12,7 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
-from textual.notifications import SeverityLevel
+from textual.notifications import Notify, SeverityLevel
 from textual.widgets import Static
 
 from specmon.ui.driver import HangupSafeDriver
@@ -28,8 +28,24 @@ from specmon.ui.widgets.throughput_plot import ThroughputPlot
 __all__ = ["SpecmonAppBase", "dashboard_layout"]
 
 
+#: Toasts on screen at once, on a small terminal (under 28 rows) and on a larger one: at 80x24 a pile
+#: of them covered the panels (issue 30). The oldest goes first; what they say is in the event log too.
+MAX_TOASTS_SMALL = 2
+MAX_TOASTS = 4
+
+
 class SpecmonAppBase(App[int]):
     """The terminal-safe, literal-notification base of specmon's apps."""
+
+    def _on_notify(self, event: Notify) -> None:
+        # Textual's own handler (textual is pinned), then the oldest beyond the cap are let go.
+        super()._on_notify(event)
+        cap = MAX_TOASTS_SMALL if self.size.height < 28 else MAX_TOASTS
+        shown = list(self._notifications)
+        if len(shown) > cap:
+            for old in shown[:-cap]:
+                self._unnotify(old, refresh=False)
+            self._refresh_notifications()
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""
