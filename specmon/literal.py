@@ -97,7 +97,11 @@ def markdown_text(text: object) -> str:
     become HTML entities, which no renderer turns back into a tag); a newline becomes a
     space, so the text stays in its paragraph, list item or table cell (``|`` is escaped too).
     """
+    # Four leading blanks made an indented code block that showed nothing of the text (found by
+    # hypothesis: "    <script>…"): the first is written as an entity, which is no indentation.
     s = markdown_cell(text)
+    if s.startswith(" "):
+        return "&#32;" + s[1:]
     return _MD_LEAD.sub(lambda m: (m.group(1) or m.group(3) or "") + "\\" + (m.group(2) or m.group(4)), s, count=1)
 
 

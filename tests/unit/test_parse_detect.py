@@ -27,8 +27,8 @@ STATS_MARKERS = ("Decode batch", "SpecDecoding metrics", "Speculative metrics", 
 
 
 def test_corpus_is_complete() -> None:
-    """All 55 shared excerpts and the 4 + 6 CPU-kit runs are here, with their attribution."""
-    assert len(ALL_FILES) == 65
+    """All 55 shared excerpts, the 4 + 6 CPU-kit runs and the dynamic-schedule run are here, with their attribution."""
+    assert len(ALL_FILES) == 66
     assert sum(1 for f in ALL_FILES if f.startswith("vllm_cpu_kit/")) == 4
     assert sum(1 for f in ALL_FILES if f.startswith("sglang_cpu_kit/")) == 6
     sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
@@ -118,6 +118,7 @@ EXPECTED_KINDS: dict[str, dict[str, int]] = {
     "vllm_v0_engine_stats_0_5_4.log": {"engine_stats": 5},
     "vllm_v0_medusa_tokens_tokens_typo_1.log": {"engine_stats": 2, "spec": 2},
     "vllm_v1_dflash_15pos_2026_1.log": {"spec": 1},
+    "vllm_v1_dynamic_sd_schedule_cpu_0_32.log": {"engine_stats": 11, "spec": 10},
     "vllm_v1_dflash_access_interleaved_1.log": {"engine_stats": 2, "spec": 2},
     "vllm_v1_mtp_waiting_1.log": {"engine_stats": 2, "spec": 2},
     "vllm_v1_spec_full_accept_loop_1.log": {"engine_stats": 3, "spec": 2},
