@@ -32,7 +32,7 @@ def a_sweep(seed: int, workloads: dict[str, float], concurrency: tuple[int, ...]
                              sleep=world.sleep, load=world).run()).to_json()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (60, 15)])
 @pytest.mark.parametrize(("seed", "workloads", "concurrency"), [
     (7, {"chat": 0.55, "code": 1.35}, (1,)),
     (5, {"code": 1.3, "chat": 0.6}, (1, 16)),
@@ -61,10 +61,15 @@ async def test_the_panel_gives_every_group_whole(tmp_path: Path, size: tuple[int
         w, h = size
         head = screen.query_one("#verdict-head", Static)
         foot = screen.query_one("#verdict-foot", Static)
+        if h < screen.SHORT_ROWS:  # the verdict scrolls with the table; the keys stay
+            head = screen.query_one("#verdict-head-scrolled", Static)
         for part, widget in (("head", head), ("foot", foot)):
-            assert widget.region.bottom <= h and widget.region.right <= w, (part, widget.region)
+            assert widget.region.right <= w, (part, widget.region)
+            if part == "foot" or h >= screen.SHORT_ROWS:
+                assert widget.region.bottom <= h, (part, widget.region)
             shown = " ".join(shown_lines(widget))
-            assert words(shown) == words(" ".join(screen.lines[part])), (part, shown)  # every word, none cut
+            # Every character, none cut (a path longer than the panel breaks inside itself).
+            assert "".join(words(shown)) == "".join(words(" ".join(screen.lines[part]))), (part, shown)
         # The verdicts scroll: every group's headline, whole, comes into view by scrolling the panel.
         scroll = screen.query_one("#verdict-scroll")
         assert scroll.region.bottom <= foot.region.y and scroll.region.height >= 3
@@ -110,3 +115,22 @@ async def test_p_shows_the_comparison_as_a_chart_and_back(tmp_path: Path, size: 
         await pilot.press("p")
         await pilot.pause()
         assert screen.query_one("#verdict-scroll").display
+
+
+@pytest.mark.parametrize("size", [(60, 15), (80, 24)])
+async def test_one_groups_panel_keeps_its_keys_on_a_short_terminal(tmp_path: Path, size: tuple[int, int]) -> None:
+    """At 60x15 the verdict and the table scroll between the title and the keys; the keys stay whole."""
+    doc = await asyncio.to_thread(a_sweep, 7, {"code": 1.35}, (1,))
+    outcome = sweep_outcome(doc)
+    assert outcome is not None
+    screen = SweepVerdictScreen(outcome, report=tmp_path / "r.md")
+    app: App[None] = App()
+    async with app.run_test(size=size) as pilot:
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: app.screen is screen, "the verdict panel")
+        await pilot.pause()
+        await pilot.pause()
+        foot = screen.query_one("#verdict-foot", Static)
+        assert foot.region.bottom <= size[1] and foot.region.height > 0
+        assert "".join(words(" ".join(shown_lines(foot)))) == "".join(words(" ".join(screen.lines["foot"])))
+        assert screen.has_class("-short") == (size[1] < screen.SHORT_ROWS)

@@ -22,7 +22,7 @@ from specmon.ui.screens.text_view import TextViewScreen
 from tests.support.app_factory import settle, sweep_app
 from tests.support.sweepsim import run_sweep
 
-SIZES = [(80, 24), (120, 40)]
+SIZES = [(80, 24), (120, 40), (60, 15), (200, 60)]  # every screen at the four sizes of issue 30
 REPORT = Path("/home/me/.local/share/specmon/exports/specmon-sweep-20260212-120000.md")
 
 

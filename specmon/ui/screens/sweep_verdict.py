@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -163,7 +164,18 @@ class SweepVerdictScreen(ModalScreen[str | None]):
     SweepVerdictScreen.-chart #verdict-scroll { display: none; }
     SweepVerdictScreen #verdict-table { width: auto; }
     SweepVerdictScreen #verdict-foot { height: auto; color: $text-muted; margin-top: 1; }
+    /* A short terminal (60x15): the verdict scrolls with the table between the title and the keys,
+       which stay on screen (the keys were pushed off it). */
+    SweepVerdictScreen #verdict-head-scrolled { display: none; height: auto; }
+    SweepVerdictScreen.-short > #verdict-box { height: 100%; }
+    SweepVerdictScreen.-short #verdict-head { display: none; }
+    SweepVerdictScreen.-short #verdict-head-scrolled { display: block; }
+    SweepVerdictScreen.-short #verdict-scroll { height: 1fr; max-height: 100%; margin: 0; }
+    SweepVerdictScreen.-short #verdict-foot { margin-top: 0; }
     """
+
+    #: Below this many rows the verdict scrolls with the table (:attr:`DEFAULT_CSS`, ``-short``).
+    SHORT_ROWS = 24
 
     def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
                  baseline_note: str = "", winner_note: str = "", groups: Sequence[SweepOutcome] = (),
@@ -185,6 +197,8 @@ class SweepVerdictScreen(ModalScreen[str | None]):
             yield Static(literal(title), id="verdict-title", markup=False)
             yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head", markup=False)
             with VerticalScroll(id="verdict-scroll"):
+                yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head-scrolled",
+                             markup=False)
                 if not self.groups:
                     yield Static(literal("\n".join(self.lines["table"]), newlines=True), id="verdict-table",
                                  markup=False)
@@ -196,6 +210,12 @@ class SweepVerdictScreen(ModalScreen[str | None]):
                                  id=f"verdict-table-{i}", markup=False)
             yield ComparisonPlot(self.groups or (self.outcome,), id="verdict-chart")
             yield Static(literal("\n".join(self.lines["foot"]), newlines=True), id="verdict-foot", markup=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.height < self.SHORT_ROWS, "-short")
+
+    def on_mount(self) -> None:
+        self.set_class(self.app.size.height < self.SHORT_ROWS, "-short")
 
     @property
     def text(self) -> str:
