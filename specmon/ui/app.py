@@ -76,7 +76,7 @@ from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
 from specmon.ui.literal import literal, markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
-from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
+from specmon.ui.theming import theme_folders
 from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -402,19 +402,7 @@ class SpecmonApp(SpecmonAppBase):
     # -- themes ------------------------------------------------------------------------------
 
     def _load_themes(self) -> None:
-        themes, problems = load_themes(self._theme_dirs)
-        self.theme_problems = problems
-        for theme in themes.values():
-            self.register_theme(theme)
-        self.specmon_themes = list(themes)
-        wanted = self.options.theme or DEFAULT_THEME
-        if wanted not in self.available_themes:
-            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
-            wanted = DEFAULT_THEME
-        if wanted in self.available_themes:
-            self.theme = wanted
-        for message in problems:
-            self.notify(message, title="theme", severity="warning", timeout=8)
+        self.specmon_themes, self.theme_problems = self.use_themes(self._theme_dirs, self.options.theme)
 
     def action_next_theme(self) -> None:
         """Switch to the next specmon theme."""

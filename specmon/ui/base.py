@@ -8,6 +8,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.driver import Driver
@@ -17,6 +21,7 @@ from textual.widgets import Static
 
 from specmon.ui.driver import HangupSafeDriver
 from specmon.ui.literal import plain
+from specmon.ui.theming import DEFAULT_THEME, load_themes
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.key_footer import KeyFooter
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -46,6 +51,26 @@ class SpecmonAppBase(App[int]):
             for old in shown[:-cap]:
                 self._unnotify(old, refresh=False)
             self._refresh_notifications()
+
+    def use_themes(self, folders: Sequence[Traversable | Path], wanted: str | None) -> tuple[list[str], list[str]]:
+        """Register every theme in ``folders`` and switch to ``wanted`` (else the default); each
+        problem (a broken theme file, a name not found) is a notification, never a crash.
+
+        Returns:
+            The theme names read, and the problems.
+        """
+        themes, problems = load_themes(folders)
+        for theme in themes.values():
+            self.register_theme(theme)
+        name = wanted or DEFAULT_THEME
+        if name not in self.available_themes:
+            problems.append(f"theme {name!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
+            name = DEFAULT_THEME
+        if name in self.available_themes:
+            self.theme = name
+        for message in problems:
+            self.notify(message, title="theme", severity="warning", timeout=8)
+        return list(themes), problems
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, made safe for a terminal that closes (:mod:`specmon.ui.driver`)."""

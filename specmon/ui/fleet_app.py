@@ -29,7 +29,7 @@ from specmon.ingest.fleet import Fleet
 from specmon.model.fleet import OUTLIER_K, FleetModel
 from specmon.ui.base import SpecmonAppBase
 from specmon.ui.screens.fleet import FleetScreen
-from specmon.ui.theming import DEFAULT_THEME, load_themes, theme_folders
+from specmon.ui.theming import theme_folders
 from specmon.ui.views import DEFAULT_WINDOW
 
 __all__ = ["FleetApp", "FleetOptions", "fleet_app"]
@@ -108,17 +108,7 @@ class FleetApp(SpecmonAppBase):
         self.call_after_refresh(self.refresh_fleet)
 
     def _load_themes(self) -> None:
-        themes, problems = load_themes(self._theme_dirs)
-        for theme in themes.values():
-            self.register_theme(theme)
-        wanted = self.options.theme or DEFAULT_THEME
-        if wanted not in self.available_themes:
-            problems.append(f"theme {wanted!r} not found; themes: {', '.join(sorted(themes)) or 'none'}")
-            wanted = DEFAULT_THEME
-        if wanted in self.available_themes:
-            self.theme = wanted
-        for message in problems:
-            self.notify(message, title="theme", severity="warning", timeout=8)
+        self.use_themes(self._theme_dirs, self.options.theme)
 
     def refresh_fleet(self) -> None:
         """One refresh: the model's snapshot of every replica, into the fleet screen's tables."""
