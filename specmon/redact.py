@@ -25,7 +25,8 @@ import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["MASK", "SECRET_NAME_GLOBS", "is_secret_flag", "is_secret_name", "redact_argv", "redact_text"]
+__all__ = ["MASK", "SECRET_NAME_GLOBS", "is_secret_flag", "is_secret_name", "redact_argv", "redact_line",
+           "redact_text"]
 
 #: What a hidden value is replaced with.
 MASK = "***"
@@ -102,6 +103,28 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
     for pattern in _PATTERNS:
         text = pattern.sub(_mask, text)
     return text
+
+
+# Whatever _PATTERNS can hide, these words find first: a line without any is returned as it is.
+# Log lines come by the tens of thousands a second, and one case-blind regex of all of them took
+# 25 us on a decode line where a lower() and substring checks take 2 (measured). SGLang's decode
+# lines all say "#token:", "token usage" and "(token/s)", which no pattern hides: a line whose
+# every "token" is one of those is let by too.
+_WORDS = ("secret", "passw", "passphrase", "credential", "auth", "cookie", "private", "key", "bearer", "basic",
+          "hf_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "akia")
+_HARMLESS_TOKEN = re.compile(r"token(?:s|izer|/s| usage)|(?<=#)token(?=:)")
+
+
+def _suspect(text: str) -> bool:
+    low = text.lower()
+    if any(w in low for w in _WORDS):
+        return True
+    return "token" in low and low.count("token") != len(_HARMLESS_TOKEN.findall(low))
+
+
+def redact_line(text: str) -> str:
+    """:func:`redact_text` of one log line, fast for the lines that hold nothing to hide (most)."""
+    return redact_text(text) if _suspect(text) else text
 
 
 def _mask(m: re.Match[str]) -> str:

@@ -60,6 +60,7 @@ from specmon.records import (
     Spec,
     Unparsed,
 )
+from specmon.redact import redact_line
 
 FORMAT = "specmon-recording"
 VERSION = 1
@@ -177,8 +178,8 @@ class Recorder:
         self.meta("source", source=name, baseline=baseline, year=year)
 
     def line(self, source: str, lineno: int, text: str, t: float | None = None) -> None:
-        """A raw log line as received."""
-        entry: dict[str, Any] = {"type": "line", "src": source, "n": lineno, "text": text}
+        """A raw log line as received, with secret values hidden (:func:`~specmon.redact.redact_line`)."""
+        entry: dict[str, Any] = {"type": "line", "src": source, "n": lineno, "text": redact_line(text)}
         if t is not None:
             entry["t"] = round(t, 6)
         self.write(entry)
@@ -191,7 +192,9 @@ class Recorder:
         """
         when = round(self._clock() if t is None else t, 6)
         for i, text in enumerate(lines):
-            self.write({"type": "line", "src": source, "n": first_lineno + i, "text": text, "t": when})
+            # A recording is a file people share (a report's attachment): a server's --api-key or
+            # HF_TOKEN in its args line is not kept (about 2 us a line for the quick look, measured).
+            self.write({"type": "line", "src": source, "n": first_lineno + i, "text": redact_line(text), "t": when})
 
     def record(self, source: str, rec: ParsedRecord, run_id: int | None, t: float | None = None) -> None:
         """The parsed record of a line, and the run it went to."""
