@@ -93,6 +93,10 @@ def test_sigterm_and_ctrl_c_end_watch_mid_ingest_within_a_second(tmp_path: Path,
             p.proc.send_signal(sig)
         took = p.gone_after(at)
         assert took < BOUND_S, round(took, 2)
-        assert p.proc.wait(10) in ((128 + sig) if sig is signal.SIGTERM else 0, -sig)
+        # Ctrl+C is read as the key (exit 0) once the app's raw mode is on; on a loaded machine it
+        # was seen arriving as the terminal's SIGINT instead (exit 130 = 128 + SIGINT, the code the
+        # README gives for a signal), in 2 of ~6 full runs. Either way it ends at once: that is the claim.
+        wanted = (128 + sig,) if sig is signal.SIGTERM else (0, 128 + sig)
+        assert p.proc.wait(10) in (*wanted, -sig)
     finally:
         p.kill()
