@@ -57,6 +57,10 @@ async def settle(app: FleetApp, pilot: Any, lines: Sequence[int] | None = None) 
                    "every replica read", rounds=1500)
     app.refresh_fleet()
     await pilot.pause()
+    # Drawn, not only updated: on a loaded machine a table read right after its update was still
+    # blank (a clean-clone CI run).
+    await wait_for(pilot, lambda: any(line.strip() for line in shown_lines(app.fleet_screen.replica_table)[1:]),
+                   "the replica table drawn", rounds=1500)
 
 
 def shown_lines(widget: Widget) -> list[str]:
