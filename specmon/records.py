@@ -23,6 +23,7 @@ class Engine(str, Enum):
     SGLANG = "sglang"
     VLLM = "vllm"
     LLAMACPP = "llamacpp"
+    TRTLLM = "trtllm"
     UNKNOWN = "unknown"
 
 

@@ -40,8 +40,11 @@ from specmon.control.launch import (
     is_secret_name,
 )
 from specmon.control.runner import CommandRunner
+from specmon.engines import ADAPTERS, by_name
 
+#: The engines whose servers can be adopted: their spec flags are read and rewritten below.
 EngineName = Literal["sglang", "vllm"]
+ADOPTABLE: tuple[EngineName, ...] = ("sglang", "vllm")
 
 #: Environment variables copied from an adopted server (besides these, nothing).
 ENV_ALLOW_PREFIXES: tuple[str, ...] = (
@@ -54,11 +57,10 @@ ENV_ALLOW_NAMES: tuple[str, ...] = (
     "MASTER_ADDR", "MASTER_PORT", "DO_NOT_TRACK", "TP_SOCKET_IFNAME",
 )
 
-READY_MARKERS: dict[str, str] = {
-    "sglang": "The server is fired up and ready to roll!",
-    "vllm": "Application startup complete.",
-}
-DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
+#: The line each engine's start ends with, and its port when the command names none (the
+#: engines' own facts, in specmon.engines).
+READY_MARKERS: dict[str, str] = {a.engine.value: a.ready_marker for a in ADAPTERS if a.ready_marker}
+DEFAULT_PORTS: dict[str, int] = {a.engine.value: a.default_port for a in ADAPTERS if a.default_port}
 
 
 class AdoptError(ValueError):
@@ -407,27 +409,29 @@ def classify(argv: Sequence[str]) -> EngineName | None:
     """
     if not argv:
         return None
-    base = os.path.basename(argv[0])
-    if base in ("vllm", "sglang"):
-        return base if len(argv) > 1 and argv[1] == "serve" else None  # type: ignore[return-value]
-    if not _PYTHON_RE.fullmatch(base):
+    rest = _after_interpreter(argv)
+    if rest is None:
         return None
+    for name in ADOPTABLE:
+        if by_name(name).serves(rest):  # type: ignore[union-attr]
+            return name
+    return None
+
+
+def _after_interpreter(argv: Sequence[str]) -> list[str] | None:
+    """The command from the script or ``-m`` on (the interpreter and its options left out).
+
+    ``["python3", "-X", "dev", "-m", "vllm", "serve"]`` → ``["-m", "vllm", "serve"]``; a
+    command that is no interpreter stays whole; ``python -c ...`` and ``python -`` are None.
+    """
+    if not _PYTHON_RE.fullmatch(os.path.basename(argv[0])):
+        return list(argv)
     i = 1
     while i < len(argv):
         tok = argv[i]
         if tok == "-m":
-            module = argv[i + 1] if i + 1 < len(argv) else ""
-            rest = argv[i + 2 : i + 3]
-            if module == "sglang.launch_server":
-                return "sglang"
-            if module == "sglang.cli.main" and rest == ["serve"]:  # what the ``sglang`` script runs
-                return "sglang"
-            if module in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-                return "vllm"
-            if module in ("vllm.entrypoints.cli.main", "vllm") and rest == ["serve"]:
-                return "vllm"
-            return None
-        if tok == "-c" or tok == "-":
+            return list(argv[i:])
+        if tok in ("-c", "-"):
             return None
         if tok in _PYTHON_OPTS_WITH_ARG:
             i += 2
@@ -435,13 +439,7 @@ def classify(argv: Sequence[str]) -> EngineName | None:
         if tok.startswith("-"):
             i += 1
             continue
-        script = os.path.basename(tok)
-        nxt = argv[i + 1] if i + 1 < len(argv) else ""
-        if script in ("vllm", "sglang") and nxt == "serve":
-            return script  # type: ignore[return-value]
-        if tok.endswith("sglang/launch_server.py"):
-            return "sglang"
-        return None
+        return list(argv[i:])
     return None
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from specmon.control.adopt import AdoptError, ServerProcess, probe_servers, profile_from_server
 from specmon.control.restart_controller import RestartController
 from specmon.control.runner import CommandRunner
+from specmon.engines import ADAPTERS
 
 
 async def controller_for_running_server(
@@ -73,7 +74,7 @@ async def controller_for_running_server(
     return controller, server
 
 
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+_ENGINE_NAMES = {a.engine.value: a.label for a in ADAPTERS}
 
 
 def not_adopting(servers: list[ServerProcess], log: str, host: str) -> str:

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from specmon.control.dims import DIMENSIONS, LLAMACPP_SPEC_TYPES, check_point, sglang_problem
+from specmon.engines import NAMES as ENGINE_NAMES
 from specmon.redact import SECRET_NAME_GLOBS as SECRET_NAME_GLOBS  # adopt.py reads them here
 from specmon.redact import is_secret_name as is_secret_name
 from specmon.redact import redact_argv, redact_text
@@ -217,7 +218,8 @@ class LaunchProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["managed", "custom"] = "managed"
-    engine: Literal["sglang", "vllm", "llamacpp", "unknown"] = "unknown"
+    #: One of :data:`specmon.engines.NAMES` (checked below: the engines' module lists them).
+    engine: str = "unknown"
     argv: list[str] | None = None
     nospec_argv: list[str] | None = None
     start: list[str] | None = None
@@ -256,6 +258,8 @@ class LaunchProfile(BaseModel):
         return self
 
     def _check(self) -> None:
+        if self.engine not in ENGINE_NAMES:
+            raise LaunchError(f"`engine` must be one of {', '.join(ENGINE_NAMES)}, not {self.engine!r}")
         managed = self.mode == "managed"
         if managed:
             if not self.argv:

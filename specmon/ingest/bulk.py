@@ -1,7 +1,7 @@
 """The bulk path of ``summarize``: big logs read in pieces, on every core, line for line exact.
 
 A busy server's log is mostly stats lines of a few shapes and HTTP access lines.
-The grammar (:mod:`specmon.parsing.grammar`) turns a stats line the line parser
+The grammar (:mod:`specmon.grammar.kinds`) turns a stats line the line parser
 has read into a *template* of its shape; one ``re.split`` per line kind with the
 alternation of its learned templates runs over a whole piece at C speed and yields
 the values as columns (SGLang decode; vLLM and llama.cpp interval stats and spec
@@ -37,6 +37,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from specmon.engines import ADAPTERS, KINDS
+from specmon.grammar.common import _day_start
+from specmon.grammar.kinds import LineKind, Template, learn, read
+from specmon.grammar.prefix import Rollover, stamp_value
 from specmon.ingest.scan import (
     AS_BYTES,
     AS_DAY,
@@ -58,10 +62,8 @@ from specmon.ingest.scan import (
 from specmon.model.rows import Rows
 from specmon.model.session import Session, SpecColumns, StatsColumns
 from specmon.parsing import LineParser, detect_engine
-from specmon.parsing.common import _day_start
-from specmon.parsing.grammar import KINDS, LineKind, Template, learn, read
-from specmon.parsing.prefix import Rollover, stamp_value
-from specmon.records import Engine, EngineStats, ParsedRecord, Spec
+from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
+from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Prefill, Spec
 from specmon.sources.logfiles import LogFileError, check_readable, head_lines
 
 #: Bytes a worker parses per piece (lines never straddle pieces). 8 MB: each piece costs a few
@@ -513,7 +515,7 @@ def _has_none(column: list[Any] | array[Any]) -> bool:
 def _read_lean(t: Template, groups: dict[str, int], f: tuple[Any, ...], year: int, day: float) -> dict[str, Any]:
     """The column values of one line read by a lean template (groups numbered from 1 within it).
 
-    The time is :func:`specmon.parsing.prefix.stamp_value`'s arithmetic on the parts the pass made.
+    The time is :func:`specmon.grammar.prefix.stamp_value`'s arithmetic on the parts the pass made.
     """
     out: dict[str, Any] = {"ts": None}
     hi = groups.get("hms")
@@ -563,9 +565,13 @@ def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026
 
 # Which kinds the session takes as columns, by family: SGLang decode (prefill only counted), or one
 # interval-stats kind with one spec kind (vLLM, llama.cpp). Anything else in a piece: records.
-_DECODE_KINDS = frozenset({"sglang.decode"})
-_STATS_KINDS = frozenset({"vllm.stats", "llamacpp.eval"})
-_SPEC_KINDS = frozenset({"vllm.spec.0", "vllm.spec.1", "llamacpp.spec"})
+# Read from what the engines declare (a kind the bulk path can read has a body).
+_BULK = tuple(k for k in KINDS if k.body is not None)
+_DECODE_KINDS = frozenset(k.name for k in _BULK if k.record is Decode)
+_COUNTED_KINDS = frozenset(k.name for k in _BULK if k.record is Prefill)
+_STATS_KINDS = frozenset(k.name for k in _BULK if k.record is EngineStats)
+_SPEC_KINDS = frozenset(k.name for k in _BULK if k.record is Spec)
+_KIND_ENGINE = {k.name: k.engine for k in KINDS}
 
 # What the line parser reads besides stats lines: a line holding none of these texts (with
 # digits and runs of spaces as they may vary) is given nothing outside a traceback.
@@ -578,14 +584,12 @@ _RUNS = re.compile(r"(\d+)|( +)|[^\d ]+")
 
 
 def _interesting() -> re.Pattern[str]:
-    from specmon.parsing import llamacpp, sglang, vllm
-    from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
 
     # The lifecycle phrases themselves, not match_lifecycle's cheap gate: the gate's fragments
     # ("erver", "oad", "rror") are in many lines that give nothing, such as llama.cpp's
     # "srv  log_server_r: done request: ..." (one line in four of a busy llama-server log),
     # which then went to the line parser one by one.
-    words = [*sglang.SERVER_ARGS_MARKERS, llamacpp.SETUP_MARKER, *vllm.CONFIG_MARKERS,
+    words = [*(w for a in ADAPTERS for w in a.config_words),
              *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS,
              *(k.marker for k in KINDS if not k.vetoes)]
     alts = [_general(w) for w in words]
@@ -684,7 +688,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         name = kind.name
         if records or mixed:
             mode = "records"
-        elif name in _DECODE_KINDS or name == "sglang.prefill":
+        elif name in _DECODE_KINDS or name in _COUNTED_KINDS:
             mode = "columns" if name in _DECODE_KINDS else "count"
         else:
             mode = "columns"
@@ -910,7 +914,7 @@ def _stats_block(cols: dict[str, dict[str, list[Any]]], ranges: dict[str, tuple[
     stats = spec = None
     for name, (a, b) in ranges.items():
         c = cols[name]
-        engine = Engine.VLLM if name.startswith("vllm") else Engine.LLAMACPP
+        engine = _KIND_ENGINE[name]
         if name in _STATS_KINDS:
             stats = StatsColumns(engine, c["rank"][a:b], c["ts"][a:b], c["running"][a:b], c["gen_throughput"][a:b])
         else:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from specmon.grammar.prefix import Rollover, clock_mode
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
-from specmon.parsing.prefix import Rollover, clock_mode
 from specmon.sources.logfiles import check_readable, file_year, first_date, head_lines, iter_line_batches
 
 

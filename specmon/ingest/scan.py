@@ -12,7 +12,7 @@ extension (``specmon/_native.c``) that runs a template as a program of literals,
 classes, groups and alternatives.
 
 :func:`compile_pass` turns a template's regex text into that program. It knows
-the closed subset of syntax :mod:`specmon.parsing.grammar` writes and the engine
+the closed subset of syntax :mod:`specmon.grammar.kinds` writes and the engine
 modules' variants use; anything else raises :class:`Unsupported`, and the caller
 keeps ``re``. The extension backtracks as ``re`` does, trying the same paths in
 the same order, so it reads the same lines with the same groups (tests compare
@@ -27,8 +27,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from specmon.parsing.common import _day_start, parse_fraction, parse_hms
-from specmon.parsing.grammar import items_converter
+from specmon.grammar.common import _day_start, parse_fraction, parse_hms
+from specmon.grammar.kinds import items_converter
 
 try:
     from specmon._native import Scanner

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from specmon.engines import adapter
 from specmon.model.collapse import CollapseGuard
 from specmon.model.rows import Rows
 from specmon.parsing.lifecycle import EXCEPTION_LINE
@@ -49,7 +50,8 @@ from specmon.records import (
 )
 
 #: Default warm-up, in samples per rank, by engine (see module docstring).
-DEFAULT_WARMUP = {Engine.SGLANG: 5, Engine.VLLM: 1, Engine.LLAMACPP: 1, Engine.UNKNOWN: 5}
+#: Warm-up samples left out of a run's figures, by engine (each engine module declares its own).
+DEFAULT_WARMUP: dict[Engine, int] = {e: adapter(e).warmup for e in Engine}
 #: An SGLang throughput sample whose gap to the previous decode line exceeds
 #: max(IDLE_GAP_MIN_S, IDLE_GAP_FACTOR × the rank's typical gap) spans idle time.
 IDLE_GAP_MIN_S = 5.0
@@ -181,10 +183,9 @@ class RunConfig:
         if schedule is not None:  # step counts by batch size: the fixed count is only their cap
             return f"{algo} schedule {schedule}"
         steps = "?" if self.steps is None else str(self.steps)
-        # vLLM and llama.cpp count draft tokens; SGLang counts draft steps, except for its
-        # trie drafter (NGRAM), whose depth is the draft tokens after the root.
-        tokens = self.engine in (Engine.VLLM, Engine.LLAMACPP) or (self.algorithm or "").upper() == "NGRAM"
-        unit = "token" if tokens else "step"
+        # What the count counts is the engine's (vLLM: draft tokens; SGLang: draft steps, but
+        # draft tokens for its trie drafter).
+        unit = adapter(self.engine).steps_unit(self.algorithm)
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"

@@ -15,12 +15,11 @@ from calendar import timegm
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
-from specmon.parsing import llamacpp, sglang, vllm
-from specmon.parsing.common import strip_ansi, strip_outer
+from specmon.engines import ADAPTERS, KINDS
+from specmon.grammar.common import strip_ansi, strip_outer
+from specmon.grammar.prefix import read_prefix
 from specmon.parsing.detect import detect_engine
-from specmon.parsing.grammar import KINDS
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
-from specmon.parsing.prefix import read_prefix
 from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["LineParser", "parse_lines", "detect_engine"]
@@ -29,8 +28,8 @@ _REMNANT = re.compile(r"\[[0-9;]{1,8}m")
 # A vLLM-style level+time prefix, for the message part of traceback lines.
 _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
-# Every engine module registered its line kinds on import (above): the markers, in order.
-_DISPATCH = tuple(KINDS)
+# Every engine's line kinds (specmon.engines): the markers, in order.
+_DISPATCH = KINDS
 
 #: An engine's stats-line parser: (message, line number, timestamp, rank) -> record.
 StatsParser = Callable[[str, int, float | None, str | None], ParsedRecord | None]
@@ -53,8 +52,8 @@ class LineParser:
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
-        #: llama.cpp announces its speculative type and depth on two consecutive lines.
-        self._llama_setup = llamacpp.SpecSetup()
+        #: Each engine's reader of its configuration lines (llama.cpp's pairs two lines: stateful).
+        self._configs = tuple((a, reader) for a in ADAPTERS if (reader := a.config_reader()) is not None)
 
     def parse(self, text: str, lineno: int) -> ParsedRecord | None:
         """Parse one line (without its line ending).
@@ -105,27 +104,15 @@ class LineParser:
         if len(text) < 8:
             return None
         message, outer_ts = self._clean(text)
-        if sglang.SERVER_ARGS_MARKER in message and any(m in message for m in sglang.SERVER_ARGS_MARKERS):
-            at = min(i for i in (message.find(m) for m in sglang.SERVER_ARGS_MARKERS) if i >= 0)
+        for adapter, reader in self._configs:
+            at = adapter.config_at(message)
+            if at < 0:
+                continue
             ts, rank = read_prefix(message[:at], self.year, self.day)
-            self.engine = Engine.SGLANG
-            return sglang.parse_server_args(message, lineno, ts if ts is not None else outer_ts, rank)
-        if llamacpp.SETUP_MARKER in message:
-            at = message.find(llamacpp.SETUP_MARKER)
-            ts, rank = read_prefix(message[:at], self.year, self.day)
-            setup = self._llama_setup.feed(message, lineno, ts if ts is not None else outer_ts, rank)
-            if setup is not None:
-                self.engine = Engine.LLAMACPP
-                return setup
-        for marker in vllm.CONFIG_MARKERS:
-            at = message.find(marker)
-            if at >= 0:
-                ts, rank = read_prefix(message[:at], self.year, self.day)
-                cfg = vllm.parse_config(message, lineno, ts if ts is not None else outer_ts, rank)
-                if cfg is not None:
-                    self.engine = Engine.VLLM
-                    return cfg
-                break
+            cfg = reader(message, lineno, ts if ts is not None else outer_ts, rank)
+            if cfg is not None:
+                self.engine = adapter.engine
+                return cfg
         found = match_lifecycle(message, self.engine)
         if found is None:
             if self.in_traceback:

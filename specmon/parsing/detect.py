@@ -6,40 +6,19 @@ import re
 from collections.abc import Iterable
 from itertools import islice
 
+from specmon.engines import ADAPTERS
 from specmon.records import Engine
 
+# What each engine declares (specmon.engines), in the enum's order: on a tie in a whole
+# head, the first engine listed wins.
+_ORDERED = sorted(ADAPTERS, key=lambda a: list(Engine).index(a.engine))
 # Substrings that only one engine prints, with a weight for how telling they are.
-_SIGNS: dict[Engine, tuple[tuple[str, int], ...]] = {
-    Engine.SGLANG: (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5),
-                    ("server_args={'", 5),
-                    ("fired up and ready to roll", 5), ("sglang", 1)),
-    Engine.VLLM: (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
-                  ("LLM engine (v", 5), ("vLLM", 2), ("[loggers.py:", 3), ("Speculative metrics", 3)),
-    Engine.LLAMACPP: (("slot print_timing", 4), ("llama_", 2), ("draft acceptance", 3), ("ggml_", 2),
-                      ("srv  ", 1), ("llama-server", 3)),
-}
-
-
-# Line shapes: SGLang's "[date time TPn]" prefix, vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]",
-# llama.cpp's "slot name: id N" / "srv name:" — telling even in logs with no stats line yet.
-_SHAPES: dict[Engine, tuple[re.Pattern[str], ...]] = {
-    # SGLang's prefix with rank tags anywhere ("07:15:26 TP0] ", searched from its first colon:
-    # a pattern that starts with a literal is searched at C speed, one that starts with \d is
-    # tried at every position), or bare ("[2025-09-04 07:15:26] ") at the start of a line:
-    # vLLM prints "LEVEL MM-DD", llama.cpp no brackets, TGI / TensorRT-LLM other shapes.
-    Engine.SGLANG: (re.compile(r":(?<=\d\d:)\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "),
-                    re.compile(r"\A\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] ")),
-    Engine.VLLM: (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2} \[?[\w./]+\.py:\d+\]"),),
-    Engine.LLAMACPP: (re.compile(r"(?:^|\| |\s)(?:slot +\w+: +id +\d+|srv +\w+:)"),),
-}
-
-
+_SIGNS: dict[Engine, tuple[tuple[str, int], ...]] = {a.engine: a.signs for a in _ORDERED}
+# Line shapes (SGLang's "[date time TPn]" prefix, vLLM's "LEVEL MM-DD HH:MM:SS [file.py:N]",
+# llama.cpp's "slot name: id N" / "srv name:"): telling even in logs with no stats line yet.
+_SHAPES: dict[Engine, tuple[re.Pattern[str], ...]] = {a.engine: a.shapes for a in _ORDERED}
 # Texts each shape cannot match without (a cheap test before the regex).
-_SHAPE_GATES: dict[Engine, tuple[str, ...]] = {
-    Engine.SGLANG: ("] ",),
-    Engine.VLLM: ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-    Engine.LLAMACPP: ("slot", "srv"),
-}
+_SHAPE_GATES: dict[Engine, tuple[str, ...]] = {a.engine: a.shape_gates for a in _ORDERED}
 
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")
 

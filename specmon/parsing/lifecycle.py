@@ -9,63 +9,64 @@ from __future__ import annotations
 
 import re
 
+from specmon.engines import ADAPTERS
 from specmon.records import Engine, Event
 
-# (substring, event, engines it applies to or None for all)
-MARKERS: tuple[tuple[str, Event, frozenset[Engine] | None], ...] = (
+# Markers any engine may print (Python's and the C library's), by group; each engine's own
+# markers (specmon.engines) come first in their group.
+_SHARED: tuple[tuple[str, Event], ...] = (
     # crash / fatal
-    ("Scheduler hit an exception", Event.CRASH, None),
-    ("TokenizerManager hit an exception", Event.CRASH, None),
-    ("EngineCore encountered a fatal error", Event.CRASH, None),
-    ("Engine core initialization failed", Event.CRASH, None),
-    ("WorkerProc failed to start", Event.CRASH, None),
-    ("EngineDeadError", Event.CRASH, None),
-    ("Received sigquit from a child proces", Event.CRASH, None),
-    ("Capture cuda graph failed", Event.CRASH, None),
-    ("CUDA out of memory", Event.OOM, None),
-    ("OutOfMemoryError", Event.OOM, None),
-    ("Decode out of memory. Try to lower", Event.OOM, None),
-    ("KV cache pool is full. Retract requests", Event.RETRACT, None),
-    ("Decode out of memory happened", Event.RETRACT, None),
-    ("Traceback (most recent call last)", Event.CRASH, None),
+    ("CUDA out of memory", Event.OOM),
+    ("OutOfMemoryError", Event.OOM),
+    # A native abort ends the process whatever the engine: a failed C assertion (glibc's
+    # "prog: file.c:12: func: Assertion `x' failed."), an uncaught C++ exception, a signal.
+    ("terminate called after throwing an instance of", Event.CRASH),
+    ("Assertion `", Event.CRASH),
+    ("Aborted (core dumped)", Event.CRASH),
+    ("Segmentation fault", Event.CRASH),
+    ("received signal SIGABRT", Event.CRASH),
+    ("received signal SIGSEGV", Event.CRASH),
+    ("Fatal Python error", Event.CRASH),
+    ("Traceback (most recent call last)", Event.CRASH),
     # shutdown
-    ("SIGTERM received", Event.SHUTDOWN, None),
-    ("Gracefully exiting", Event.SHUTDOWN, None),
-    ("shutdown triggered", Event.SHUTDOWN, None),
-    ("Application shutdown complete", Event.SHUTDOWN, None),
-    ("Shutting down", Event.SHUTDOWN, None),
-    # start
-    ("vLLM API server version", Event.SERVER_START, None),
-    ("Starting vLLM API server", Event.SERVER_START, None),
+    ("SIGTERM received", Event.SHUTDOWN),
+    ("Gracefully exiting", Event.SHUTDOWN),
+    ("shutdown triggered", Event.SHUTDOWN),
+    ("Application shutdown complete", Event.SHUTDOWN),
+    ("Shutting down", Event.SHUTDOWN),
     # loading
-    ("Load weight begin", Event.LOAD_BEGIN, None),
-    ("Starting to load model", Event.LOAD_BEGIN, None),
-    ("Loading drafter model", Event.LOAD_BEGIN, None),
-    ("Loading safetensors checkpoint shards", Event.LOAD_PROGRESS, None),
-    ("Loading pt checkpoint shards", Event.LOAD_PROGRESS, None),
-    ("Load weight end", Event.LOAD_END, None),
-    ("Loading weights took", Event.LOAD_END, None),
-    ("Model loading took", Event.LOAD_END, None),
-    ("Loading model weights took", Event.LOAD_END, None),
-    ("main: model loaded", Event.LOAD_END, None),
-    ("main: loading model", Event.LOAD_BEGIN, None),
-    # KV cache
-    ("KV Cache is allocated", Event.KV_CACHE, None),
-    ("GPU KV cache size", Event.KV_CACHE, None),
-    ("CPU KV cache size", Event.KV_CACHE, None),
-    ("# GPU blocks", Event.KV_CACHE, None),
-    # graphs
-    ("Capturing batches", Event.GRAPH_PROGRESS, None),
-    ("Capturing CUDA graphs", Event.GRAPH_PROGRESS, None),
-    ("Capturing CUDA graph shapes", Event.GRAPH_PROGRESS, None),
-    ("Capturing the model for CUDA graphs", Event.GRAPH_BEGIN, None),
-    ("Graph capturing finished", Event.GRAPH_END, None),
-    # ready
-    ("The server is fired up and ready to roll", Event.READY, None),
-    ("Application startup complete", Event.READY, frozenset({Engine.VLLM, Engine.UNKNOWN})),
-    ("server is listening on http", Event.READY, frozenset({Engine.LLAMACPP, Engine.UNKNOWN})),
-    ("llama_server: listening on http", Event.READY, None),
+    ("Loading safetensors checkpoint shards", Event.LOAD_PROGRESS),
+    ("Loading pt checkpoint shards", Event.LOAD_PROGRESS),
 )
+
+#: The order markers are tried in, by what they announce: fatal first, ready last, so that
+#: ``Scheduler hit an exception: Traceback ...`` is one crash, not two.
+_GROUPS: tuple[frozenset[Event], ...] = (
+    frozenset({Event.CRASH, Event.OOM, Event.RETRACT}), frozenset({Event.SHUTDOWN}),
+    frozenset({Event.SERVER_START}), frozenset({Event.LOAD_BEGIN, Event.LOAD_PROGRESS, Event.LOAD_END}),
+    frozenset({Event.KV_CACHE}), frozenset({Event.GRAPH_BEGIN, Event.GRAPH_PROGRESS, Event.GRAPH_END}),
+    frozenset({Event.READY}),
+)
+
+
+def _markers() -> tuple[tuple[str, Event, frozenset[Engine] | None], ...]:
+    out: list[tuple[str, Event, frozenset[Engine] | None]] = []
+    # A ready line other servers print too (uvicorn's) counts in the logs of the engines that
+    # declare it, or in a log not yet recognised.
+    shared_ready: dict[str, set[Engine]] = {}
+    for a in ADAPTERS:
+        for phrase in a.shared_ready:
+            shared_ready.setdefault(phrase, {Engine.UNKNOWN}).add(a.engine)
+    for group in _GROUPS:
+        out += [(p, ev, None) for a in ADAPTERS for p, ev in a.lifecycle if ev in group]
+        out += [(p, ev, None) for p, ev in _SHARED if ev in group]
+        if Event.READY in group:
+            out += [(p, Event.READY, frozenset(es)) for p, es in shared_ready.items()]
+    return tuple(out)
+
+
+#: (substring, event, engines it applies to or None for all), in the order they are tried.
+MARKERS: tuple[tuple[str, Event, frozenset[Engine] | None], ...] = _markers()
 
 # "Capture cuda graph begin." / 2026 "Capture target decode CUDA graph begin." / draft variants.
 _CAPTURE = re.compile(r"Capture (?:[\w ]*?)(?:cuda|CUDA|NPU|CPU|XPU) graph (?P<what>begin|end)")
@@ -96,7 +97,8 @@ def usage_error(line: str) -> str | None:
 
 #: Cheap gate: a line with none of these substrings has no lifecycle marker.
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
-         "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten")
+         "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten", "erminate",
+         "ssert", "ASSERT", "bort", "egmentation")
 
 
 def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int, int] | None] | None:

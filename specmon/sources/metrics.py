@@ -64,15 +64,21 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-VLLM_GEN = "vllm:generation_tokens_total"
-VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
-VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+from specmon.engines import ADAPTERS, CounterNames, adapter
+from specmon.records import Engine
+
+# Each engine's counter names are its module's (specmon.engines); the constants name the ones
+# read below by engine.
+_VLLM_C = cast(CounterNames, adapter(Engine.VLLM).counters)
+_LLAMA_C = cast(CounterNames, adapter(Engine.LLAMACPP).counters)
+VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED = (
+    _VLLM_C.gen, _VLLM_C.drafts, _VLLM_C.draft_tokens, _VLLM_C.accepted)
+VLLM_PER_POS = cast(str, _VLLM_C.per_position)
 SGL_GEN_TPS = "sglang:gen_throughput"
 SGL_ACCEPT_LEN = "sglang:spec_accept_length"
 SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
@@ -83,13 +89,9 @@ SGL_NUM_STEPS = "sglang:spec_num_steps"
 SGL_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 #: SGLang's counters (finished requests): a restart is seen by them going down.
 _SGL_COUNTERS = (SGL_GEN, SGL_VERIFY, SGL_REQUESTS)
-LLAMA_GEN = "llamacpp:tokens_predicted_total"
-LLAMA_GEN_S = "llamacpp:tokens_predicted_seconds_total"
-LLAMA_DRAFTS = "llamacpp:spec_decode_num_drafts_total"
-LLAMA_DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
-LLAMA_ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
-LLAMA_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
-_PER_POS = (VLLM_PER_POS, LLAMA_PER_POS)
+LLAMA_GEN, LLAMA_GEN_S = _LLAMA_C.gen, cast(str, _LLAMA_C.gen_seconds)
+#: Accepted tokens by position, of every engine that exports them.
+_PER_POS = tuple(a.counters.per_position for a in ADAPTERS if a.counters and a.counters.per_position)
 #: vLLM's per-request histograms (sums and counts): decode time is first to last token of a request.
 VLLM_DECODE_S = "vllm:request_decode_time_seconds_sum"
 VLLM_REQ_TOKENS = "vllm:request_generation_tokens_sum"
@@ -97,27 +99,8 @@ VLLM_REQUESTS = "vllm:request_generation_tokens_count"
 _HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
 
 
-@dataclass(frozen=True, slots=True)
-class _Names:
-    """One engine's counter names: generated tokens, drafts (steps), draft tokens, accepted tokens."""
-
-    gen: str
-    drafts: str
-    draft_tokens: str
-    accepted: str
-    #: The engine's own generation seconds (llama.cpp), else None: tok/s over wall time.
-    gen_seconds: str | None = None
-
-    @property
-    def counters(self) -> tuple[str, ...]:
-        names = (self.gen, self.drafts, self.draft_tokens, self.accepted)
-        return names + ((self.gen_seconds,) if self.gen_seconds else ())
-
-
-_NAMES = {
-    "vllm": _Names(VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED),
-    "llamacpp": _Names(LLAMA_GEN, LLAMA_DRAFTS, LLAMA_DRAFT_TOKENS, LLAMA_ACCEPTED, LLAMA_GEN_S),
-}
+#: Counter names by engine name, for the engines that export counters.
+_NAMES = {a.engine.value: a.counters for a in ADAPTERS if a.counters is not None}
 _COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
 _GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
 #: Gauges of the active speculative setting (averaged over ranks as the others; not samples).
@@ -134,10 +117,10 @@ class Snapshot:
 
     @property
     def engine(self) -> str | None:
-        """``vllm``, ``llamacpp`` or ``sglang`` by the series seen; None when none is there."""
-        for prefix in ("vllm", "llamacpp", "sglang"):
-            if any(k.startswith(prefix + ":") for k in self.values):
-                return prefix
+        """The engine's name (``vllm``) by the series seen; None when none is there."""
+        for ad in ADAPTERS:
+            if ad.metric_prefix and any(k.startswith(ad.metric_prefix + ":") for k in self.values):
+                return ad.engine.value
         return None
 
     def get(self, name: str) -> float | None:

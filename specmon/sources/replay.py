@@ -21,8 +21,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
-from specmon.parsing.common import strip_ansi, strip_outer
-from specmon.parsing.prefix import read_prefix
+from specmon.grammar.common import strip_ansi, strip_outer
+from specmon.grammar.prefix import read_prefix
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.logfiles import LogFileError, check_readable, file_year, head_lines, iter_line_batches
 

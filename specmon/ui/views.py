@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from specmon.engines import adapter
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
@@ -132,7 +133,7 @@ def config_text(cfg: RunConfig | None) -> str:
         return "configuration unknown"
     if cfg.is_nospec:
         return "no speculation"
-    unit = "token" if cfg.engine is Engine.VLLM else "step"
+    unit = adapter(cfg.engine).steps_unit(cfg.algorithm)
     parts = [cfg.algorithm or "speculative"]
     if cfg.steps is not None:
         parts.append(counted(cfg.steps, unit))

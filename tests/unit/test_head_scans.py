@@ -19,9 +19,9 @@ from itertools import islice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.parsing.common import strip_ansi, strip_outer
+from specmon.grammar.common import strip_ansi, strip_outer
+from specmon.grammar.prefix import _TS, clock_mode
 from specmon.parsing.detect import _SHAPES, detect_engine, line_engine
-from specmon.parsing.prefix import _TS, clock_mode
 from specmon.records import Engine
 from specmon.sources.logfiles import first_date
 
@@ -112,7 +112,7 @@ def test_the_sglang_shape_searched_from_its_colon_is_the_same_shape(line: str) -
                                       "(WorkerDict pid=12, ip=10.0.0.7) ", "(VllmWorker rank=0 pid=7) "]),
        st.sampled_from(["", "(EngineCore_DP0 pid=123) ", "2026-08-23T09:00:00Z "]))
 def test_the_inner_line_is_strip_outers(line: str, outer: str, inner: str) -> None:
-    from specmon.parsing.common import inner_line
+    from specmon.grammar.common import inner_line
 
     text = outer + inner + line
     assert inner_line(text) == strip_outer(text)[0]

@@ -23,7 +23,7 @@ from tests.support.realdata import DATA, read_lines
 ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.log"))
 
 STATS_MARKERS = ("Decode batch", "SpecDecoding metrics", "Speculative metrics", "Avg prompt throughput",
-                 "draft acceptance")
+                 "draft acceptance", "elapsed_time = ")
 
 
 def test_corpus_is_complete() -> None:
@@ -61,7 +61,9 @@ def expected_engine(name: str) -> Engine | None:
         return Engine.SGLANG
     if base.startswith("llamacpp"):
         return Engine.LLAMACPP
-    return Engine.UNKNOWN  # tgi_*, trtllm_*
+    if base.startswith("trtllm"):
+        return Engine.TRTLLM
+    return Engine.UNKNOWN  # tgi_*
 
 
 @pytest.mark.parametrize("name", ALL_FILES)
@@ -125,6 +127,7 @@ EXPECTED_KINDS: dict[str, dict[str, int]] = {
     "vllm_v1_spec_mm_cache_1.log": {"engine_stats": 2, "spec": 1},
     "vllm_v1_specdecode_early_2025_04.log": {"engine_stats": 1, "spec": 2},
     "vllm_v1_specdecode_pr_dev_format_1.log": {"spec": 1},
+    "trtllm_iter_log_2025_04.log": {"engine_stats": 2},
 }
 # Unparsed records per file, all lines (the npu file also has five glued Prefill lines).
 EXPECTED_UNPARSED = {"sglang_npu_truncated_lines_1.log": 6}

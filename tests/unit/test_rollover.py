@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.cli import main
+from specmon.grammar.prefix import Rollover
 from specmon.ingest import bulk
 from specmon.ingest.files import ingest_file, log_clock
 from specmon.model.session import Session
-from specmon.parsing.prefix import Rollover
 
 MTIME = timegm((2025, 3, 4, 12, 0, 0))
 

@@ -26,7 +26,7 @@ from tests.support.realdata import DATA, read_lines
 
 ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.log"))
 PREFIXES = {"sglang_": Engine.SGLANG, "vllm_": Engine.VLLM, "llamacpp_": Engine.LLAMACPP,
-            "tgi_": Engine.UNKNOWN, "trtllm_": Engine.UNKNOWN}
+            "tgi_": Engine.UNKNOWN, "trtllm_": Engine.TRTLLM}
 
 
 def expected(name: str) -> Engine:
@@ -118,9 +118,9 @@ def test_a_llamacpp_line_votes_llamacpp(line: str) -> None:
     assert line_engine(line)[0] is Engine.LLAMACPP
 
 
-def test_unparsed_engines_are_not_one_of_the_three(tmp_path: Path) -> None:
-    """TGI and TensorRT-LLM lines, however many, never make a session SGLang, vLLM or llama.cpp."""
-    names = [n for n in ALL_FILES if n.startswith(("tgi_", "trtllm_"))]
+def test_unknown_engines_are_not_one_of_the_four(tmp_path: Path) -> None:
+    """TGI lines, however many, never make a session SGLang, vLLM, llama.cpp or TensorRT-LLM."""
+    names = [n for n in ALL_FILES if n.startswith("tgi_")]
     log = tmp_path / "mixed.log"
     log.write_text("\n".join(ln for n in names for ln in read_lines(n) * 50) + "\n")
     assert ingest_files([str(log)], jobs=1).engine is Engine.UNKNOWN

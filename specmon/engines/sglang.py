@@ -13,19 +13,19 @@ from __future__ import annotations
 import ast
 import re
 
-from specmon.parsing.common import cut, split_fields, to_bool, to_float, to_int
-from specmon.parsing.grammar import (
+from specmon.engines.base import ConfigReader, EngineAdapter, EntryPoints
+from specmon.grammar.common import cut, split_fields, to_bool, to_float, to_int
+from specmon.grammar.kinds import (
     ANY,
     BOOL,
     FLOAT,
     INT,
     FieldSpec,
     LineKind,
-    register,
     split_trailing,
     to_bool_bytes,
 )
-from specmon.records import Config, Decode, Engine, Prefill, Unparsed
+from specmon.records import Config, Decode, Engine, Event, Prefill, Unparsed
 
 DECODE_MARKER = "Decode batch"
 PREFILL_MARKER = "Prefill batch"
@@ -346,7 +346,7 @@ def parse_server_args(message: str, line: int, ts: float | None, rank: str | Non
 
 # -- the grammar of these lines (shared with the bulk path) ------------------------------------
 
-DECODE = register(LineKind(
+DECODE = LineKind(
     name="sglang.decode", engine=Engine.SGLANG, marker=DECODE_MARKER, parse=parse_decode, record=Decode,
     fields=(
         FieldSpec("running_req", ("#running-req",), INT, int),
@@ -360,7 +360,7 @@ DECODE = register(LineKind(
     ),
     body=lambda message: _body_start(message, DECODE_MARKER),
     columns=("running_req", "gen_throughput", "accept_len", "accept_rate"),
-))
+)
 
 
 def _opt_int(text: bytes) -> int | None:
@@ -371,7 +371,7 @@ def _opt_float(text: bytes) -> float | None:
     return to_float(text.decode())
 
 
-PREFILL = register(LineKind(
+PREFILL = LineKind(
     name="sglang.prefill", engine=Engine.SGLANG, marker=PREFILL_MARKER, parse=parse_prefill, record=Prefill,
     # Prefill values are read when they can be and never make the line unparsed: any value.
     fields=(
@@ -384,4 +384,63 @@ PREFILL = register(LineKind(
     ),
     body=lambda message: _body_start(message, PREFILL_MARKER),
     columns=(),
-))
+)
+
+
+# -- the engine's facts ------------------------------------------------------------------------
+
+
+class SGLang(EngineAdapter):
+    """SGLang: ``Decode batch`` stats lines, ``server_args`` configuration, gauges on ``/metrics``."""
+
+    engine = Engine.SGLANG
+    label = "SGLang"
+    kinds = (DECODE, PREFILL)
+    config_words = SERVER_ARGS_MARKERS
+    signs = (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5), ("server_args={'", 5),
+             ("fired up and ready to roll", 5), ("sglang", 1))
+    # Its prefix with rank tags anywhere ("07:15:26 TP0] ", searched from its first colon: a
+    # pattern that starts with a literal is searched at C speed, one that starts with \d is
+    # tried at every position), or bare ("[2025-09-04 07:15:26] ") at the start of a line:
+    # vLLM prints "LEVEL MM-DD", llama.cpp no brackets, TGI / TensorRT-LLM other shapes.
+    shapes = (re.compile(r":(?<=\d\d:)\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "),
+              re.compile(r"\A\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] "))
+    shape_gates = ("] ",)
+    lifecycle = (
+        ("Scheduler hit an exception", Event.CRASH),
+        ("TokenizerManager hit an exception", Event.CRASH),
+        ("Received sigquit from a child proces", Event.CRASH),
+        ("Capture cuda graph failed", Event.CRASH),
+        ("Decode out of memory. Try to lower", Event.OOM),
+        ("KV cache pool is full. Retract requests", Event.RETRACT),
+        ("Decode out of memory happened", Event.RETRACT),
+        ("Load weight begin", Event.LOAD_BEGIN),
+        ("Load weight end", Event.LOAD_END),
+        ("KV Cache is allocated", Event.KV_CACHE),
+        ("Capturing batches", Event.GRAPH_PROGRESS),
+        ("The server is fired up and ready to roll", Event.READY),
+    )
+    ready_marker = "The server is fired up and ready to roll!"
+    # CUDA-graph capture and the first batches' compilation make SGLang's first samples slow.
+    warmup = 5
+    metric_prefix = "sglang"
+    default_port = 30000
+    entry_points = EntryPoints(
+        scripts=(("sglang", "serve"),),
+        modules=(("sglang.launch_server", ""), ("sglang.cli.main", "serve")),  # the ``sglang`` script's
+        script_paths=("sglang/launch_server.py",),
+    )
+
+    def config_at(self, message: str) -> int:
+        if SERVER_ARGS_MARKER not in message:
+            return -1
+        found = [i for i in (message.find(m) for m in SERVER_ARGS_MARKERS) if i >= 0]
+        return min(found) if found else -1
+
+    def config_reader(self) -> ConfigReader:
+        return parse_server_args
+
+    def counts_tokens(self, algorithm: str | None) -> bool:
+        # SGLang counts draft steps, except for its trie drafters (NGRAM), whose depth is the
+        # draft tokens after the root.
+        return (algorithm or "").upper() in _STEPLESS

@@ -5,7 +5,7 @@ tags, ANSI) → an optional prefix (a date/time in any of the real forms, rank t
 → the engine's marker → ``key: value`` fields, in any order, each key with its own
 value pattern, unknown keys tolerated.
 
-Each engine module registers its line kinds here (:func:`register`): the marker,
+Each engine module (:mod:`specmon.engines`) declares its line kinds with these: the marker,
 the fields with their value patterns and converters, and its line parser.
 :class:`specmon.parsing.LineParser` dispatches on the registered markers; the bulk
 path (:mod:`specmon.ingest.bulk`) learns, from a line the line parser has read,
@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import methodcaller, truediv
 from typing import Any
 
-from specmon.parsing.prefix import RANK_RUN
+from specmon.grammar.prefix import RANK_RUN
 from specmon.records import Engine, ParsedRecord
 
 #: Value patterns. Bounded digit runs: ``float`` of 400 digits is inf, which the
@@ -162,16 +162,6 @@ class LineKind:
         if spec is None:
             spec = next((f for f in self.fields if f.key_pattern is not None and f.takes(key)), None)
         return spec
-
-
-#: The registered kinds, in the order the line parser tests their markers.
-KINDS: list[LineKind] = []
-
-
-def register(kind: LineKind) -> LineKind:
-    """Add a line kind (engine modules call this at import)."""
-    KINDS.append(kind)
-    return kind
 
 
 # -- templates ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from specmon.parsing.common import inner_line, parse_datetime, parse_fraction, parse_hms, strip_ansi
+from specmon.grammar.common import inner_line, parse_datetime, parse_fraction, parse_hms, strip_ansi
 
 # Date + time (ISO or space), vLLM month-day + time, or a bare time of day.
 _TS = re.compile(

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-from specmon.parsing.common import cut, to_float
-from specmon.parsing.grammar import FieldSpec, LineKind, items_converter, register
-from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
+from specmon.engines.base import ConfigReader, CounterNames, EngineAdapter
+from specmon.grammar.common import cut, to_float
+from specmon.grammar.kinds import FieldSpec, LineKind, items_converter
+from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
 
 SPEC_MARKER = "draft acceptance"
 EVAL_MARKER = "eval time ="
@@ -105,7 +106,7 @@ class SpecSetup:
 _F = r"\d{1,18}(?:\.\d{1,18})?"
 _I = r"\d{1,18}"
 _COUNTS = rf"\( *(?P<accepted>{_I}) accepted / *(?P<drafted>{_I}) generated\)"
-SPEC = register(LineKind(
+SPEC = LineKind(
     name="llamacpp.spec", engine=Engine.LLAMACPP, marker=SPEC_MARKER, parse=parse_spec, record=Spec,
     fields=(
         FieldSpec("draft_acceptance_rate", (), _F, float),
@@ -125,8 +126,8 @@ SPEC = register(LineKind(
         rf"draft acceptance(?: rate)? = (?P<draft_acceptance_rate>{_F}) {_COUNTS}(?!, mean (?:acceptance )?len)",
     ),
     columns=("mean_acceptance_length", "draft_acceptance_rate", "accepted", "drafted", "per_position"),
-))
-EVAL = register(LineKind(
+)
+EVAL = LineKind(
     name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval, record=EngineStats,
     gate=lambda text: "tokens per second" in text and "prompt eval" not in text,
     vetoes=("prompt eval",),
@@ -135,4 +136,56 @@ EVAL = register(LineKind(
     shapes=(rf"eval time = *{_F} ms / *{_I} (?:tokens|runs) *\( *{_F} ms per token, *"
             rf"(?P<gen_throughput>{_F}) tokens per second\)",),
     columns=("running", "gen_throughput"),
-))
+)
+
+
+# -- the engine's facts ------------------------------------------------------------------------
+
+
+class _SetupReader:
+    """A configuration reader that pairs llama.cpp's two set-up lines (one per log)."""
+
+    def __init__(self) -> None:
+        self._setup = SpecSetup()
+
+    def __call__(self, message: str, line: int, ts: float | None, rank: str | None) -> Config | None:
+        return self._setup.feed(message, line, ts, rank)
+
+
+class LlamaCpp(EngineAdapter):
+    """llama.cpp's ``llama-server``: per-request summaries, set-up lines, counters on ``/metrics``."""
+
+    engine = Engine.LLAMACPP
+    label = "llama.cpp"
+    kinds = (SPEC, EVAL)
+    config_words = (SETUP_MARKER,)
+    signs = (("slot print_timing", 4), ("llama_", 2), ("draft acceptance", 3), ("ggml_", 2),
+             ("srv  ", 1), ("llama-server", 3))
+    shapes = (re.compile(r"(?:^|\| |\s)(?:slot +\w+: +id +\d+|srv +\w+:)"),)
+    shape_gates = ("slot", "srv")
+    lifecycle = (
+        # A failed ggml assertion aborts the process (ggml_abort): "ggml.c:1554: GGML_ASSERT(x) failed".
+        ("GGML_ASSERT(", Event.CRASH),
+        ("main: model loaded", Event.LOAD_END),
+        ("main: loading model", Event.LOAD_BEGIN),
+        ("llama_server: listening on http", Event.READY),
+    )
+    # Said by other servers too: read only in llama.cpp's (or a not yet known) log.
+    shared_ready = ("server is listening on http",)
+    ready_marker = "server is listening on http"
+    metric_prefix = "llamacpp"
+    counters = CounterNames(
+        gen="llamacpp:tokens_predicted_total",
+        drafts="llamacpp:spec_decode_num_drafts_total",
+        draft_tokens="llamacpp:spec_decode_num_draft_tokens_total",
+        accepted="llamacpp:spec_decode_num_accepted_tokens_total",
+        gen_seconds="llamacpp:tokens_predicted_seconds_total",
+        per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+    )
+    default_port = 8080
+
+    def config_at(self, message: str) -> int:
+        return message.find(SETUP_MARKER)
+
+    def config_reader(self) -> ConfigReader:
+        return _SetupReader()

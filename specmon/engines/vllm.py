@@ -12,9 +12,10 @@ import ast
 import re
 from collections.abc import Callable
 
-from specmon.parsing.common import cut, to_float, to_int
-from specmon.parsing.grammar import FLOAT, INT, FieldSpec, LineKind, register, scaled
-from specmon.records import Config, Engine, EngineStats, Spec, Unparsed
+from specmon.engines.base import ConfigReader, CounterNames, EngineAdapter, EntryPoints
+from specmon.grammar.common import cut, to_float, to_int
+from specmon.grammar.kinds import FLOAT, INT, FieldSpec, LineKind, scaled
+from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
 
 STATS_MARKER = "Avg prompt throughput"
 SPEC_MARKERS = ("SpecDecoding metrics", "Speculative metrics")
@@ -172,7 +173,7 @@ def _spec_body(marker: str) -> Callable[[str], int]:
 
 
 _TOKS = ((" tokens/s", float),)
-STATS = register(LineKind(
+STATS = LineKind(
     name="vllm.stats", engine=Engine.VLLM, marker=STATS_MARKER, parse=parse_stats, record=EngineStats,
     fields=(
         FieldSpec("prompt_throughput", ("Avg prompt throughput",), FLOAT, float, _TOKS),
@@ -188,9 +189,9 @@ STATS = register(LineKind(
     lead=(r"Engine (?P<engine_index>\d{1,4}): ", r"(?P<engines_aggregated>\d{1,18}) Engines Aggregated: "),
     strip_end=".",
     columns=("running", "gen_throughput"),
-))
+)
 _COUNT = ((" tokens", int), ("", int))
-SPEC = tuple(register(LineKind(
+SPEC = tuple(LineKind(
     name=f"vllm.spec.{i}", engine=Engine.VLLM, marker=m, parse=parse_spec, record=Spec,
     fields=(
         FieldSpec("mean_acceptance_length", ("Mean acceptance length",), FLOAT, float),
@@ -207,7 +208,7 @@ SPEC = tuple(register(LineKind(
     strip_end=".",
     requires=("draft_acceptance_rate",),
     columns=("mean_acceptance_length", "draft_acceptance_rate", "accepted", "drafted", "per_position"),
-)) for i, m in enumerate(SPEC_MARKERS))
+) for i, m in enumerate(SPEC_MARKERS))
 
 CONFIG_MARKERS = ("non-default args:", "Initializing a V1 LLM engine", "Initializing an LLM engine",
                   "Initializing a V0 LLM engine")
@@ -269,3 +270,65 @@ def schedule_text(value: object) -> str | None:
         lo, hi, k = entry
         parts.append(f"{lo}-{hi}:{k}" if hi != lo else f"{lo}:{k}")
     return " ".join(parts)
+
+
+# -- the engine's facts ------------------------------------------------------------------------
+
+
+class VLLM(EngineAdapter):
+    """vLLM (V0 and V1): periodic stats and ``SpecDecoding metrics`` lines, counters on ``/metrics``."""
+
+    engine = Engine.VLLM
+    label = "vLLM"
+    kinds = (STATS, *SPEC)
+    config_words = CONFIG_MARKERS
+    signs = (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
+             ("LLM engine (v", 5), ("vLLM", 2), ("[loggers.py:", 3), ("Speculative metrics", 3))
+    shapes = (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2} \[?[\w./]+\.py:\d+\]"),)
+    shape_gates = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    lifecycle = (
+        ("EngineCore encountered a fatal error", Event.CRASH),
+        ("Engine core initialization failed", Event.CRASH),
+        ("WorkerProc failed to start", Event.CRASH),
+        ("EngineDeadError", Event.CRASH),
+        ("vLLM API server version", Event.SERVER_START),
+        ("Starting vLLM API server", Event.SERVER_START),
+        ("Starting to load model", Event.LOAD_BEGIN),
+        ("Loading drafter model", Event.LOAD_BEGIN),
+        ("Loading weights took", Event.LOAD_END),
+        ("Model loading took", Event.LOAD_END),
+        ("Loading model weights took", Event.LOAD_END),
+        ("GPU KV cache size", Event.KV_CACHE),
+        ("CPU KV cache size", Event.KV_CACHE),
+        ("# GPU blocks", Event.KV_CACHE),
+        ("Capturing CUDA graphs", Event.GRAPH_PROGRESS),
+        ("Capturing CUDA graph shapes", Event.GRAPH_PROGRESS),
+        ("Capturing the model for CUDA graphs", Event.GRAPH_BEGIN),
+        ("Graph capturing finished", Event.GRAPH_END),
+    )
+    shared_ready = ("Application startup complete",)  # uvicorn's
+    ready_marker = "Application startup complete."
+    metric_prefix = "vllm"
+    counters = CounterNames(
+        gen="vllm:generation_tokens_total",
+        drafts="vllm:spec_decode_num_drafts_total",
+        draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+        accepted="vllm:spec_decode_num_accepted_tokens_total",
+        per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    )
+    default_port = 8000
+    entry_points = EntryPoints(
+        scripts=(("vllm", "serve"),),
+        modules=(("vllm.entrypoints.openai.api_server", ""), ("vllm.entrypoints.api_server", ""),
+                 ("vllm.entrypoints.cli.main", "serve"), ("vllm", "serve")),
+    )
+
+    def config_at(self, message: str) -> int:
+        for marker in CONFIG_MARKERS:
+            at = message.find(marker)
+            if at >= 0:
+                return at
+        return -1
+
+    def config_reader(self) -> ConfigReader:
+        return parse_config

@@ -1,0 +1,57 @@
+"""The engines specmon understands, one module each, and the one place that lists them.
+
+The rest of the program asks :func:`adapter` (or iterates :data:`ADAPTERS`) for what an
+engine prints, exports and needs, instead of naming engines itself. A new engine is one
+module here with an :class:`~specmon.engines.base.EngineAdapter` subclass, its name in
+:class:`specmon.records.Engine`, and a line below.
+"""
+
+from __future__ import annotations
+
+from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints
+from specmon.engines.llamacpp import LlamaCpp
+from specmon.engines.sglang import SGLang
+from specmon.engines.trtllm import TensorRTLLM
+from specmon.engines.vllm import VLLM
+from specmon.grammar.kinds import LineKind
+from specmon.records import Engine
+
+__all__ = ["ADAPTERS", "KINDS", "NAMES", "CounterNames", "EngineAdapter", "EntryPoints", "adapter", "by_name"]
+
+#: Every engine, in the order the line parser tries their line kinds and configuration lines.
+ADAPTERS: tuple[EngineAdapter, ...] = (LlamaCpp(), SGLang(), VLLM(), TensorRTLLM())
+
+_BY_ENGINE: dict[Engine, EngineAdapter] = {a.engine: a for a in ADAPTERS}
+
+#: The engine names a profile may give (``engine = "vllm"``), "unknown" included.
+NAMES: tuple[str, ...] = tuple(e.value for e in Engine)
+
+#: Every stats line kind, in the order the line parser tests their markers.
+KINDS: tuple[LineKind, ...] = tuple(k for a in ADAPTERS for k in a.kinds)
+
+
+class _Unknown(EngineAdapter):
+    """An engine not (yet) recognised: nothing declared, the cautious defaults."""
+
+    engine = Engine.UNKNOWN
+    label = "unknown engine"
+    # The longest of the known warm-ups: an unknown engine may capture graphs.
+    warmup = max(a.warmup for a in ADAPTERS)
+
+
+UNKNOWN = _Unknown()
+
+
+def adapter(engine: Engine | str | None) -> EngineAdapter:
+    """The adapter of ``engine`` (an :class:`Engine` or its name); the unknown one otherwise."""
+    if isinstance(engine, Engine):
+        return _BY_ENGINE.get(engine, UNKNOWN)
+    return by_name(engine) or UNKNOWN
+
+
+def by_name(name: str | None) -> EngineAdapter | None:
+    """The adapter named ``name`` (``"vllm"``), or None."""
+    try:
+        return _BY_ENGINE.get(Engine(name)) if name else None
+    except ValueError:
+        return None

@@ -1,0 +1,144 @@
+"""What an engine module declares: one class per engine, asked by the rest of the program.
+
+Modelled on harlequin's adapters: each engine module (:mod:`specmon.engines.sglang`,
+``vllm``, ``llamacpp``, ``trtllm``) holds one subclass of :class:`EngineAdapter` with
+every fact specmon knows about that engine — its line kinds and configuration lines,
+how a log is recognised as its, its lifecycle and fatal markers, warm-up and units,
+its Prometheus counters, the line a start waits for and how an adopted server's
+command line is recognised. Parsing, the session, the metrics source, launch and
+adoption ask :func:`specmon.engines.adapter` instead of spelling engine names.
+
+Pure declarations and pure functions: below the parser and the model, above the
+text primitives (:mod:`specmon.grammar`) and the records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from specmon.grammar.kinds import LineKind
+from specmon.records import Engine, Event, ParsedRecord
+
+#: A configuration line's reader: (message, line number, timestamp, rank) -> a Config (or an
+#: Unparsed one), or None.
+ConfigReader = Callable[[str, int, float | None, str | None], ParsedRecord | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterNames:
+    """An engine's Prometheus counters: generated tokens, drafts (steps), draft tokens, accepted."""
+
+    gen: str
+    drafts: str
+    draft_tokens: str
+    accepted: str
+    #: The engine's own generation seconds (llama.cpp), else None: tok/s over wall time.
+    gen_seconds: str | None = None
+    #: Accepted tokens by draft position, when the engine exports them.
+    per_position: str | None = None
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        names = (self.gen, self.drafts, self.draft_tokens, self.accepted)
+        return names + ((self.gen_seconds,) if self.gen_seconds else ())
+
+
+#: Python entry points that run a server: ``python -m MODULE [ARG]`` or ``python SCRIPT``.
+@dataclass(frozen=True, slots=True)
+class EntryPoints:
+    """How a process's command line is recognised as this engine's server (adoption)."""
+
+    #: Console scripts, with the sub-command they need (``vllm serve``), or "" for none.
+    scripts: tuple[tuple[str, str], ...] = ()
+    #: ``python -m`` modules, with the sub-command they need, or "".
+    modules: tuple[tuple[str, str], ...] = ()
+    #: Script paths a ``python PATH`` command ends with.
+    script_paths: tuple[str, ...] = ()
+    #: Native executables (``llama-server``), by basename.
+    binaries: tuple[str, ...] = ()
+
+
+class EngineAdapter:
+    """One engine's facts. Subclasses set the class attributes; the defaults say "none"."""
+
+    #: The engine (the enum in :mod:`specmon.records` is the one spelling of the list).
+    engine: ClassVar[Engine]
+    #: The name people write: ``SGLang``.
+    label: ClassVar[str]
+
+    # -- lines ----------------------------------------------------------------------------
+    #: Stats line kinds, in the order the line parser tests their markers.
+    kinds: ClassVar[tuple[LineKind, ...]] = ()
+    #: Words a configuration line holds (the bulk path sends lines with them to the parser).
+    config_words: ClassVar[tuple[str, ...]] = ()
+
+    # -- recognising a log ------------------------------------------------------------------
+    #: Substrings only this engine prints, with a weight for how telling they are.
+    signs: ClassVar[tuple[tuple[str, int], ...]] = ()
+    #: The shape of its line prefix, telling even before any stats line.
+    shapes: ClassVar[tuple[re.Pattern[str], ...]] = ()
+    #: Texts a shape cannot match without (a cheap test before the regex).
+    shape_gates: ClassVar[tuple[str, ...]] = ()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    #: Markers only this engine prints, tried before the shared ones of their group.
+    lifecycle: ClassVar[tuple[tuple[str, Event], ...]] = ()
+    #: Ready markers other engines' logs also hold (uvicorn's): read only when the log is
+    #: this engine's or not yet known.
+    shared_ready: ClassVar[tuple[str, ...]] = ()
+    #: The line a managed start waits for by default.
+    ready_marker: ClassVar[str | None] = None
+    #: Warm-up samples left out of a run's figures (graph capture, first compilations).
+    warmup: ClassVar[int] = 1
+
+    # -- metrics ------------------------------------------------------------------------------
+    #: The prefix of its Prometheus series (``vllm`` for ``vllm:...``).
+    metric_prefix: ClassVar[str | None] = None
+    #: Its counters, when it exports them as counters (else gauges or nothing).
+    counters: ClassVar[CounterNames | None] = None
+
+    # -- launch and adoption ------------------------------------------------------------------
+    #: The port a server listens on when its command line names none.
+    default_port: ClassVar[int | None] = None
+    entry_points: ClassVar[EntryPoints] = EntryPoints()
+
+    def config_reader(self) -> ConfigReader | None:
+        """A fresh reader of this engine's configuration lines (stateful per log), or None."""
+        return None
+
+    def config_at(self, message: str) -> int:
+        """Where a configuration line's marker starts in ``message``, or -1."""
+        return -1
+
+    def counts_tokens(self, algorithm: str | None) -> bool:
+        """Whether its step count counts draft tokens (vLLM, llama.cpp) or draft steps."""
+        return True
+
+    def steps_unit(self, algorithm: str | None) -> str:
+        """``token`` or ``step``: what this engine's step count counts for ``algorithm``."""
+        return "token" if self.counts_tokens(algorithm) else "step"
+
+    def serves(self, argv: Sequence[str]) -> bool:
+        """Whether ``argv`` (after the interpreter and its options) starts this engine's server.
+
+        ``argv`` is the command from the script or module on: ``["vllm", "serve", ...]``,
+        ``["-m", "sglang.launch_server", ...]``, ``["/x/llama-server", ...]``.
+        """
+        if not argv:
+            return False
+        ep = self.entry_points
+        head = argv[0]
+        nxt = argv[1] if len(argv) > 1 else ""
+        if head == "-m":
+            module = nxt
+            sub = argv[2] if len(argv) > 2 else ""
+            return any(module == m and (not need or sub == need) for m, need in ep.modules)
+        base = head.rsplit("/", 1)[-1]
+        if any(base == s and (not need or nxt == need) for s, need in ep.scripts):
+            return True
+        if base in ep.binaries:
+            return True
+        return any(head.endswith(p) for p in ep.script_paths)

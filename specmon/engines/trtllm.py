@@ -1,0 +1,90 @@
+"""TensorRT-LLM (``trtllm-serve``, PyTorch backend): iteration lines, lifecycle, recognition.
+
+What TensorRT-LLM logs (``tests/data/real_logs/trtllm_*``; sources in SOURCES.md):
+
+- its Python logger's prefix ``[04/28/2025-09:56:44] [TRT-LLM] [I] `` (C++: ``[TensorRT-LLM][INFO] ``);
+- with ``print_iter_log``, one line per iteration: ``iter = 198, global_rank = 0, rank = 0,
+  currank_total_requests = 0/0, elapsed_time = 0.005s, timestamp = 2025-04-28 09:56:44,
+  num_scheduled_requests: 10, states = {'num_ctx_requests': 0, 'num_ctx_tokens': 0,
+  'num_generation_tokens': 16}``.
+
+The iteration line carries no acceptance, and its ``num_generation_tokens`` counts the
+tokens an iteration *processed* (with speculation, each request's drafts too), not the
+tokens it produced: a throughput computed from it would overstate speculation by its own
+draft length. So the line gives the scheduled requests only, and the speed and acceptance
+come from the engine's iteration statistics (``--enable_iter_perf_stats``), which specmon
+does not read yet (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import re
+from calendar import timegm
+
+from specmon.engines.base import EngineAdapter, EntryPoints
+from specmon.grammar.common import cut, to_float, to_int
+from specmon.grammar.kinds import LineKind
+from specmon.records import Engine, EngineStats, Unparsed
+
+ITER_MARKER = "iter = "
+_ITER = re.compile(
+    r"iter = (?P<iter>\d+), global_rank = (?P<grank>\d+), rank = (?P<rank>\d+)"
+    r"(?:, currank_total_requests = (?P<cur>\d+)/(?P<total>\d+))?"
+    r"(?:, [^,]*?)*?, elapsed_time = (?P<elapsed>[\d.eE+-]+)s"
+    r"(?:, timestamp = (?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d))?"
+)
+_SCHEDULED = re.compile(r"num_scheduled_requests: (?P<n>\d+)")
+_GEN_TOKENS = re.compile(r"'num_generation_tokens': (?P<n>\d+)")
+
+
+def _stamp(date: str, hms: str) -> float | None:
+    try:
+        y, mo, d = (int(x) for x in date.split("-"))
+        h, mi, s = (int(x) for x in hms.split(":"))
+        return float(timegm((y, mo, d, h, mi, s, 0, 0, 0)))
+    except ValueError:
+        return None
+
+
+def parse_iter(message: str, line: int, ts: float | None, rank: str | None) -> EngineStats | Unparsed | None:
+    """One iteration line: its scheduled requests and its own date (the prefix has no year order)."""
+    if "elapsed_time" not in message:
+        return None
+    m = _ITER.search(message)
+    if m is None:
+        return Unparsed(line, ts, rank, reason="TensorRT-LLM iteration line without its fields",
+                        text=cut(message))
+    if m.group("date"):
+        ts = _stamp(m.group("date"), m.group("hms")) or ts
+    if to_float(m.group("elapsed")) is None:
+        return Unparsed(line, ts, rank, reason="elapsed_time is not a number", text=cut(message))
+    sched = _SCHEDULED.search(message)
+    running = to_int(sched.group("n")) if sched is not None else None
+    return EngineStats(line, ts, f"rank{m.group('rank')}", gen_throughput=None, running=running)
+
+
+ITER = LineKind(
+    name="trtllm.iter", engine=Engine.TRTLLM, marker=ITER_MARKER, parse=parse_iter, record=EngineStats,
+    gate=lambda text: "global_rank" in text and "elapsed_time" in text,
+)
+
+
+class TensorRTLLM(EngineAdapter):
+    """TensorRT-LLM's ``trtllm-serve``: lifecycle and iteration lines; a fourth engine in one module."""
+
+    engine = Engine.TRTLLM
+    label = "TensorRT-LLM"
+    kinds = (ITER,)
+    # "[TensorRT-LLM][INFO]" lines also come from TensorRT-LLM kernels inside other engines
+    # (SGLang's trtllm backends): a weak sign; the Python logger's "[TRT-LLM]" is its own.
+    signs = (("[TRT-LLM]", 5), ("[TensorRT-LLM]", 2), ("global_rank = ", 3),
+             # The Triton backend's glog lines: "I1218 03:35:37.688135 20559 libtensorrtllm.cc:1205] {...}".
+             ("libtensorrtllm.cc:", 5))
+    shapes = (re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\]"),
+              re.compile(r"\[TensorRT-LLM\]\[(?:INFO|WARNING|ERROR|DEBUG|VERBOSE)\]"))
+    shape_gates = ("TRT-LLM", "TensorRT-LLM")
+    shared_ready = ("Application startup complete",)  # uvicorn's, as vLLM's
+    ready_marker = "Application startup complete."
+    default_port = 8000
+    entry_points = EntryPoints(scripts=(("trtllm-serve", ""),),
+                               modules=(("tensorrt_llm.commands.serve", ""),))
