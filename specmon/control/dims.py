@@ -32,47 +32,26 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.control.counts import parse_step_list
+from specmon.engines import ADAPTERS, adapter
+from specmon.engines.base import Dimension
+from specmon.engines.llamacpp import SPEC_TYPES as LLAMACPP_TYPES
+from specmon.engines.sglang import tree_problem
+from specmon.records import Engine
 from specmon.wording import counted
 
-#: What ``llama-server --spec-type`` accepts (build 11434, ``llama-server --help``); ``none`` turns it off.
-LLAMACPP_SPEC_TYPES: tuple[str, ...] = (
-    "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
-    "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
-)
+#: What ``llama-server --spec-type`` accepts (llama.cpp's engine module holds the list).
+LLAMACPP_SPEC_TYPES: tuple[str, ...] = LLAMACPP_TYPES
 
 Value = int | str
 #: The dimensions of one setting other than the step count, in :data:`ORDER`: ``(("topk", 4), ...)``.
 Point = tuple[tuple[str, Value], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Dimension:
-    """One sweepable launch parameter."""
-
-    name: str
-    what: str
-    lo: int = 0
-    hi: int = 0
-    choices: tuple[str, ...] = ()
-
-    def check(self, value: object) -> Value:
-        """The value if it is allowed here, else ``ValueError`` with one sentence."""
-        if self.choices:
-            if not isinstance(value, str) or value not in self.choices:
-                raise ValueError(f"{self.name} {value!r} is not one of {', '.join(self.choices)}")
-            return value
-        if type(value) is not int or not self.lo <= value <= self.hi:
-            raise ValueError(f"{self.name} must be a whole number from {self.lo} to {self.hi}, not {value!r}")
-        return value
-
-
+# The step count, then each engine's own dimensions (its module declares them), in the
+# engines' canonical order: the order points are keyed and shown in.
 DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
     Dimension("steps", "speculative steps (0 = no speculation)", 0, 64),
-    Dimension("topk", "EAGLE top-k (branches per draft step)", 1, 64),
-    Dimension("draft_tokens", "draft tokens verified per cycle", 1, 64 * 64 + 1),
-    Dimension("prompt_lookup_max", "n-gram lookup window, longest", 1, 64),
-    Dimension("prompt_lookup_min", "n-gram lookup window, shortest", 1, 64),
-    Dimension("spec_type", "llama.cpp speculative type", choices=LLAMACPP_SPEC_TYPES),
+    *(d for e in Engine for d in adapter(e).dimensions),
 )}
 #: Canonical order of a point's dimensions (also the order they are shown in).
 ORDER: tuple[str, ...] = tuple(DIMENSIONS)
@@ -128,27 +107,18 @@ def parse_grid(words: Sequence[str]) -> dict[str, tuple[Value, ...]]:
 
 def sglang_problem(steps: int, topk: int | None, draft_tokens: int | None) -> str | None:
     """Why SGLang would refuse or rewrite this tree (None when it accepts it as given)."""
-    if steps == 0 or draft_tokens is None:
-        return None
-    k = 1 if topk is None else topk
-    if k == 1 and draft_tokens != steps + 1:
-        return f"top-k 1 makes SGLang use steps+1 = {steps + 1} draft tokens, not {draft_tokens}"
-    if draft_tokens > steps * k + 1:
-        return f"{draft_tokens} draft tokens exceed steps*topk+1 = {steps * k + 1}"
-    if draft_tokens < 2:
-        return "a tree needs at least 2 draft tokens"
-    return None
+    return tree_problem(steps, topk, draft_tokens)
 
 
 def point_problem(steps: int, point: Mapping[str, Value]) -> str | None:
-    """Why the engine would refuse (or silently change) this combination; None when it is fine."""
-    topk, dt = point.get("topk"), point.get("draft_tokens")
-    problem = sglang_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
-    if problem:
-        return problem
-    lo, hi = point.get("prompt_lookup_min"), point.get("prompt_lookup_max")
-    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-        return f"prompt_lookup_min {lo} is above prompt_lookup_max {hi}"
+    """Why an engine would refuse (or silently change) this combination; None when it is fine.
+
+    Each engine judges the dimensions it declares (a point holds only one engine's).
+    """
+    for a in ADAPTERS:
+        problem = a.point_problem(steps, point)
+        if problem:
+            return problem
     return None
 
 

@@ -15,7 +15,7 @@ text primitives (:mod:`specmon.grammar`) and the records.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -61,6 +61,27 @@ class EntryPoints:
     binaries: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Dimension:
+    """One sweepable launch parameter besides the step count (an engine's flag)."""
+
+    name: str
+    what: str
+    lo: int = 0
+    hi: int = 0
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: object) -> int | str:
+        """The value if it is allowed here, else ``ValueError`` with one sentence."""
+        if self.choices:
+            if not isinstance(value, str) or value not in self.choices:
+                raise ValueError(f"{self.name} {value!r} is not one of {', '.join(self.choices)}")
+            return value
+        if type(value) is not int or not self.lo <= value <= self.hi:
+            raise ValueError(f"{self.name} must be a whole number from {self.lo} to {self.hi}, not {value!r}")
+        return value
+
+
 class EngineAdapter:
     """One engine's facts. Subclasses set the class attributes; the defaults say "none"."""
 
@@ -100,6 +121,10 @@ class EngineAdapter:
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
 
+    # -- sweeps -------------------------------------------------------------------------------
+    #: Launch parameters a sweep may vary besides the step count (``{topk}`` in a profile).
+    dimensions: ClassVar[tuple[Dimension, ...]] = ()
+
     # -- launch and adoption ------------------------------------------------------------------
     #: The port a server listens on when its command line names none.
     default_port: ClassVar[int | None] = None
@@ -112,6 +137,10 @@ class EngineAdapter:
     def config_at(self, message: str) -> int:
         """Where a configuration line's marker starts in ``message``, or -1."""
         return -1
+
+    def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
+        """Why this engine would refuse or silently change a setting (None: it takes it as given)."""
+        return None
 
     def counts_tokens(self, algorithm: str | None) -> bool:
         """Whether its step count counts draft tokens (vLLM, llama.cpp) or draft steps."""

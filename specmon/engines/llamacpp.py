@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from specmon.engines.base import ConfigReader, CounterNames, EngineAdapter
+from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter
 from specmon.grammar.common import cut, to_float
 from specmon.grammar.kinds import FieldSpec, LineKind, items_converter
 from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
@@ -152,6 +152,13 @@ class _SetupReader:
         return self._setup.feed(message, line, ts, rank)
 
 
+#: What ``llama-server --spec-type`` accepts (build 11434, ``llama-server --help``); ``none`` turns it off.
+SPEC_TYPES: tuple[str, ...] = (
+    "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+    "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
+)
+
+
 class LlamaCpp(EngineAdapter):
     """llama.cpp's ``llama-server``: per-request summaries, set-up lines, counters on ``/metrics``."""
 
@@ -182,6 +189,7 @@ class LlamaCpp(EngineAdapter):
         gen_seconds="llamacpp:tokens_predicted_seconds_total",
         per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
     )
+    dimensions = (Dimension("spec_type", "llama.cpp speculative type", choices=SPEC_TYPES),)
     default_port = 8080
 
     def config_at(self, message: str) -> int:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 
-from specmon.engines.base import ConfigReader, EngineAdapter, EntryPoints
+from specmon.engines.base import ConfigReader, Dimension, EngineAdapter, EntryPoints
 from specmon.grammar.common import cut, split_fields, to_bool, to_float, to_int
 from specmon.grammar.kinds import (
     ANY,
@@ -390,6 +391,20 @@ PREFILL = LineKind(
 # -- the engine's facts ------------------------------------------------------------------------
 
 
+def tree_problem(steps: int, topk: int | None, draft_tokens: int | None) -> str | None:
+    """Why SGLang would refuse or rewrite this draft tree (None when it accepts it as given)."""
+    if steps == 0 or draft_tokens is None:
+        return None
+    k = 1 if topk is None else topk
+    if k == 1 and draft_tokens != steps + 1:
+        return f"top-k 1 makes SGLang use steps+1 = {steps + 1} draft tokens, not {draft_tokens}"
+    if draft_tokens > steps * k + 1:
+        return f"{draft_tokens} draft tokens exceed steps*topk+1 = {steps * k + 1}"
+    if draft_tokens < 2:
+        return "a tree needs at least 2 draft tokens"
+    return None
+
+
 class SGLang(EngineAdapter):
     """SGLang: ``Decode batch`` stats lines, ``server_args`` configuration, gauges on ``/metrics``."""
 
@@ -439,6 +454,15 @@ class SGLang(EngineAdapter):
 
     def config_reader(self) -> ConfigReader:
         return parse_server_args
+
+    dimensions = (
+        Dimension("topk", "EAGLE top-k (branches per draft step)", 1, 64),
+        Dimension("draft_tokens", "draft tokens verified per cycle", 1, 64 * 64 + 1),
+    )
+
+    def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
+        topk, dt = point.get("topk"), point.get("draft_tokens")
+        return tree_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
 
     def counts_tokens(self, algorithm: str | None) -> bool:
         # SGLang counts draft steps, except for its trie drafters (NGRAM), whose depth is the

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from specmon.engines.base import ConfigReader, CounterNames, EngineAdapter, EntryPoints
+from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter, EntryPoints
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import FLOAT, INT, FieldSpec, LineKind, scaled
 from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
@@ -322,6 +322,17 @@ class VLLM(EngineAdapter):
         modules=(("vllm.entrypoints.openai.api_server", ""), ("vllm.entrypoints.api_server", ""),
                  ("vllm.entrypoints.cli.main", "serve"), ("vllm", "serve")),
     )
+
+    dimensions = (
+        Dimension("prompt_lookup_max", "n-gram lookup window, longest", 1, 64),
+        Dimension("prompt_lookup_min", "n-gram lookup window, shortest", 1, 64),
+    )
+
+    def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
+        lo, hi = point.get("prompt_lookup_min"), point.get("prompt_lookup_max")
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            return f"prompt_lookup_min {lo} is above prompt_lookup_max {hi}"
+        return None
 
     def config_at(self, message: str) -> int:
         for marker in CONFIG_MARKERS:
