@@ -61,7 +61,7 @@ from specmon.ingest.scan import (
 )
 from specmon.model.rows import Rows
 from specmon.model.session import Session, SpecColumns, StatsColumns
-from specmon.parsing import LineParser, detect_engine
+from specmon.parsing import FRAME_WORD, LineParser, detect_engine
 from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
 from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Prefill, Spec
 from specmon.sources.logfiles import LogFileError, check_readable, head_lines
@@ -590,7 +590,7 @@ def _interesting() -> re.Pattern[str]:
     # "srv  log_server_r: done request: ..." (one line in four of a busy llama-server log),
     # which then went to the line parser one by one.
     words = [*(w for a in ADAPTERS for w in a.config_words),
-             *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS,
+             *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS, FRAME_WORD,
              *(k.marker for k in KINDS if not k.vetoes)]
     alts = [_general(w) for w in words]
     # A marker whose kind a veto turns away is harmless beside that veto.

@@ -245,6 +245,13 @@ class Run:
     crash_line: int | None = None
     crash_at: float | None = None
     _cause_weight: int = 0
+    #: The crash rests only on a Python traceback (its header or its exception line), which a
+    #: server also prints for an error it catches and survives: samples after it, with no new
+    #: start in between, say the process went on serving (an engine's fatal marker, a native
+    #: abort or an OOM is certain instead).
+    _crash_suspect: bool = False
+    #: Tracebacks the server printed and went on serving after: (line, what it said).
+    errors_survived: list[tuple[int | None, str]] = field(default_factory=list)
     #: The engine whose stats lines this run's first samples carried (UNKNOWN until then).
     engine: Engine = Engine.UNKNOWN
     # Counted samples (after warm-up and idle exclusion), compact.
@@ -470,10 +477,23 @@ class Session:
         # A stopped server still drains the requests in flight (SGLang logs decode batches for
         # seconds after uvicorn's "Shutting down"): those samples are its own. A crashed one
         # serves nothing more: samples after it are another launch's.
-        if run is None or run.state is ServerState.CRASHED and run.used or (
+        if run is not None and run.state is ServerState.CRASHED and run._crash_suspect:
+            self._survived(run, rec)
+        elif run is None or run.state is ServerState.CRASHED and run.used or (
                 run.state is ServerState.STOPPED and run.used and not run._draining):
             run = self._new_run(rec)
         return run
+
+    def _survived(self, run: Run, rec: ParsedRecord) -> None:
+        """A sample after a traceback-only crash: the server caught the error and went on serving."""
+        line, cause = run.crash_line, run.crash_cause or run.crash_detail or "a traceback"
+        run.errors_survived.append((line, cause))
+        run.crash_detail = run.crash_cause = run.crash_line = run.crash_at = None
+        run._cause_weight, run._crash_suspect = 0, False
+        run.state = self.state = ServerState.SERVING
+        where = f" at line {line}" if line is not None else ""
+        self._event(rec, "warning", f"the server went on serving after the error{where} ({cause}): "
+                                    "an error it caught, not a crash")
 
     def _touch(self, run: Run, rec: ParsedRecord) -> None:
         run.last_line = rec.line
@@ -925,6 +945,10 @@ class Session:
             level = "warning"
         elif ev in (Event.CRASH, Event.OOM):
             level = "error"
+            # Certain once any line of it is more than a traceback's header or exception line.
+            traceback_only = ev is Event.CRASH and bool(
+                rec.detail and (rec.detail.startswith("Traceback") or EXCEPTION_LINE.match(rec.detail)))
+            run._crash_suspect = traceback_only and (run.state is not ServerState.CRASHED or run._crash_suspect)
             if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
                 run.crash_detail = rec.detail
             weight = _cause_weight(ev, rec.detail)

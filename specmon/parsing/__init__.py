@@ -22,12 +22,16 @@ from specmon.parsing.detect import detect_engine
 from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
 from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
-__all__ = ["LineParser", "parse_lines", "detect_engine"]
+__all__ = ["FRAME_WORD", "LineParser", "detect_engine", "parse_lines"]
 
 _REMNANT = re.compile(r"\[[0-9;]{1,8}m")
 # A vLLM-style level+time prefix, for the message part of traceback lines.
 _LEVEL_PREFIX = re.compile(r"^(?:\S+ )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d\- :.]+\[?[^\]\s]+:\d+\] ")
 _SGLANG_PREFIX = re.compile(r"^\[[^\]]{8,40}\] ")
+#: What every frame line of a Python traceback holds (the bulk path sends such lines here).
+FRAME_WORD = 'File "'
+# A Python traceback's frame line: '  File "/x/y.py", line 12, in f'.
+_FRAME = re.compile(r'File "[^"\n]{1,400}", line \d+, in ')
 # Every engine's line kinds (specmon.engines): the markers, in order.
 _DISPATCH = KINDS
 
@@ -117,6 +121,10 @@ class LineParser:
         if found is None:
             if self.in_traceback:
                 return self._exception_line(message, lineno, outer_ts)
+            if FRAME_WORD in message and _FRAME.search(message):
+                # A traceback whose header was cut off (a log that starts mid-way, a capture
+                # that lost lines): its frames say one is under way, its last line names it.
+                self.in_traceback = True
             return None
         event, detail, progress = found
         ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year, self.day)
