@@ -23,7 +23,7 @@ from specmon.commands.exits import EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
-    from specmon.ingest.files import ingest_files
+    from specmon.ingest.summarize import ingest_files
     from specmon.model.analysis import analyze
     from specmon.output.tables import crash_lines, render, to_rich
     from specmon.sources.logfiles import LogFileError

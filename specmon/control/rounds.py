@@ -19,10 +19,11 @@ and measures.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
 from specmon.model.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
@@ -41,8 +42,27 @@ from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary
 from specmon.model.stopping import CONTINUE, StoppingRule
 
-if TYPE_CHECKING:
-    from specmon.control.sweep_run import Sweep
+
+class DrivenSweep(Protocol):
+    """What the rounds read and call of the sweep they drive (:class:`~specmon.control.sweep_run.Sweep`).
+
+    Spelled here, not imported: ``sweep_run`` builds the rounds, so importing it back (even for
+    type checkers only) made the two modules a circle.
+    """
+
+    plan: SweepPlan
+    cells: list[CellState]
+    restart_times: list[float]
+    _stop_requested: bool
+    _server_steps: int | None
+
+    def _emit(self, kind: str, text: str, cell: CellState | None = None) -> None: ...
+
+    async def _visit(self, cell: CellState, *, until_done: bool,
+                     stop_when: Callable[[CellState, Segment], bool] | None = None) -> None: ...
+
+    def save(self) -> None: ...
+
 
 #: Samples a second assumed before any was measured (SGLang logs a decode line about every second).
 DEFAULT_RATE = 1.0
@@ -105,7 +125,7 @@ def design_tau2(between_tau2: float, between_df: float, estimated: bool, launch_
 class LaunchRounds:
     """Runs a sweep's settings in rounds of launches (see the module docstring)."""
 
-    def __init__(self, sweep: Sweep) -> None:
+    def __init__(self, sweep: DrivenSweep) -> None:
         self.sweep = sweep
         p = sweep.plan
         self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s)

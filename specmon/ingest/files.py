@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from calendar import timegm
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +11,7 @@ from pathlib import Path
 from specmon.grammar.prefix import Rollover, clock_mode
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine
-from specmon.sources.logfiles import check_readable, file_year, first_date, head_lines, iter_line_batches
+from specmon.sources.logfiles import file_year, first_date, head_lines, iter_line_batches
 
 
 @dataclass(frozen=True)
@@ -86,21 +86,3 @@ def ingest_file(session: Session, path: str, *, baseline: bool = False, year: in
     for batch in iter_line_batches(path):
         n = ingest_lines(session, parser, batch, n, rollover)
 
-
-def ingest_files(files: Sequence[str], *, baseline: Sequence[str] = (), warmup: int | None = None,
-                 jobs: int = 0, year: int | None = None) -> Session:
-    """A session built from log files (baseline files first, then the rest, in order).
-
-    Raises:
-        LogFileError: a file is missing or unreadable (checked before any work).
-    """
-    for path in [*baseline, *files]:
-        check_readable(path)
-    from specmon.ingest.bulk import ingest_file_fast
-
-    session = Session(warmup=warmup)
-    for path in baseline:
-        ingest_file_fast(session, path, baseline=True, jobs=jobs, year=year)
-    for path in files:
-        ingest_file_fast(session, path, jobs=jobs, year=year)
-    return session

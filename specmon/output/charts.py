@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -46,10 +46,49 @@ if TYPE_CHECKING:
     from matplotlib.lines import Line2D
     from matplotlib.typing import LineStyleType, MarkerType, RcKeyType
 
-    from specmon.model.analysis import ConfigRow
+    from specmon.model.analysis import Analysis, ConfigRow
     from specmon.model.costmodel import CostModelView
-    from specmon.output.report import ReportData, SeriesPoint
     from specmon.output.tables import SweepOutcome
+
+
+# What the charts read of the report (:class:`specmon.output.report.ReportData`, ``SeriesPoint``),
+# spelled here: the report draws its charts with this module, so importing it back (even for type
+# checkers only) made the two modules a circle.
+
+
+class SeriesPoint(Protocol):
+    """One throughput sample in time order (seconds since the first sample, tok/s, run id)."""
+
+    @property
+    def t(self) -> float: ...
+
+    @property
+    def tps(self) -> float: ...
+
+    @property
+    def run(self) -> int: ...
+
+
+class ReportData(Protocol):
+    """The parts of a report the charts draw."""
+
+    @property
+    def analysis(self) -> Analysis: ...
+
+    @property
+    def outcomes(self) -> list[SweepOutcome]: ...
+
+    @property
+    def run_labels(self) -> dict[int, str]: ...
+
+    @property
+    def series(self) -> Sequence[SeriesPoint]: ...
+
+    @property
+    def time_basis(self) -> str: ...
+
+    @property
+    def cost(self) -> CostModelView | None: ...
 
 #: One colour per configuration, in the order configurations are first seen (Tableau 10 and 20).
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.costmodel import build_cost_model
 from specmon.model.session import Session

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.output.prometheus import render_metrics
 from tests.support import grafana
 

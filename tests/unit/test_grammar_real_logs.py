@@ -91,7 +91,7 @@ def test_rank_tags_are_kept_whole() -> None:
 def test_year_less_stamps_take_the_year_of_a_dated_line_not_the_mtime(tmp_path: Path) -> None:
     import os
 
-    from specmon.ingest.files import ingest_files
+    from specmon.ingest.summarize import ingest_files
     from specmon.sources.logfiles import log_year
 
     log = tmp_path / "vllm.log"

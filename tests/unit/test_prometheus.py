@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.model.session import Session
 from specmon.output.prometheus import CONTENT_TYPE, PrometheusExporter, render_metrics
 from specmon.records import Config, Decode, Engine

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.model.session import Session
 from specmon.output.prometheus import PrometheusExporter
 from tests.support import grafana

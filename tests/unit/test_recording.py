@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon import paths
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
 from specmon.output import recording

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specmon.cli import main
-from specmon.ingest.files import ingest_files
+from specmon.ingest.summarize import ingest_files
 from specmon.literal import markdown_cell
 from specmon.model.session import ServerState
 from specmon.parsing import parse_lines

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.cli import main
-from specmon.ingest.files import ingest_file, ingest_files
+from specmon.ingest.files import ingest_file
+from specmon.ingest.summarize import ingest_files
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine, parse_lines
 from specmon.parsing.detect import line_engine
