@@ -16,6 +16,11 @@ unless ``--config`` names another one::
     log = "/data/logs/sglang_{steps}step.log"
     ready_marker = "The server is fired up and ready to roll!"
 
+    [profiles.fleet]                 # a fleet read through its Prometheus (docs/fleet.md)
+    prometheus = "http://127.0.0.1:9090"
+    selector = '{job="vllm"}'        # label matchers only: specmon writes the queries
+    rate_window = "1m"
+
 Unknown keys are errors: a typo must not silently fall back to a default.
 ``tomllib`` reports line numbers for syntax errors only, so for validation
 errors :func:`load_config` finds the line by scanning the TOML text for the
@@ -32,7 +37,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specmon import paths
 from specmon.control.launch import LaunchProfile
@@ -109,6 +114,11 @@ class Profile(BaseModel):
     # The engine's Prometheus endpoint as seen from the host ("off": never read it). Unset: the
     # launch port's /metrics (vLLM and SGLang --enable-metrics serve it on the API port).
     metrics_url: str | None = None
+    # A fleet read through its Prometheus: the server's base URL, the replicas' label matchers
+    # ('{job="vllm"}', checked and written again by specmon.sources.promql) and the rate window.
+    prometheus: str | None = None
+    selector: str | None = None
+    rate_window: str | None = None
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
     @classmethod
@@ -142,6 +152,72 @@ class Profile(BaseModel):
         except ValueError:
             raise ValueError(f"metrics_url has a bad port: {value!r}") from None
         return value
+
+    @field_validator("prometheus")
+    @classmethod
+    def _prometheus(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        _check_text(value, "prometheus")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+            raise ValueError('prometheus must be an http(s) URL such as "http://127.0.0.1:9090"')
+        if parts.query or parts.fragment:
+            raise ValueError("prometheus is the server's base URL: no '?' query or '#' part (specmon adds /api/v1/query)")
+        try:
+            parts.port  # noqa: B018  (raises on a bad port)
+        except ValueError:
+            raise ValueError(f"prometheus has a bad port: {value!r}") from None
+        return value
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, value: str | None) -> str | None:
+        from specmon.sources.promql import parse_selector
+
+        if value is None:
+            return None
+        # Kept as written again from its parsed parts: only that text ever reaches a query.
+        return parse_selector(value).promql()
+
+    @field_validator("rate_window")
+    @classmethod
+    def _rate_window(cls, value: str | None) -> str | None:
+        from specmon.sources.promql import parse_duration
+
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _fleet_fields(self) -> Profile:
+        """A Prometheus fleet profile holds the fleet's fields only: a log, a host or a launch is one server's."""
+        if self.prometheus is None:
+            for name in ("selector", "rate_window"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} belongs to a fleet read through Prometheus: set prometheus = "
+                                     '"http://HOST:9090" in the same profile')
+            return self
+        if self.selector is None:
+            raise ValueError("a prometheus profile needs a selector naming its replicas, such as "
+                             "selector = '{job=\"vllm\"}'")
+        if self.engine is not None and self.engine is not Engine.UNKNOWN:
+            from specmon.engines import ADAPTERS, adapter
+
+            if adapter(self.engine).counters is None:
+                known = ", ".join(a.engine.value for a in ADAPTERS if a.counters is not None)
+                raise ValueError(f"engine {self.engine.value!r} exports no counters specmon reads through "
+                                 f"Prometheus (those that do: {known})")
+        one_server = [name for name in ("host", "user", "port", "log", "log_glob", "baseline_file", "identity",
+                                        "jump", "lines", "line_cap", "launch", "metrics_url")
+                      if getattr(self, name) is not None]
+        if one_server:
+            raise ValueError(f"{', '.join(one_server)} belong{'s' if len(one_server) == 1 else ''} to a one-server "
+                             "profile, and this one reads a fleet through prometheus: put them in a profile of "
+                             "their own")
+        return self
 
     @field_validator("host", "user", "jump")
     @classmethod
