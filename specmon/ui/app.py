@@ -22,12 +22,12 @@ Extension points for the commands built on this app:
   ``make_app(SSHTailSource(...))``, or a list of :class:`~specmon.ingest.live.FeedInput`
   (baseline files first); the header shows ``source.status`` on every tick
   (``reconnecting in 4 s (attempt 2)``, latency, failures);
-* ``controller``: an object with ``restart_screen()`` and ``sweep_screen()``;
-  ``r`` and ``s`` push those screens, and are greyed out without a controller or
-  with ``DashboardOptions(read_only=True)``; a restart flow
-  (:class:`~specmon.ui.flows.restart.RestartFlow`) with a controller gets a ``sweeper``
-  (:class:`~specmon.ui.flows.sweep.SweepFlow`) that ``s`` drives instead. The flows
-  are handed a :class:`~specmon.ui.flows.Dashboard` on mount and tell the app what
+* ``controller``: a restart flow (:class:`~specmon.ui.flows.restart.RestartFlow`), whose
+  ``r`` is one worker awaiting each dialog in turn, with a ``sweeper``
+  (:class:`~specmon.ui.flows.sweep.SweepFlow`) for ``s``; or any :class:`DashboardController`,
+  whose screens ``r`` and ``s`` push. Both are greyed out without a controller or with
+  ``DashboardOptions(read_only=True)``. The flows are mounted on the dashboard's screen,
+  read it as a :class:`~specmon.ui.flows.Dashboard` (this app) and tell the app what
   happened with messages (:mod:`specmon.ui.messages`): lines for the event log, and
   changes that refresh the keys;
 * ``recorder``: a :class:`~specmon.output.recording.Recorder` the feeder records every
@@ -44,7 +44,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -70,17 +70,18 @@ from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, first_time, speed_text, time_ordered
 from specmon.ui.base import SpecmonAppBase, dashboard_layout
-from specmon.ui.flows import Dashboard, navigation
+from specmon.ui.flows import navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.keys import ACTIONS, app_bindings, by_action
 from specmon.ui.literal import literal, markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import theme_folders
-from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, SnapshotBuilder, TableView
+from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, RowView, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
+from specmon.ui.widgets.restart_progress import RestartProgressPanel
 from specmon.ui.widgets.run_table import RunTable
 from specmon.ui.widgets.status_header import StatusHeader
 from specmon.ui.widgets.throughput_plot import ThroughputPlot
@@ -126,14 +127,15 @@ _MALLOC_TRIM: Any = None
 
 
 class DashboardController(Protocol):
-    """Restart and sweep, provided by the control subsystem.
+    """Restart and sweep as screens of someone else's (an embedding program, a test's stand-in).
 
-    The app only knows that these keys open screens the controller builds.
-    Optional, looked up with ``getattr``: ``attach(dashboard)`` (called once on mount, with a
-    :class:`~specmon.ui.flows.Dashboard`),
-    ``unavailable_reason(action) -> str | None`` (greys ``r``/``s`` out, e.g.
-    while a restart runs) and ``header_text() -> str`` (the header's mode slot).
+    ``r`` and ``s`` push the screens it builds; the dashboard's own restart is a
+    :class:`~specmon.ui.flows.restart.RestartFlow`, which the app drives directly.
     """
+
+    def unavailable_reason(self, action: str) -> str | None:
+        """Why ``restart`` or ``sweep`` cannot run now (greys its key out), or None."""
+        ...
 
     def restart_screen(self) -> Screen[Any]:
         """The screen that restarts the server with another configuration."""
@@ -212,7 +214,7 @@ class SpecmonApp(SpecmonAppBase):
         clock: Callable[[], float] = time.time,
         theme_dirs: Sequence[Traversable | Path] = (),
         export_dir: Path | None = None,
-        controller: DashboardController | None = None,
+        controller: RestartFlow | DashboardController | None = None,
         recorder: Recorder | None = None,
         sweeper: SweepFlow | None = None,
         counters: LiveCounters | None = None,
@@ -226,8 +228,10 @@ class SpecmonApp(SpecmonAppBase):
         self.feeder = Feeder(inputs, warmup=self.options.warmup, loop=self.options.loop,
                              replay_clock=replay_clock, clock=clock, recorder=recorder)
         self.recorder = recorder
-        if sweeper is None and isinstance(controller, RestartFlow):
-            sweeper = controller.sweep_flow()
+        #: The controller when it is the dashboard's own restart flow (the app drives it directly).
+        self.restart_flow = controller if isinstance(controller, RestartFlow) else None
+        if sweeper is None and self.restart_flow is not None and self.restart_flow.controller is not None:
+            sweeper = SweepFlow(self.restart_flow)  # sweeps restart through the restart flow's controller
         self.sweeper = sweeper
         self.exporter: Any = None
         self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
@@ -294,15 +298,11 @@ class SpecmonApp(SpecmonAppBase):
         self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
         self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
         self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
-        dashboard = Dashboard(screen=self.screen_stack[0], feeder=self.feeder, clock=self.clock,
-                              export_dir=self.export_dir, recorder=self.recorder,
-                              table_rows=lambda: list(self.builder.table(self.feeder.session).rows),
-                              pin_table=self._pin_table, baseline_to_nospec=self._baseline_to_nospec)
-        attach: Callable[[Dashboard], None] | None = getattr(self.controller, "attach", None)
-        if attach is not None:
-            attach(dashboard)
+        base = self.screen_stack[0]
+        if self.restart_flow is not None:
+            self.restart_flow.attach(self, base)
         if self.sweeper is not None:
-            self.sweeper.attach(dashboard)
+            self.sweeper.attach(self, base)
         if self.recorder is not None:
             self._add_event("info", f"recording to {self.recorder.path}")
         if self.counters is not None:
@@ -313,13 +313,17 @@ class SpecmonApp(SpecmonAppBase):
                                description="serve Prometheus metrics")
         self._tick()
 
-    def _pin_table(self, view: TableView | None) -> None:
+    def table_rows(self) -> list[RowView]:
+        """The run table's rows now (the restart dialog lists what was measured)."""
+        return list(self.builder.table(self.feeder.session).rows)
+
+    def pin_table(self, view: TableView | None) -> None:
         """Show a sweep's verdict table until the next run begins (None: the live table)."""
         run = self.feeder.session.current
         self.builder.pinned = None if view is None else (view, run.id if run is not None else None)
         self._push_table()
 
-    def _baseline_to_nospec(self) -> str:
+    def baseline_to_nospec(self) -> str:
         """The sweep measured the run without speculation: make it the baseline, and say so."""
         a = self.builder.analysis
         row = next((r for r in a.rows if r.config is not None and r.config.is_nospec), None) if a else None
@@ -443,11 +447,10 @@ class SpecmonApp(SpecmonAppBase):
                 await exporter.close()
             if self.recorder is not None:
                 self.recorder.close()
-            close: Callable[[], Awaitable[None]] | None = getattr(self.controller, "close", None)
-            if close is not None:
+            if self.restart_flow is not None:
                 # Giving the lease back talks to the host: a dead connection must not hold the exit.
                 try:
-                    await asyncio.wait_for(close(), CONTROLLER_CLOSE_S)
+                    await asyncio.wait_for(self.restart_flow.close(), CONTROLLER_CLOSE_S)
                 except Exception:  # TimeoutError, a lost connection: the exit goes on (the host ends the lease)
                     pass
 
@@ -460,8 +463,7 @@ class SpecmonApp(SpecmonAppBase):
         rc = self.feeder.replay_clock
         if rc is None:
             # A live source says "live" in its connection state already.
-            restart = getattr(self.controller, "header_text", None)
-            text = restart() if restart is not None else ""
+            text = self.restart_flow.header_text() if self.restart_flow is not None else ""
             return "paused: view frozen" if self.display_paused else text
         if self.feeder.done:
             return "replay finished"
@@ -492,11 +494,11 @@ class SpecmonApp(SpecmonAppBase):
             # A new run or its first sample: the table follows the header now, not a second later.
             self._runs_sig = runs_sig
             self._maybe_analyze(force=True)
-        restart: Callable[[], tuple[str, str] | None] | None = getattr(self.controller, "header_state", None)
         snap = self.builder.live(
             feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
             log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
-            state_since=feeder.state_since(), restart=restart() if restart is not None else None,
+            state_since=feeder.state_since(),
+            restart=self.restart_flow.header_state() if self.restart_flow is not None else None,
             replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
         )
         if self.counters is not None:
@@ -673,9 +675,7 @@ class SpecmonApp(SpecmonAppBase):
                     return self.sweeper.unavailable_reason()
                 if self.sweeper.running:
                     return "a sweep is running (s offers to stop it)"
-            reason: Callable[[str], str | None] | None = getattr(self.controller, "unavailable_reason", None)
-            if reason is not None:
-                return reason(action)
+            return self.controller.unavailable_reason(action)
         return None
 
     def _read_only(self) -> str | None:
@@ -719,16 +719,16 @@ class SpecmonApp(SpecmonAppBase):
                                     partial(self.notify, reason, title=f"{title}: unavailable",
                                             severity="warning"))
 
-    def _restart_panel(self) -> Any:
-        """The restart flow's progress panel, when the controller has one."""
-        return getattr(self.controller, "panel", None)
+    def _restart_panel(self) -> RestartProgressPanel | None:
+        """The restart flow's progress panel, when the controller is a restart flow."""
+        return self.restart_flow.panel if self.restart_flow is not None else None
 
     def _in_flight(self) -> str | None:
         """What quitting now would interrupt: a sweep or a restart, or None."""
         if self.sweeper is not None and self.sweeper.running:
             return "a sweep is running"
-        restart = getattr(self.controller, "controller", None)
-        if restart is not None and getattr(restart, "busy", False):
+        restart = self.restart_flow.controller if self.restart_flow is not None else None
+        if restart is not None and restart.busy:
             return "a restart is in progress"
         return None
 
@@ -752,15 +752,13 @@ class SpecmonApp(SpecmonAppBase):
 
     def action_go_back(self) -> None:
         """After a failed restart: back to the previous configuration (the commands are shown first)."""
-        panel = self._restart_panel()
-        if panel is not None and not self._unavailable_reason("go_back"):
-            panel.action_go_back()
+        if self.restart_flow is not None and not self._unavailable_reason("go_back"):
+            self.restart_flow.go_back()
 
     def action_dismiss(self) -> None:
         """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus)."""
-        panel = self._restart_panel()
-        if panel is not None and not self._unavailable_reason("dismiss"):
-            panel.action_dismiss()
+        if self.restart_flow is not None and not self._unavailable_reason("dismiss"):
+            self.restart_flow.dismiss()
 
     def action_toggle_pause(self) -> None:
         """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
@@ -853,12 +851,11 @@ class SpecmonApp(SpecmonAppBase):
     def action_restart(self) -> None:
         """Open the controller's restart screen; on a highlighted run-table row, restart on that row's
         configuration (its commands shown first)."""
-        if self.controller is not None and not self._unavailable_reason("restart"):
-            steps = navigation.row_steps(self)
-            choose: Callable[[int], None] | None = getattr(self.controller, "choose", None)
-            if steps is not None and choose is not None:
-                choose(steps)
-                return
+        if self.controller is None or self._unavailable_reason("restart"):
+            return
+        if self.restart_flow is not None:
+            self.restart_flow.restart(navigation.row_steps(self))
+        elif not isinstance(self.controller, RestartFlow):
             self.push_screen(self.controller.restart_screen())
 
     def action_events(self) -> None:
@@ -877,7 +874,7 @@ class SpecmonApp(SpecmonAppBase):
             return
         if self.sweeper is not None:
             self.sweeper.open()
-        else:
+        elif not isinstance(self.controller, RestartFlow):
             self.push_screen(self.controller.sweep_screen())
 
 
@@ -892,7 +889,7 @@ def make_app(
     user_themes: Path | None | object = USER_THEMES,
     extra_theme_dirs: Sequence[Traversable | Path] = (),
     export_dir: Path | None = None,
-    controller: DashboardController | None = None,
+    controller: RestartFlow | DashboardController | None = None,
     recorder: Recorder | None = None,
     sweeper: SweepFlow | None = None,
     counters: LiveCounters | None = None,

@@ -212,6 +212,9 @@ class FakeController:
     def sweep_screen(self) -> Screen:
         return _Named("sweep")
 
+    def unavailable_reason(self, action: str) -> str | None:
+        return None
+
 
 class _Named(Screen):
     def __init__(self, what: str) -> None:

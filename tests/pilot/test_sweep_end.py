@@ -132,8 +132,8 @@ async def test_the_baseline_switches_to_the_run_without_speculation(isolated_hom
         app.refresh_now()
         assert app.builder.analysis is not None and app.builder.analysis.baseline is not None
         assert "3 steps" in app.builder.analysis.baseline.label
-        note = app._baseline_to_nospec()
+        note = app.baseline_to_nospec()
         app.refresh_now()
         assert note.startswith("baseline: now no speculation")
         assert app.builder.analysis.baseline.label == "no speculation"
-        assert app._baseline_to_nospec() == ""  # already: nothing said twice
+        assert app.baseline_to_nospec() == ""  # already: nothing said twice

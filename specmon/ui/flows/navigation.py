@@ -36,7 +36,7 @@ def config_row(app: SpecmonApp, key: str) -> ConfigRow | None:
 def row_steps(app: SpecmonApp) -> int | None:
     """The step count of the row the user moved the run table's cursor to (``r`` on a row); None
     when they did not (the table has the focus from the start: ``r`` then asks for a step count)."""
-    if app.focused is not app._table or not getattr(app._table, "chosen", False):
+    if app.focused is not app._table or not app._table.chosen:
         return None
     key = _cursor_key(app)
     if key is None:
@@ -53,8 +53,8 @@ def open_details(app: SpecmonApp, key: str) -> None:
     if row is None:
         app.notify(f"no details for {key} yet: its statistics are being computed", severity="warning")
         return
-    command_for: Any = getattr(app.controller, "command_for", None)
-    command = command_for(row.steps) if command_for is not None and row.steps is not None else None
+    flow = app.restart_flow
+    command = flow.command_for(row.steps) if flow is not None and row.steps is not None else None
     app.push_screen(RunDetailsScreen(row, command=command))
 
 

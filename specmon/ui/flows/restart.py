@@ -1,23 +1,26 @@
 """The dashboard's restart: ``r`` → step count → the exact commands → run, with a progress panel.
 
-:class:`RestartFlow` is what the dashboard is given as its ``controller``: it
-opens the step-count dialog, then the confirmation screen with the exact
-commands, then runs that confirmed plan in a worker and keeps the panel
-(:class:`~specmon.ui.widgets.restart_progress.RestartProgressPanel`) up to date.
-Every command it runs was on screen first — in the confirmation screen, or
-(the demo's first start) in the event log just before. It tells the app what
-happened with messages (``RestartFlow.Started``, ``RestartFlow.Finished``, ...).
+:class:`RestartFlow` is what the dashboard is given as its ``controller``. Each way into a
+restart (``r``, ``r`` on a run-table row, ``g`` after a failure, the demo's first start, a
+sweep's winner) is one worker (``@work``) that awaits each screen in turn — the step-count
+dialog, then the confirmation with the exact commands — and then runs that confirmed plan,
+keeping the panel (:class:`~specmon.ui.widgets.restart_progress.RestartProgressPanel`) up to
+date. Every command it runs was on screen first — in the confirmation screen, or (the demo's
+first start) in the event log just before. It tells the app what happened with messages
+(``RestartFlow.Started``, ``RestartFlow.Finished``, ...).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from textual import work
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import Widget
 
 from specmon.control.adopt import AdoptError
 from specmon.control.adopt_controller import controller_for_running_server
@@ -28,13 +31,12 @@ from specmon.control.restart_progress import Phase, RestartProgress, plan_label
 from specmon.control.runner import CommandRunner
 from specmon.sources.base import LineSource
 from specmon.sources.switching import SourceFactory, SwitchingSource
-from specmon.ui.flows import Dashboard, event_time
+from specmon.ui.flows import Dashboard
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
+from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
+from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog
 from specmon.ui.views import RowView, duration_text
 from specmon.ui.widgets.restart_progress import RestartProgressPanel, phase_counter
-
-if TYPE_CHECKING:
-    from specmon.ui.flows.sweep import SweepFlow
 
 __all__ = ["RestartFlow", "live_restart"]
 
@@ -44,15 +46,17 @@ READY_LINGER_S = 12.0
 PANEL_TICK_S = 0.25
 #: How often a dashboard that only watches (another specmon holds the server's lease) looks whether it is free.
 LEASE_RELOOK_S = 10.0
+#: The worker group of the flows' dialogs and runs (one restart or sweep at a time acts on the server).
+GROUP = "control"
 
 
-class RestartFlow:
+class RestartFlow(Widget):
     """The dashboard's restart: ``r`` → step count → exact commands → run, with a progress panel.
 
-    Given to the app as its ``controller``; :meth:`attach` connects it once the
-    app runs (the app calls it on mount). Messages, posted from the panel:
-    ``Logged`` (a line for the event log), ``Changed`` (a server was adopted, or not),
-    ``Started`` (a confirmed plan runs) and ``Finished`` (it ended: ready or failed).
+    Given to the app as its ``controller``; the app mounts it (a hidden widget: it owns the
+    workers and timers) and its panel on the dashboard's screen with :meth:`attach`. Messages:
+    ``Logged`` (a line for the event log), ``Changed`` (a server was adopted, or not; a dialog
+    opened or closed), ``Started`` (a confirmed plan runs) and ``Finished`` (it ended: ready or failed).
 
     Args:
         controller: Builds, shows and runs the plans; None while ``adopt`` looks
@@ -65,11 +69,13 @@ class RestartFlow:
             process ``r`` restarts (:func:`live_restart` builds it).
     """
 
+    DEFAULT_CSS = "RestartFlow { display: none; }"
+
     class Logged(FlowLogged):
         """A line for the event log."""
 
     class Changed(FlowChanged):
-        """The adoption ended (a controller, or the reason there is none)."""
+        """The adoption ended (a controller, or the reason there is none), or a dialog opened or closed."""
 
     class Started(FlowChanged):
         """A confirmed plan started running."""
@@ -95,6 +101,7 @@ class RestartFlow:
                  ) -> None:
         if controller is None and adopt is None:
             raise ValueError("RestartFlow needs a controller or a way to adopt the running server")
+        super().__init__(id="restart-flow")
         self.controller = controller
         self.adopt = adopt
         self.adopt_problem: str | None = None
@@ -103,10 +110,12 @@ class RestartFlow:
         self.initial_steps = initial_steps
         self.note = note
         self.dashboard: Dashboard | None = None
-        self.panel = RestartProgressPanel(on_go_back=self.go_back, on_dismiss=self.dismiss, id="restart-progress")
+        self.panel = RestartProgressPanel(id="restart-progress")
         self._visible = False
         self._hide_timer: Timer | None = None
         self._driven = False
+        #: Dialogs of this flow on screen now: a second ``r`` meanwhile would stack a second dialog.
+        self._asking = 0
         self.runs = 0
         #: The commands last run for each step count, as shown (a row's details show them).
         self.commands: dict[int, str] = {}
@@ -122,16 +131,11 @@ class RestartFlow:
         if self.controller is not None:
             await self.controller.close()
 
-    def sweep_flow(self) -> SweepFlow | None:
-        """The dashboard's sweep on this restart flow (``s``), when a controller is there to restart with."""
-        from specmon.ui.flows.sweep import SweepFlow
+    def attach(self, dashboard: Dashboard, screen: Screen[Any]) -> None:
+        """Mount on the running dashboard's ``screen`` (the panel under ``#header``), follow log switches.
 
-        return SweepFlow(self) if self.controller is not None else None
-
-    def attach(self, dashboard: Dashboard) -> None:
-        """Connect to the running dashboard: follow log switches, mount the panel, start the first server.
-
-        Called once, when the app is mounted; later calls do nothing.
+        Called once, when the app is mounted; later calls do nothing. The rest (adoption, the
+        first start) begins when this widget is mounted (:meth:`on_mount`).
         """
         if self.dashboard is not None:
             return
@@ -141,26 +145,27 @@ class RestartFlow:
         if isinstance(source, SwitchingSource) and source.on_begin is None:
             # The dashboard starts a new input in its session where the new log begins.
             source.on_begin = lambda name: feeder.session.begin_source(name)
-        base = dashboard.screen
-        anchor = base.query("#header")
+        anchor = screen.query("#header")
         if anchor:
-            base.mount(self.panel, after=anchor.first())
+            screen.mount(self.panel, after=anchor.first())
         else:
-            base.mount(self.panel)
-        self.panel.set_interval(PANEL_TICK_S, self._refresh, name="restart progress")
+            screen.mount(self.panel)
+        screen.mount(self)
+
+    def on_mount(self) -> None:
+        self.set_interval(PANEL_TICK_S, self._refresh, name="restart progress")
         if self.note:
             self._event("info", self.note)
             self._notify(self.note, "information")
         if self.controller is None and self.adopt is not None:
-            self.panel.run_worker(self._adopt(), name="adopt", group="control",
-                                  description="find the running server", exit_on_error=False)
+            self._adopt()
         elif self.controller is not None and self.controller.record_servers:
-            self.panel.run_worker(self._adopt_recorded(), name="adopt recorded", group="control",
-                                  description="the server an earlier session left running", exit_on_error=False)
+            self._adopt_recorded()
         if self.initial_steps is not None:
             steps, self.initial_steps = self.initial_steps, None
             self.start_now(steps)
 
+    @work(name="adopt", group=GROUP, description="find the running server", exit_on_error=False)
     async def _adopt(self) -> None:
         assert self.adopt is not None
         try:
@@ -176,8 +181,10 @@ class RestartFlow:
             self._event("info", note)
             self._notify(note, "information")
             await self._say_lease_holder()
-        self.panel.post_message(self.Changed())
+        self.post_message(self.Changed())
 
+    @work(name="adopt recorded", group=GROUP, description="the server an earlier session left running",
+          exit_on_error=False)
     async def _adopt_recorded(self) -> None:
         assert self.controller is not None
         try:
@@ -188,7 +195,7 @@ class RestartFlow:
             self._event("info", note)
             self._notify(note, "information")
         await self._say_lease_holder()
-        self.panel.post_message(self.Changed())
+        self.post_message(self.Changed())
 
     async def _say_lease_holder(self) -> None:
         """When another specmon controls this server, say who at once, grey ``r`` (it would be refused)
@@ -199,10 +206,11 @@ class RestartFlow:
         self.held_by = held
         self._event("warning", f"{held}: this dashboard watches only until it gives the server back")
         self._notify(held, "warning")
-        self.panel.post_message(self.Changed())
-        self.panel.run_worker(self._watch_lease(), name="lease", group="lease", exclusive=True,
-                              description="whether the other specmon gave the server back", exit_on_error=False)
+        self.post_message(self.Changed())
+        self._watch_lease()
 
+    @work(name="lease", group="lease", exclusive=True, description="whether the other specmon gave the server back",
+          exit_on_error=False)
     async def _watch_lease(self) -> None:
         while self.held_by is not None:
             await asyncio.sleep(LEASE_RELOOK_S)
@@ -211,7 +219,7 @@ class RestartFlow:
                 break
             self.held_by = await self._lease_holder()
         self._event("info", "the other specmon gave the server back: r restarts it again")
-        self.panel.post_message(self.Changed())
+        self.post_message(self.Changed())
 
     async def _lease_holder(self) -> str | None:
         assert self.controller is not None
@@ -230,6 +238,8 @@ class RestartFlow:
             return "a restart is in progress"
         if self.held_by is not None:
             return f"{self.held_by} (watching only until it gives the server back)"
+        if self._asking:
+            return "a restart dialog is open"
         return None
 
     def _shown_progress(self) -> RestartProgress | None:
@@ -279,38 +289,33 @@ class RestartFlow:
         lines = [line.strip() for line in text.splitlines() if line.strip().startswith("start:")]
         return "\n".join([head, *(lines or [text])])
 
-    def restart_screen(self) -> Screen[Any]:
-        """The step-count dialog; choosing leads to the confirmation screen."""
-        from specmon.ui.screens.restart_dialog import MeasuredStep, RestartDialog
+    # -- the flows: one worker each, a screen awaited per step --------------------------------
 
+    @work(name="restart flow", group=GROUP, description="restart: step count, commands, run", exit_on_error=False)
+    async def restart(self, steps: int | None = None) -> None:
+        """``r``: ask for the step count (unless given: a run-table row, a sweep's winner), show the
+        exact commands, and run them once confirmed; escape on either screen runs nothing."""
         c = self.controller
         if c is None:
-            raise RuntimeError(self.unavailable_reason("restart"))
-        self._note_current()
-        lo, hi = c.steps_range
-        rows = self._measured_rows()
-        return RestartDialog(host=c.host, lo=lo, hi=hi, current_steps=c.current_steps, rule=c.draft_rule(),
-                             measured=[MeasuredStep.from_row(r) for r in rows], on_choose=self.choose)
-
-    def sweep_screen(self) -> Screen[Any]:
-        """Sweeps are not driven from the dashboard yet (``unavailable_reason`` says so)."""
-        raise RuntimeError(self.unavailable_reason("sweep"))
-
-    # -- steps of the flow ------------------------------------------------------------------
-
-    def choose(self, steps: int) -> None:
-        """The dialog chose ``steps``: build the plan and show it for confirmation."""
-        if self.controller is None:
             return
+        if steps is None:
+            self._note_current()
+            lo, hi = c.steps_range
+            dialog = RestartDialog(host=c.host, lo=lo, hi=hi, current_steps=c.current_steps, rule=c.draft_rule(),
+                                   measured=[MeasuredStep.from_row(r) for r in self._measured_rows()])
+            steps = await self._ask(dialog)
+            if steps is None:
+                return  # escape: nothing chosen, nothing to say
         try:
-            plan = self.controller.plan_for(steps)
+            plan = c.plan_for(steps)
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot restart with {steps} steps: {exc}", "error")
             return
-        self._confirm(plan, "Restart")
+        await self._confirm_and_run(plan, "Restart")
 
-    def go_back(self) -> None:
-        """Back to the configuration before the last restart (confirmed like any restart)."""
+    @work(name="go back flow", group=GROUP, description="go back: commands, run", exit_on_error=False)
+    async def go_back(self) -> None:
+        """``g`` after a failed restart: back to the configuration before it (confirmed like any restart)."""
         if self.controller is None:
             return
         try:
@@ -318,24 +323,10 @@ class RestartFlow:
         except (LaunchError, RestartError) as exc:
             self._notify(f"cannot go back: {exc}", "error")
             return
-        self._confirm(plan, "Go back", kind="go back")
+        await self._confirm_and_run(plan, "Go back", kind="go back")
 
-    def _confirm(self, plan: CommandPlan, title: str, *, kind: str = "restart") -> None:
-        from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
-
-        assert self.controller is not None
-        screen = ConfirmCommandsScreen(self.controller, plan, now_steps=self.controller.current_steps,
-                                       eta_text=self._usual_time(), title=title)
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run(plan, screen.text, kind=kind)
-            else:
-                self._event("info", "restart cancelled: nothing was run")
-
-        self.panel.app.push_screen(screen, callback=done)
-
-    def start_now(self, steps: int) -> None:
+    @work(name="restart", group=GROUP, description="restart the server", exit_on_error=False)
+    async def start_now(self, steps: int) -> None:
         """Start ``steps`` without a dialog (the demo's first start): the commands go to the event log first."""
         if self.controller is None:
             return
@@ -346,15 +337,37 @@ class RestartFlow:
             return
         # Nothing known to run yet and nothing started in this session: a start, not a restart.
         first = self.controller.current_steps is None and self.runs == 0
-        self.run(plan, self.controller.describe(plan), first=first, kind="first start" if first else "restart")
+        await self._execute(plan, self.controller.describe(plan), first=first,
+                            kind="first start" if first else "restart")
 
-    def run(self, plan: CommandPlan, shown: str, *, first: bool = False, kind: str = "restart") -> None:
-        """Run a confirmed plan in a worker; ``shown`` is what the user saw, logged first.
+    async def _ask(self, screen: Screen[Any]) -> Any:
+        """One dialog of the flow, awaited; ``r`` is greyed meanwhile (a second one would stack on it)."""
+        self._asking += 1
+        self.post_message(self.Changed())
+        try:
+            return await self.app.push_screen_wait(screen)
+        finally:
+            self._asking -= 1
+            self.post_message(self.Changed())
+
+    async def _confirm_and_run(self, plan: CommandPlan, title: str, *, kind: str = "restart") -> None:
+        c = self.controller
+        assert c is not None
+        screen = ConfirmCommandsScreen(c, plan, now_steps=c.current_steps, eta_text=self._usual_time(), title=title)
+        if not await self._ask(screen):
+            self._event("info", "restart cancelled: nothing was run")
+            return
+        await self._execute(plan, screen.text, kind=kind)
+
+    async def _execute(self, plan: CommandPlan, shown: str, *, first: bool = False, kind: str = "restart") -> None:
+        """Run a confirmed plan; ``shown`` is what the user saw, logged first.
 
         ``first``: the session's first start (nothing specmon started runs yet): called a start, not a restart.
         ``kind`` (``first start``, ``restart``, ``go back``) names it in the recording, so a
         report's list of restarts has every start, not only a sweep's.
         """
+        c = self.controller
+        assert c is not None
         self.panel.first_start = first
         verb = "start" if first else "restart to"
         self._event("info", f"{verb} {plan_label(plan.steps, plan.draft_tokens)} on {plan.host}: running")
@@ -364,18 +377,13 @@ class RestartFlow:
         self._show()
         self.runs += 1
         self.commands[plan.steps] = shown
-        self.panel.run_worker(self._run(plan, kind), name="restart", group="control", description="restart the server",
-                              exit_on_error=False)
-        self.panel.post_message(self.Started(plan))
-
-    async def _run(self, plan: CommandPlan, kind: str = "restart") -> None:
-        assert self.controller is not None
+        self.post_message(self.Started(plan))
         self._record(steps=plan.steps, phase="started", kind=kind)
         try:
-            final = await self.controller.run(plan, on_progress=self._progress)
+            final = await c.run(plan, on_progress=self._progress)
         except RestartError as exc:
             self._notify(f"restart refused: {exc}", "error")
-            self.panel.post_message(self.Finished(None))
+            self.post_message(self.Finished(None))
             return
         self._record(steps=plan.steps, phase="finished", kind=kind, ok=final.phase is Phase.READY,
                      detail=final.message)
@@ -385,19 +393,19 @@ class RestartFlow:
             verb = "start" if self.panel.first_start else "restart"
             self._event("info", f"{verb} {final.message} after {took}")
             self._notify(f"{final.message} — a new run begins", "information")
-            self._hide_timer = self.panel.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
+            self._hide_timer = self.set_timer(READY_LINGER_S, self._auto_hide, name="hide restart panel")
         else:
             self._event("error", f"restart {final.phase.text} after {took}: {final.message}")
             self._notify(f"restart {final.phase.text}: {final.message}", "error")
             self.panel.focus()
-        self.panel.post_message(self.Finished(final))
+        self.post_message(self.Finished(final))
 
     def dismiss(self) -> None:
         """Hide the panel."""
         self._visible = False
         self.panel.view = None
-        if self.dashboard is not None and self.panel.has_focus:
-            self.dashboard.screen.set_focus(None)
+        if self.panel.has_focus:
+            self.panel.screen.set_focus(None)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -422,7 +430,7 @@ class RestartFlow:
         if self._visible:
             self.panel.view = view
             if self._driven and view.running:
-                self.panel.post_message(self.Progressed())  # the header follows before the next paint
+                self.post_message(self.Progressed())  # the header follows before the next paint
 
     def _refresh(self) -> None:
         c = self.controller
@@ -461,12 +469,14 @@ class RestartFlow:
             recorder.restart(**fields)
 
     def _event(self, level: str, text: str) -> None:
+        # Specmon's own events are on the wall clock, never on the log's: the log's clock may run
+        # at another pace (the demo's simulated server) or be set wrong (a remote host).
         if self.dashboard is not None:
-            self.panel.post_message(self.Logged(level, text, event_time(self.dashboard)))
+            self.post_message(self.Logged(level, text, self.dashboard.clock()))
 
     def _notify(self, text: str, severity: SeverityLevel) -> None:
         if self.dashboard is not None:
-            self.panel.notify(text, severity=severity, timeout=8)
+            self.notify(text, severity=severity, timeout=8)
 
 
 def live_restart(

@@ -1,8 +1,8 @@
-"""The dashboard's sweep: ``s`` → step list → every plan's commands, confirmed once → a sweep worker.
+"""The dashboard's sweep: ``s`` → step list → every plan's commands, confirmed once → the sweep → its verdict.
 
-:class:`SweepFlow` opens the sweep screens (:mod:`specmon.ui.screens.sweep_screen`),
-then runs :class:`~specmon.control.sweep.Sweep` in a named async worker on the
-dashboard's own session: restarts through the restart flow's controller (each
+:class:`SweepFlow` is one worker (``@work``) that awaits the sweep screens in turn
+(:mod:`specmon.ui.screens.sweep_screen`), then runs :class:`~specmon.control.sweep.Sweep` on the
+dashboard's own session, then awaits the verdict panel: restarts through the restart flow's controller (each
 plan's commands go to the event log as it runs, the restart panel shows its
 phases), a progress line under the header, and at the end the verdict in the
 event log and a Markdown report (:mod:`specmon.output.report`) in the export
@@ -13,32 +13,43 @@ happened with messages (``SweepFlow.Started``, ``SweepFlow.Finished``, ...).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual import work
+from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from specmon import paths
+from specmon.control.dims import EXTRA, used_placeholders
 from specmon.control.launch import LaunchError, build_plan
+from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
 from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart_controller import RestartController
-from specmon.control.restart_progress import RestartProgress
+from specmon.control.runner import LocalRunner
 from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
 from specmon.control.sweep_result import SweepResult
 from specmon.control.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.output.tables import SweepOutcome, sweep_outcome, sweep_outcomes
-from specmon.ui.flows import Dashboard, event_time
+from specmon.ui.flows import Dashboard
+from specmon.ui.flows.restart import GROUP, RestartFlow
 from specmon.ui.literal import literal
 from specmon.ui.messages import FlowChanged, FlowLogged
-from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, SweepStopScreen, sweep_progress_text
+from specmon.ui.screens.sweep_screen import (
+    SweepChoice,
+    SweepConfirmScreen,
+    SweepScreen,
+    SweepStopScreen,
+    sweep_progress_text,
+)
+from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
+from specmon.ui.views import outcome_table
 
 if TYPE_CHECKING:
     from specmon.output.report import ReportData
-    from specmon.ui.flows.restart import RestartFlow
-    from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 
 __all__ = ["SweepFlow"]
 
@@ -46,10 +57,11 @@ __all__ = ["SweepFlow"]
 PROGRESS_TICK_S = 0.5
 
 
-class SweepFlow:
+class SweepFlow(Widget):
     """Runs sweeps on the dashboard through its restart flow (``app.sweeper``).
 
-    Messages, posted from the progress line: ``Logged`` (a line for the event log),
+    A hidden widget (it owns the workers); its progress line goes under the header.
+    Messages: ``Logged`` (a line for the event log),
     ``Started`` (a confirmed sweep runs) and ``Finished`` (it ended, stopped or failed).
 
     Args:
@@ -62,6 +74,8 @@ class SweepFlow:
             machine; else the server's own traffic is measured).
         load_options: More :class:`~specmon.control.load.LoadConfig` fields.
     """
+
+    DEFAULT_CSS = "SweepFlow { display: none; }"
 
     class Logged(FlowLogged):
         """A line for the event log."""
@@ -82,6 +96,7 @@ class SweepFlow:
 
     def __init__(self, restart_flow: RestartFlow, *, plan_options: dict[str, Any] | None = None,
                  load_url: str | None = None, load_options: dict[str, Any] | None = None) -> None:
+        super().__init__(id="sweep-flow")
         self.flow = restart_flow
         self.plan_options = dict(plan_options or {})
         self.load_url = load_url
@@ -98,6 +113,8 @@ class SweepFlow:
         self.verdict_screen: SweepVerdictScreen | None = None
         self.last_verdict: SweepVerdictScreen | None = None  # kept after it is closed
         self._restarting: int | None = None
+        #: Dialogs of this flow on screen now: a second ``s`` meanwhile would stack a second one.
+        self._asking = 0
         self.line = Static("", id="sweep-progress", markup=False)
         self.line.display = False
 
@@ -108,18 +125,20 @@ class SweepFlow:
         """Whether a sweep is in progress."""
         return self.sweep is not None
 
-    def attach(self, dashboard: Dashboard) -> None:
-        """Mount the progress line under the header (called by the app on mount)."""
+    def attach(self, dashboard: Dashboard, screen: Screen[Any]) -> None:
+        """Mount on the running dashboard's ``screen``, the progress line under ``#header`` (called on mount)."""
         if self.dashboard is not None:
             return
         self.dashboard = dashboard
-        base = dashboard.screen
-        anchor = base.query("#header")
+        anchor = screen.query("#header")
         if anchor:
-            base.mount(self.line, after=anchor.first())
+            screen.mount(self.line, after=anchor.first())
         else:
-            base.mount(self.line)
-        self.line.set_interval(PROGRESS_TICK_S, self._refresh, name="sweep progress")
+            screen.mount(self.line)
+        screen.mount(self)
+
+    def on_mount(self) -> None:
+        self.set_interval(PROGRESS_TICK_S, self._refresh, name="sweep progress")
 
     def unavailable_reason(self) -> str | None:
         """Why ``s`` cannot run now, or None (during a sweep ``s`` offers to stop it)."""
@@ -130,21 +149,24 @@ class SweepFlow:
             return self.flow.unavailable_reason("restart") or "no restart controller"
         if c.busy:
             return "a restart is in progress"
+        if self._asking:
+            return "a sweep dialog is open"
         return None
 
-    def open(self) -> None:
-        """``s``: the step list, or, during a sweep, the offer to stop it."""
+    # -- the flow: one worker, a screen awaited per step ---------------------------------------------
+
+    @work(name="sweep flow", group=GROUP, description="sweep: settings, commands, run, verdict", exit_on_error=False)
+    async def open(self) -> None:
+        """``s``: the settings, every plan's commands confirmed once, the sweep, its verdict; during a
+        sweep, the offer to stop it instead."""
         if self.dashboard is None:
             return
         if self.sweep is not None:
             sweep = self.sweep
-
-            def done(stop: bool | None) -> None:
-                if stop and self.sweep is sweep:
-                    sweep.request_stop()
-                    self._event("warning", "sweep: stopping after the current poll (what was measured is kept)")
-
-            self.line.app.push_screen(SweepStopScreen(sweep_progress_text(sweep.snapshot())), callback=done)
+            if await self.app.push_screen_wait(SweepStopScreen(sweep_progress_text(sweep.snapshot()))) \
+                    and self.sweep is sweep:
+                sweep.request_stop()
+                self._event("warning", "sweep: stopping after the current poll (what was measured is kept)")
             return
         c = self.flow.controller
         if c is None:
@@ -152,57 +174,64 @@ class SweepFlow:
         lo, hi = c.steps_range
         minutes = self.plan_options.get("max_minutes", 10.0)
         budget = f", at most {minutes:g} min each" if minutes else ""
-        from specmon.control.dims import EXTRA, used_placeholders
-
         p = c.profile
         used = used_placeholders([*(p.argv or []), *(p.start or []), *p.env.values()])
-        self.line.app.push_screen(SweepScreen(host=c.host, lo=lo, hi=hi, budget=budget, on_choose=self.choose,
-                                              dimensions=[d for d in EXTRA if d in used]))
+        choice = await self._ask(SweepScreen(host=c.host, lo=lo, hi=hi, budget=budget,
+                                             dimensions=[d for d in EXTRA if d in used]))
+        if choice is None:
+            return  # escape: nothing chosen
+        built = self._plan(c, choice)
+        if built is None:
+            return
+        plan, text = built
+        url = self._load_url(c)
+        load = (f"Load: the built-in driver keeps requests going to {url}." if url else
+                "Load: none from specmon — the server's own traffic is measured.")
+        confirm = SweepConfirmScreen(c.host, choice.steps, text, load, settings=len(plan.settings),
+                                     strategy=choice.strategy)
+        if not await self._ask(confirm):
+            self._event("info", "sweep cancelled: nothing was run")
+            return
+        result = await self._sweep(plan)
+        if result is not None:
+            await self._verdict(result, await self._write_report(result), finished=result.finished)
 
-    # -- steps --------------------------------------------------------------------------------------
+    async def _ask(self, screen: Screen[Any]) -> Any:
+        """One dialog of the flow, awaited; ``s`` is greyed meanwhile (a second one would stack on it)."""
+        self._asking += 1
+        self.post_message(FlowChanged())
+        try:
+            return await self.app.push_screen_wait(screen)
+        finally:
+            self._asking -= 1
+            self.post_message(FlowChanged())
 
     def _load_url(self, c: RestartController) -> str | None:
         if self.load_url is not None:
             return self.load_url
-        port = getattr(c.profile, "port", None)
-        local = type(c.runner).__name__ == "LocalRunner"
+        port = c.profile.port
+        local = isinstance(c.runner, LocalRunner)
         return f"http://127.0.0.1:{port}" if port and local else None
 
-    def choose(self, steps: tuple[int, ...], points: tuple[Any, ...] = (), strategy: str = "grid") -> None:
-        """The settings were chosen: build every plan and show them all for one confirmation."""
-        c = self.flow.controller
-        if c is None or self.dashboard is None:
-            return
+    def _plan(self, c: RestartController, choice: SweepChoice) -> tuple[SweepPlan, str] | None:
+        """The sweep's plan and the text of every restart it may run (None: it cannot, and the user was told)."""
         try:
-            plan = SweepPlan(tuple(steps), **{"strategy": strategy, "points": tuple(points), **self.plan_options})
+            plan = SweepPlan(tuple(choice.steps), **{"strategy": choice.strategy, "points": tuple(choice.points),
+                                                     **self.plan_options})
             # Built here only to be shown: the sweep builds (and shows again) each one as it runs.
             texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None,
                                 dims=dict(pt) or None).describe() for i, (s, pt) in enumerate(plan.settings)]
         except (LaunchError, SweepError, ValueError) as exc:
-            self.line.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
-            return
-        text = "\n\n".join(texts)
-        url = self._load_url(c)
-        load = (f"Load: the built-in driver keeps requests going to {url}." if url else
-                "Load: none from specmon — the server's own traffic is measured.")
+            self.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
+            return None
+        return plan, "\n\n".join(texts)
 
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.run(plan, text)
-            else:
-                self._event("info", "sweep cancelled: nothing was run")
-
-        self.line.app.push_screen(SweepConfirmScreen(c.host, steps, text, load, settings=len(plan.settings),
-                                                     strategy=strategy), callback=done)
-
-    def run(self, plan: SweepPlan, shown: str) -> None:
-        """Start a confirmed sweep in a worker (``shown``: the commands the user confirmed)."""
-        from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
-
+    async def _sweep(self, plan: SweepPlan) -> SweepResult | None:
+        """Run a confirmed sweep; its result (None: it could not start, or failed: the event log says why)."""
         c = self.flow.controller
         dashboard = self.dashboard
         if c is None or dashboard is None:
-            return
+            return None
         load = None
         url = self._load_url(c)
         if url is not None:
@@ -218,43 +247,40 @@ class SweepFlow:
             self._restarting = None if dims else steps
             return await shown_restart(steps, dims)
 
-        def on_progress(view: RestartProgress) -> None:
-            self.flow.show_progress(view)
-
         try:
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
                           recorder=dashboard.recorder, on_event=self._on_event, server_check=c.check_server)
         except SweepError as exc:
-            self.line.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
-            return
+            self.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
+            return None
         self.sweep = sweep
         self.result = None
+        on_progress = self.flow.show_progress  # each restart of the sweep in the restart panel
         c.listeners.append(on_progress)
         self._event("info", f"sweep of {', '.join(map(str, plan.steps))} steps on {c.host}: confirmed, running")
         self.line.display = True
         self._refresh()
-        self.line.run_worker(self._run(sweep, c, on_progress), name="sweep", group="control",
-                             description="sweep step counts", exit_on_error=False)
-        self.line.post_message(self.Started(plan))
-
-    async def _run(self, sweep: Sweep, c: RestartController,
-                   on_progress: Callable[[RestartProgress], None]) -> None:
+        self.post_message(self.Started(plan))
         try:
             result = await sweep.run()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._event("error", f"sweep failed: {type(exc).__name__}: {exc}")
-            self.line.notify(f"sweep failed: {exc}", severity="error", timeout=10)
-            self.line.post_message(self.Finished(None))
-            return
+            self.notify(f"sweep failed: {exc}", severity="error", timeout=10)
+            self.post_message(self.Finished(None))
+            return None
         finally:
             if on_progress in c.listeners:
                 c.listeners.remove(on_progress)
             self.sweep = None
             self.line.display = False
         self.result = result
-        # The one verdict: the numbers the panel, the run table and the report all show.
+        self._say_result(result)
+        return result
+
+    def _say_result(self, result: SweepResult) -> None:
+        """The one verdict (the numbers the panel, the run table and the report all show), in the event log."""
         doc = result.to_json()
         outcome = self.outcome = sweep_outcome(doc)
         self.groups = sweep_outcomes(doc)
@@ -271,38 +297,40 @@ class SweepFlow:
         for cell in result.cells:
             if cell.status == "failed":
                 self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
-        path = await self._write_report(result)
-        if outcome is not None:
-            self.show_verdict(outcome, path, finished=result.finished)
-        else:
-            self.line.notify(sentence, title=f"sweep {state}", timeout=15)
-        self.line.post_message(self.Finished(result))
 
     # -- the verdict panel -------------------------------------------------------------------------
 
-    def show_verdict(self, outcome: SweepOutcome, report: Path | None, *, finished: bool = True) -> None:
-        """The end of a sweep: the baseline, the run table and the panel, from one verdict."""
-        from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
-        from specmon.ui.views import outcome_table
+    async def _verdict(self, result: SweepResult, path: Path | None, *, finished: bool) -> None:
+        outcome = self.outcome
+        if outcome is not None:
+            await self._show_verdict(outcome, path, finished=finished)
+        else:
+            state = "finished" if result.finished else "stopped"
+            self.notify("no verdict: nothing was measured", title=f"sweep {state}", timeout=15)
+        self.post_message(self.Finished(result))
 
+    @work(name="sweep verdict", group=GROUP, description="the sweep's verdict panel", exit_on_error=False)
+    async def show_verdict(self, outcome: SweepOutcome, report: Path | None, *, finished: bool = True) -> None:
+        """The end of a sweep: the baseline, the run table and the panel, from one verdict."""
+        await self._show_verdict(outcome, report, finished=finished)
+
+    async def _show_verdict(self, outcome: SweepOutcome, report: Path | None, *, finished: bool) -> None:
         dashboard = self.dashboard
         if dashboard is None:
             return
         note = ""
         if outcome.baseline is not None and outcome.baseline.steps == 0:
-            if dashboard.baseline_to_nospec is not None:
-                note = dashboard.baseline_to_nospec()
+            note = dashboard.baseline_to_nospec()
             if note:
                 self._event("info", note)
             else:
                 note = f"baseline: {outcome.baseline.label}, which the sweep measured"
-        if dashboard.pin_table is not None:
-            run = dashboard.feeder.session.current
-            try:
-                drafts = {r.label: r.draft_tokens for r in dashboard.table_rows()}
-            except Exception:  # the table without its draft column rather than no table
-                drafts = {}
-            dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None, drafts))
+        run = dashboard.feeder.session.current
+        try:
+            drafts = {r.label: r.draft_tokens for r in dashboard.table_rows()}
+        except Exception:  # the table without its draft column rather than no table
+            drafts = {}
+        dashboard.pin_table(outcome_table(outcome, run.label if run is not None else None, drafts))
         c = self.flow.controller
         best = outcome.best
         winner_note = ""
@@ -312,17 +340,15 @@ class SweepFlow:
             winner_note = f"the server runs {best.label} already: nothing to restart"
         screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
                                     winner_note=winner_note, groups=self.groups, finding=self.finding)
-        app = self.line.app
-        if isinstance(app.screen, SweepStopScreen):
-            app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended
+        if isinstance(self.app.screen, SweepStopScreen):
+            self.app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended
         self.verdict_screen = self.last_verdict = screen
-
-        def done(choice: str | None) -> None:
+        try:
+            choice = await self.app.push_screen_wait(screen)
+        finally:
             self.verdict_screen = None
-            if choice == "winner" and best is not None and best.steps is not None:
-                self.flow.choose(best.steps)  # the commands are shown; y runs them
-
-        app.push_screen(screen, callback=done)
+        if choice == "winner" and best is not None and best.steps is not None:
+            self.flow.restart(best.steps)  # the commands are shown; y runs them
 
     # -- the report ------------------------------------------------------------------------------
 
@@ -350,7 +376,7 @@ class SweepFlow:
             await asyncio.to_thread(paths.write_private, path, text)  # 0600 in a 0700 folder
         except Exception as exc:
             self._event("error", f"sweep report not written: {exc}")
-            self.line.notify(f"sweep report not written: {exc}", severity="error", timeout=10)
+            self.notify(f"sweep report not written: {exc}", severity="error", timeout=10)
             return None
         self.report_path = path
         self._event("info", f"sweep report written to {path}")
@@ -374,8 +400,10 @@ class SweepFlow:
         self._event("warning" if ev.kind == "failed" else "info", f"sweep: {ev.text}")
 
     def _event(self, level: str, text: str) -> None:
+        # Specmon's own events are on the wall clock, never on the log's (see RestartFlow._event).
         if self.dashboard is not None:
-            self.line.post_message(self.Logged(level, text, event_time(self.dashboard)))
+            self.post_message(self.Logged(level, text, self.dashboard.clock()))
+
 
 
 def _report_from_session(session: Session, result: SweepResult, path: Path) -> ReportData:

@@ -1,14 +1,14 @@
 """The step-count dialog that ``r`` opens: which step count next, next to what was measured.
 
-It only chooses: nothing runs from here. The chosen count goes to the
-confirmation screen (:mod:`specmon.ui.screens.confirm_commands`), which shows the
+It only chooses: nothing runs from here. The chosen count is the screen's result
+(``dismiss``), which the restart flow awaits and takes to the confirmation screen (:mod:`specmon.ui.screens.confirm_commands`), which shows the
 exact commands first.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from textual import events
@@ -128,7 +128,6 @@ class RestartDialog(ModalScreen[int | None]):
         current_steps: What runs now, when known.
         rule: How draft tokens follow (``draft tokens = steps+1``).
         measured: What was measured so far (the run table).
-        on_choose: Called with the chosen count after the dialog closes.
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -179,7 +178,6 @@ class RestartDialog(ModalScreen[int | None]):
         current_steps: int | None = None,
         rule: str = "",
         measured: Sequence[MeasuredStep] = (),
-        on_choose: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -187,7 +185,6 @@ class RestartDialog(ModalScreen[int | None]):
         self.current_steps = current_steps
         self.rule = rule
         self.measured = tuple(measured)
-        self._on_choose = on_choose
         self.chosen: int | None = None
         self._measured_width = 0
 
@@ -271,9 +268,6 @@ class RestartDialog(ModalScreen[int | None]):
             return
         self.chosen = steps
         self.dismiss(steps)
-        if self._on_choose is not None:
-            # After this screen is gone: the callback opens the confirmation screen.
-            self.app.call_later(self._on_choose, steps)
 
     def action_cancel(self) -> None:
         """Close without choosing."""

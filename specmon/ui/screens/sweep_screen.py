@@ -12,7 +12,8 @@ them and runs the sweep is :mod:`specmon.ui.flows.sweep`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from textual.app import ComposeResult
@@ -28,7 +29,7 @@ from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.wording import counted
 
-__all__ = ["DEFAULT_STEPS", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
+__all__ = ["DEFAULT_STEPS", "SweepChoice", "SweepConfirmScreen", "SweepScreen", "SweepStopScreen",
            "StepListValidator", "parse_step_list", "read_grid", "sweep_progress_text"]
 
 #: What the step list starts with (the real campaign's counts, 0 = the baseline).
@@ -87,7 +88,16 @@ def sweep_progress_text(snapshot: dict[str, Any]) -> str:
     return " · ".join(parts) + " · s: stop"
 
 
-class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
+@dataclass(frozen=True, slots=True)
+class SweepChoice:
+    """What the sweep screen chose: the step counts, the grid's points, the strategy."""
+
+    steps: tuple[int, ...]
+    points: tuple[tuple[int, Point], ...] = ()
+    strategy: str = "grid"
+
+
+class SweepScreen(ModalScreen["SweepChoice | None"]):
     """Ask for the step counts to sweep; enter leads to the commands, escape cancels.
 
     Args:
@@ -95,7 +105,6 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
         lo: Smallest allowed count.
         hi: Largest allowed count.
         budget: How long each setting may take, for the hint.
-        on_choose: Called with the chosen counts after the screen closed.
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -112,12 +121,11 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
     """
 
     def __init__(self, *, host: str, lo: int, hi: int, budget: str = "",
-                 on_choose: Callable[..., None] | None = None, dimensions: Sequence[str] = ()) -> None:
+                 dimensions: Sequence[str] = ()) -> None:
         super().__init__()
         self.host = host
         self.lo, self.hi = lo, hi
         self.budget = budget
-        self._on_choose = on_choose
         #: The dimensions besides the step count the profile's command has placeholders for.
         self.dimensions = tuple(dimensions)
         self.grid: Grid | None = None
@@ -188,14 +196,9 @@ class SweepScreen(ModalScreen["tuple[int, ...] | None"]):
         if steps is None:
             return
         points: tuple[tuple[int, Point], ...] = self.grid.settings if self.grid and self.grid.dimensions else ()
-        strategy = self.strategy
-        self.dismiss(steps)
-        if self._on_choose is not None:
-            if points or strategy != "grid":
-                steps = tuple(dict.fromkeys(st for st, _ in points)) if points else steps
-                self.app.call_later(self._on_choose, steps, points, strategy)
-            else:
-                self.app.call_later(self._on_choose, steps)
+        if points:  # the grid's own step counts, in its order
+            steps = tuple(dict.fromkeys(st for st, _ in points))
+        self.dismiss(SweepChoice(steps, points, self.strategy))
 
     def action_cancel(self) -> None:
         """Close; nothing runs."""

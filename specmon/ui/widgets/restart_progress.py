@@ -10,7 +10,6 @@ configuration. The flow that drives it is :mod:`specmon.ui.flows.restart`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from textual.content import Content
 from textual.reactive import reactive
@@ -58,11 +57,8 @@ class RestartProgressPanel(Widget):
     """The lifecycle of one restart; ``g`` goes back after a failure, ``d`` dismisses.
 
     Not focusable, and without bindings of its own: ``g``, ``d`` and escape are the app's
-    (:mod:`specmon.ui.keys`), so they work whatever has the focus, at the first press.
-
-    Args:
-        on_go_back: Called for ``g`` (the flow shows the go-back commands first).
-        on_dismiss: Called for ``d`` / escape.
+    (:mod:`specmon.ui.keys`), so they work whatever has the focus, at the first press; the
+    panel only says when they apply (:meth:`check_action`), and the restart flow acts.
     """
 
     DEFAULT_CSS = """
@@ -91,11 +87,8 @@ class RestartProgressPanel(Widget):
 
     view: reactive[RestartProgress | None] = reactive(None, layout=True)
 
-    def __init__(self, *, on_go_back: Callable[[], None] | None = None,
-                 on_dismiss: Callable[[], None] | None = None, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.on_go_back = on_go_back
-        self.on_dismiss = on_dismiss
         self.border_title = "restart"
         #: The session's first start: called "start", and its stop phase (nothing ran) is not shown.
         self.first_start = False
@@ -114,16 +107,6 @@ class RestartProgressPanel(Widget):
         if action == "dismiss":
             return True if v is not None and not v.running else None
         return True
-
-    def action_go_back(self) -> None:
-        """Go back to the previous configuration (its commands are shown first)."""
-        if self.on_go_back is not None and self.check_action("go_back", ()):
-            self.on_go_back()
-
-    def action_dismiss(self) -> None:
-        """Hide the panel (once the restart ended)."""
-        if self.on_dismiss is not None and self.check_action("dismiss", ()):
-            self.on_dismiss()
 
     def render(self) -> Content:
         """Title, phases, bar and ETA; after a failure the reason and the last log lines."""
