@@ -109,10 +109,11 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
 # Log lines come by the tens of thousands a second, and one case-blind regex of all of them took
 # 25 us on a decode line where a lower() and substring checks take 2 (measured). SGLang's decode
 # lines all say "#token:", "token usage" and "(token/s)", which no pattern hides: a line whose
-# every "token" is one of those is let by too.
+# every "token" is one of those is let by too (never one inside a longer name: "-0token usage" is
+# a flag and its value).
 _WORDS = ("secret", "passw", "passphrase", "credential", "auth", "cookie", "private", "key", "bearer", "basic",
           "hf_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "akia")
-_HARMLESS_TOKEN = re.compile(r"token(?:s|izer|/s| usage)|(?<=#)token(?=:)")
+_HARMLESS_TOKEN = re.compile(r"(?<![A-Za-z0-9_.-])token(?:s|izer|/s| usage)|(?<=#)token(?=:)")
 
 
 def _suspect(text: str) -> bool:
