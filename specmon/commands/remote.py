@@ -437,6 +437,11 @@ def cmd_connect(args: argparse.Namespace) -> int:
     """``specmon connect [USER@]HOST[:PORT] --log PATH`` / ``specmon connect PROFILE``."""
     import asyncio
 
+    from specmon.commands.prom_fleet import connect_fleet, prometheus_profile
+
+    fleet = prometheus_profile(args)
+    if fleet is not None:  # a profile naming a fleet's Prometheus: the fleet view, no SSH
+        return connect_fleet(args, fleet)
     try:
         plan = plan_connect(args)
     except ConnectError as exc:
@@ -541,7 +546,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "reconnects with backoff and resumes without losing or repeating a line.",
         epilog="Examples: specmon connect root@gpu-box --log /data/logs/sglang.log; "
                "specmon connect gpu-box:2222 -J bastion --log ~/server.log; "
-               "specmon connect kimi   (a profile in ~/.config/specmon/config.toml)")
+               "specmon connect kimi   (a profile in ~/.config/specmon/config.toml); "
+               "specmon connect FLEET   (a profile with prometheus and selector: the fleet view, docs/fleet.md)")
     c.add_argument("destination", nargs="?", metavar="[USER@]HOST[:PORT] | PROFILE",
                    help="where the server runs (an ssh alias works), or the name of a profile "
                         "(default: the config's default_profile)")

@@ -36,7 +36,7 @@ from specmon.records import Engine
 
 __all__ = [
     "ACCEPT_FALL_MIN_WINDOWS", "ACCEPT_FALL_RATIO", "NORMAL_MAD_SCALE", "OUTLIER_K", "OUTLIER_MIN_REPLICAS", "OUTLIER_MIN_SAMPLES",
-    "OUTLIER_SCALE_FLOOR", "QUIET_AFTER_S", "ConfigPool", "FleetModel", "FleetSnapshot", "ReplicaInput",
+    "OUTLIER_SCALE_FLOOR", "QUIET_AFTER_S", "ConfigPool", "FleetModel", "FleetSnapshot", "RateInput", "ReplicaInput",
     "ReplicaRow", "ReplicaState", "acceptance_fell", "age_text", "mad_normal", "robust_outliers", "short_names",
 ]
 
@@ -68,6 +68,7 @@ class ReplicaState(str, Enum):
     """Where a replica stands (the first that applies, in this order of the checks)."""
 
     UNREADABLE = "unreadable"  # the log cannot be opened or read (permissions, a directory, a reader error)
+    DOWN = "down"  # its Prometheus cannot scrape it (up = 0)
     MISSING = "missing"  # the log does not exist (yet, or any more)
     CRASHED = "crashed"
     STOPPED = "stopped"
@@ -75,6 +76,46 @@ class ReplicaState(str, Enum):
     NO_DATA = "no data yet"  # lines perhaps, but no stats sample
     QUIET = "quiet"
     LIVE = "live"
+
+
+@dataclass(frozen=True, slots=True)
+class RateInput:
+    """A replica read from Prometheus instead of a log: its state and rates (the ingest layer fills it).
+
+    Prometheus computes the rates over its window; the model keeps none of its own. The
+    ``*_samples`` are the rates seen one window apart (windows that do not overlap, so that
+    their mean has an honest interval), idle windows left out, since the replica's
+    configuration was last seen to change.
+
+    Attributes:
+        version: Changes whenever anything below does (what the snapshot's cache compares).
+        engine: ``vllm``, ``llamacpp`` or ``unknown``.
+        config: The configuration as far as Prometheus tells it (``3 spec tokens (method unknown)``,
+            ``unknown config``).
+        config_key: What groups it with other replicas (None: its configuration is unknown, so it is
+            pooled with none and compared with none).
+        state: Its state (live, quiet, down, missing, unreadable, no data yet).
+        state_text: The state in words.
+        detail: More about the state.
+        tps: Generated tok/s over the last window.
+        accept_len: Accept length over the last window.
+        accept_rate: Accept rate over the last window.
+        tps_samples: Non-overlapping windows' tok/s.
+        accept_len_samples: Non-overlapping windows' accept length.
+    """
+
+    version: int
+    engine: str
+    config: str
+    config_key: Hashable | None
+    state: ReplicaState
+    state_text: str
+    detail: str = ""
+    tps: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    tps_samples: tuple[float, ...] = ()
+    accept_len_samples: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +132,8 @@ class ReplicaInput:
         problem: :attr:`ReplicaState.MISSING` or :attr:`ReplicaState.UNREADABLE` when its log
             cannot be read now (None: no problem).
         detail: The reader's sentence about it (``file not found: ... (waiting for it)``).
-        source: Where the figures come from (``log``).
+        source: Where the figures come from (``log``, ``prom``).
+        rates: A replica read from Prometheus (then ``session`` is None and ``path`` is its instance).
     """
 
     name: str
@@ -102,6 +144,7 @@ class ReplicaInput:
     problem: ReplicaState | None = None
     detail: str = ""
     source: str = "log"
+    rates: RateInput | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,11 +248,14 @@ class FleetSnapshot:
         replicas: One row per replica, in command-line order.
         configs: One row per configuration running on some replica (by step count).
         between: The replica-to-replica variance the pooled intervals include, in words.
+        source: Where the fleet is read from and how that goes, when it is not the replicas' own
+            logs (``Prometheus http://...: answered 2s ago``).
     """
 
     replicas: tuple[ReplicaRow, ...] = ()
     configs: tuple[ConfigPool, ...] = ()
     between: str = ""
+    source: str = ""
 
     @property
     def outliers(self) -> int:
@@ -377,8 +423,25 @@ def _figures(run: Run, window: int) -> _Figures:
     tp = np.frombuffer(run.throughput, dtype=np.float32).astype(np.float64)
     al = np.frombuffer(run.accept_len, dtype=np.float32).astype(np.float64)
     ar = np.frombuffer(run.accept_rate, dtype=np.float32).astype(np.float64)
+    return _figures_of(tp, al, ar, window, f"run {run.id}")
+
+
+def _rate_figures(rates: RateInput, window: int, name: str) -> _Figures:
+    """A Prometheus replica's figures: the run's mean and interval from its non-overlapping windows,
+    the recent tok/s and the acceptance from Prometheus's last window."""
+    tp = np.asarray(rates.tps_samples, dtype=np.float64)
+    al = np.asarray(rates.accept_len_samples, dtype=np.float64)
+    f = _figures_of(tp, al, np.zeros(0), window, name)
+    f.tps_recent = rates.tps
+    f.accept_len_recent = rates.accept_len
+    # Acceptance as Prometheus gives it now (the column says "over the last window" in the docs).
+    f.accept_len, f.accept_rate = rates.accept_len, rates.accept_rate
+    return f
+
+
+def _figures_of(tp: np.ndarray, al: np.ndarray, ar: np.ndarray, window: int, name: str) -> _Figures:
     f = _Figures(samples=len(tp))
-    launch = launch_of(tp, f"run {run.id}") if len(tp) else None
+    launch = launch_of(tp, name) if len(tp) else None
     if launch is not None:
         f.launch = launch
         f.tps_mean = launch.mean
@@ -460,19 +523,42 @@ class FleetModel:
         self._cache[key] = _Cached(sig, figures)
         return figures
 
-    def snapshot(self, replicas: Sequence[ReplicaInput], now: float) -> FleetSnapshot:
+    def snapshot(self, replicas: Sequence[ReplicaInput], now: float, source: str = "") -> FleetSnapshot:
         """The fleet at ``now`` (wall time); the same object again while nothing read has changed.
 
         Nothing changes in a session but by lines read, so the lines each replica has read (with
-        its reader's state) and the second of ``now`` (a quiet replica's age) say whether to start over.
+        its reader's state) and the second of ``now`` (a quiet replica's age) say whether to start over;
+        a Prometheus replica's figures change with its ``rates.version``.
+
+        Args:
+            replicas: What each replica's reader gives.
+            now: Wall time.
+            source: Where the fleet is read from, for the header (:attr:`FleetSnapshot.source`).
         """
-        sig = (int(now), tuple((inp.name, id(inp.session), inp.lines, inp.problem, inp.detail, inp.last_sample_at)
-                               for inp in replicas))
+        sig = (int(now), source, tuple((inp.name, id(inp.session), inp.lines, inp.problem, inp.detail,
+                                        inp.last_sample_at, inp.rates.version if inp.rates is not None else None)
+                                       for inp in replicas))
         if self._last is not None and self._last[0] == sig:
             return self._last[1]
-        snap = self._snapshot(replicas, now)
+        snap = replace(self._snapshot(replicas, now), source=source)
         self._last = (sig, snap)
         return snap
+
+    def _rate_row(self, key: str, inp: ReplicaInput, rates: RateInput) -> tuple[ReplicaRow, _Figures]:
+        """A Prometheus replica's row (its state and configuration are the ingest layer's reading)."""
+        sig = (rates.version, self.window)
+        hit = self._cache.get(key)
+        if hit is not None and hit.sig == sig:
+            f = hit.figures
+        else:
+            f = _rate_figures(rates, max(1, self.window), inp.name)
+            self._cache[key] = _Cached(sig, f)
+        row = ReplicaRow(key=key, name=inp.name, path=inp.path, source=inp.source, state=rates.state,
+                         state_text=rates.state_text, detail=rates.detail, engine=rates.engine, config=rates.config,
+                         config_key=rates.config_key, tps_recent=f.tps_recent, tps_mean=f.tps_mean,
+                         tps_half=f.tps_half, samples=f.samples, accept_len=f.accept_len,
+                         accept_len_recent=f.accept_len_recent, accept_rate=f.accept_rate)
+        return row, f
 
     def _snapshot(self, replicas: Sequence[ReplicaInput], now: float) -> FleetSnapshot:
         rows: list[ReplicaRow] = []
@@ -480,6 +566,14 @@ class FleetModel:
         fell: dict[str, tuple[float, float]] = {}
         for i, inp in enumerate(replicas):
             key = str(i)
+            if inp.rates is not None:
+                row, f = self._rate_row(key, inp, inp.rates)
+                if f.launch is not None:
+                    launches[key] = f.launch
+                if f.fell is not None:
+                    fell[key] = f.fell
+                rows.append(row)
+                continue
             session = inp.session
             run = _shown_run(session) if session is not None else None
             state, text, detail = _state(inp, run, now)

@@ -8,8 +8,12 @@ builds for one), and every :data:`TICK_S` seconds a timer asks the fleet model
 (:mod:`specmon.ui.screens.fleet`), whose tables update their cells in place. ``enter`` on a
 replica pushes that replica's dashboard (:mod:`specmon.ui.screens.replica`) on the same feeder.
 
-Everything non-deterministic (the clock, theme folders) is injected; :func:`fleet_app` is the
-factory the command line and the tests use.
+A fleet read through Prometheus (``specmon connect FLEETPROFILE``) is the same view on a
+:class:`~specmon.ingest.prom_fleet.PromFleet`: one replica per ``instance`` label, its rates
+from Prometheus, no log and so no replica dashboard; the header says where it is read from.
+
+Everything non-deterministic (the clock, theme folders) is injected; :func:`fleet_app` and
+:func:`prometheus_fleet_app` are the factories the command line and the tests use.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ from textual.worker import Worker
 
 from specmon import paths
 from specmon.ingest.fleet import Fleet
+from specmon.ingest.prom_fleet import PromFleet
 from specmon.model.fleet import OUTLIER_K, FleetModel
 from specmon.ui.base import SpecmonAppBase
 from specmon.ui.screens.fleet import FleetScreen
 from specmon.ui.theming import theme_folders
 from specmon.ui.views import DEFAULT_WINDOW
 
-__all__ = ["FleetApp", "FleetOptions", "fleet_app"]
+__all__ = ["FleetApp", "FleetOptions", "fleet_app", "prometheus_fleet_app"]
 
 #: Seconds between two refreshes of the fleet's tables.
 TICK_S = 0.25
@@ -65,7 +70,7 @@ class FleetApp(SpecmonAppBase):
     """The fleet view over several replica logs.
 
     Args:
-        fleet: The replicas, each with its follower and feeder.
+        fleet: The replicas: each log with its follower and feeder, or a Prometheus's instances.
         options: Command-line settings.
         clock: Wall clock (``time.time`` scale).
         theme_dirs: Folders of theme files, later ones overriding earlier names.
@@ -80,14 +85,15 @@ class FleetApp(SpecmonAppBase):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, fleet: Fleet, *, options: FleetOptions | None = None, clock: Callable[[], float] = time.time,
+    def __init__(self, fleet: Fleet | PromFleet, *, options: FleetOptions | None = None, clock: Callable[[], float] = time.time,
                  theme_dirs: Sequence[Traversable | Path] = ()) -> None:
         super().__init__()
         self.fleet = fleet
         self.options = options or FleetOptions()
         self.clock = clock
         self.model = FleetModel(window=max(1, self.options.window), k=self.options.k)
-        self.fleet_screen = FleetScreen()
+        self.fleet_screen = FleetScreen() if isinstance(fleet, Fleet) else FleetScreen(
+            f"specmon fleet: asking Prometheus at {fleet.source.url}…")
         self._theme_dirs = list(theme_dirs)
         self._closed_fleet = False
         #: Seconds the last refresh took (the model's snapshot and the tables' update), and the most.
@@ -102,7 +108,8 @@ class FleetApp(SpecmonAppBase):
         self.push_screen(self.fleet_screen)
         # Annotated: Textual's run_worker cannot infer a worker's type from a coroutine function.
         worker: Worker[None] = self.run_worker(self.fleet.run, name="fleet ingest", group="source",
-                                               description="read the replicas' logs", exit_on_error=False)
+                                               description="read the replicas' logs" if isinstance(self.fleet, Fleet)
+                                               else "ask Prometheus", exit_on_error=False)
         self._ingest = worker
         self.set_interval(TICK_S, self.refresh_fleet, name="fleet refresh")
         self.call_after_refresh(self.refresh_fleet)
@@ -115,7 +122,8 @@ class FleetApp(SpecmonAppBase):
         if self._closed_fleet:
             return
         started = time.perf_counter()
-        snap = self.model.snapshot(self.fleet.inputs(), self.clock())
+        source = "" if isinstance(self.fleet, Fleet) else self.fleet.status_text()
+        snap = self.model.snapshot(self.fleet.inputs(), self.clock(), source)
         self.fleet_screen.show(snap)
         self.last_refresh_s = time.perf_counter() - started
         self.refreshes += 1
@@ -126,6 +134,11 @@ class FleetApp(SpecmonAppBase):
         """Enter on a replica: its dashboard, on the feeder the fleet keeps running."""
         from specmon.ui.screens.replica import ReplicaScreen
 
+        if not isinstance(self.fleet, Fleet):
+            # Its figures are Prometheus's rates: no log is read, so there is no dashboard to open.
+            self.notify("a replica read through Prometheus has no dashboard here (its log is not read): "
+                        "specmon connect its host to follow its log", severity="warning")
+            return
         replica = self.fleet.replicas[int(message.key)]
         self.push_screen(ReplicaScreen(replica.name, replica.feeder, window=self.options.window,
                                        baseline_tps=self.options.baseline_tps, clock=self.clock))
@@ -169,4 +182,20 @@ def fleet_app(logs: Sequence[str | Path], *, lines: int | None = None, max_line:
     fleet = Fleet(logs, lines=lines, max_line=max_line, warmup=opts.warmup, clock=clock, poll_interval=poll_interval)
     user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
     return FleetApp(fleet, options=opts, clock=clock,
+                    theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None))
+
+
+def prometheus_fleet_app(fleet: PromFleet, *, options: FleetOptions | None = None,
+                         clock: Callable[[], float] = time.time,
+                         user_themes: Path | None | object = USER_THEMES) -> FleetApp:
+    """The fleet view over the instances a Prometheus knows for a selector.
+
+    Args:
+        fleet: Its poller (:class:`~specmon.ingest.prom_fleet.PromFleet`).
+        options: Command-line settings (``window``: non-overlapping rate windows in the recent means).
+        clock: Wall clock.
+        user_themes: The user's theme folder; default: the platform config folder; None: none.
+    """
+    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
+    return FleetApp(fleet, options=options or FleetOptions(), clock=clock,
                     theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None))

@@ -30,7 +30,8 @@ __all__ = ["FleetScreen", "matches", "summary_text"]
 
 #: The states the header counts, in the order it names them.
 _COUNTED = (ReplicaState.LIVE, ReplicaState.QUIET, ReplicaState.STARTING, ReplicaState.NO_DATA,
-            ReplicaState.STOPPED, ReplicaState.CRASHED, ReplicaState.MISSING, ReplicaState.UNREADABLE)
+            ReplicaState.STOPPED, ReplicaState.CRASHED, ReplicaState.MISSING, ReplicaState.DOWN,
+            ReplicaState.UNREADABLE)
 
 
 def matches(row: ReplicaRow, text: str) -> bool:
@@ -68,7 +69,7 @@ class FleetScreen(Screen[None]):
 
     DEFAULT_CSS = """
     FleetScreen #fleet-header {
-        height: auto; max-height: 2; padding: 0 1; background: $panel; color: $foreground;
+        height: auto; max-height: 3; padding: 0 1; background: $panel; color: $foreground;
         text-wrap: nowrap; text-overflow: ellipsis;
     }
     FleetScreen .fleet-title {
@@ -81,13 +82,15 @@ class FleetScreen(Screen[None]):
     FleetScreen #filter.-open { display: block; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, waiting: str = "specmon fleet: reading the logs…") -> None:
+        """``waiting``: the header until the first snapshot (what the fleet is read from)."""
         super().__init__()
         self.snapshot = FleetSnapshot()
         self.filter_text = ""
+        self._waiting = waiting
 
     def compose(self) -> ComposeResult:
-        yield Static("specmon fleet: reading the logs…", id="fleet-header", markup=False)
+        yield Static(literal(self._waiting), id="fleet-header", markup=False)
         yield Static("replicas", id="replicas-title", classes="fleet-title", markup=False)
         yield ReplicaTable(id="replicas")
         yield Static("", id="replica-detail", markup=False)
@@ -129,6 +132,9 @@ class FleetScreen(Screen[None]):
             self.replica_table.show(replicas)
             self.config_table.show(configs)
             header = summary_text(snap)
+            if snap.source:
+                # Where a Prometheus-backed fleet is read from, and whether that answers now.
+                header += "\n" + snap.source
             if snap.between:
                 header += "\n" + snap.between
             self._header.update(literal(header, newlines=True))

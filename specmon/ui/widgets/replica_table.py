@@ -13,7 +13,7 @@ __all__ = ["ReplicaTable"]
 
 #: Problems first when sorted by state (the enum's order is the order of the checks).
 _STATE_ORDER = {state: i for i, state in enumerate(ReplicaState)}
-_BAD = {ReplicaState.UNREADABLE, ReplicaState.CRASHED}
+_BAD = {ReplicaState.UNREADABLE, ReplicaState.DOWN, ReplicaState.CRASHED}
 _IDLE = {ReplicaState.MISSING, ReplicaState.NO_DATA, ReplicaState.QUIET, ReplicaState.STOPPED,
          ReplicaState.STARTING}
 
@@ -55,7 +55,7 @@ class ReplicaTable(FittedTable):
     """
 
     def row_style(self, row: ReplicaRow) -> str:
-        """Outliers in the warning colour, crashed or unreadable replicas in the error colour."""
+        """Outliers in the warning colour, crashed, down or unreadable replicas in the error colour."""
         if row.state in _BAD:
             return "replica-table--bad"
         if row.flags:
