@@ -70,6 +70,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.engines import ADAPTERS, CounterNames, adapter
+from specmon.model.adaptive import SettingTracker
 from specmon.records import Engine
 
 # Each engine's counter names are its module's (specmon.engines); the constants name the ones
@@ -316,6 +317,8 @@ class MetricsScraper:
     clock: Callable[[], float] = time.monotonic
     max_samples: int = 200_000
     samples: list[CounterSample] = field(default_factory=list)
+    #: The active speculative setting as the scrapes saw it (SGLang's adaptive mode).
+    controller: SettingTracker = field(default_factory=SettingTracker)
     #: Why there are no counters (None while they are fine or not tried yet).
     problem: str | None = None
     engine: str | None = None
@@ -377,6 +380,8 @@ class MetricsScraper:
             self._fail(f"{self.url} has no vLLM, llama.cpp or SGLang series (SGLang needs --enable-metrics)")
             return None
         self.engine = snap.engine
+        # The engine's own controller (SGLang's adaptive tiers): the setting this scrape saw.
+        self.controller.observe(snap.t, snap.sglang_setting)
         self.problem = None
         self._ok.set()
         prev, self._last = self._last, snap

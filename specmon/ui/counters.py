@@ -103,6 +103,7 @@ class LiveCounters:
         self._run_id: int | None = None
         self._resets = 0
         self._said: str | None = None  # the last state the event log was told
+        self._flipping = False  # the event log was told the controller flip-flops
         self._closed = False
 
     # -- the worker -----------------------------------------------------------------------------
@@ -178,8 +179,20 @@ class LiveCounters:
         run = session.current
         samples = self.segment(run.id if run is not None else None)
         self._tell(session)
+        header = snap.header
+        controller = self.scraper.controller.view() if self.scraper is not None and self.available else None
+        if controller is not None:
+            header = dataclasses.replace(header, controller=controller.short(),
+                                         controller_level="warning" if controller.flip_flop else "info")
+            if controller.flip_flop != self._flipping:
+                self._flipping = controller.flip_flop
+                session.events.append(SessionEvent(0, None, "warning" if controller.flip_flop else "info", (
+                    f"the engine's controller is flip-flopping: {controller.text()}; a tier switch costs "
+                    "each time and no tier stays warm (a fixed setting may serve better)"
+                    if controller.flip_flop else f"the engine's controller settled: {controller.text()}")))
         return dataclasses.replace(
             snap,
+            header=header,
             throughput=self._metric(snap.throughput, [(s.t, s.throughput) for s in samples]),
             accept_len=self._metric(snap.accept_len, [(s.t, s.accept_len) for s in samples]),
             accept_rate=self._metric(snap.accept_rate, [(s.t, s.accept_rate) for s in samples]),

@@ -174,6 +174,9 @@ class HeaderView:
     lines: int
     unparsed: int
     alert: str = ""  # a write that failed (the recording, an export): said until specmon exits
+    #: The engine's own controller (SGLang's adaptive tiers, from its counters): "" when fixed.
+    controller: str = ""
+    controller_level: str = "info"
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,8 @@ class StatusHeader(Widget):
         ]
         if v.mode:
             parts += [(f" {plain(v.mode)} ", mode_style), "  "]
+        if v.controller:
+            parts += [(plain(v.controller), LEVEL_STYLE[v.controller_level]), "  "]
         if v.alert:
             parts += [(f"✖ {plain(v.alert)}", "bold $error"), "  "]
         parts += [("source: ", "$text-muted"), (plain(v.connection), LEVEL_STYLE[v.connection_level]), "  ",
