@@ -38,12 +38,13 @@ def states(f: PromFleet) -> dict[str, tuple[ReplicaState, str]]:
 
 def test_one_window_is_kept_per_window_and_the_idle_ones_are_left_out() -> None:
     f = fleet()
-    for t in range(0, 41, 2):  # a poll every 2 s, a 10 s window: the windows at 0, 10, 20, 30, 40
+    for t in range(0, 41, 2):  # a poll every 2 s, a 10 s window
         f.take(Poll(float(t), 0.01, {"a:1": vllm(100.0 + t if t != 20 else 0.0)}))
     (inp,) = f.inputs()
     assert inp.rates is not None
-    # t = 20 was idle: the next kept one is at 22, and then 32 (a window later).
-    assert inp.rates.tps_samples == (100.0, 110.0, 122.0, 132.0)
+    # The first window kept is a whole window after first sight (10); t = 20 was idle: the next kept
+    # one is at 22, and then 32 (a window later).
+    assert inp.rates.tps_samples == (110.0, 122.0, 132.0)
     assert inp.rates.tps == 140.0 and inp.rates.state is ReplicaState.LIVE
 
 
