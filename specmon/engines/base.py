@@ -120,6 +120,8 @@ class EngineAdapter:
     metric_prefix: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
+    #: Its latency histograms (base names, without ``_bucket``): time to first token, inter-token.
+    latency: ClassVar[tuple[str, str] | None] = None
 
     # -- sweeps -------------------------------------------------------------------------------
     #: Launch parameters a sweep may vary besides the step count (``{topk}`` in a profile).

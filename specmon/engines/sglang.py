@@ -439,6 +439,7 @@ class SGLang(EngineAdapter):
     # CUDA-graph capture and the first batches' compilation make SGLang's first samples slow.
     warmup = 5
     metric_prefix = "sglang"
+    latency = ("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds")
     default_port = 30000
     entry_points = EntryPoints(
         scripts=(("sglang", "serve"),),

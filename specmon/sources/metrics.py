@@ -62,6 +62,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
@@ -71,6 +72,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.engines import ADAPTERS, CounterNames, adapter
 from specmon.model.adaptive import SettingTracker
+from specmon.model.latency import Buckets
 from specmon.records import Engine
 
 # Each engine's counter names are its module's (specmon.engines); the constants name the ones
@@ -100,6 +102,10 @@ VLLM_REQUESTS = "vllm:request_generation_tokens_count"
 _HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
 
 
+#: Seconds of latency histograms a scraper keeps (a window of a minute, and room to find its start).
+LATENCY_KEEP_S = 180.0
+#: The latency histograms' bucket series, by the histogram's base name they belong to.
+_BUCKETS = {f"{name}_bucket": name for a in ADAPTERS if a.latency for name in a.latency}
 #: Counter names by engine name, for the engines that export counters.
 _NAMES = {a.engine.value: a.counters for a in ADAPTERS if a.counters is not None}
 _COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
@@ -115,6 +121,8 @@ class Snapshot:
     t: float
     values: dict[str, float]
     per_pos: tuple[float, ...] | None = None
+    #: The engines' latency histograms: name -> (upper bound, cumulative count), summed over label sets.
+    buckets: dict[str, Buckets] = field(default_factory=dict)
 
     @property
     def engine(self) -> str | None:
@@ -148,9 +156,17 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     values: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
+    hist: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name in _PER_POS:
+            if s.name in _BUCKETS:
+                try:
+                    le = float(s.labels.get("le", ""))
+                except ValueError:
+                    continue
+                by_le = hist.setdefault(_BUCKETS[s.name], {})
+                by_le[le] = by_le.get(le, 0.0) + s.value
+            elif s.name in _PER_POS:
                 try:
                     pos = int(s.labels.get("position", ""))
                 except ValueError:
@@ -164,7 +180,8 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     for name, count in gauge_seen.items():
         values[name] /= count
     pos_tuple = tuple(per_pos[i] for i in sorted(per_pos)) if per_pos else None
-    return Snapshot(t, values, pos_tuple)
+    buckets = {name: tuple(sorted(by_le.items())) for name, by_le in hist.items()}
+    return Snapshot(t, values, pos_tuple, buckets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +336,8 @@ class MetricsScraper:
     samples: list[CounterSample] = field(default_factory=list)
     #: The active speculative setting as the scrapes saw it (SGLang's adaptive mode).
     controller: SettingTracker = field(default_factory=SettingTracker)
+    #: (time, latency histograms) of the scrapes of the last :data:`LATENCY_KEEP_S` seconds.
+    latency: deque[tuple[float, dict[str, Buckets]]] = field(default_factory=deque)
     #: Why there are no counters (None while they are fine or not tried yet).
     problem: str | None = None
     engine: str | None = None
@@ -382,6 +401,10 @@ class MetricsScraper:
         self.engine = snap.engine
         # The engine's own controller (SGLang's adaptive tiers): the setting this scrape saw.
         self.controller.observe(snap.t, snap.sglang_setting)
+        if snap.buckets:
+            self.latency.append((snap.t, snap.buckets))
+            while self.latency and self.latency[0][0] < snap.t - LATENCY_KEEP_S:
+                self.latency.popleft()
         self.problem = None
         self._ok.set()
         prev, self._last = self._last, snap

@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
+from specmon.model.latency import quantile, window_counts
 from specmon.model.session import SessionEvent
 from specmon.sources.metrics import CounterSample, MetricsScraper
 
@@ -57,6 +58,8 @@ REOPEN_WAIT_S = 5.0
 SPARK_POINTS = 120
 #: Most recent samples of a segment the figures use (an hour at one a second): a tick stays cheap.
 MAX_SEGMENT = 3600
+#: Seconds the latency percentiles cover (up to the newest scrape).
+LATENCY_WINDOW_S = 60.0
 #: Tags.
 COUNTERS, LOG = "counters", "log"
 
@@ -69,6 +72,10 @@ def fixed_url(url: str) -> Callable[[], AbstractAsyncContextManager[str]]:
         yield url
 
     return opener
+
+
+def _seconds(x: float) -> str:
+    return f"{x * 1000:.0f} ms" if x < 1.0 else f"{x:.2f} s"
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -190,6 +197,9 @@ class LiveCounters:
                     f"the engine's controller is flip-flopping: {controller.text()}; a tier switch costs "
                     "each time and no tier stays warm (a fixed setting may serve better)"
                     if controller.flip_flop else f"the engine's controller settled: {controller.text()}")))
+        latency = self._latency()
+        if latency:
+            header = dataclasses.replace(header, latency=latency)
         return dataclasses.replace(
             snap,
             header=header,
@@ -198,6 +208,31 @@ class LiveCounters:
             accept_rate=self._metric(snap.accept_rate, [(s.t, s.accept_rate) for s in samples]),
             positions=self._positions(snap.positions, samples),
         )
+
+    def _latency(self) -> str:
+        """``TTFT p50 210 ms · p99 800 ms (42) · ITL p50 31 ms · p99 44 ms (4,210) · last 60 s``, or ""."""
+        scraper = self.scraper
+        if scraper is None or not self.available or not scraper.latency:
+            return ""
+        t_new, newest = scraper.latency[-1]
+        # The scrape a window before the newest (or the first one kept, while younger than that).
+        older = next((h for t, h in reversed(scraper.latency) if t <= t_new - LATENCY_WINDOW_S),
+                     scraper.latency[0][1])
+        span = t_new - next((t for t, h in scraper.latency if h is older), t_new)
+        parts = []
+        for name in sorted(newest, key=lambda n: "inter_token" in n):  # time to first token first
+            what = "ITL" if "inter_token" in name else "TTFT"
+            window = window_counts(older.get(name), newest[name])
+            if window is None:  # a restart inside the window: what the new server did since it began
+                window = newest[name]
+            n = window[-1][1] if window else 0
+            p50, p99 = quantile(0.5, window), quantile(0.99, window)
+            if p50 is None or p99 is None or n < 1:
+                continue
+            parts.append(f"{what} p50 {_seconds(p50)} · p99 {_seconds(p99)} ({n:,.0f})")
+        if not parts:
+            return ""
+        return " · ".join(parts) + f" · last {span:.0f} s" if span >= 1 else " · ".join(parts)
 
     def _metric(self, view: MetricView, timed: list[tuple[float, float | None]]) -> MetricView:
         """``timed``: (time, value) of each sample of the segment; the mean takes the values of the

@@ -177,6 +177,8 @@ class HeaderView:
     #: The engine's own controller (SGLang's adaptive tiers, from its counters): "" when fixed.
     controller: str = ""
     controller_level: str = "info"
+    #: Latency percentiles from the engine's histograms (its counters): "" without them.
+    latency: str = ""
 
 
 @dataclass(frozen=True, slots=True)

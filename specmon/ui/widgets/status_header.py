@@ -30,6 +30,10 @@ class StatusHeader(Widget):
     def watch_view(self, view: HeaderView | None) -> None:
         self.set_class(view is not None and view.state_level == ERROR, "-crashed")
         self.set_class(view is not None and view.paused, "-paused")
+        # A third line only while there are latency figures: the panels keep their rows otherwise.
+        height = 3 if view is not None and view.latency else 2
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
 
     def render(self) -> Content:
         """Two lines, each cut with an ellipsis when the terminal is narrow."""
@@ -65,4 +69,7 @@ class StatusHeader(Widget):
                   (f"{v.lines:,} lines", "$text-muted")]
         if v.unparsed:
             parts += ["  ", (f"{v.unparsed:,} unparsed", "$warning")]
-        return Content("\n").join([first, Content.assemble(*parts)])
+        lines = [first, Content.assemble(*parts)]
+        if v.latency:
+            lines.append(Content.assemble(("latency ", "$text-muted"), (plain(v.latency), "bold")))
+        return Content("\n").join(lines)
