@@ -78,12 +78,15 @@ def main() -> None:
         c_tp = [s.throughput for s in cs]
         c_al = [s.accept_len for s in cs if s.accept_len is not None]
         c_ar = [s.accept_rate for s in cs if s.accept_rate is not None]
-        cell = CellState(steps, 1, status="done")
-        cell.segments.append(Segment("ref", None, None, throughput=c_tp, accept_len=c_al, accept_rate=c_ar))
-        cells.append(cell)
+        # One cell per setting, one segment (a launch) per folder of it.
+        cell = next((c for c in cells if c.steps == steps), None)
+        if cell is None:
+            cell = CellState(steps, 1, status="done")
+            cells.append(cell)
+        cell.segments.append(Segment(sub.name, None, None, throughput=c_tp, accept_len=c_al, accept_rate=c_ar))
         s_c, s_l, s_cl = summarize(c_tp), summarize(log_tp), summarize(ctp)
         rows.append({
-            "steps": steps, "minutes": round((meta["load_ended"] - meta["load_started"]) / 60, 1),
+            "steps": steps, "launch": meta.get("launch", 1), "minutes": round((meta["load_ended"] - meta["load_started"]) / 60, 1),
             "loadavg": [round(x, 1) for x in meta.get("loadavg_end", [])],
             "counters_tps": s_c.to_json() if s_c else None, "log_tps": s_l.to_json() if s_l else None,
             "client_decode_tps": s_cl.to_json() if s_cl else None, "client_untimed": untimed,
@@ -92,8 +95,12 @@ def main() -> None:
             "log_accept_len": round(statistics.mean(log_al), 3) if log_al else None,
             "counters_accept_rate": round(statistics.mean(c_ar), 3) if c_ar else None,
         })
-    verdict = sweep_verdict(analyses_from_cells(cells, 1), StoppingRule(), 1)
-    doc = {"rows": rows, "verdict": verdict.to_json()}
+    analysis = analyses_from_cells(cells, 1)
+    verdict = sweep_verdict(analysis, StoppingRule(), 1)
+    # Each setting over its launches, with the two-level model (what the sweep's intervals are).
+    settings = [{"label": r.label, "launches": len(r.launches), "covers": r.covers(),
+                 "tps": r.throughput.to_json() if r.throughput else None} for r in analysis.rows]
+    doc = {"rows": rows, "settings": settings, "verdict": verdict.to_json()}
     if args.format == "json":
         print(json.dumps(doc, indent=1))
         return
@@ -109,9 +116,16 @@ def main() -> None:
           "| accept len (counters / log) | load avg |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['steps']} | {r['minutes']} | {m(r['counters_tps'])} | {m(r['log_tps'])} | "
+        print(f"| {r['steps']} (launch {r['launch']}) | {r['minutes']} | {m(r['counters_tps'])} | {m(r['log_tps'])} | "
               f"{m(r['client_decode_tps'])} | {r['client_output_tps']} | {r['client_untimed']} | "
               f"{r['counters_accept_len'] or '—'} / {r['log_accept_len'] or '—'} | {r['loadavg'][:1]} |")
+    print("\n| setting | launches | counters tok/s, mean of launch means (95% CI) | covers |")
+    print("|---|---|---|---|")
+    for st in settings:
+        t = st["tps"] or {}
+        ci = (f"{t['mean']:.1f} ({t['ci95_low']:.1f}–{t['ci95_high']:.1f})"
+              if t.get("ci95_low") is not None else f"{t.get('mean', 0):.1f}")
+        print(f"| {st['label']} | {st['launches']} | {ci} | {st['covers']} |")
     print(f"\nVerdict (counters): {verdict.sentence}")
 
 

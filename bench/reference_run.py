@@ -6,6 +6,7 @@ short ``specmon sweep`` can be checked against a long, fixed-length measurement
 of the same workload (the load driver's bundled prompts, greedy, ``ignore_eos``).
 
     python bench/reference_run.py --out /tmp/ref --steps 0,1,3,5 --seconds 600 --port 18201
+    python bench/reference_run.py --out /tmp/ref --steps 0,1,3,5,5,3,1,0 --seconds 300   # two launches each
 
 Only 127.0.0.1. The server is started with the kit's ``serve.sh`` and stopped by
 its PID (SIGINT) in a finally.
@@ -87,12 +88,13 @@ async def load(client: httpx.AsyncClient, base: str, model: str, out: Path, seco
             i += 1
 
 
-async def one_setting(steps: int, args: argparse.Namespace) -> None:
-    out = Path(args.out) / f"k{steps}"
+async def one_setting(steps: int, args: argparse.Namespace, launch: int = 1) -> None:
+    # One folder per launch: k3 for the first launch of 3 steps, k3_l2 for its second.
+    out = Path(args.out) / (f"k{steps}" if launch == 1 else f"k{steps}_l{launch}")
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, VLLM_LOG_STATS_INTERVAL=str(args.log_interval))
     base = f"http://127.0.0.1:{args.port}"
-    meta = {"steps": steps, "started": time.time(), "loadavg_start": os.getloadavg()}
+    meta = {"steps": steps, "launch": launch, "started": time.time(), "loadavg_start": os.getloadavg()}
     proc = subprocess.Popen(["bash", SERVE, str(steps), str(out / "server.log"), str(args.port)], env=env)
     try:
         async with httpx.AsyncClient() as client:
@@ -127,8 +129,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--log-interval", type=float, default=10)
     args = ap.parse_args()
+    # A setting listed twice is launched twice (``--steps 0,1,3,5,5,3,1,0``: each in two launches,
+    # in alternating order, so slow drift favours none).
+    launches: dict[int, int] = {}
     for s in args.steps.split(","):
-        asyncio.run(one_setting(int(s), args))
+        launches[int(s)] = launches.get(int(s), 0) + 1
+        asyncio.run(one_setting(int(s), args, launches[int(s)]))
 
 
 if __name__ == "__main__":
