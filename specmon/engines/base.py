@@ -120,6 +120,10 @@ class EngineAdapter:
     metric_prefix: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
+    #: Its per-position counter has a series for every draft position from start-up on, so
+    #: counting them gives the configured draft tokens (vLLM's ``SpecDecodingProm``; llama.cpp
+    #: adds a position only once a draft there was accepted).
+    positions_from_start: ClassVar[bool] = False
     #: Its latency histograms (base names, without ``_bucket``): time to first token, inter-token.
     latency: ClassVar[tuple[str, str] | None] = None
 

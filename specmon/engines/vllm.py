@@ -310,6 +310,7 @@ class VLLM(EngineAdapter):
     ready_marker = "Application startup complete."
     metric_prefix = "vllm"
     latency = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds")
+    positions_from_start = True
     counters = CounterNames(
         gen="vllm:generation_tokens_total",
         drafts="vllm:spec_decode_num_drafts_total",

@@ -172,10 +172,6 @@ def parse_duration(text: str) -> int:
 
 # -- the queries ---------------------------------------------------------------------------------------
 
-#: Engines whose per-position counter has one series per draft position from start-up on
-#: (vLLM's ``SpecDecodingProm`` creates positions 0..k-1 at init): counting them gives k.
-#: llama.cpp adds a position's series only once a draft there was accepted: its count is no setting.
-_POSITIONS_FROM_START = frozenset({Engine.VLLM})
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +206,7 @@ def fleet_queries(selector: Selector, window_s: int, engine: Engine | None = Non
         out.append(FleetQuery(ad.engine, "tps", _rate(c.gen, sel, window)))
         out.append(FleetQuery(ad.engine, "accept_len", f"1 + {accepted} / {_rate(c.drafts, sel, window)}"))
         out.append(FleetQuery(ad.engine, "accept_rate", f"{accepted} / {_rate(c.draft_tokens, sel, window)}"))
-        if c.per_position and ad.engine in _POSITIONS_FROM_START:
+        if c.per_position and ad.positions_from_start:  # counting them gives the setting
             # Distinct positions per instance (a data-parallel server has one series per engine and position).
             out.append(FleetQuery(ad.engine, "spec_tokens",
                                    f"count by (instance) (count by (instance, position) ({c.per_position}{sel}))"))
