@@ -19,14 +19,13 @@ The first restart stops the adopted process by its PID and start time
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -40,7 +39,9 @@ from specmon.control.launch import (
     is_secret_name,
 )
 from specmon.control.runner import CommandRunner
-from specmon.engines import ADAPTERS, by_name
+from specmon.engines import ADAPTERS, EngineAdapter, by_name
+from specmon.engines.argv import ArgvError, flag_values, strip_flags
+from specmon.engines.argv import SpecSettings as SpecSettings
 
 #: The engines whose servers can be adopted: their spec flags are read and rewritten below.
 EngineName = Literal["sglang", "vllm"]
@@ -138,25 +139,6 @@ PROBE_COMMAND: str = shlex.join(["bash", "-c", PROBE_SCRIPT])
 
 
 @dataclass(frozen=True, slots=True)
-class SpecSettings:
-    """The speculative settings an argv asks for.
-
-    Attributes:
-        steps: Step count (vLLM: ``num_speculative_tokens``); 0 when the server
-            runs without speculation; ``None`` when speculation is on but the
-            engine picks the count itself (SGLang without the flag).
-        draft_tokens: SGLang's ``--speculative-num-draft-tokens``, if given.
-        topk: SGLang's ``--speculative-eagle-topk``, if given.
-        method: ``--speculative-algorithm`` (SGLang) or the config's ``method``.
-    """
-
-    steps: int | None
-    draft_tokens: int | None = None
-    topk: int | None = None
-    method: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class ServerProcess:
     """A running SGLang or vLLM server found on the host.
 
@@ -203,7 +185,7 @@ class ServerProcess:
     @property
     def port(self) -> int:
         """The port it listens on (``--port``, else the engine's default)."""
-        value = _flag_values(self.argv, "--port")
+        value = flag_values(self.argv, "--port")
         if value and value[-1].isdigit() and 0 < int(value[-1]) < 65536:
             return int(value[-1])
         return DEFAULT_PORTS[self.engine]
@@ -446,38 +428,27 @@ def _after_interpreter(argv: Sequence[str]) -> list[str] | None:
 # --------------------------------------------------------------------------- argv
 
 
-def _split_flag(token: str) -> tuple[str, str | None]:
-    """``--a_b=1`` -> (``--a-b``, ``1``); ``--a-b`` -> (``--a-b``, None)."""
-    name, eq, value = token.partition("=")
-    return name.replace("_", "-"), (value if eq else None)
+_T = TypeVar("_T")
 
 
-def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
-    values = []
-    for i, tok in enumerate(argv):
-        if not tok.startswith("--"):
-            continue
-        name, inline = _split_flag(tok)
-        if name != flag:
-            continue
-        if inline is not None:
-            values.append(inline)
-        elif i + 1 < len(argv):
-            values.append(argv[i + 1])
-    return values
+def _as_adopt_error(fn: Callable[[], _T]) -> _T:
+    """``fn()``, its :class:`~specmon.engines.argv.ArgvError` said as an :class:`AdoptError`."""
+    try:
+        return fn()
+    except ArgvError as exc:
+        raise AdoptError(str(exc)) from None
 
 
-def _last_int(argv: Sequence[str], flag: str) -> int | None:
-    values = _flag_values(argv, flag)
-    if not values:
-        return None
-    if not re.fullmatch(r"[0-9]+", values[-1]):
-        raise AdoptError(f"{flag} has a value that is not a number: {values[-1]!r}")
-    return int(values[-1])
+def _adapter(argv: Sequence[str], engine: EngineName | None) -> EngineAdapter:
+    name = engine or classify(argv)
+    found = by_name(name) if name else None
+    if found is None:
+        raise AdoptError("not an SGLang or vLLM server command line")
+    return found
 
 
 def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecSettings:
-    """Read the speculative settings from a server's argv.
+    """Read the speculative settings from a server's argv (the engine module's rule).
 
     Args:
         argv: The command line.
@@ -489,138 +460,12 @@ def current_spec(argv: Sequence[str], engine: EngineName | None = None) -> SpecS
     Raises:
         AdoptError: The argv is not a known server, or a value is unreadable.
     """
-    engine = engine or classify(argv)
-    if engine == "sglang":
-        methods = _flag_values(argv, "--speculative-algorithm")
-        if not methods:
-            return SpecSettings(steps=0)
-        if _stepless(methods[-1]):
-            # NGRAM drafts from a trie, not in steps: its depth is the draft tokens after the root
-            # (SGLang ignores --speculative-num-steps and -eagle-topk for it), as the log reader says.
-            tokens = _last_int(argv, "--speculative-num-draft-tokens")
-            return SpecSettings(steps=tokens - 1 if tokens is not None and tokens > 1 else None,
-                                draft_tokens=tokens, method=methods[-1])
-        return SpecSettings(
-            steps=_last_int(argv, "--speculative-num-steps"),
-            draft_tokens=_last_int(argv, "--speculative-num-draft-tokens"),
-            topk=_last_int(argv, "--speculative-eagle-topk"),
-            method=methods[-1],
-        )
-    if engine == "vllm":
-        configs = _flag_values(argv, "--speculative-config")
-        method: str | None = None
-        steps: int | None = None
-        if configs:
-            conf = _load_config(configs[-1])
-            method = str(conf.get("method") or conf.get("model") or "") or None
-            value = conf.get("num_speculative_tokens")
-            if type(value) is int:
-                steps = value
-        dotted = _last_int(argv, "--speculative-config.num-speculative-tokens")
-        if dotted is not None:
-            steps = dotted
-        old = _last_int(argv, "--num-speculative-tokens")
-        if old is not None:
-            steps = old
-            models = _flag_values(argv, "--speculative-model")
-            method = method or (models[-1] if models else None)
-        if steps is None and method is None:
-            return SpecSettings(steps=0)
-        return SpecSettings(steps=steps, method=method)
-    raise AdoptError("not an SGLang or vLLM server command line")
+    ad = _adapter(argv, engine)
+    return _as_adopt_error(lambda: ad.read_spec(argv))
 
 
-def _stepless(method: str) -> bool:
-    """SGLang algorithms without draft steps (the depth is ``--speculative-num-draft-tokens`` - 1)."""
-    return method.upper() == "NGRAM"
-
-
-def _load_config(text: str) -> dict[str, object]:
-    try:
-        conf = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AdoptError(f"--speculative-config is not valid JSON ({exc.msg}): {text[:80]!r}") from None
-    if not isinstance(conf, dict):
-        raise AdoptError("--speculative-config is not a JSON object")
-    return conf
-
-
-_SENTINEL = "__specmon_num_speculative_tokens__"
-
-
-def _set_flag(argv: list[str], flag: str, value: str, *, add: bool) -> bool:
-    """Set every occurrence of ``flag`` to ``value`` (keeping ``=`` or separate form)."""
-    hit = False
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("--"):
-            name, inline = _split_flag(tok)
-            if name == flag:
-                hit = True
-                if inline is not None:
-                    argv[i] = tok.partition("=")[0] + "=" + value
-                elif i + 1 < len(argv):
-                    argv[i + 1] = value
-                    i += 1
-                else:
-                    argv.append(value)
-        i += 1
-    if not hit and add:
-        argv += [flag, value]
-    return hit
-
-
-def _set_json(argv: list[str], flag: str, steps_text: str) -> bool:
-    def rewrite(text: str) -> str:
-        conf = _load_config(text)
-        if _SENTINEL in text:
-            raise AdoptError("--speculative-config holds specmon's own marker text")
-        conf["num_speculative_tokens"] = _SENTINEL
-        return json.dumps(conf).replace(json.dumps(_SENTINEL), steps_text)
-
-    hit = False
-    for i, tok in enumerate(argv):
-        if not tok.startswith("--"):
-            continue
-        name, inline = _split_flag(tok)
-        if name != flag:
-            continue
-        hit = True
-        if inline is not None:
-            argv[i] = tok.partition("=")[0] + "=" + rewrite(inline)
-        elif i + 1 < len(argv):
-            argv[i + 1] = rewrite(argv[i + 1])
-    return hit
-
-
-def _rewrite(
-    argv: Sequence[str], engine: EngineName, steps_text: str, draft_text: str | None, topk_text: str
-) -> list[str]:
-    out = list(argv)
-    if engine == "sglang":
-        methods = _flag_values(out, "--speculative-algorithm")
-        if not methods:
-            raise AdoptError("the server runs without speculative decoding; write a launch profile to add it")
-        if _stepless(methods[-1]):
-            assert draft_text is not None
-            _set_flag(out, "--speculative-num-draft-tokens", draft_text, add=True)
-            return out
-        _set_flag(out, "--speculative-num-steps", steps_text, add=True)
-        assert draft_text is not None
-        _set_flag(out, "--speculative-num-draft-tokens", draft_text, add=True)
-        # SGLang chooses steps, top-k and draft tokens together or not at all.
-        _set_flag(out, "--speculative-eagle-topk", topk_text, add=True)
-        return out
-    hit = _set_json(out, "--speculative-config", steps_text)
-    hit |= _set_flag(out, "--speculative-config.num-speculative-tokens", steps_text, add=False)
-    hit |= _set_flag(out, "--num-speculative-tokens", steps_text, add=False)
-    if not hit:
-        raise AdoptError("the server runs without speculative decoding; write a launch profile to add it")
-    return out
-
-
-_SPEC_FLAG_RE = re.compile(r"--(speculative|num-speculative-tokens|ngram-prompt-lookup|spec-decoding)")
+#: Every adoptable engine's speculative flags: a no-speculation restart drops them all.
+_SPEC_FLAG_RE = re.compile("--(" + "|".join(a.spec_flags for a in ADAPTERS if a.spec_flags) + ")")
 
 
 def strip_spec(argv: Sequence[str]) -> list[str]:
@@ -630,25 +475,10 @@ def strip_spec(argv: Sequence[str]) -> list[str]:
         argv: A server command line.
 
     Returns:
-        The same command line without ``--speculative*``,
-        ``--num-speculative-tokens``, ``--ngram-prompt-lookup-*`` and
-        ``--spec-decoding-*`` options.
+        The same command line without the engines' speculative flags (``--speculative*``,
+        ``--num-speculative-tokens``, ``--ngram-prompt-lookup-*``, ``--spec-decoding-*``).
     """
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("--"):
-            name, inline = _split_flag(tok)
-            if _SPEC_FLAG_RE.match(name):
-                # A value follows unless it is inline or the next token is a flag.
-                if inline is None and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                    i += 1
-                i += 1
-                continue
-        out.append(tok)
-        i += 1
-    return out
+    return strip_flags(argv, _SPEC_FLAG_RE)
 
 
 def rewrite_steps(
@@ -676,31 +506,15 @@ def rewrite_steps(
         AdoptError: The argv cannot be rewritten (not a server, no speculation
             configured, invalid values).
     """
-    engine = engine or classify(argv)
-    if engine is None:
-        raise AdoptError("not an SGLang or vLLM server command line")
+    ad = _adapter(argv, engine)
     try:
         check_int(steps, "steps", 0, 64)
     except LaunchError as exc:
         raise AdoptError(str(exc)) from None
     if steps == 0:
         return strip_spec(argv)
-    draft_text = None
-    topk = 1
-    if engine == "sglang":
-        topk = current_spec(argv, engine).topk or 1
-        if draft_tokens is None:
-            if topk != 1:
-                raise AdoptError(f"top-k is {topk}: say how many draft tokens (at most {steps * topk + 1})")
-            draft_tokens = steps + 1
-        try:
-            check_int(draft_tokens, "draft_tokens", 1, steps * topk + 1)
-        except LaunchError as exc:
-            raise AdoptError(f"{exc} (steps*topk+1 with steps {steps}, topk {topk})") from None
-        draft_text = str(draft_tokens)
-    elif draft_tokens is not None:
-        raise AdoptError("vLLM has no separate draft-token count")
-    return _rewrite(argv, engine, str(steps), draft_text, str(topk))
+    draft_text, topk_text = _as_adopt_error(lambda: ad.spec_texts(argv, steps, draft_tokens))
+    return _as_adopt_error(lambda: ad.write_spec(argv, str(steps), draft_text, topk_text))
 
 
 # --------------------------------------------------------------------------- profile
@@ -747,7 +561,8 @@ def profile_from_server(
         for name in re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", token):
             raise AdoptError(f"argument {i} holds {{{name}}}, which a launch profile would read as a placeholder")
     topk = spec.topk or 1
-    argv = _rewrite(server.argv, server.engine, "{steps}", "{draft_tokens}", "{topk}")
+    ad = _adapter(server.argv, server.engine)
+    argv = _as_adopt_error(lambda: ad.write_spec(server.argv, "{steps}", "{draft_tokens}", "{topk}"))
     draft_rule: str | int = "steps+1"
     if server.engine == "sglang" and topk != 1:
         current = spec.steps
@@ -794,7 +609,7 @@ _HOST_RE = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]")
 
 def _health_host(argv: Sequence[str]) -> str | None:
     """Where to reach the server from its own host (``--host``; wildcard -> loopback)."""
-    values = _flag_values(argv, "--host")
+    values = flag_values(argv, "--host")
     host = values[-1] if values else None
     if host in (None, "", "0.0.0.0", "::", "localhost", "127.0.0.1"):
         return "127.0.0.1"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from specmon.engines.argv import ArgvError, SpecSettings
 from specmon.grammar.kinds import LineKind
 from specmon.records import Engine, Event, ParsedRecord
 
@@ -135,6 +136,30 @@ class EngineAdapter:
     #: The port a server listens on when its command line names none.
     default_port: ClassVar[int | None] = None
     entry_points: ClassVar[EntryPoints] = EntryPoints()
+
+    #: Flags (a regex of names after ``--``) that set its speculative decoding: a no-speculation
+    #: restart of an adopted server drops them.
+    spec_flags: ClassVar[str | None] = None
+
+    def read_spec(self, argv: Sequence[str]) -> SpecSettings:
+        """The speculative settings of an adopted server's command line.
+
+        Raises:
+            ArgvError: this engine's servers are not adopted, or a value is unreadable.
+        """
+        raise ArgvError(f"{self.label} servers are not adopted (no rule to read their flags)")
+
+    def spec_texts(self, argv: Sequence[str], steps: int, draft_tokens: int | None) -> tuple[str | None, str]:
+        """The draft-token and top-k texts a rewrite to ``steps`` sets (checked), for :meth:`write_spec`."""
+        raise ArgvError(f"{self.label} servers are not adopted (no rule to rewrite their flags)")
+
+    def write_spec(self, argv: Sequence[str], steps: str, draft_tokens: str | None, topk: str) -> list[str]:
+        """``argv`` with its speculative flags set to these texts (values or ``{steps}`` placeholders).
+
+        Raises:
+            ArgvError: the command line has no speculation to change, or cannot be rewritten.
+        """
+        raise ArgvError(f"{self.label} servers are not adopted (no rule to rewrite their flags)")
 
     def config_reader(self) -> ConfigReader | None:
         """A fresh reader of this engine's configuration lines (stateful per log), or None."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, set_flag
 from specmon.engines.base import ConfigReader, Dimension, EngineAdapter, EntryPoints
 from specmon.grammar.common import cut, split_fields, to_bool, to_float, to_int
 from specmon.grammar.kinds import (
@@ -464,6 +465,53 @@ class SGLang(EngineAdapter):
     def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
         topk, dt = point.get("topk"), point.get("draft_tokens")
         return tree_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
+
+    spec_flags = r"speculative"
+
+    def read_spec(self, argv: Sequence[str]) -> SpecSettings:
+        methods = flag_values(argv, "--speculative-algorithm")
+        if not methods:
+            return SpecSettings(steps=0)
+        if methods[-1].upper() == "NGRAM":
+            # NGRAM drafts from a trie, not in steps: its depth is the draft tokens after the root
+            # (SGLang ignores --speculative-num-steps and -eagle-topk for it), as the log reader says.
+            tokens = last_int(argv, "--speculative-num-draft-tokens")
+            return SpecSettings(steps=tokens - 1 if tokens is not None and tokens > 1 else None,
+                                draft_tokens=tokens, method=methods[-1])
+        return SpecSettings(
+            steps=last_int(argv, "--speculative-num-steps"),
+            draft_tokens=last_int(argv, "--speculative-num-draft-tokens"),
+            topk=last_int(argv, "--speculative-eagle-topk"),
+            method=methods[-1],
+        )
+
+    def spec_texts(self, argv: Sequence[str], steps: int, draft_tokens: int | None) -> tuple[str | None, str]:
+        topk = self.read_spec(argv).topk or 1
+        if draft_tokens is None:
+            if topk != 1:
+                raise ArgvError(f"top-k is {topk}: say how many draft tokens (at most {steps * topk + 1})")
+            draft_tokens = steps + 1
+        hi = steps * topk + 1
+        if type(draft_tokens) is not int or not 1 <= draft_tokens <= hi:
+            raise ArgvError(f"draft_tokens must be between 1 and {hi}, not {draft_tokens!r} "
+                            f"(steps*topk+1 with steps {steps}, topk {topk})")
+        return str(draft_tokens), str(topk)
+
+    def write_spec(self, argv: Sequence[str], steps: str, draft_tokens: str | None, topk: str) -> list[str]:
+        out = list(argv)
+        methods = flag_values(out, "--speculative-algorithm")
+        if not methods:
+            raise ArgvError("the server runs without speculative decoding; write a launch profile to add it")
+        if draft_tokens is None:
+            raise ArgvError("SGLang needs its draft-token count with the step count")
+        if methods[-1].upper() == "NGRAM":
+            set_flag(out, "--speculative-num-draft-tokens", draft_tokens, add=True)
+            return out
+        set_flag(out, "--speculative-num-steps", steps, add=True)
+        set_flag(out, "--speculative-num-draft-tokens", draft_tokens, add=True)
+        # SGLang chooses steps, top-k and draft tokens together or not at all.
+        set_flag(out, "--speculative-eagle-topk", topk, add=True)
+        return out
 
     def counts_tokens(self, algorithm: str | None) -> bool:
         # SGLang counts draft steps, except for its trie drafters (NGRAM), whose depth is the

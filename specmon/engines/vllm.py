@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
+from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, load_json_flag, set_flag, set_json_key
 from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter, EntryPoints
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import FLOAT, INT, FieldSpec, LineKind, scaled
@@ -335,6 +336,44 @@ class VLLM(EngineAdapter):
         if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
             return f"prompt_lookup_min {lo} is above prompt_lookup_max {hi}"
         return None
+
+    spec_flags = r"speculative|num-speculative-tokens|ngram-prompt-lookup|spec-decoding"
+
+    def read_spec(self, argv: Sequence[str]) -> SpecSettings:
+        configs = flag_values(argv, "--speculative-config")
+        method: str | None = None
+        steps: int | None = None
+        if configs:
+            conf = load_json_flag("--speculative-config", configs[-1])
+            method = str(conf.get("method") or conf.get("model") or "") or None
+            value = conf.get("num_speculative_tokens")
+            if type(value) is int:
+                steps = value
+        dotted = last_int(argv, "--speculative-config.num-speculative-tokens")
+        if dotted is not None:
+            steps = dotted
+        old = last_int(argv, "--num-speculative-tokens")
+        if old is not None:
+            steps = old
+            models = flag_values(argv, "--speculative-model")
+            method = method or (models[-1] if models else None)
+        if steps is None and method is None:
+            return SpecSettings(steps=0)
+        return SpecSettings(steps=steps, method=method)
+
+    def spec_texts(self, argv: Sequence[str], steps: int, draft_tokens: int | None) -> tuple[str | None, str]:
+        if draft_tokens is not None:
+            raise ArgvError("vLLM has no separate draft-token count")
+        return None, "1"
+
+    def write_spec(self, argv: Sequence[str], steps: str, draft_tokens: str | None, topk: str) -> list[str]:
+        out = list(argv)
+        hit = set_json_key(out, "--speculative-config", "num_speculative_tokens", steps)
+        hit |= set_flag(out, "--speculative-config.num-speculative-tokens", steps, add=False)
+        hit |= set_flag(out, "--num-speculative-tokens", steps, add=False)
+        if not hit:
+            raise ArgvError("the server runs without speculative decoding; write a launch profile to add it")
+        return out
 
     def config_at(self, message: str) -> int:
         for marker in CONFIG_MARKERS:
