@@ -59,8 +59,9 @@ from specmon.ingest.scan import (
     Unsupported,
     compile_pass,
 )
+from specmon.model.column_ingest import SpecColumns, StatsColumns
 from specmon.model.rows import Rows
-from specmon.model.session import Session, SpecColumns, StatsColumns
+from specmon.model.session import Session
 from specmon.parsing import FRAME_WORD, LineParser, detect_engine
 from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
 from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Prefill, Spec

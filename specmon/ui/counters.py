@@ -40,7 +40,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 from specmon.model.latency import quantile, window_counts
-from specmon.model.session import SessionEvent
+from specmon.model.run import SessionEvent
 from specmon.sources.metrics import CounterSample, MetricsScraper
 
 if TYPE_CHECKING:

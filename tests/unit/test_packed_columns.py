@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.ingest import bulk
+from specmon.model.column_ingest import SpecColumns, StatsColumns
 from specmon.model.rows import Rows
-from specmon.model.session import Session, SpecColumns, StatsColumns
+from specmon.model.session import Session
 from specmon.records import Engine
 from tests.unit.test_fastscan import _state
 
@@ -175,7 +176,7 @@ def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float |
     # no history: the C loop must give the float the Python loop gives (no fused multiply-add),
     # and find idle gaps at the same positions.
     from specmon import _native as _scan
-    from specmon.model import session
+    from specmon.model import column_ingest as session
 
     column = bulk._as_array(times, "d") if packed else times
     want = session._gap_average_py(times, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
@@ -335,7 +336,7 @@ def test_a_pause_between_benchmark_runs_leaves_out_the_sample_after_it() -> None
 @given(_RANKS, st.booleans(), st.booleans())
 def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | None], packed: bool,
                                                            python_loop: bool) -> None:
-    from specmon.model import session as session_module
+    from specmon.model import column_ingest as session_module
 
     times = [1_700_000_000.0 + i / 3 for i in range(len(ranks))]
     expected: dict[str | None, list[float]] = {}

@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
-from specmon.model.session import SessionEvent
+from specmon.model.run import SessionEvent
 from specmon.ui.literal import literal
 from specmon.ui.views import fold_events
 from specmon.ui.widgets.key_footer import KeyFooter

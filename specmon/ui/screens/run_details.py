@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from specmon.model.analysis import ConfigRow
-from specmon.model.session import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S
+from specmon.model.run import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S
 from specmon.records import Engine
 from specmon.ui.literal import literal
 from specmon.ui.widgets.key_footer import KeyFooter
