@@ -40,7 +40,8 @@ from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.session import Session
 from specmon.output.charts import report_charts
-from specmon.output.recording import ReadStats, replay_recording
+from specmon.output.recording_reader import ReadStats
+from specmon.output.recording_replay import replay_recording
 from specmon.output.tables import (
     HEADERS,
     SweepOutcome,

@@ -20,7 +20,8 @@ from specmon.control.counts import parse_step_list
 from specmon.control.demo import stop_demo_server
 from specmon.model.analysis import analyze
 from specmon.model.stopping import StoppingRule
-from specmon.output.recording import Recorder, is_recording
+from specmon.output.recording import Recorder
+from specmon.output.recording_reader import is_recording
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.screens.sweep_screen import (
     SweepConfirmScreen,

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon import _native
-from specmon.output import recording
-from specmon.output.recording import FORMAT, VERSION, ReadStats
+from specmon.output import recording, recording_reader, recording_replay
+from specmon.output.recording_format import FORMAT, VERSION
+from specmon.output.recording_reader import ReadStats
 
 HEADER = {"type": "meta", "event": "start", "format": FORMAT, "version": VERSION}
 
@@ -71,14 +72,14 @@ bodies = st.lists(st.one_of(raw_line(), raw_line(), raw_line(), others), max_siz
 def ops_of(path: Path, monkeypatch: pytest.MonkeyPatch, in_c: bool) -> tuple[list[Any], ReadStats]:
     with monkeypatch.context() as m:
         if not in_c:
-            m.setattr(recording, "_line_run", None)
+            m.setattr(recording_replay, "_line_run", None)
         stats = ReadStats()
         got = []
-        for op in recording._replay_ops(path, stats, bulk=False):
+        for op in recording_replay._replay_ops(path, stats, bulk=False):
             if op[0] == "block":
                 _, src, block, piece, engine, detected, year, cut_at = op
                 lines = block.lines()
-                recv = block.recv if block.recv is not None else recording._decode_recv(lines, block.ts)
+                recv = block.recv if block.recv is not None else recording_replay._decode_recv(lines, block.ts)
                 got.append(("block", src, block.ns, lines, [repr(t) for t in block.ts], [repr(t) for t in recv],
                             piece, engine, detected, year, cut_at))
             else:
@@ -97,8 +98,8 @@ def test_lines_read_in_c_replay_as_the_decoder_reads_them(tmp_path: Path, monkey
         data = data[:-1]  # a last line without its newline (a kill mid-write, or a hand-made file)
     path = tmp_path / "rec.jsonl"
     path.write_bytes(data)
-    monkeypatch.setattr(recording, "REPLAY_BLOCK", block_size)
-    monkeypatch.setattr(recording, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(recording_replay, "REPLAY_BLOCK", block_size)
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", chunk)
     got, stats = ops_of(path, monkeypatch, in_c=True)
     want, want_stats = ops_of(path, monkeypatch, in_c=False)
     assert got == want
@@ -150,7 +151,7 @@ def test_many_runs_of_a_big_recording_match_the_decoder(tmp_path: Path, monkeypa
                      f"gen throughput (token/s): {80 + i % 7}.5, #queue-req: 0" if i % 5 else f'say "{i}" \x1b[0m'
                      for i in range(rng.randint(1, 400))]
             rec.batch("a.log" if batch % 7 else "b.log", 1 + batch * 400, lines, t=1000.0 + batch)
-    monkeypatch.setattr(recording, "_CHUNK_BYTES", 1 << 14)
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", 1 << 14)
     got, stats = ops_of(path, monkeypatch, in_c=True)
     want, want_stats = ops_of(path, monkeypatch, in_c=False)
     assert got == want and stats.entries == want_stats.entries

@@ -19,20 +19,11 @@ from specmon import paths
 from specmon.ingest.summarize import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
-from specmon.output import recording
-from specmon.output.recording import (
-    ReadStats,
-    RecordedIngest,
-    Recorder,
-    RecordingError,
-    is_recording,
-    new_recording_path,
-    read_recording,
-    record_from_json,
-    recording_lines,
-    replay_recording,
-    write_lines_recording,
-)
+from specmon.output import recording_format, recording_reader, recording_replay
+from specmon.output.recording import RecordedIngest, Recorder, new_recording_path, write_lines_recording
+from specmon.output.recording_format import RecordingError, record_from_json
+from specmon.output.recording_reader import ReadStats, is_recording, read_recording, recording_lines
+from specmon.output.recording_replay import replay_recording
 from specmon.output.tables import to_json
 from specmon.parsing import parse_lines
 
@@ -154,7 +145,7 @@ def test_a_recording_cut_anywhere_reads_every_whole_entry(small_recording: bytes
     for pipelined in (False, True):
         stats = ReadStats()
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(recording, "PIPELINE_MIN_BYTES", 0 if pipelined else 1 << 60)
+            m.setattr(recording_replay, "PIPELINE_MIN_BYTES", 0 if pipelined else 1 << 60)
             session = replay_recording(path, stats=stats)
         assert stats.truncated_tail == (bool(fragment) and not whole), (cut, fragment[-40:])
         assert stats.entries == head.count(b"\n") + 1 + whole and stats.bad_lines == 0
@@ -178,11 +169,11 @@ def test_damaged_middle_line_is_counted_not_fatal(tmp_path: Path) -> None:
 def test_a_blank_line_or_two_entries_on_one_line_is_one_bad_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    damage: bytes, chunk: int) -> None:
     # Alone in a chunk or among good lines: the same count, as the line-by-line reading gives.
-    monkeypatch.setattr(recording, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", chunk)
     path = tmp_path / "rec.jsonl"
     good = b'{"type":"line","src":"a.log","n":0,"text":"","t":null}\n'
-    path.write_bytes(json.dumps({"type": "meta", "event": "start", "format": recording.FORMAT,
-                                 "version": recording.VERSION}).encode() + b"\n" + good * 3 + damage + good)
+    path.write_bytes(json.dumps({"type": "meta", "event": "start", "format": recording_format.FORMAT,
+                                 "version": recording_format.VERSION}).encode() + b"\n" + good * 3 + damage + good)
     stats = ReadStats()
     assert len(list(read_recording(path, stats))) == 5
     assert (stats.entries, stats.bad_lines) == (5, 1)

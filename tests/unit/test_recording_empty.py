@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specmon.output.recording import Recorder, read_recording
+from specmon.output.recording import Recorder
+from specmon.output.recording_reader import read_recording
 
 
 def test_meta_only_recording_is_removed(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.output import recording
-from specmon.output.recording import FORMAT, VERSION, ReadStats
+from specmon.output import recording_reader, recording_replay
+from specmon.output.recording_format import FORMAT, VERSION
+from specmon.output.recording_reader import ReadStats
 
 HEADER = {"type": "meta", "event": "start", "format": FORMAT, "version": VERSION}
 
@@ -80,10 +81,10 @@ def test_runs_of_lines_give_the_blocks_of_the_plain_rule(tmp_path: Path, monkeyp
             e["n"] = n
     path = tmp_path / "rec.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in [HEADER, *body]), encoding="utf-8")
-    monkeypatch.setattr(recording, "REPLAY_BLOCK", block_size)
-    monkeypatch.setattr(recording, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(recording_replay, "REPLAY_BLOCK", block_size)
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", chunk)
     got = []
-    for op in recording._replay_ops(path, ReadStats(), bulk=False):
+    for op in recording_replay._replay_ops(path, ReadStats(), bulk=False):
         if op[0] == "block":
             _, src, block, *_ = op
             got.append(("block", src, block.ns, block.texts, block.ts))

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.output import recording as recmod
-from specmon.output.recording import FORMAT, VERSION
+from specmon.output import recording_replay as recmod
+from specmon.output.recording_format import FORMAT, VERSION
 from specmon.output.report import load_report
 from specmon.output.tables import to_json
 

@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.cli import main
-from specmon.output import recording as recmod
-from specmon.output.recording import ReadStats, Recorder, read_recording, write_lines_recording
+from specmon.output import recording_format, recording_reader
+from specmon.output import recording_replay as recmod
+from specmon.output.recording import Recorder, write_lines_recording
+from specmon.output.recording_reader import ReadStats, read_recording
 from specmon.output.report import load_report, text_chart
 from specmon.sources.logfiles import file_year
 
@@ -54,9 +56,9 @@ def test_chunked_read_equals_line_by_line(tmp_path: Path, monkeypatch: pytest.Mo
     raw.insert(300, b"")
     raw.insert(700, b'["a list"]')
     path.write_bytes(b"\n".join(raw)[:-40])  # and a truncated last line
-    monkeypatch.setattr(recmod, "_CHUNK_BYTES", 1 << 12)
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", 1 << 12)
     small, s1 = list(read_recording(path, st1 := ReadStats())), st1
-    monkeypatch.setattr(recmod, "_CHUNK_BYTES", 1)  # one line per chunk: the line-by-line path
+    monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", 1)  # one line per chunk: the line-by-line path
     single, s2 = list(read_recording(path, st2 := ReadStats())), st2
     assert small == single
     assert (s1.entries, s1.bad_lines, s1.truncated_tail) == (s2.entries, s2.bad_lines, s2.truncated_tail)
@@ -149,7 +151,7 @@ def test_hand_made_recording_without_source_entries(tmp_path: Path) -> None:
     """Lines with no source entry (and no ``src``) form one implicit source, as before."""
     lines = LOGS[2].read_text().splitlines()
     path = tmp_path / "hand.jsonl"
-    entries = [{"type": "meta", "event": "start", "format": recmod.FORMAT, "version": 1}]
+    entries = [{"type": "meta", "event": "start", "format": recording_format.FORMAT, "version": 1}]
     entries += [{"type": "line", "n": i, "text": t} for i, t in enumerate(lines, 1)]
     path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
     data = load_report(path)
@@ -185,7 +187,7 @@ def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: 
 
 def test_the_reading_process_reports_a_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a recording: the same one-sentence error through the reading processes."""
-    from specmon.output.recording import RecordingError
+    from specmon.output.recording_format import RecordingError
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("hello\n" * 10)
@@ -211,7 +213,7 @@ def test_chunks_read_what_json_reads(tmp_path: Path, entries: list[dict[str, obj
     Recorder writes, NaN, infinities, integers past 64 bits, quotes and non-ASCII text included
     (what orjson does not read sends the chunk to json, line by line)."""
     path = tmp_path / "odd.jsonl"
-    head = {"type": "meta", "event": "start", "format": recmod.FORMAT, "version": recmod.VERSION}
+    head = {"type": "meta", "event": "start", "format": recording_format.FORMAT, "version": recording_format.VERSION}
     lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in
              [head, *({"type": "line", **e} for e in entries)]]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -245,8 +247,8 @@ def test_run_keys_and_fields_are_the_per_entry_rules(batch: list[dict[str, objec
     assert recmod._run_keys(batch) == want_keys
     for key, default in (("n", 0), ("text", ""), ("t", None)):
         assert recmod._field(batch, key, default) == [e.get(key, default) for e in batch]
-    assert recmod._all_entries(batch)
-    assert not recmod._all_entries([*batch, {"no": "type"}]) and not recmod._all_entries([*batch, ["x"]])
+    assert recording_reader._all_entries(batch)
+    assert not recording_reader._all_entries([*batch, {"no": "type"}]) and not recording_reader._all_entries([*batch, ["x"]])
 
 
 @given(st.binary(max_size=80), st.integers(1, 25))
@@ -254,7 +256,7 @@ def test_the_digit_run_test_in_c_is_the_python_one(data: bytes, n: int) -> None:
     # The test that sends a chunk to json instead of orjson (19 digits in a row): C and Python agree.
     from specmon import _native as _scan
 
-    assert _scan.digit_run(data, n) == recmod._digit_run_py(data, n)
+    assert _scan.digit_run(data, n) == recording_reader._digit_run_py(data, n)
     assert _scan.digit_run(data + b"7" * n, n)
 
 

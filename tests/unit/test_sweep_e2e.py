@@ -26,12 +26,9 @@ from specmon.control.sweep import (
 )
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
-from specmon.output.recording import (
-    RecordedIngest,
-    Recorder,
-    read_recording,
-    replay_recording,
-)
+from specmon.output.recording import RecordedIngest, Recorder
+from specmon.output.recording_reader import read_recording
+from specmon.output.recording_replay import replay_recording
 from specmon.output.report import load_report, render_report
 from specmon.sources.local import LocalTailSource
 from tests.support.net import free_port

@@ -16,7 +16,8 @@ import pytest
 
 from specmon.cli import main
 from specmon.ingest import bulk
-from specmon.output import recording as recmod
+from specmon.output import recording_format
+from specmon.output import recording_replay as recmod
 from tests.unit import test_fastscan
 from tests.unit.test_report_spans import _entry
 
@@ -75,7 +76,7 @@ def test_report_names_the_recording_when_a_worker_is_killed(tmp_path: Path, monk
     before = set(_children())
     rec = tmp_path / "rec.jsonl"
     lines = (Path(__file__).resolve().parents[2] / "sample_logs" / "sim_eagle3_2step.log").read_text().splitlines()
-    rec.write_bytes(_entry(type="meta", event="start", format=recmod.FORMAT, version=recmod.VERSION, warmup=None,
+    rec.write_bytes(_entry(type="meta", event="start", format=recording_format.FORMAT, version=recording_format.VERSION, warmup=None,
                            t=1.0)
                     + b"".join(_entry(type="line", src="a.log", n=i + 1, text=t, t=2.0 + i / 8)
                                for i, t in enumerate(lines)))
