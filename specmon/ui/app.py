@@ -16,6 +16,10 @@ Everything non-deterministic is injected through the constructor (the sources,
 the clocks, theme folders, the export directory, the restart/sweep controller),
 and :func:`make_app` is the one factory the command line and the tests use.
 
+The app is the composition root: the refresh (:mod:`specmon.ui.app_refresh`) and the
+key actions (:mod:`specmon.ui.app_actions`) are its mixins, what it is given
+(:mod:`specmon.ui.app_options`) is beside it; those names are importable from here too.
+
 Extension points for the commands built on this app:
 
 * any :class:`~specmon.sources.base.LineSource` runs the dashboard:
@@ -41,47 +45,38 @@ Extension points for the commands built on this app:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import partial
+from collections.abc import Callable, Coroutine, Sequence
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
-from textual.app import ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.css.query import NoMatches
 from textual.geometry import Size
-from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
-from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
-from specmon.control.restart_progress import Phase
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
 from specmon.model.session import SessionEvent
-from specmon.output.files import write_files_atomically
-from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.base import LineSource
-from specmon.sources.replay import ReplayClock, ReplaySource, first_time, speed_text, time_ordered
-from specmon.ui.base import SpecmonAppBase, dashboard_layout
-from specmon.ui.flows import navigation
+from specmon.sources.replay import ReplayClock, ReplaySource, first_time, time_ordered
+from specmon.ui.app_actions import AppActions
+from specmon.ui.app_options import DashboardController as DashboardController
+from specmon.ui.app_options import DashboardOptions as DashboardOptions
+from specmon.ui.app_refresh import FAST_TICK_S, SLOW_TICK_S, AppRefresh
+from specmon.ui.base import dashboard_layout
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
-from specmon.ui.keys import ACTIONS, app_bindings, by_action
-from specmon.ui.literal import literal, markup_escaped
+from specmon.ui.keys import app_bindings
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.theming import theme_folders
-from specmon.ui.views import DEFAULT_WINDOW, AnalysisJob, RowView, SnapshotBuilder, TableView
+from specmon.ui.views import RowView, SnapshotBuilder, TableView
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
-from specmon.ui.widgets.restart_progress import RestartProgressPanel
 from specmon.ui.widgets.run_table import RunTable
 from specmon.ui.widgets.status_header import StatusHeader
 from specmon.ui.widgets.throughput_plot import ThroughputPlot
@@ -92,97 +87,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
 
-#: Seconds between two live refreshes (numbers); sparklines move every second one.
-FAST_TICK_S = 0.25
 #: The longest the exit waits for the restart controller to give the server's lease back.
 CONTROLLER_CLOSE_S = 8.0
-#: Seconds between two plot refreshes / analysis checks.
-SLOW_TICK_S = 1.0
-#: An analysis waits at least this factor times its own last duration before the next.
-ANALYSIS_DUTY = 4.0
 #: Use the user's theme folder (the default) unless told otherwise.
 USER_THEMES = object()
 
 
-def _give_back_freed_memory() -> None:
-    """Return freed heap pages to the system (glibc only; elsewhere nothing to do).
-
-    An analysis allocates tens of megabytes of temporary arrays and frees them;
-    glibc keeps those pages in the process, so over a long replay RSS would
-    ratchet up to the largest analysis ever made instead of tracking the data.
-    """
-    global _MALLOC_TRIM
-    if _MALLOC_TRIM is None:
-        try:
-            import ctypes
-
-            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _MALLOC_TRIM = False
-    if _MALLOC_TRIM:
-        _MALLOC_TRIM(0)
-
-
-_MALLOC_TRIM: Any = None
-
-
-class DashboardController(Protocol):
-    """Restart and sweep as screens of someone else's (an embedding program, a test's stand-in).
-
-    ``r`` and ``s`` push the screens it builds; the dashboard's own restart is a
-    :class:`~specmon.ui.flows.restart.RestartFlow`, which the app drives directly.
-    """
-
-    def unavailable_reason(self, action: str) -> str | None:
-        """Why ``restart`` or ``sweep`` cannot run now (greys its key out), or None."""
-        ...
-
-    def restart_screen(self) -> Screen[Any]:
-        """The screen that restarts the server with another configuration."""
-        ...
-
-    def sweep_screen(self) -> Screen[Any]:
-        """The screen that sweeps step counts."""
-        ...
-
-
-@dataclass
-class DashboardOptions:
-    """Settings from the command line.
-
-    Attributes:
-        theme: Theme name (None: the default, specmon-dark).
-        baseline_tps: A given baseline throughput.
-        warmup: Samples excluded at the start of each run, per rank (None: engine default).
-        window: Batches in the rolling means.
-        loop: Replay the inputs again and again.
-        read_only: Never offer restart or sweep, even with a controller.
-        animations: Textual animations (tests and snapshots turn them off).
-        prometheus_port: Serve Prometheus metrics on 127.0.0.1:PORT while the app runs (0: any free port).
-    """
-
-    theme: str | None = None
-    baseline_tps: float | None = None
-    warmup: int | None = None
-    window: int = DEFAULT_WINDOW
-    loop: bool = False
-    read_only: bool = False
-    animations: bool = True
-    prometheus_port: int | None = None
-
-
-#: (action, palette title, palette help) for the command palette: the same source as the keys and help.
-_COMMANDS = tuple((a.action, a.title, a.help) for a in ACTIONS if a.title is not None)
-#: Textual's own palette entries that specmon has its own command for ("Theme" would be a second theme command).
-_REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Quit"})
-
-
-#: Actions that say why when their key is pressed but they cannot run (escape/d with nothing to
-#: dismiss stays silent: there is nothing to explain).
-_SAY_WHY = frozenset(a.action for a in ACTIONS) - {"dismiss"}
-
-
-class SpecmonApp(SpecmonAppBase):
+class SpecmonApp(AppActions, AppRefresh):
     """The specmon dashboard.
 
     Args:
@@ -456,426 +367,6 @@ class SpecmonApp(SpecmonAppBase):
 
     async def on_unmount(self) -> None:
         await self._close_sources()
-
-    # -- refresh -------------------------------------------------------------------------------
-
-    def _mode(self) -> str:
-        rc = self.feeder.replay_clock
-        if rc is None:
-            # A live source says "live" in its connection state already.
-            text = self.restart_flow.header_text() if self.restart_flow is not None else ""
-            return "paused: view frozen" if self.display_paused else text
-        if self.feeder.done:
-            return "replay finished"
-        if rc.paused:
-            return "paused"
-        text = f"replay {speed_text(rc.speed)}"
-        if self.feeder.loops:
-            text += f" · loop {self.feeder.loops + 1}"
-        return text
-
-    @property
-    def paused(self) -> bool:
-        """Whether the replay or the live view is paused."""
-        rc = self.feeder.replay_clock
-        return rc.paused if rc is not None else self.display_paused
-
-    def _tick(self, *, sparklines: bool | None = None) -> None:
-        """Push the live snapshot to the widgets (a few times a second)."""
-        self._ticks += 1
-        feeder = self.feeder
-        if feeder.generation != self._generation:
-            self._generation = feeder.generation
-            self.builder.reset()
-        feeder.drain_events()
-        run = feeder.session.current
-        runs_sig = (feeder.generation, len(feeder.session.runs), run.id if run else None, bool(run and run.used))
-        if runs_sig != self._runs_sig:
-            # A new run or its first sample: the table follows the header now, not a second later.
-            self._runs_sig = runs_sig
-            self._maybe_analyze(force=True)
-        snap = self.builder.live(
-            feeder.session, source=feeder.source.name, status=feeder.source.status, now=self.clock(),
-            log_now=feeder.log_now(), mode=self._mode(), paused=self.paused, lines=feeder.lines,
-            state_since=feeder.state_since(),
-            restart=self.restart_flow.header_state() if self.restart_flow is not None else None,
-            replay=feeder.replay_clock is not None, ended=feeder.replay_clock is not None and feeder.done,
-        )
-        if self.counters is not None:
-            snap = self.counters.apply(snap, feeder.session)
-        self._check_recording()
-        if self.write_failures:
-            alert = self.write_failures[0] if len(self.write_failures) == 1 else \
-                f"{len(self.write_failures)} writes failed (l: the event log)"
-            snap = dataclasses.replace(snap, header=dataclasses.replace(snap.header, alert=alert))
-        spark = self._ticks % 2 == 0 if sparklines is None else sparklines
-        with self.batch_update():
-            self._header.view = snap.header
-            if not self.display_paused:
-                tp, al, ar = self._panels
-                tp.show(snap.throughput, sparkline=spark)
-                al.show(snap.accept_len, sparkline=spark)
-                ar.show(snap.accept_rate, sparkline=spark)
-                self._bars.view = snap.positions
-                self._events.events = snap.events
-        panel = self._restart_panel()
-        if not self.screen_stack:
-            return  # shutting down: no screen to style
-        base = self.screen_stack[0]
-        # A finished (ready) restart's panel is two lines: the plot and events keep their rows.
-        base.set_class(panel is not None and panel.view is not None and panel.view.phase is not Phase.READY,
-                       "-panel-open")
-        base.set_class(panel is not None and panel.view is not None and panel.view.failed, "-panel-failed")
-        self._refresh_availability()
-
-    def _check_recording(self) -> None:
-        """A recording that stopped being written is said once, loudly: event log, notification, header."""
-        recorder = self.recorder
-        error = recorder.error if recorder is not None else None
-        if error is None or self._recording_error_seen:
-            return
-        self._recording_error_seen = True
-        self._write_failed(f"{error}: the recording is incomplete from here on")
-
-    def _write_failed(self, sentence: str) -> None:
-        self.write_failures.append(sentence)
-        self._add_event("error", sentence)
-        self.notify(sentence, title="write failed", severity="error", timeout=15)
-
-    @property
-    def write_failed(self) -> bool:
-        """Whether a recording or an export could not be written (the exit status says so)."""
-        return bool(self.write_failures) or (self.recorder is not None and self.recorder.error is not None)
-
-    def _tick_slow(self) -> None:
-        """Plot and table (once a second), and start an analysis when one is due."""
-        if not self.display_paused:
-            self._push_slow()
-        self._maybe_analyze()
-
-    def _push_slow(self, *, force: bool = False) -> None:
-        with self.batch_update():
-            self._plot.show(self.builder.plot(self.feeder.session), force=force)
-            self._push_table()
-
-    def _push_table(self) -> None:
-        table = self.builder.table(self.feeder.session)
-        with self.batch_update():
-            self._table.show(table)
-            self._verdict.update(literal(table.verdict, newlines=True))
-            self._table_box.border_title = "runs · the sweep's numbers" if self.builder.pinned else "runs"
-
-    def refresh_now(self) -> None:
-        """Analyse synchronously and push every view at once (tests, before a snapshot)."""
-        session = self.feeder.session
-        self._seq += 1
-        self._applied_seq = self._seq
-        self._analysis_sig = self._signature()
-        self.builder.apply(self.builder.analyze(session.runs), session.runs)
-        self._tick(sparklines=True)
-        self._push_slow(force=True)
-
-    def _signature(self) -> tuple[object, ...]:
-        s = self.feeder.session
-        return (self.feeder.generation, id(s), s.lines, len(s.runs), self.builder.baseline_key)
-
-    def _maybe_analyze(self, *, force: bool = False) -> None:
-        if self._sources_closed:
-            return
-        if self._analysis_running:
-            self._analysis_again = self._analysis_again or force
-            return
-        sig = self._signature()
-        if sig == self._analysis_sig and not force:
-            return
-        if not force and time.perf_counter() < self._analysis_next:
-            return
-        self._analysis_sig = sig
-        self._seq += 1
-        self._analysis_running = True
-        # Rows whose runs did not change are reused; only the others' runs are copied.
-        job = self.builder.prepare(self.feeder.session.runs)
-        # A callable, not a coroutine object: a worker that never starts (shutdown) leaves nothing
-        # behind; an explicit description, as the default is repr(work) (every sample).
-        self._start_worker(partial(self._analyze, job, self._seq, self.feeder.generation), name="analysis",
-                           group="analysis", description="run table statistics")
-
-    async def _analyze(self, job: AnalysisJob, seq: int, generation: int) -> None:
-        started = time.perf_counter()
-        try:
-            if job.todo:
-                # The statistics sort every sample: off the event loop, on frozen copies.
-                await asyncio.to_thread(job.compute)
-        except BaseException:
-            job.release()
-            raise
-        finally:
-            self._analysis_running = False
-        elapsed = time.perf_counter() - started
-        self._analysis_next = time.perf_counter() + max(SLOW_TICK_S, ANALYSIS_DUTY * elapsed)
-        # Only the newest result, for the baseline still chosen, of the session still shown.
-        if (seq > self._applied_seq and job.baseline_key == self.builder.baseline_key
-                and generation == self.feeder.generation):
-            self._applied_seq = seq
-            self.builder.apply(self.builder.finish(job), self.feeder.session.runs)
-            if not self.display_paused:
-                self._push_table()
-            self._refresh_availability()
-        job.release()
-        _give_back_freed_memory()
-        if self._analysis_again:
-            self._analysis_again = False
-            self._maybe_analyze(force=True)
-
-    # -- actions -------------------------------------------------------------------------------
-
-    def _refresh_availability(self) -> None:
-        state = tuple(self.check_action(a, ()) for a, _, _ in _COMMANDS)
-        if state != self._availability:
-            self._availability = state
-            self.refresh_bindings()
-
-    def _unavailable_reason(self, action: str) -> str | None:
-        """Why an action cannot run now, or None when it can."""
-        rc = self.feeder.replay_clock
-        if action == "mark_baseline":
-            row = self.builder.row_for(self.feeder.session.current)
-            if row is None or row.throughput is None:
-                return "the current run has no counted throughput samples yet"
-        elif action == "export":
-            if self._read_only():
-                return f"read-only mode ({self._read_only()}): nothing is written"
-            if self.builder.analysis is None or not self.builder.analysis.rows:
-                return "the run table is empty"
-        elif action in ("faster", "slower"):
-            if rc is None:
-                return "only a replay has a speed"
-            if self.feeder.done:
-                return "the replay has finished"
-            if action == "faster" and rc.speed is None:
-                return "already at max speed"
-            if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
-                return "already at the slowest speed"
-        elif action in ("go_back", "dismiss"):
-            panel = self._restart_panel()
-            if panel is None:
-                return "no restart ran in this session"
-            if not panel.check_action(action, ()):
-                return ("only after a failed restart with a previous configuration" if action == "go_back"
-                        else "nothing to dismiss")
-        elif action in ("restart", "sweep"):
-            if self._read_only():
-                return f"read-only mode ({self._read_only()}): the server is not restarted"
-            if self.controller is None:
-                if rc is not None:
-                    return "a replay shows saved logs: there is no server to restart"
-                return "no launch profile configured for this server"
-            if self.sweeper is not None:
-                if action == "sweep":
-                    return self.sweeper.unavailable_reason()
-                if self.sweeper.running:
-                    return "a sweep is running (s offers to stop it)"
-            return self.controller.unavailable_reason(action)
-        return None
-
-    def _read_only(self) -> str | None:
-        """Why actions are off: the process-wide switch (``--read-only``) or these options."""
-        return read_only_reason() or ("--read-only" if self.options.read_only else None)
-
-    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
-        """Run an action; a key that cannot run now says why instead of doing nothing."""
-        handled = await super().run_action(action, default_namespace, namespaces)
-        if not handled and action in _SAY_WHY and (default_namespace in (None, self)):
-            reason = self._unavailable_reason(action)
-            if reason is not None:
-                title = by_action(action).title or action
-                self.notify(reason, title=f"{title}: unavailable", severity="warning", timeout=6)
-        return handled
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
-
-        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
-        from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
-        """
-        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
-            return False  # no speed to change: not in the footer (the palette says why)
-        if action in ("go_back", "dismiss"):
-            return self._unavailable_reason(action) is None
-        return None if self._unavailable_reason(action) else True
-
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The palette lists every dashboard action; those that cannot run now say why."""
-        for command in super().get_system_commands(screen):
-            if command.title not in _REPLACED_SYSTEM_COMMANDS:
-                yield command
-        for action, title, help_text in _COMMANDS:
-            reason = self._unavailable_reason(action)
-            if reason is None:
-                yield SystemCommand(title, help_text, partial(self.run_action, action))
-            else:
-                # The palette reads its entries as markup: the reason may quote a host or a log.
-                yield SystemCommand(f"{title} (unavailable)", markup_escaped(f"{help_text} — {reason}"),
-                                    partial(self.notify, reason, title=f"{title}: unavailable",
-                                            severity="warning"))
-
-    def _restart_panel(self) -> RestartProgressPanel | None:
-        """The restart flow's progress panel, when the controller is a restart flow."""
-        return self.restart_flow.panel if self.restart_flow is not None else None
-
-    def _in_flight(self) -> str | None:
-        """What quitting now would interrupt: a sweep or a restart, or None."""
-        if self.sweeper is not None and self.sweeper.running:
-            return "a sweep is running"
-        restart = self.restart_flow.controller if self.restart_flow is not None else None
-        if restart is not None and restart.busy:
-            return "a restart is in progress"
-        return None
-
-    async def action_quit(self) -> None:
-        """Close the source (an SSH channel, a file) and leave; asks first while a restart or sweep runs."""
-        from specmon.ui.screens.quit_confirm import QuitConfirmScreen
-
-        busy = self._in_flight()
-        if busy is None or isinstance(self.screen, QuitConfirmScreen):
-            # Pressed again on the question: the user means it.
-            await self._close_sources()
-            self.exit(0)
-            return
-
-        async def answered(quit_now: bool | None) -> None:
-            if quit_now:
-                await self._close_sources()
-                self.exit(0)
-
-        self.push_screen(QuitConfirmScreen(busy), callback=answered)
-
-    def action_go_back(self) -> None:
-        """After a failed restart: back to the previous configuration (the commands are shown first)."""
-        if self.restart_flow is not None and not self._unavailable_reason("go_back"):
-            self.restart_flow.go_back()
-
-    def action_dismiss(self) -> None:
-        """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus)."""
-        if self.restart_flow is not None and not self._unavailable_reason("dismiss"):
-            self.restart_flow.dismiss()
-
-    def action_toggle_pause(self) -> None:
-        """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
-        rc = self.feeder.replay_clock
-        if rc is not None:
-            rc.toggle()
-        else:
-            self.display_paused = not self.display_paused
-        self._tick()
-
-    def action_faster(self) -> None:
-        """Replay faster."""
-        rc = self.feeder.replay_clock
-        if rc is not None and not self._unavailable_reason("faster"):
-            self.notify(f"replay speed {speed_text(rc.faster())}", timeout=2)
-            self._tick()
-
-    def action_slower(self) -> None:
-        """Replay slower."""
-        rc = self.feeder.replay_clock
-        if rc is not None and not self._unavailable_reason("slower"):
-            self.notify(f"replay speed {speed_text(rc.slower())}", timeout=2)
-            self._tick()
-
-    def action_mark_baseline(self) -> None:
-        """Make the current configuration the baseline; pressed again, back to automatic."""
-        reason = self._unavailable_reason("mark_baseline")
-        if reason:
-            self.notify(f"cannot mark a baseline: {reason}", severity="warning")
-            return
-        row = self.builder.row_for(self.feeder.session.current)
-        assert row is not None
-        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
-        if self.builder.baseline_key == row.key:
-            self.builder.baseline_key = None
-            self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
-        else:
-            self.builder.baseline_key = row.key
-            self.notify(f"baseline: {row.label}", timeout=3)
-        self._maybe_analyze(force=True)
-
-    def action_export(self) -> None:
-        """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
-        try:
-            refuse("write the export")  # the action layer refuses even when the key was not greyed
-        except ReadOnlyError as exc:
-            self.notify(str(exc), severity="warning")
-            return
-        session = self.feeder.session
-        analysis = self.builder.analyze(session.runs)  # exactly the data seen so far
-        if not analysis.rows:
-            self.notify("nothing to export yet: the run table is empty", severity="warning")
-            return
-        folder = self.export_dir if self.export_dir is not None else paths.export_dir()
-        stamp = datetime.fromtimestamp(self.clock(), tz=UTC).strftime("%Y%m%d-%H%M%S")
-        base = folder / f"specmon-runs-{stamp}"
-        n = 2
-        while any(base.with_name(base.name + ext).exists() for ext in (".csv", ".json", ".md")):
-            base = folder / f"specmon-runs-{stamp}-{n}"
-            n += 1
-        outputs = {
-            ".csv": to_csv(analysis),
-            ".json": json.dumps(to_json(session, analysis), indent=2) + "\n",
-            ".md": to_markdown(analysis),
-        }
-        try:
-            # 0600 files in a 0700 folder (specmon's own), all of them or none (each written aside,
-            # then renamed): a full disk leaves no partial export.
-            paths.private_dir(folder)
-            written = write_files_atomically({base.with_name(base.name + ext): text for ext, text in outputs.items()})
-        except OSError as exc:
-            # Nothing is left behind (each file is written aside, then renamed): say so, loudly.
-            self._write_failed(f"export failed: cannot write to {folder}: {exc.strerror or exc}; no file was written")
-            return
-        self.last_export = written
-        # The folder is specmon's data directory unless --out says otherwise: say where, in full,
-        # and put the path on the clipboard (OSC 52) so it can be pasted into a shell.
-        self.copy_to_clipboard(str(written[-1]))
-        self._add_event("info", f"run table written to {base}.csv, .json and .md")
-        self.notify(f"run table written to {base}.csv, .json and .md\n(the .md path is on the clipboard)",
-                    title="export", timeout=10)
-
-    def action_help(self) -> None:
-        """Open the help screen."""
-        from specmon.ui.screens.help import HelpScreen
-
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
-    def action_restart(self) -> None:
-        """Open the controller's restart screen; on a highlighted run-table row, restart on that row's
-        configuration (its commands shown first)."""
-        if self.controller is None or self._unavailable_reason("restart"):
-            return
-        if self.restart_flow is not None:
-            self.restart_flow.restart(navigation.row_steps(self))
-        elif not isinstance(self.controller, RestartFlow):
-            self.push_screen(self.controller.restart_screen())
-
-    def action_events(self) -> None:
-        """The whole event log: full lines, filter, levels."""
-        navigation.open_events(self)
-
-    @on(DataTable.RowSelected, "#runs")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter on a run-table row: what its numbers rest on."""
-        if event.row_key.value is not None:
-            navigation.open_details(self, str(event.row_key.value))
-
-    def action_sweep(self) -> None:
-        """Open the sweep screen (or, during a sweep, offer to stop it)."""
-        if self.controller is None or self._unavailable_reason("sweep"):
-            return
-        if self.sweeper is not None:
-            self.sweeper.open()
-        elif not isinstance(self.controller, RestartFlow):
-            self.push_screen(self.controller.sweep_screen())
 
 
 # -- factories -------------------------------------------------------------------------------------
