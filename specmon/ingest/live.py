@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specmon.ingest.bulk import bulk_piece, feed_piece
+from specmon.ingest.bulk import bulk_piece
+from specmon.ingest.feeding import feed_piece
 from specmon.ingest.files import ingest_lines
 from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmon.ingest.bulk import ingest_file_fast
+from specmon.ingest.feeding import ingest_file_fast
 from specmon.model.session import Session
 from specmon.sources.logfiles import check_readable
 

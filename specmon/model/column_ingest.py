@@ -37,7 +37,7 @@ from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Spec
 # "I"): it crosses from the worker as one buffer, not an object per value, and joins the run's
 # float32 arrays in C. A column with a gap (None) stays a list. Both read the same by index.
 def _packed(column: Any) -> bool:
-    """The column crossed as an array (bulk._as_array: no None, every value fits its type)."""
+    """The column crossed as an array (column_blocks._as_array: no None, every value fits its type)."""
     return isinstance(column, array)
 
 
@@ -287,7 +287,7 @@ class ColumnIngest:
         for column, counted, live in ((acc_len, run.accept_len, run.live_accept_len),
                                       (acc_rate, run.accept_rate, run.live_accept_rate)):
             if column:
-                after: Any = column[i:]  # a list, or an array (bulk._as_array) that holds no None
+                after: Any = column[i:]  # a list, or an array (column_blocks._as_array) that holds no None
                 values = after if isinstance(after, array) else [v for v in after if v is not None]
                 _extend(counted, values)
                 live.extend(values[-LIVE_POINTS:])

@@ -413,7 +413,7 @@ def _ops_from_pool(path: Path, size: int, workers: int, stats: ReadStats | None,
     """
     from concurrent.futures.process import BrokenProcessPool
 
-    from specmon.ingest.bulk import feeding_pool, line_ranges, windowed
+    from specmon.ingest.feeding import feeding_pool, line_ranges, windowed
 
     read = ReadStats()
     try:

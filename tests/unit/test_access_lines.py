@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import quiet
 
 native = pytest.importorskip("specmon._native")
 
@@ -29,8 +29,8 @@ def _regex(text: bytes, a: bytes, b: bytes) -> bytes:
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_PARTS), max_size=30).map(b"".join))
 def test_drop_lines_is_the_regexs_sub(text: bytes) -> None:
-    assert native.drop_lines(text, *bulk._ACCESS_TEXTS) == _regex(text, *bulk._ACCESS_TEXTS)
-    assert bulk._drop_access(text) == bulk._ACCESS.sub(b"\n", text)
+    assert native.drop_lines(text, *quiet._ACCESS_TEXTS) == _regex(text, *quiet._ACCESS_TEXTS)
+    assert quiet._drop_access(text) == quiet._ACCESS.sub(b"\n", text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -44,9 +44,9 @@ def test_the_access_lines_of_a_piece_go_and_the_rest_stays() -> None:
     access = b'[2026-08-23 09:00:01] INFO:     127.0.0.1:3766 - "POST /generate HTTP/1.1" 200 OK'
     text = b"\n\x00\x01\x02\n" + access + b"\nDecode batch\n" + access + b"\n" + access
     # (the last line has no newline after it: the next piece's, kept whole)
-    assert native.drop_lines(text, *bulk._ACCESS_TEXTS) == b"\n\x00\x01\x02\n\nDecode batch\n\n" + access
+    assert native.drop_lines(text, *quiet._ACCESS_TEXTS) == b"\n\x00\x01\x02\n\nDecode batch\n\n" + access
     plain = b"\nno access line here\n"
-    assert native.drop_lines(plain, *bulk._ACCESS_TEXTS) is plain  # nothing dropped: no copy
+    assert native.drop_lines(plain, *quiet._ACCESS_TEXTS) is plain  # nothing dropped: no copy
 
 
 @pytest.mark.parametrize(("a", "b"), [(b"", b"x"), (b"x", b""), (b"a\nb", b"x"), (b"x", b"\n")])

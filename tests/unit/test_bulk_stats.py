@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest import bulk
+from specmon.ingest import feeding, templates
 from specmon.ingest.files import ingest_file
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
@@ -27,9 +27,9 @@ def _doc(session: Session) -> dict:
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch, piece: int) -> tuple[dict, dict]:
     slow = Session()
     ingest_file(slow, str(path))
-    monkeypatch.setattr(bulk, "PIECE", piece)
+    monkeypatch.setattr(feeding, "PIECE", piece)
     fast = Session()
-    bulk.ingest_file_fast(fast, str(path), jobs=1)
+    feeding.ingest_file_fast(fast, str(path), jobs=1)
     return _doc(slow), _doc(fast)
 
 
@@ -84,7 +84,7 @@ def test_llamacpp_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     log = tmp_path / "llama.log"
     log.write_text("\n".join(lines) + "\n")
     for piece in (1500, 8000, 1 << 20):
-        bulk._LEARNER.__init__()  # type: ignore[misc]  # nothing learned yet: the first pieces walk
+        templates._LEARNER.__init__()  # type: ignore[misc]  # nothing learned yet: the first pieces walk
         slow, fast = _both(log, monkeypatch, piece)
         assert fast == slow
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.ingest import bulk as fastscan
+from specmon.ingest import feeding, templates
 from specmon.ingest.files import ingest_file
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
@@ -41,7 +42,7 @@ def _both(path: Path, jobs: int) -> tuple[dict, dict]:
     slow = Session()
     ingest_file(slow, str(path))
     fast = Session()
-    fastscan.ingest_file_fast(fast, str(path), jobs=jobs)
+    feeding.ingest_file_fast(fast, str(path), jobs=jobs)
     return _doc(slow), _doc(fast)
 
 
@@ -77,8 +78,8 @@ def _mixed_log(path: Path, seed: int) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_bulk_path_equals_line_path_on_mixed_log(tmp_path: Path, monkeypatch, seed: int) -> None:
-    monkeypatch.setattr(fastscan, "PIECE", 64 << 10)  # many pieces, some bulk, some not
-    monkeypatch.setattr(fastscan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 64 << 10)  # many pieces, some bulk, some not
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
     log = tmp_path / "mixed.log"
     _mixed_log(log, seed)
     slow, fast_one = _both(log, jobs=1)
@@ -89,7 +90,7 @@ def test_bulk_path_equals_line_path_on_mixed_log(tmp_path: Path, monkeypatch, se
 
 
 def test_bulk_path_equals_line_path_on_real_logs(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(fastscan, "PIECE", 512)
+    monkeypatch.setattr(feeding, "PIECE", 512)
     logs = sorted(REAL.glob("*.log")) + sorted((REAL / "vllm_cpu_kit").glob("*.log"))
     assert len(logs) > 40
     for log in logs:
@@ -98,11 +99,11 @@ def test_bulk_path_equals_line_path_on_real_logs(tmp_path: Path, monkeypatch) ->
 
 
 def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(fastscan, "PIECE", 100)
+    monkeypatch.setattr(feeding, "PIECE", 100)
     p = tmp_path / "a.log"
     data = b"".join(b"x" * n + b"\n" for n in (5, 300, 0, 99, 100, 1, 250)) + b"tail-without-newline"
     p.write_bytes(data)
-    pieces = list(fastscan.line_ranges(str(p), len(data)))
+    pieces = list(feeding.line_ranges(str(p), len(data)))
     assert pieces[0][0] == 0 and pieces[-1][1] == len(data)
     assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
     assert all(data[e - 1:e] == b"\n" for _, e in pieces[:-1])
@@ -110,7 +111,7 @@ def test_pieces_cover_the_file_on_line_boundaries(tmp_path: Path, monkeypatch) -
 
 def test_bulk_steady_path_equals_line_path(tmp_path: Path, monkeypatch) -> None:
     """A clean single-rank log with idle gaps: every piece takes the steady bulk path."""
-    monkeypatch.setattr(fastscan, "PIECE", 32 << 10)
+    monkeypatch.setattr(feeding, "PIECE", 32 << 10)
     calls = {"steady": 0, "not": 0}
     original = Session._bulk_steady
 
@@ -144,7 +145,7 @@ def test_steady_path_with_ranks_in_turn_equals_line_path(tmp_path: Path, monkeyp
     """DP attention prints one decode line per DP rank in turn: the steady bulk path takes each
     rank's gaps and average over its own samples, and gives what the line path gives — with a
     rank that joins late, idle gaps on one rank, and lines without a time."""
-    monkeypatch.setattr(fastscan, "PIECE", 16 << 10)
+    monkeypatch.setattr(feeding, "PIECE", 16 << 10)
     calls = {"steady": 0}
     original = Session._bulk_steady
 
@@ -168,7 +169,7 @@ def test_steady_path_with_ranks_in_turn_equals_line_path(tmp_path: Path, monkeyp
     log.write_text("\n".join(lines) + "\n")
     slow = _line_session(log, warmup)
     session = Session(warmup=warmup)
-    fastscan.ingest_file_fast(session, str(log), jobs=1)
+    feeding.ingest_file_fast(session, str(log), jobs=1)
     assert _state(session) == _state(slow)
     assert _doc(session) == _doc(slow)
     assert calls["steady"] > 0
@@ -198,8 +199,8 @@ def test_lines_a_veto_turns_away_are_not_learnt_from(tmp_path: Path, monkeypatch
         return original(kind, raw, probe, year)
 
     monkeypatch.setattr(fastscan, "_try_learn", spy)
-    monkeypatch.setattr(fastscan, "PIECE", 64 << 10)
-    fastscan._LEARNER.__init__()  # type: ignore[misc]
+    monkeypatch.setattr(feeding, "PIECE", 64 << 10)
+    templates._LEARNER.__init__()  # type: ignore[misc]
     slow, fast = _both(log, jobs=1)
     assert fast == slow
     assert not [raw for raw in tried if b"prompt eval" in raw]
@@ -214,12 +215,12 @@ def test_a_file_of_several_engines_votes_as_the_line_path(tmp_path: Path, monkey
     """Logs of different engines one after the other: the engine votes (which decide the session's
     engine and so the default warm-up) are those of the line path, prefill lines counted in bulk
     voting for SGLang as their records do."""
-    monkeypatch.setattr(fastscan, "PIECE", piece)
+    monkeypatch.setattr(feeding, "PIECE", piece)
     log = tmp_path / "several.log"
     log.write_text("".join((REAL / name).read_text(encoding="utf-8", errors="replace") for name in order))
     slow = _line_session(log)
     fast = Session()
-    fastscan.ingest_file_fast(fast, str(log), jobs=1)
+    feeding.ingest_file_fast(fast, str(log), jobs=1)
     assert dict(fast.engine_votes) == dict(slow.engine_votes)
     assert fast.engine is slow.engine and fast.counts == slow.counts
 
@@ -233,8 +234,8 @@ def test_llamacpp_draft_lines_without_a_mean_length_sum_as_the_line_path(tmp_pat
     """llama.cpp's print_timing blocks give a draft line without a mean acceptance length (every
     spec line takes the path that keeps only lines that drafted), some drafting nothing: counts,
     rates and samples as the line path's, whichever way the drafted counts cross."""
-    monkeypatch.setattr(fastscan, "PIECE", piece)
-    monkeypatch.setattr(fastscan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", piece)
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
     lines = []
     for task, (generated, accepted) in enumerate(blocks):
         accepted = min(accepted, generated)
@@ -247,7 +248,7 @@ def test_llamacpp_draft_lines_without_a_mean_length_sum_as_the_line_path(tmp_pat
     log.write_text("\n".join(lines) + "\n")
     slow = _line_session(log)
     fast = Session()
-    fastscan.ingest_file_fast(fast, str(log), jobs=1)
+    feeding.ingest_file_fast(fast, str(log), jobs=1)
     assert _doc(fast) == _doc(slow)
     assert [(r.accepted, r.drafted, list(r.accept_rate)) for r in fast.runs] == \
         [(r.accepted, r.drafted, list(r.accept_rate)) for r in slow.runs]

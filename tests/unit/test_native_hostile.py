@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon import _native
-from specmon.ingest import bulk, scan
+from specmon.ingest import bulk, scan, templates
 from specmon.ingest.scan import RePass
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,14 +30,14 @@ BIG_MB = int(os.environ.get("SPECMON_HOSTILE_MB", "4"))
 
 def both_ways(data: bytes, monkeypatch: pytest.MonkeyPatch) -> bool:
     """The bulk path's records with the C pass equal those with re alone; whether C read any."""
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     with_c, read_c = bulk.piece_records(data, year=YEAR)
-    in_c = any(p is not None and not isinstance(p, RePass) for p in bulk._LEARNER._regex.values())
+    in_c = any(p is not None and not isinstance(p, RePass) for p in templates._LEARNER._regex.values())
     with monkeypatch.context() as m:
         m.setattr(scan, "Scanner", None)
-        bulk._LEARNER.__init__()  # type: ignore[misc]
+        templates._LEARNER.__init__()  # type: ignore[misc]
         with_re, read_re = bulk.piece_records(data, year=YEAR)
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     assert read_c == read_re
     assert [r.to_json() for r in with_c] == [r.to_json() for r in with_re]
     return in_c

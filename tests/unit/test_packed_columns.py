@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import bulk, column_blocks, templates
 from specmon.model.column_ingest import SpecColumns, StatsColumns
 from specmon.model.rows import Rows
 from specmon.model.session import Session
@@ -31,7 +31,7 @@ _FLOATS = st.floats(allow_nan=False, width=64, min_value=-1e300, max_value=1e300
 
 @given(st.lists(st.one_of(_FLOATS, st.none()), max_size=40))
 def test_a_float_column_packs_exactly_or_stays_a_list(values: list[float | None]) -> None:
-    got = bulk._as_array(values, "d")
+    got = column_blocks._as_array(values, "d")
     if None in values:
         assert got is values
     else:
@@ -41,7 +41,7 @@ def test_a_float_column_packs_exactly_or_stays_a_list(values: list[float | None]
 
 @given(st.lists(st.one_of(st.integers(-5, 2**33), st.none()), max_size=40))
 def test_a_count_column_packs_only_within_32_bits(values: list[int | None]) -> None:
-    got = bulk._as_array(values, "I")
+    got = column_blocks._as_array(values, "I")
     if None in values or any(v < 0 or v >= 2**32 for v in values if v is not None):
         assert got is values
     else:
@@ -52,7 +52,7 @@ def _as_arrays(cols: dict[str, list]) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, col in cols.items():
         code = "I" if name in ("running", "accepted", "drafted") else "d"
-        out[name] = bulk._as_array(col, code) if name not in ("ranks", "per_position") else col
+        out[name] = column_blocks._as_array(col, code) if name not in ("ranks", "per_position") else col
     return out
 
 
@@ -111,7 +111,7 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
     before = data.draw(st.lists(st.integers(1, 7), max_size=2))
     sessions = []
     for pack in (False, True):
-        p = (lambda c, code: bulk._as_array(c, code)) if pack else (lambda c, code: c)
+        p = (lambda c, code: column_blocks._as_array(c, code)) if pack else (lambda c, code: c)
         s = Session(warmup=warmup)
         for k, w in enumerate(before):
             early = SpecColumns(engine, [None], [ts[0]], [2.0], [0.5], [1], [2], [(0.5,) * w])
@@ -129,11 +129,11 @@ def test_stats_and_spec_columns_as_arrays_leave_the_session_as_lists_do(ts: list
         == [(r.accepted, r.drafted, r.per_position_n, [_bits(v) for v in r.per_position_sum]) for r in lists.runs]
 
 
-def _the_block(lines: list[str]) -> bulk.Block:
+def _the_block(lines: list[str]) -> column_blocks.Block:
     """The one decode block a fresh learner makes of these SGLang lines."""
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
-    (block,) = [b for b in piece.items if isinstance(b, bulk.Block)]
+    (block,) = [b for b in piece.items if isinstance(b, column_blocks.Block)]
     return block
 
 
@@ -178,7 +178,7 @@ def test_the_gap_average_in_c_is_the_python_loop_bit_for_bit(times: list[float |
     from specmon import _native as _scan
     from specmon.model import column_ingest as session
 
-    column = bulk._as_array(times, "d") if packed else times
+    column = column_blocks._as_array(times, "d") if packed else times
     want = session._gap_average_py(times, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
     got = _scan.gap_average(column, last, ema, session.IDLE_GAP_MIN_S, session.IDLE_GAP_FACTOR)
     assert [_bits(v) for v in got[:2]] == [_bits(None if v is None else float(v)) for v in want[:2]]
@@ -249,7 +249,7 @@ def test_ranks_in_any_order_take_the_steady_path_as_the_per_sample_one(ranks: li
     cols = [ranks, ts, [1 + i % 3 for i in range(n)], [60.0 + (i * 7) % 11 for i in range(n)],
             [1.5 + (i % 5) / 4 for i in range(n)], [0.5] * n]
     if packed:
-        cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"), *(bulk._as_array(c, "d") for c in cols[3:])]
+        cols = [ranks, column_blocks._as_array(ts, "d"), column_blocks._as_array(cols[2], "I"), *(column_blocks._as_array(c, "d") for c in cols[3:])]
     blocks = [(0, n // 2), (n // 2, n)]  # the second block finds the ranks warmed up
     assert _state(_fed(cols, blocks, warmup, True)[0]) == _state(_fed(cols, blocks, warmup, False)[0])
 
@@ -299,8 +299,8 @@ def test_idle_gaps_are_found_on_the_steady_path_as_sample_by_sample(ranks: list[
         cols: list = [ranks, ts, [1 + i % 3 for i in range(n)], [60.0 + (i * 7) % 11 for i in range(n)],
                       [1.5 + (i % 5) / 4 for i in range(n)], [0.5] * n]
         if packed:
-            cols = [ranks, bulk._as_array(ts, "d"), bulk._as_array(cols[2], "I"),
-                    *(bulk._as_array(c, "d") for c in cols[3:])]
+            cols = [ranks, column_blocks._as_array(ts, "d"), column_blocks._as_array(cols[2], "I"),
+                    *(column_blocks._as_array(c, "d") for c in cols[3:])]
         return _fed(cols, blocks, warmup, steady)
 
     (fast, calls), (slow, _) = fed(steps, True), fed(steps, False)
@@ -346,7 +346,7 @@ def test_times_split_by_rank_are_each_ranks_times_in_order(ranks: list[str | Non
     if python_loop:  # a build without the extension: the Python loop gets Python floats
         session_module._gap_average = session_module._gap_average_py
     try:
-        got, where = session_module._times_by_rank(ranks, bulk._as_array(times, "d") if packed else times)
+        got, where = session_module._times_by_rank(ranks, column_blocks._as_array(times, "d") if packed else times)
     finally:
         session_module._gap_average = original
     assert list(got) == list(expected)  # the ranks in the order they first appear
@@ -361,7 +361,7 @@ def test_the_bulk_path_hands_per_position_rates_as_rows() -> None:
     the feeding process's transposition were its largest cost per piece), read as the tuples."""
     import pickle
 
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     lines = []
     for i in range(300):
         lines.append(f"prompt eval time =     648.99 ms /   133 tokens (    4.88 ms per token,   204.94 tokens "
@@ -371,7 +371,7 @@ def test_the_bulk_path_hands_per_position_rates_as_rows() -> None:
                      f"generated), mean acceptance length =  3.44, acceptance rate per position = "
                      f"(0.{i % 9}21, 0.653, 0.439)")
     piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.LLAMACPP, 2026)
-    (block,) = [b for b in piece.items if isinstance(b, bulk.StatsBlock)]
+    (block,) = [b for b in piece.items if isinstance(b, column_blocks.StatsBlock)]
     assert block.spec is not None
     rows = block.spec.per_position
     assert isinstance(rows, Rows) and rows.width == 3 and len(rows) == 300

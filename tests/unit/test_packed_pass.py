@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import bulk, column_blocks, templates
 from specmon.ingest.scan import PACKABLE, PACKED
 from specmon.records import Engine
 from tests.support import logtext as L
@@ -38,20 +38,20 @@ def test_packed_times_are_the_list_paths_sums_to_the_bit(rows: list[tuple[float,
     want = list(map(add, days, secs)) if days is not None else list(map(add, secs, [day] * len(secs)))
     if fracs is not None:
         want = list(map(add, want, fracs))
-    got = bulk._packed_ts(secs, days, fracs, day)
+    got = column_blocks._packed_ts(secs, days, fracs, day)
     assert isinstance(got, array) and got.typecode == "d"
     assert [x.hex() for x in got] == [x.hex() for x in want]
 
 
 def test_sglang_decode_columns_are_packed_by_the_pass() -> None:
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     lines = [L.decode(10.0 + i, 80.0 + i, 2.0, 0.5) for i in range(200)]
     piece = bulk.bulk_piece(("\n".join(lines) + "\n").encode(), Engine.SGLANG, 2026)
-    kinds = {key: k for key, k in bulk._LEARNER.kinds.items() if key.endswith("/columns")}
+    kinds = {key: k for key, k in templates._LEARNER.kinds.items() if key.endswith("/columns")}
     assert kinds, "no columns pass"
     numbers = [k for ks in kinds.values() for k in ks if k & ~PACKED in PACKABLE]
     assert numbers and all(k & PACKED for k in numbers)
-    block = next(item for item in piece.items if isinstance(item, bulk.Block))
+    block = next(item for item in piece.items if isinstance(item, column_blocks.Block))
     assert isinstance(block.ts, array) and isinstance(block.tput, array)
     assert list(block.ts) == [calendar.timegm((L.T0 + timedelta(seconds=10 + i)).timetuple()) for i in range(200)]
     assert list(block.tput) == [80.0 + i for i in range(200)]

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import bulk, feeding, templates
 from specmon.records import Engine
 
 _LINES = st.sampled_from([
@@ -33,16 +33,16 @@ def test_a_piece_read_by_a_worker_is_its_own_bytes(lines: list[str], last_newlin
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "x.log"
         path.write_bytes(data)
-        old = bulk.PIECE
-        bulk.PIECE = size
+        old = feeding.PIECE
+        feeding.PIECE = size
         try:
-            cuts = list(bulk.line_ranges(str(path), len(data)))
+            cuts = list(feeding.line_ranges(str(path), len(data)))
         finally:
-            bulk.PIECE = old
+            feeding.PIECE = old
         for a, b in cuts:
-            bulk._LEARNER.__init__()  # type: ignore[misc]
-            got = bulk.parse_piece((str(path), a, b, Engine.SGLANG.value, 2026, 0.0))
-            bulk._LEARNER.__init__()  # type: ignore[misc]
+            templates._LEARNER.__init__()  # type: ignore[misc]
+            got = feeding.parse_piece((str(path), a, b, Engine.SGLANG.value, 2026, 0.0))
+            templates._LEARNER.__init__()  # type: ignore[misc]
             want = bulk.bulk_piece(data[a:b], Engine.SGLANG, 2026, day=0.0)
             assert _summary(got) == _summary(want), (a, b)
 

@@ -18,7 +18,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import bulk, quiet, templates
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
 from specmon.records import Engine
@@ -53,7 +53,7 @@ def around_a_phrase(draw: st.DrawFn) -> bytes:
 @settings(max_examples=400, deadline=None)
 @given(around_a_phrase(), st.data())
 def test_a_quiet_shape_gives_no_record_whatever_its_digits_and_spaces(line: bytes, data: st.DataObject) -> None:
-    source = bulk._quiet_source(line)
+    source = quiet._quiet_source(line)
     if source is None:
         return  # not quiet: the line parser reads every such line (nothing to check)
     rx = re.compile(source)
@@ -67,11 +67,11 @@ def test_a_quiet_shape_gives_no_record_whatever_its_digits_and_spaces(line: byte
 def test_every_lifecycle_phrase_keeps_its_lines_off_the_quiet_path() -> None:
     for phrase in [*PHRASES, *CAPTURE_WORDS]:
         for line in (phrase, f"[2026-08-23 09:00:00 TP0] {phrase} 3", f"x  {phrase.replace(' ', '   ')}"):
-            assert bulk._quiet_source(line.encode()) is None, line
+            assert quiet._quiet_source(line.encode()) is None, line
     # Near misses are quiet: the gate's fragments alone ("hut", "erver", "oad", "rror") prove nothing.
     for line in ("[2026-08-23 09:00:00] hutting down 3 workers", "srv  log_server_r: done request: GET /health",
                  "INFO 10-22 09:00:00 download 4/7 files", "0 errors in 12 batches"):
-        assert bulk._quiet_source(line.encode()) is not None, line
+        assert quiet._quiet_source(line.encode()) is not None, line
 
 
 def test_llama_server_request_lines_are_quiet_and_skip_the_line_parser(monkeypatch) -> None:
@@ -79,7 +79,7 @@ def test_llama_server_request_lines_are_quiet_and_skip_the_line_parser(monkeypat
     spec = "2026-05-14 22:40:{s:02d}.051 | draft acceptance rate = 0.98260 ( {i:4d} accepted /  1207 generated)"
     lines = [f.format(s=i % 60, i=i) for i in range(200) for f in (request, spec)]
     text = ("\n".join(lines) + "\n").encode()
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     first = bulk.bulk_piece(text, Engine.LLAMACPP, 2026)  # learns the template and the quiet shape
     calls = []
     original = LineParser.parse
@@ -97,7 +97,7 @@ def test_shapes_learned_in_a_piece_skip_the_line_parser_in_that_piece(monkeypatc
               "2026-05-14 09:00:{s:02d}.{i:03d} |       total time =   {i}.11 ms /  {s} tokens"]
     lines = [f.format(s=i % 60, i=i) for i in range(300) for f in shapes]
     text = ("\n".join(lines) + "\n").encode()
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     calls: list[str] = []
     original = LineParser.parse
     monkeypatch.setattr(LineParser, "parse", lambda self, t, n: calls.append(t) or original(self, t, n))
@@ -129,7 +129,7 @@ def test_a_walk_with_shapes_it_learns_gives_what_the_line_parser_gives(order: li
         return [p + f"draft acceptance rate = 0.5{i % 10}000 ( {i} accepted /  1207 generated)"]
     lines = [ln for i, w in enumerate(order) for ln in one(w, i)]
     text = ("\n".join(lines) + "\n").encode()
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     got, _ = bulk.piece_records(text, Engine.LLAMACPP, 2026)
     parser = LineParser(year=2026, engine=Engine.LLAMACPP)
     want = [r for n, ln in enumerate(lines, 1) if (r := parser.parse(ln, n)) is not None]
@@ -150,8 +150,8 @@ def test_the_quiet_texts_are_the_lines_the_count_only_pass_replaced(lines: list[
     counting = compile_pass([b"(?:" + body + b")"]) if in_c else RePass([b"(?:" + body + b")"])
     grouped = RePass([b"(" + body + b")"])
     before = b"\n" + b"\n".join(lines) + b"\n"
-    after, n, cols, _ = counting.scan(before, bulk._QUIET, b"", ())
+    after, n, cols, _ = counting.scan(before, quiet._QUIET, b"", ())
     assert cols == []
-    expected = grouped.scan(before, bulk._QUIET, b"\0", (None,))[2][0]
-    texts = bulk._QuietTexts(before, after)
+    expected = grouped.scan(before, quiet._QUIET, b"\0", (None,))[2][0]
+    texts = quiet._QuietTexts(before, after)
     assert n == len(expected) and [texts[i] for i in range(n)] == expected

@@ -13,10 +13,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk
+from specmon.ingest import quiet, templates
 from specmon.ingest.scan import RePass
 
-_QUIET = bulk._QUIET
+_QUIET = quiet._QUIET
 _PIECES = st.sampled_from(["0", "7", "123", "00", " ", "   ", "a", "slot", "|", ".", "\\", "\\d+", " +", "(", ")",
                            "[", "*", "+", "?", "^", "$", "{2}", "\x00", "\t", "é", "٣", "¹", ":", ",", "-", "_", "/"])
 _LINE = st.lists(_PIECES, min_size=1, max_size=14).map("".join)
@@ -39,18 +39,18 @@ def _mutate(line: str, data: st.DataObject) -> bytes:
 
 
 def _sources(lines: list[str]) -> list[bytes]:
-    return [bulk._general(x).encode() for x in lines]
+    return [quiet._general(x).encode() for x in lines]
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_LINE, min_size=1, max_size=6), st.data())
 def test_the_shape_pass_reads_what_the_regex_reads(shapes: list[str], data: st.DataObject) -> None:
     sources = _sources(shapes)
-    seqs = [bulk._ATOMS.findall(q) for q in sources]
+    seqs = [quiet._ATOMS.findall(q) for q in sources]
     if not all(b"".join(a) == q for a, q in zip(seqs, sources, strict=True)):
         return  # (the learner keeps the regex for these)
-    fast = bulk._Shapes([bulk._skeleton(a) for a in seqs])
-    regex = RePass([b"(?:" + bulk._trie(seqs) + b")"])
+    fast = quiet._Shapes([quiet._skeleton(a) for a in seqs])
+    regex = RePass([b"(?:" + quiet._trie(seqs) + b")"])
     lines = [_mutate(data.draw(st.sampled_from(shapes)), data) for _ in range(data.draw(st.integers(1, 12)))]
     lines += [x.encode() for x in shapes]
     text = b"\n" + b"\n".join(lines) + b"\n"
@@ -64,14 +64,14 @@ def test_the_shape_pass_reads_what_the_regex_reads(shapes: list[str], data: st.D
 
 
 def test_a_learnt_quiet_shape_skips_its_lines_by_shape() -> None:
-    bulk._LEARNER.__init__()  # type: ignore[misc]
-    source = bulk._quiet_source(b"0.00.037.091 I slot print_timing: id  0 | task 0 | n_gen =     40, tg =  32.64 t/s")
+    templates._LEARNER.__init__()  # type: ignore[misc]
+    source = quiet._quiet_source(b"0.00.037.091 I slot print_timing: id  0 | task 0 | n_gen =     40, tg =  32.64 t/s")
     assert source is not None
-    bulk._LEARNER.add_quiet(source)
-    rx = bulk._LEARNER.quiet_rx
-    assert isinstance(rx, bulk._Shapes)
+    templates._LEARNER.add_quiet(source)
+    rx = templates._LEARNER.quiet_rx
+    assert isinstance(rx, quiet._Shapes)
     text = (b"\n1.02.037.091 I slot print_timing: id  3 | task 17 | n_gen =   1040, tg =  2.5 t/s\n"
             b"1.02.037.091 I slot print_timing: id  3 | task 17 | n_gen = 1040, tg = 2.5 t/s!\n")
     rest, n, _, _ = rx.scan(text, _QUIET, b"", ())
     assert n == 1 and rest == b"\n" + _QUIET + b"\n" + text.split(b"\n")[2] + b"\n"
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]

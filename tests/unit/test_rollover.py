@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from specmon.cli import main
 from specmon.grammar.prefix import Rollover
-from specmon.ingest import bulk
+from specmon.ingest import feeding
 from specmon.ingest.files import ingest_file, log_clock
 from specmon.model.session import Session
 
@@ -89,9 +89,9 @@ def test_both_paths_keep_time_only_logs_in_order_across_midnight(tmp_path: Path,
     day = float(timegm((2025, 3, 4, 0, 0, 0)))  # no dated line: the file's modification day
     slow = Session()
     ingest_file(slow, str(log))
-    monkeypatch.setattr(bulk, "PIECE", 700)  # many pieces: the days carry across them
+    monkeypatch.setattr(feeding, "PIECE", 700)  # many pieces: the days carry across them
     fast = Session()
-    bulk.ingest_file_fast(fast, str(log), jobs=1)
+    feeding.ingest_file_fast(fast, str(log), jobs=1)
     assert slow.runs[-1].last_at == fast.runs[-1].last_at == day + times[-1]
     assert len(slow.runs) == len(fast.runs) == 1
 

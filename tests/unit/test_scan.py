@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.ingest import bulk, scan
+from specmon.ingest import bulk, scan, templates
 from specmon.ingest.scan import (
     AS_DAY,
     AS_FLOAT,
@@ -83,11 +83,11 @@ def _check_kind_passes(lines: list[bytes], data: st.DataObject) -> int:
     """For every learned kind and pass mode: C reads what re reads (or less, never other groups)."""
     checked = 0
     probe = [*lines, *(m for ln in lines for m in _mutations(ln, data))]
-    for name, tpls in bulk._LEARNER.templates.items():
+    for name, tpls in templates._LEARNER.templates.items():
         kind = tpls[0].kind
         modes = {
             "records": [b"(" + t.source + b")" for t in tpls],
-            "columns": [t.lean(bulk._column_roles(kind))[0] for t in tpls],
+            "columns": [t.lean(templates._column_roles(kind))[0] for t in tpls],
             "count": [t.lean(frozenset())[0] for t in tpls],
         }
         for mode, sources in modes.items():
@@ -117,7 +117,7 @@ def _check_kind_passes(lines: list[bytes], data: st.DataObject) -> int:
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(stats_line(cut=False), min_size=1, max_size=3), st.data())
 def test_c_pass_reads_what_re_reads_on_sglang_shapes(shapes: list, data: st.DataObject) -> None:
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     lines = [w.line.encode() for w in shapes]
     bulk.piece_records(b"\n".join(lines) + b"\n", year=YEAR)
     assert _check_kind_passes(lines, data) >= 1  # every kind's passes run in C
@@ -126,7 +126,7 @@ def test_c_pass_reads_what_re_reads_on_sglang_shapes(shapes: list, data: st.Data
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(any_line, min_size=1, max_size=3), st.data())
 def test_c_pass_reads_what_re_reads_on_vllm_and_llamacpp_shapes(shapes: list, data: st.DataObject) -> None:
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     lines = [ln.text.encode() for ln in shapes]
     bulk.piece_records(b"\n".join(lines) + b"\n", year=YEAR)
     assert _check_kind_passes(lines, data) >= 1
@@ -336,13 +336,13 @@ REAL = sorted((ROOT / "sample_logs" / "real").glob("*.log"))
 @pytest.mark.parametrize("log", REAL, ids=[p.name for p in REAL])
 def test_bulk_records_are_the_same_on_re_alone(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = log.read_bytes()
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     with_c, read_c = bulk.piece_records(data, year=YEAR)
-    kinds_in_c = {k for k, p in bulk._LEARNER._regex.items() if p is not None and not isinstance(p, RePass)}
+    kinds_in_c = {k for k, p in templates._LEARNER._regex.items() if p is not None and not isinstance(p, RePass)}
     monkeypatch.setattr(scan, "Scanner", None)  # as an install without a C compiler
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     with_re, read_re = bulk.piece_records(data, year=YEAR)
-    assert all(isinstance(p, RePass) for p in bulk._LEARNER._regex.values() if p is not None)
+    assert all(isinstance(p, RePass) for p in templates._LEARNER._regex.values() if p is not None)
     assert [r.to_json() for r in with_c] == [r.to_json() for r in with_re]
     assert read_c == read_re
     if read_c:
@@ -353,12 +353,12 @@ def test_a_c_pass_that_splits_its_samples_otherwise_is_not_used(monkeypatch: pyt
     line = b"[2026-08-23 09:00:00 TP0] Decode batch, #running-req: 3, #token: 2031, token usage: 0.02, " \
            b"cuda graph: True, gen throughput (token/s): 88.72, #queue-req: 0"
     # A pass that reads nothing stands for a C pass that parts from re.
-    monkeypatch.setattr(bulk, "compile_pass", lambda sources: RePass([b"(?!)"]))
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    monkeypatch.setattr(templates, "compile_pass", lambda sources: RePass([b"(?!)"]))
+    templates._LEARNER.__init__()  # type: ignore[misc]
     records, read = bulk.piece_records(line + b"\n" + line + b"\n", year=YEAR)
     assert read == 2 and len(records) == 2
     assert all(isinstance(p, RePass) and p.rx.pattern != b"\n(?:(?!))(?=\n)"
-               for p in bulk._LEARNER._regex.values() if p is not None)
+               for p in templates._LEARNER._regex.values() if p is not None)
 
 
 def test_a_line_too_deep_for_the_c_stack_is_left_to_re() -> None:

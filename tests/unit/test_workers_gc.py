@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest import bulk
+from specmon.ingest import feeding, templates
 from specmon.model.session import Session
 from tests.unit import test_fastscan
 
-_ORIGINAL = bulk.parse_piece
+_ORIGINAL = feeding.parse_piece
 
 
 def _seen(task, *args):  # type: ignore[no-untyped-def]
@@ -38,12 +38,12 @@ def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: 
                                                                       enabled: bool) -> None:
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 3)
-    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bulk, "PIECE", 64 << 10)
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 64 << 10)
     frozen: list[int] = []
     collecting: list[int] = []
-    monkeypatch.setattr(bulk, "parse_piece", _seen)
-    original_feed = bulk.feed_piece
+    monkeypatch.setattr(feeding, "parse_piece", _seen)
+    original_feed = feeding.feed_piece
 
     def feed(session, piece, *args, **kw):  # type: ignore[no-untyped-def]
         frozen.append(piece.counted.pop("frozen objects", -1))
@@ -51,13 +51,13 @@ def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: 
         collecting.append(int(gc.isenabled()))  # the feeding process's
         return original_feed(session, piece, *args, **kw)
 
-    monkeypatch.setattr(bulk, "feed_piece", feed)
+    monkeypatch.setattr(feeding, "feed_piece", feed)
     before = gc.get_freeze_count()
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
         session = Session()
-        bulk.ingest_file_fast(session, str(log), jobs=2)
+        feeding.ingest_file_fast(session, str(log), jobs=2)
         assert gc.isenabled() is enabled  # the parent's collector: as it was
     finally:
         (gc.enable if was else gc.disable)()
@@ -69,7 +69,7 @@ def test_workers_inherit_frozen_objects_and_the_parent_stays_unfrozen(tmp_path: 
 
 def _learnt(task, *args):  # type: ignore[no-untyped-def]
     """parse_piece, noting how many templates the worker had when it began the piece."""
-    known = sum(len(t) for t in bulk._LEARNER.templates.values())
+    known = sum(len(t) for t in templates._LEARNER.templates.values())
     piece = _ORIGINAL(task, *args)
     piece.counted["templates known"] = known
     return piece
@@ -81,24 +81,24 @@ def test_workers_begin_with_the_shapes_learnt_from_the_head(tmp_path: Path, monk
     # process learns from the file's start before the fork, so no piece begins without them.
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 3)
-    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bulk, "PIECE", 64 << 10)
-    monkeypatch.setattr(bulk, "parse_piece", _learnt)
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 64 << 10)
+    monkeypatch.setattr(feeding, "parse_piece", _learnt)
     known: list[int] = []
-    original_feed = bulk.feed_piece
+    original_feed = feeding.feed_piece
 
     def feed(session, piece, *args, **kw):  # type: ignore[no-untyped-def]
         known.append(piece.counted.pop("templates known", -1))
         return original_feed(session, piece, *args, **kw)
 
-    monkeypatch.setattr(bulk, "feed_piece", feed)
-    bulk._LEARNER.__init__()  # type: ignore[misc]  # (nothing learnt by earlier tests)
+    monkeypatch.setattr(feeding, "feed_piece", feed)
+    templates._LEARNER.__init__()  # type: ignore[misc]  # (nothing learnt by earlier tests)
     fast = Session()
-    bulk.ingest_file_fast(fast, str(log), jobs=2)
+    feeding.ingest_file_fast(fast, str(log), jobs=2)
     assert len(known) > 2 and min(known) > 0
-    bulk._LEARNER.__init__()  # type: ignore[misc]
+    templates._LEARNER.__init__()  # type: ignore[misc]
     slow = Session()
-    bulk.ingest_file_fast(slow, str(log), jobs=1)
+    feeding.ingest_file_fast(slow, str(log), jobs=1)
     assert test_fastscan._state(fast) == test_fastscan._state(slow)
 
 
@@ -112,8 +112,8 @@ def test_the_cli_keeps_its_imports_frozen_while_it_runs_and_gives_the_collector_
 
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 4)
-    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bulk, "PIECE", 64 << 10)
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 64 << 10)
     seen: list[int] = []
     original_analyze = __import__("specmon.model.analysis", fromlist=["analyze"]).analyze
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specmon.cli import main
-from specmon.ingest import bulk
+from specmon.ingest import feeding
 from specmon.output import recording_format
 from specmon.output import recording_replay as recmod
 from tests.unit import test_fastscan
@@ -39,7 +39,7 @@ def _children() -> list[int]:
     return found
 
 
-_PARSE_PIECE = bulk.parse_piece
+_PARSE_PIECE = feeding.parse_piece
 _READ_SPAN = recmod._read_span
 
 
@@ -60,15 +60,15 @@ def test_summarize_names_the_file_when_a_worker_is_killed(tmp_path: Path, monkey
     before = set(_children())  # what earlier tests of this worker left is theirs to answer for
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 5)
-    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bulk, "PIECE", 32 << 10)
-    original = bulk.parse_piece
-    monkeypatch.setattr(bulk, "parse_piece", _piece_dies_on_the_second)
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 32 << 10)
+    original = feeding.parse_piece
+    monkeypatch.setattr(feeding, "parse_piece", _piece_dies_on_the_second)
     assert main(["summarize", "--format", "json", "--jobs", "2", str(log)]) == 2
     err = capsys.readouterr().err
     assert str(log) in err and "stopped" in err and "--jobs 1" in err and "Traceback" not in err
     assert not mp.active_children() and set(_children()) <= before
-    monkeypatch.setattr(bulk, "parse_piece", original)
+    monkeypatch.setattr(feeding, "parse_piece", original)
     assert main(["summarize", "--format", "json", "--jobs", "1", str(log)]) == 0  # what it says to do
 
 
@@ -99,9 +99,9 @@ def test_an_interrupt_while_feeding_stops_the_workers_at_once(tmp_path: Path, mo
     before = set(_children())
     log = tmp_path / "mixed.log"
     test_fastscan._mixed_log(log, 6)
-    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(bulk, "PIECE", 16 << 10)
-    original = bulk.feed_piece
+    monkeypatch.setattr(feeding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(feeding, "PIECE", 16 << 10)
+    original = feeding.feed_piece
     fed: list[int] = []
 
     def interrupted(*args, **kw):  # type: ignore[no-untyped-def]
@@ -113,7 +113,7 @@ def test_an_interrupt_while_feeding_stops_the_workers_at_once(tmp_path: Path, mo
     def hung(*_args: object) -> None:
         raise AssertionError("the interrupted summarize did not return")
 
-    monkeypatch.setattr(bulk, "feed_piece", interrupted)
+    monkeypatch.setattr(feeding, "feed_piece", interrupted)
     previous = signal.signal(signal.SIGALRM, hung)
     signal.alarm(30)
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.ingest import bulk
+from specmon.ingest import feeding
 
 native = pytest.importorskip("specmon._native")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
     platform.libc_ver()[0] != "glibc" or "fork" not in mp.get_all_start_methods(), reason="glibc's malloc, forked workers")
 
 #: Three pieces: under the four a started worker keeps.
-BLOCK = 3 * bulk.PIECE
+BLOCK = 3 * feeding.PIECE
 _M_MMAP_THRESHOLD = -3  # (glibc's malloc.h)
 
 
@@ -55,13 +55,13 @@ def test_a_started_worker_keeps_a_freed_block_of_a_few_pieces() -> None:
     ctx = mp.get_context("fork")
     with ctx.Pool(1) as pool:  # glibc's default: the block goes back
         assert pool.apply(_given_back_with_glibcs_default) > BLOCK - (1 << 20)
-    with ctx.Pool(1, initializer=bulk._worker_start) as pool:
+    with ctx.Pool(1, initializer=feeding._worker_start) as pool:
         assert pool.apply(_given_back_on_free) < 1 << 20
 
 
 def test_keep_freed_memory_says_whether_it_applied_and_refuses_nonsense() -> None:
     ctx = mp.get_context("fork")
     with ctx.Pool(1) as pool:
-        assert pool.apply(native.keep_freed_memory, (4 * bulk.PIECE,)) is True
+        assert pool.apply(native.keep_freed_memory, (4 * feeding.PIECE,)) is True
     with pytest.raises(ValueError):
         native.keep_freed_memory(-1)
