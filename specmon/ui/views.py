@@ -9,25 +9,50 @@ per-position bars, events) is cheap and built a few times a second; the
 *analysis* (pooled statistics, confidence intervals, verdict) sorts every
 sample and is recomputed at most once a second, on frozen copies of the runs
 so it can run off the event loop; the *plot* view is built once a second.
+
+This module holds the builder; the frozen views are in :mod:`specmon.ui.views_data`,
+the small texts they are made of in :mod:`specmon.ui.views_text`.
 """
 
 from __future__ import annotations
 
-import calendar
 import copy
 import math
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from specmon.engines import adapter
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
-from specmon.output.tables import SweepOutcome, row_cells
+from specmon.output.tables import row_cells
 from specmon.records import Engine
-from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.wording import counted
+from specmon.sources.base import SourceStatus
+from specmon.ui.views_data import EMPTY_TABLE as EMPTY_TABLE
+from specmon.ui.views_data import DashboardSnapshot as DashboardSnapshot
+from specmon.ui.views_data import EventView as EventView
+from specmon.ui.views_data import HeaderView as HeaderView
+from specmon.ui.views_data import MetricView as MetricView
+from specmon.ui.views_data import PlotSegment as PlotSegment
+from specmon.ui.views_data import PlotView as PlotView
+from specmon.ui.views_data import PositionsView as PositionsView
+from specmon.ui.views_data import RowView as RowView
+from specmon.ui.views_data import TableView as TableView
+from specmon.ui.views_data import outcome_table as outcome_table
+from specmon.ui.views_text import BUSY as BUSY
+from specmon.ui.views_text import ERROR as ERROR
+from specmon.ui.views_text import IDLE as IDLE
+from specmon.ui.views_text import OK as OK
+from specmon.ui.views_text import QUIET_AFTER_S as QUIET_AFTER_S
+from specmon.ui.views_text import as_log_scale as as_log_scale
+from specmon.ui.views_text import ceiling_of as ceiling_of
+from specmon.ui.views_text import clock_text as clock_text
+from specmon.ui.views_text import config_text as config_text
+from specmon.ui.views_text import connection_text as connection_text
+from specmon.ui.views_text import duration_text as duration_text
+from specmon.ui.views_text import from_log_scale as from_log_scale
+from specmon.ui.views_text import nice_ceiling as nice_ceiling
+from specmon.ui.views_text import size_text as size_text
+from specmon.ui.views_text import wall_clock_text as wall_clock_text
 
 __all__ = [
     "DEFAULT_WINDOW", "DashboardSnapshot", "EventView", "HeaderView", "MetricView", "PlotSegment",
@@ -43,295 +68,6 @@ SPARK_POINTS = 120
 PLOT_RUNS = 8
 #: Events handed to the event log (it shows the newest that fit).
 EVENTS_SHOWN = 200
-
-#: Levels a view can carry; widgets map them to theme colours.
-OK, BUSY, ERROR, IDLE = "ok", "busy", "error", "idle"
-
-
-# -- small formatting helpers --------------------------------------------------------------------
-
-def duration_text(seconds: float | None) -> str:
-    """``45s``, ``4m 12s``, ``2h 03m``; empty for None or negative."""
-    if seconds is None or seconds < 0 or math.isnan(seconds):
-        return ""
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"
-
-
-def clock_text(ts: float | None) -> str:
-    """``09:14:03`` for a naive log timestamp (formatted as UTC, as it was read)."""
-    if ts is None:
-        return "--:--:--"
-    return time.strftime("%H:%M:%S", time.gmtime(ts))
-
-
-def size_text(count: int) -> str:
-    """``512 B``, ``61.2 kB``, ``1.2 MB``."""
-    value = float(count)
-    for unit in ("B", "kB", "MB"):
-        if value < 1000:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} GB"
-
-
-#: A live source with no new line for this long is called quiet (the server stopped logging).
-QUIET_AFTER_S = 30.0
-
-
-def connection_text(status: SourceStatus, now: float) -> tuple[str, str]:
-    """A source's state as the header shows it, with its level.
-
-    Args:
-        status: The source's latest status.
-        now: Wall time (``time.time()`` scale, like ``retry_at``).
-
-    Returns:
-        (text, level) such as ``("live · 12 ms · 1.2 MB · last line 4s ago", "ok")`` or
-        ``("reconnecting in 4 s (attempt 2): connection lost", "busy")``.
-    """
-    state = status.state
-    # A source may put its own countdown in the detail; the header says it once, and it moves.
-    detail = status.detail.split("; retrying in", 1)[0]
-    if state is ConnectionState.LIVE:
-        parts = ["live"]
-        if status.latency_ms is not None:
-            parts.append(f"{status.latency_ms:.0f} ms")
-        if status.bytes:
-            parts.append(size_text(status.bytes))
-        if status.last_line_at is not None:
-            age = now - status.last_line_at
-            parts.append(f"quiet {duration_text(age)}" if age > QUIET_AFTER_S
-                         else f"last line {duration_text(age)} ago")
-        if status.lost:  # lines destroyed on the host before they could be read (the event log says where)
-            parts.append(f"{status.lost} lost on the host")
-        return " · ".join(parts), OK
-    if state is ConnectionState.RECONNECTING:
-        if status.retry_at is not None:
-            text = f"reconnecting in {max(0, math.ceil(status.retry_at - now))} s"
-        else:
-            text = "reconnecting"
-        if status.attempts:
-            text += f" (attempt {status.attempts})"
-        if detail:
-            text += f": {detail}"
-        return text, BUSY
-    if state is ConnectionState.CONNECTING:
-        return ("connecting" + (f": {detail}" if detail else "")), BUSY
-    if state is ConnectionState.FAILED:
-        return f"failed: {detail or 'unknown error'}", ERROR
-    return "ended", IDLE
-
-
-def config_text(cfg: RunConfig | None) -> str:
-    """``EAGLE3 · 2 steps · top-k 1 · draft 3``, ``no speculation`` or ``configuration unknown``."""
-    if cfg is None:
-        return "configuration unknown"
-    if cfg.is_nospec:
-        return "no speculation"
-    unit = adapter(cfg.engine).steps_unit(cfg.algorithm)
-    parts = [cfg.algorithm or "speculative"]
-    if cfg.steps is not None:
-        parts.append(counted(cfg.steps, unit))
-    if cfg.topk is not None:
-        parts.append(f"top-k {cfg.topk}")
-    if cfg.draft_tokens is not None:
-        parts.append(f"draft {cfg.draft_tokens}")
-    return " · ".join(parts)
-
-
-def ceiling_of(cfg: RunConfig | None) -> float | None:
-    """The most tokens one verify step can yield: steps + 1 (the bonus token)."""
-    if cfg is None or cfg.steps is None or cfg.is_nospec:
-        return None
-    return float(cfg.steps + 1)
-
-
-# -- views ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class HeaderView:
-    """Source, engine, configuration, server state, connection, mode."""
-
-    source: str
-    engine: str
-    config: str
-    config_short: str  # "EAGLE3 2 steps", for narrow terminals
-    run_id: int | None
-    runs: int
-    state: str  # a ServerState value
-    state_text: str  # "loading weights 29/64"
-    state_level: str
-    since: str  # time in this state, "4m 12s"
-    connection: str
-    connection_level: str
-    mode: str  # "live", "replay 10×", "replay finished"
-    paused: bool
-    lines: int
-    unparsed: int
-    alert: str = ""  # a write that failed (the recording, an export): said until specmon exits
-    #: The engine's own controller (SGLang's adaptive tiers, from its counters): "" when fixed.
-    controller: str = ""
-    controller_level: str = "info"
-    #: Latency percentiles from the engine's histograms (its counters): "" without them.
-    latency: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class MetricView:
-    """One metric panel: the value now, the rolling mean, the series, the baseline comparison."""
-
-    key: str  # "throughput", "accept_len", "accept_rate"
-    title: str
-    unit: str
-    decimals: int
-    current: float | None
-    mean: float | None
-    window: int  # samples behind the rolling mean
-    series: tuple[float, ...]
-    ceiling: float | None = None
-    baseline: float | None = None
-    delta: float | None = None  # percent for throughput, absolute for the others
-    delta_is_pct: bool = False
-    significant: bool | None = None  # the difference's 95% interval excludes zero; None = unknown
-    is_baseline: bool = False
-    note: str = ""
-    #: The baseline's label when there is one but it has no value of this metric (no speculation).
-    baseline_without: str = ""
-    #: Where the figures come from (``log``, ``counters``, ``counters · Δ log``); empty: say nothing (one source).
-    source: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class PositionsView:
-    """Per-position acceptance of the current configuration, where the engine logs it."""
-
-    values: tuple[float, ...] | None
-    label: str
-    note: str
-    #: Where the figures come from (``log``, ``counters``); empty: say nothing (one source).
-    source: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EventView:
-    """One line of the event log.
-
-    ``time`` is the wall clock when specmon saw the event (live) or the log's time (replay);
-    ``log_time`` the log's own stamp when it differs from the wall clock by more than
-    :data:`CLOCKS_DIFFER_S` (a simulated clock, a remote host set wrong), "" otherwise.
-    """
-
-    time: str
-    level: str  # "info", "warning", "error"
-    text: str
-    count: int = 1  # consecutive events of one kind folded together (one per rank)
-    log_time: str = ""
-    at: float | None = None  # the time shown, as a number (never decreasing from one event to the next)
-    line: int = 0  # the log line (0: specmon's own event)
-
-
-@dataclass(frozen=True, slots=True)
-class DashboardSnapshot:
-    """Everything refreshed at the fast cadence."""
-
-    header: HeaderView
-    throughput: MetricView
-    accept_len: MetricView
-    accept_rate: MetricView
-    positions: PositionsView
-    events: tuple[EventView, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RowView:
-    """One row of the run table."""
-
-    key: str
-    label: str
-    algorithm: str
-    steps: int | None
-    draft_tokens: int | None
-    samples: int
-    tps: str
-    vs: str
-    vs_short: str
-    accept_len: str
-    accept_rate: str
-    tps_mean: float | None
-    vs_pct: float | None
-    accept_len_mean: float | None
-    accept_rate_mean: float | None
-    vs_level: str  # "better", "worse", "same" (inside the noise), "" (no comparison)
-    best: bool
-    is_baseline: bool
-    current: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TableView:
-    """The run table and the verdict under it."""
-
-    rows: tuple[RowView, ...]
-    verdict: str
-    baseline_label: str | None
-    baseline_mean: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class PlotSegment:
-    """The recent throughput of one run."""
-
-    run_id: int
-    label: str
-    values: tuple[float, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PlotView:
-    """Throughput over recent batches, run after run, with the baseline."""
-
-    segments: tuple[PlotSegment, ...]
-    baseline: float | None
-    y_max: float
-
-
-EMPTY_TABLE = TableView((), "Not enough data yet.", None, None)
-
-
-def outcome_table(outcome: SweepOutcome, current_label: str | None = None,
-                  drafts: dict[str, int | None] | None = None) -> TableView:
-    """The run table of a sweep's verdict: the numbers the verdict panel and the sweep report show.
-
-    Rows carry the cells :class:`~specmon.output.tables.OutcomeRow` formats, so the table
-    cannot disagree with the panel; the line under it names the sweep as their source.
-    ``drafts`` gives the draft tokens by label (the sweep's document does not carry them).
-    """
-    rows = []
-    for r in outcome.rows:
-        cells = r.cells()
-        level = ""
-        if r.vs_pct is not None and not r.is_baseline:
-            if r.vs_low is not None and r.vs_high is not None and (r.vs_low > 0 or r.vs_high < 0):
-                level = "better" if r.vs_pct > 0 else "worse"
-            else:
-                level = "same"
-        algorithm = "no spec" if r.steps == 0 else (r.label.split(" ", 1)[0] if r.label else "spec")
-        rows.append(RowView(
-            key=r.label, label=r.label, algorithm=algorithm, steps=r.steps,
-            draft_tokens=(drafts or {}).get(r.label), samples=r.samples,
-            tps=cells[2], vs=cells[3],
-            vs_short="baseline" if r.is_baseline else ("—" if r.vs_pct is None else f"{r.vs_pct:+.1f}%"),
-            accept_len=cells[4], accept_rate=cells[5], tps_mean=r.tps_mean, vs_pct=r.vs_pct,
-            accept_len_mean=r.accept_len_mean, accept_rate_mean=r.accept_rate_mean, vs_level=level, best=r.best,
-            is_baseline=r.is_baseline, current=current_label is not None and r.label == current_label))
-    base = outcome.baseline
-    verdict = f"sweep: {outcome.headline} · the sweep's windows; live numbers return at the next restart"
-    return TableView(tuple(rows), verdict, base.label if base else None, base.tps_mean if base else None)
 
 
 # -- analysis with a baseline chosen on screen ------------------------------------------------------
@@ -772,20 +508,6 @@ FOLD_WITHIN_S = 5.0
 CLOCKS_DIFFER_S = 2.0
 
 
-def wall_clock_text(ts: float) -> str:
-    """``09:14:03``, local time, for a wall-clock (``time.time``) instant."""
-    return time.strftime("%H:%M:%S", time.localtime(ts))
-
-
-def as_log_scale(ts: float) -> float:
-    """A wall-clock instant on the log's scale (log stamps are naive local time, read as UTC)."""
-    return calendar.timegm(time.localtime(ts)) + ts % 1.0
-
-
-def from_log_scale(ts: float) -> float:
-    """A log stamp (naive local time read as UTC) as the wall-clock instant it names, if the clock was right."""
-    return time.mktime(time.gmtime(ts)) + ts % 1.0
-
 
 def fold_events(events: Sequence[SessionEvent], *, fold: bool = True) -> tuple[EventView, ...]:
     """Event views in the order they arrived, with runs of one kind of event (8 ranks finishing
@@ -829,14 +551,3 @@ def fold_events(events: Sequence[SessionEvent], *, fold: bool = True) -> tuple[E
             out.append(EventView(shown, e.level, e.text, 1, log_time, at, e.line))
         last_kind, last_ts = kind, fold_ts
     return tuple(out)
-
-
-def nice_ceiling(x: float) -> float:
-    """The next "round" number at or above ``x`` (1, 2, 2.5, 5 × a power of ten)."""
-    if x <= 0:
-        return 1.0
-    exp = 10.0 ** math.floor(math.log10(x))
-    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        if m * exp >= x:
-            return m * exp
-    return 10 * exp
