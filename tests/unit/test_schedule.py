@@ -136,7 +136,7 @@ def test_an_undecided_load_is_said_and_never_called_a_finding() -> None:
 
 
 def test_the_vllm_flag_keeps_the_profiles_method_and_model() -> None:
-    from specmon.commands.control import _sglang_problem, _vllm_base
+    from specmon.commands.sweep_output import _sglang_problem, _vllm_base
     from specmon.control.launch import LaunchProfile
 
     vllm = LaunchProfile(engine="vllm", argv=[

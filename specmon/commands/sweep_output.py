@@ -1,0 +1,154 @@
+"""What ``specmon sweep`` says: its progress on stderr, and the result's tables, verdicts and schedules.
+
+Like the command module, only light modules are imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_NOTHING, EXIT_OK
+from specmon.literal import markdown_text, plain
+
+if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.sweep_plan import SweepEvent
+    from specmon.control.sweep_result import SweepResult
+
+
+def _err(text: str) -> None:
+    import sys
+
+    try:
+        print(plain(text, newlines=True), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # the terminal went away (SIGHUP): the clean-up goes on without it
+
+
+def _on_event(ev: SweepEvent) -> None:
+    if ev.kind in ("look",):
+        _err(f"  {ev.text}")
+    else:
+        _err(f"sweep: {ev.text}")
+
+
+def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str, Any]) -> int:
+    import json
+    import sys
+
+    from specmon.control.sweep_result import analyses_from_cells
+    from specmon.model.costmodel import build_cost_model
+
+    doc = result.to_json()
+    verdict = result.verdict
+    cost = None
+    # The cost-model panel explains a line of step counts; over more dimensions its rows would repeat
+    # step counts, so it is left out (the guided strategy's own model explains what it skipped).
+    if verdict is not None and not result.plan.points:
+        cost = build_cost_model(analyses_from_cells(result.cells, verdict.concurrency or 1),
+                                concurrency=verdict.concurrency)
+    doc["cost_model"] = cost.to_json() if cost else None
+    doc.update({k: v for k, v in extra.items() if not k.startswith("_")})
+    if args.format == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        from specmon.output.tables import to_markdown, to_rich
+
+        console = None
+        if args.format != "markdown":
+            from rich.console import Console
+            from rich.text import Text
+
+            console = Console()
+            if not console.is_terminal:
+                console.width = max(console.width, 110)  # piped: keep rows whole
+        for v in result.verdicts:
+            if console is None:
+                on = f", {v.workload} prompts" if v.workload else ""
+                sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n" + to_markdown(v.analysis).rsplit(
+                    "**Verdict:**", 1)[0] + f"**Verdict:** {markdown_text(v.sentence)}\n\n")
+            else:
+                on = f", {v.workload} prompts" if v.workload else ""
+                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}")
+                table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
+                console.print(table)
+                console.print(Text.assemble(("Verdict:", "bold"), " ", plain(v.sentence)))
+        if cost is not None:
+            text = "\n".join(cost.lines())
+            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        sys.stdout.write(result.restart_note + "\n")
+        differ = result.winners_differ()
+        if differ:
+            sys.stdout.write(differ + "\n")
+        launch = extra.get("_launch")
+        for schedule in result.schedules():
+            lines = schedule.describe(vllm_base=_vllm_base(launch), sglang_problem=_sglang_problem(launch, result))
+            text = "\n".join(lines)
+            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        for cell in result.cells:
+            if cell.status == "failed":
+                sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
+            elif cell.status == "skipped":
+                sys.stdout.write(f"skipped: {cell.setting_label}: {cell.text}\n")
+    left = extra.get("server_left_on")
+    if isinstance(left, dict) and left.get("text"):
+        _err(f"sweep: {left['text']}")
+    note = extra.get("_left_note")
+    if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
+        _err(f"sweep: {note}")
+    if extra.get("server_lost"):
+        _err(f"sweep: stopped: {extra['server_lost']}; run the same command again to continue (exit "
+             f"{EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
+    failed = [c for c in result.cells if c.status == "failed"]
+    if failed:
+        _err(f"sweep: {len(failed)} of {len(result.cells)} requested setting(s) could not be measured "
+             f"(exit {EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
+    if verdict is None or verdict.best is None:
+        return EXIT_NOTHING
+    return EXIT_OK
+
+
+def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:
+    """The profile's own vLLM ``--speculative-config`` (method, draft model), for the schedule's flag;
+    None when the profile has none or it cannot be read (the flag then says what to add)."""
+    import json
+    import re
+
+    if launch is None or launch.engine != "vllm" or not launch.argv:
+        return None
+    argv = list(launch.argv)
+    for i, token in enumerate(argv):
+        value = None
+        if token == "--speculative-config" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith("--speculative-config="):
+            value = token.split("=", 1)[1]
+        if value is None:
+            continue
+        try:
+            # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
+            doc = json.loads(re.sub(r"\{[a-z_]+\}", "0", value))
+        except ValueError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        return {k: v for k, v in doc.items()
+                if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
+    return None
+
+
+def _sglang_problem(launch: LaunchProfile | None, result: SweepResult) -> str | None:
+    """Why SGLang's adaptive mode would not run the swept setting (None when it would, or when unknown)."""
+    from specmon.model.schedule import sglang_unsupported
+
+    if launch is not None and launch.engine not in ("sglang", "unknown"):
+        return None  # another engine's profile: the SGLang form is shown as it is, for reference
+    for v in result.verdicts:
+        for row in v.analysis.rows:
+            cfg = row.config
+            if cfg is not None and cfg.steps:
+                return sglang_unsupported(cfg.algorithm, cfg.topk)
+    return None

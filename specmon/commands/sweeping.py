@@ -1,0 +1,534 @@
+"""Running ``specmon sweep``: against the simulated demo server or a real one (a profile, local or over SSH).
+
+The recording, the Prometheus endpoint, the lease on the server and what the sweep leaves
+running at its end. Like the command module, only light modules are imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from specmon.commands.exits import EXIT_INPUT, fail
+from specmon.commands.sweep_output import _err, _on_event, _print_result
+
+if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
+    from collections.abc import Coroutine, Sequence
+
+    from specmon.config import Profile
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.load import LoadConfig
+    from specmon.control.runner import Result
+    from specmon.control.sweep_plan import LoadControl, SweepPlan
+    from specmon.control.sweep_result import SweepResult
+    from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest, Recorder
+
+
+def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str | None:
+    """One sentence when a requested step count is outside the profile's range, before any restart.
+
+    Args:
+        profile: The launch profile the sweep restarts with.
+        steps: The requested step counts.
+        whose: Names the profile in the message (``profile 'kimi'``, ``the demo server``).
+
+    Returns:
+        The message, or None when every step count can be started.
+    """
+    lo, hi = profile.steps_min, profile.steps_max
+    bad = [s for s in steps if not lo <= s <= hi]
+    if not bad:
+        return None
+    listed = ", ".join(str(s) for s in bad)
+    extra = " (0 needs a no-speculation command)" if 0 in bad and lo > 0 else ""
+    return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
+
+
+def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | None:
+    """One sentence when the sweep varies a dimension the profile's command does not use.
+
+    A grid over ``topk`` with a command that has no ``{topk}`` would restart the
+    same server again and again under different names: refused before any restart.
+    """
+    from specmon.control.dims import used_placeholders
+
+    templates = [*(profile.argv or []), *(profile.start or []), *profile.env.values()]
+    used = used_placeholders(templates)
+    missing = [d for d in plan.dimensions if d != "steps" and d not in used]
+    if not missing:
+        return None
+    names = ", ".join("{" + d + "}" for d in missing)
+    return f"--grid varies {', '.join(missing)}, but {whose}'s command has no {names}; nothing was restarted"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
+    from specmon.output.recording import Recorder, new_recording_path
+
+    if args.no_record:
+        return None
+    path = args.record or new_recording_path(kind)
+    try:
+        rec = Recorder(path, meta=meta, warmup=warmup)
+    except OSError as exc:
+        _err(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}")
+        return None
+    _err(f"sweep: recording to {rec.path}")
+    _RECORDERS.append(rec)
+    return rec
+
+
+#: The recordings this process opened (``cmd_sweep`` reads their write errors at the end).
+_RECORDERS: list[Recorder] = []
+
+
+async def _with_prometheus(args: argparse.Namespace, session: Session,
+                           coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
+    if args.prometheus_port is None:
+        return await coro
+    from specmon.output.prometheus import PrometheusExporter
+
+    exporter = PrometheusExporter.for_session(session, args.prometheus_port)
+    try:
+        await exporter.start()
+    except OSError as exc:
+        _err(f"specmon: {exc.strerror or exc}")
+        coro.close()
+        return None
+    _err(f"sweep: Prometheus metrics at http://127.0.0.1:{exporter.port}/metrics")
+    try:
+        return await coro
+    finally:
+        await exporter.close()
+
+
+async def _sweep_main(args: argparse.Namespace, plan: SweepPlan) -> int:
+    if args.demo:
+        return await _demo(args, plan)
+    return await _real(args, plan)
+
+
+def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0,
+                  max_tokens: int = 512) -> LoadConfig:
+    from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
+
+    prompts = load_prompts(args.prompts) if args.prompts else BUNDLED_PROMPTS
+    return LoadConfig(base_url, endpoint=args.endpoint, prompts=prompts, max_tokens=args.max_tokens or max_tokens,
+                      request_timeout_s=args.request_timeout, time_scale=time_scale)
+
+
+async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
+    import sys
+    import tempfile
+
+    from specmon.control.demo import DEMO_STEPS_MAX
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+    from specmon.control.runner import LocalRunner
+    from specmon.control.sweep_plan import SweepError
+    from specmon.control.sweep_run import Sweep
+    from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest
+    from specmon.sources.local import LocalTailSource
+
+    scale = min(args.time_scale, 1000.0)
+    with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
+        port = _free_port()
+        server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+                  "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
+        if args.seed is not None:
+            server += ["--seed", str(args.seed)]
+        if args.launch_cv:  # the simulated server's own launches differ by this much
+            server += ["--launch-cv", f"{100 * args.launch_cv:g}"]
+        if args.drift_pct_per_hour:
+            import time
+
+            server += ["--drift-pct-per-hour", f"{args.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
+        if getattr(args, "workload_sets", None):
+            server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
+        profile = LaunchProfile(
+            mode="managed", engine="sglang",
+            argv=[*server, "--steps", "{steps}", "--topk", "{topk}", "--draft-tokens", "{draft_tokens}"],
+            nospec_argv=[*server, "--steps", "0"],
+            log=f"{tmp}/sim_{{steps}}step.log", pidfile=f"{tmp}/sim.pid", port=port, cwd=tmp,
+            health_url="http://127.0.0.1:{port}/health", steps_min=0, start_timeout_s=60,
+            # One limit for the demo's dialog, `demo --steps` and `sweep --demo` (they said 16 and 32).
+            steps_max=DEMO_STEPS_MAX,
+            stop_grace_s=5, stop_signal="TERM")
+        problem = check_steps(profile, plan.steps, "the demo server") or check_dims(profile, plan, "the demo server")
+        if problem:
+            return fail(problem, EXIT_INPUT)
+        try:
+            load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
+        except LoadError as exc:
+            return fail(str(exc), EXIT_INPUT)
+        session = Session()
+        rec = _recorder(args, "sweep-demo", None, {"command": "sweep --demo", "steps": list(plan.steps)})
+        ingest = RecordedIngest(session, rec)
+        follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
+            path, lines=0 if from_end else None, poll_interval=0.05))
+        restarter = PlanRestarter(profile, LocalRunner(), follower=follower, ready_poll_s=0.2, show=_err)
+        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0,
+                                                             workloads=getattr(args, "workload_sets", None))
+        try:
+            sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
+                          resume=False, recorder=rec, on_event=_on_event)
+        except SweepError as exc:
+            return fail(str(exc), EXIT_INPUT)
+        try:
+            result = await _with_prometheus(args, session, sweep.run())
+        finally:
+            if load is not None:
+                await load.stop()
+            outcome = await restarter.stop_server()
+            if outcome:
+                _err(f"  {outcome}")
+            await follower.stop()
+            ingest.close()
+            if rec is not None:
+                rec.close()
+        if result is None:
+            return EXIT_INPUT
+        extra = {"demo": {"time_scale": scale, "port": port}, "recording": str(rec.path) if rec else None}
+        return _print_result(args, result, extra)
+
+
+async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
+    import hashlib
+    import json
+    import re
+    import sys
+
+    from pydantic import ValidationError
+
+    from specmon import paths
+    from specmon.config import ConfigError, load_config
+    from specmon.control.launch import LaunchError, LaunchProfile
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+    from specmon.control.sweep_state import finished_state
+    from specmon.model.session import Session
+    from specmon.output.recording import RecordedIngest
+
+    try:
+        config = load_config(args.config)
+        profile = config.profile(args.profile)
+    except ConfigError as exc:
+        return fail(str(exc))
+    if not profile.launch:
+        return fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
+                     "the server (see `specmon sweep --help` and the README's launch profiles)")
+    try:
+        launch = LaunchProfile.model_validate(profile.launch)
+    except ValidationError as exc:
+        msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        return fail(f"profile {args.profile!r} [launch]: {msgs}")
+    host = profile.host or "localhost"
+    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}") or check_dims(
+        launch, plan, f"profile {args.profile!r}")
+    if problem:
+        return fail(problem)
+    restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
+    try:
+        # Every setting's commands are built (and so validated) before the first restart.
+        plans = [restarter_probe.plan_for(s, dict(p) or None) for s, p in plan.settings]
+    except LaunchError as exc:
+        return fail(f"profile {args.profile!r}: {exc}")
+    if not args.no_load and launch.port is None:
+        return fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
+                     "or pass --no-load to measure the server's own traffic")
+    # One state file per profile *and plan*: rerunning the same command resumes it; a sweep with
+    # other steps or settings starts its own instead of tripping over the old one.
+    digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
+    state = args.state or str(paths.sweeps_dir() /
+                              f"{re.sub(r'[^A-Za-z0-9_.-]', '_', args.profile)}-{digest}.json")
+    if args.fresh:
+        import os
+
+        if os.path.exists(state):
+            os.remove(state)
+    if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
+        upto = "up to " if plan.strategy == "guided" else ""
+        _err(f"sweep: {upto}{len(plans)} restart(s) on {host}; the first one:")
+        _err(plans[0].describe())
+        if plan.points:
+            _err("the others differ in: " + "; ".join(
+                f"{p.describe().splitlines()[0].split('(', 1)[-1].rstrip(')')}" for p in plans[1:]))
+        if not args.yes:
+            if not sys.stdin.isatty():
+                return fail("this restarts the server; pass --yes to confirm when not at a terminal")
+            answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                return fail("cancelled", 1)
+    session = Session()
+    rec = _recorder(args, "sweep", None, {"command": "sweep", "profile": args.profile, "host": host,
+                                          "steps": list(plan.steps)})
+    ingest = RecordedIngest(session, rec)
+    try:
+        if profile.host:
+            return await _real_remote(args, plan, launch, profile, session, ingest, rec, state)
+        from specmon.control.runner import LocalRunner
+        from specmon.sources.local import LocalTailSource
+
+        follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(path, lines=0 if from_end else None))
+        restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err,
+                                  record_servers=True)
+        load = None
+        if not args.no_load:
+            try:
+                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")),
+                                      workloads=getattr(args, "workload_sets", None))
+            except LoadError as exc:
+                return fail(str(exc), EXIT_INPUT)
+        target_url = _metrics_target(args, profile, launch)
+        counters = _scraper(target_url) if target_url else None
+        return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
+    finally:
+        ingest.close()
+        if rec is not None:
+            rec.close()
+
+
+async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+                             load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
+                             counters: Any = None) -> int:
+    """Run a profile's sweep (local or remote alike), finish as asked, and print its result.
+
+    The server's lease is taken first and held to the end (the --finish restart included): no
+    other specmon restarts or stops it meanwhile, and this sweep does not start while another
+    one, or a dashboard that restarted it, controls it.
+    """
+    from specmon.control.lease import LeaseHeld, lease_for
+    from specmon.control.sweep_state import finished_state
+
+    if finished_state(state, plan):  # only its verdict is shown: nothing to control
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
+    try:
+        await lease.acquire()
+    except LeaseHeld as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    except (ConnectionError, OSError) as exc:
+        await follower.stop()
+        return fail(f"{exc}; nothing was restarted")
+    if lease.host_note:
+        _err(f"sweep: {lease.host_note}")
+    try:
+        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    finally:
+        await lease.release()
+
+
+async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+                      load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
+                      counters: Any) -> int:
+    from specmon.control.sweep_plan import SweepError
+    from specmon.control.sweep_run import Sweep
+
+    try:
+        # At every look (and every few seconds) the sweep checks that its server is the one it started.
+        sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
+                      recorder=rec, on_event=_on_event, counters=counters, server_check=restarter.check_server)
+    except SweepError as exc:
+        await follower.stop()
+        return fail(str(exc), EXIT_INPUT)
+    if counters is not None:
+        _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
+    try:
+        result = await _with_prometheus(args, session, sweep.run())
+        left = None
+        if result is not None and sweep.server_setting is not None:
+            left = await _finish(args, result, restarter, sweep.server_setting)
+        # Checked on the host before it is said: PID *and* start time still running.
+        note = await _left_note(restarter)
+    finally:
+        await follower.stop()
+    if result is None:
+        return EXIT_INPUT
+    if note is not None and isinstance(left, dict) and left.get("running") and not note[0]:
+        left.update(steps=None, running=False, text=note[1])
+        note = None
+    if rec is not None and left is not None:
+        rec.meta("sweep-finish", **left)
+    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
+                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost,
+                                        "_launch": getattr(restarter, "profile", None)})
+
+
+async def _left_note(restarter: Any) -> tuple[bool, str] | None:
+    """``(running, text)`` about the server the sweep started, once checked on the host (None: none left).
+
+    Only a process alive with the recorded start time is "left running"; a gone one is recorded
+    as exited, with its cause; one the host cannot be asked about is said so.
+    """
+    record = getattr(restarter, "started", None)
+    if record is None:
+        return None
+    from specmon.control.servers import left_running_note
+
+    state, text = await left_running_note(record, restarter.runner)
+    return state == "running", text
+
+
+def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:
+    """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
+    import sys
+
+    if args.finish is not None:
+        return str(args.finish)
+    if not sys.stdin.isatty():
+        return "last"
+    what = f"restart on the winner ({_steps_text(winner)})" if winner is not None else "no winner declared"
+    try:
+        answer = input(f"Sweep done; {what}. Leave the server on [w]inner / [l]ast / [n]one (stop it)? "
+                       f"[{'W' if winner is not None else 'L'}] ").strip().lower()
+    except EOFError:
+        return "last"
+    if not answer:
+        return "winner" if winner is not None else "last"
+    return {"w": "winner", "l": "last", "n": "none"}.get(answer[0], "last")
+
+
+def _steps_text(setting: int | tuple[int, Any] | None) -> str:
+    if isinstance(setting, tuple):
+        steps, point = setting
+        if point:
+            from specmon.control.dims import label
+
+            return label(steps, point)
+        setting = steps
+    return "no speculation" if setting == 0 else f"{setting} speculative steps"
+
+
+async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
+                  last: tuple[int, Any]) -> dict[str, Any]:
+    """Leave the server as asked; returns what the report records about it."""
+    v = result.verdict
+    cell = result.winner_cell(v) if v is not None and v.separated else None
+    winner = cell.setting if cell is not None else None
+    choice = _finish_choice(args, winner)
+    doc: dict[str, Any] = {"finish": choice, "steps": last[0], "running": True}
+    if last[1]:
+        doc["dims"] = dict(last[1])
+    if choice == "none":
+        outcome = await restarter.stop_server()
+        doc.update(steps=None, running=False, text=f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}")
+        doc.pop("dims", None)
+    elif choice == "winner" and winner is None:
+        doc["text"] = (f"no winner declared: the server is left running with the last setting measured "
+                       f"({_steps_text(last)})")
+    elif choice == "winner" and winner != last:
+        assert winner is not None
+        _err(f"sweep: restarting on the winner ({_steps_text(winner)})")
+        outcome = await (restarter(winner[0], dict(winner[1])) if winner[1] else restarter(winner[0]))
+        if outcome.ok:
+            doc.update(steps=winner[0], text=f"the server is left running on the winner ({_steps_text(winner)})")
+            if winner[1]:
+                doc["dims"] = dict(winner[1])
+        else:
+            doc.update(steps=None, running=None,
+                       text=f"restart on the winner ({_steps_text(winner)}) failed: {outcome.detail}")
+    elif choice == "winner":
+        doc["text"] = f"the server is left running on the winner ({_steps_text(winner)}), the last setting measured"
+    else:
+        doc["text"] = (f"the server is left running with the last setting measured ({_steps_text(last)}); "
+                       "restart it with the winner with --finish winner, from the dashboard (r) or your own command")
+    return doc
+
+
+async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
+                       session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
+    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+    from specmon.control.runner import SSHRunner
+    from specmon.sources.ssh import SSHTailSource
+    from specmon.ssh.connect import SSHError, connect, target_from_options
+
+    try:
+        target = target_from_options(None, profile=profile)
+    except ValueError as exc:
+        return fail(str(exc))
+    try:
+        link = await connect(target)
+    except SSHError as exc:
+        return fail(str(exc))
+    try:
+        follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(target, path,
+                                                                           lines=0 if from_end else None))
+        restarter = PlanRestarter(launch, SSHRunner(link.conn), host=target.label, follower=follower, show=_err,
+                                  record_servers=True)
+
+        # The server's ports stay on the host: the load and the /metrics scrapes go through SSH
+        # local forwards (one per host:port).
+        import contextlib
+        from urllib.parse import urlsplit
+
+        metrics = _metrics_target(args, profile, launch)
+        wanted: list[tuple[str, int]] = []
+        if not args.no_load:
+            assert launch.port is not None  # checked before connecting
+            wanted.append(("127.0.0.1", launch.port))
+        if metrics:
+            m = urlsplit(metrics)
+            key = (m.hostname or "127.0.0.1", m.port or (443 if m.scheme == "https" else 80))
+            if key not in wanted:
+                wanted.append(key)
+        async with contextlib.AsyncExitStack() as stack:
+            local: dict[tuple[str, int], str] = {}
+            for host, port in wanted:
+                try:
+                    local[(host, port)] = await stack.enter_async_context(
+                        forwarded_base_url(link.conn, port, remote_host=host))
+                except Exception as exc:
+                    return fail(f"cannot forward a local port to {host}:{port} on {target.label}: {exc}")
+            load = None
+            if not args.no_load:
+                try:
+                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])),
+                                          workloads=getattr(args, "workload_sets", None))
+                except LoadError as exc:
+                    return fail(str(exc), EXIT_INPUT)
+            counters = None
+            if metrics:
+                m = urlsplit(metrics)
+                base = local[(m.hostname or "127.0.0.1", m.port or (443 if m.scheme == "https" else 80))]
+                counters = _scraper(base + (m.path or "/metrics") + (f"?{m.query}" if m.query else ""))
+            return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
+    finally:
+        link.close()
+
+
+def _metrics_target(args: argparse.Namespace, profile: Profile, launch: LaunchProfile) -> str | None:
+    """The engine's /metrics URL as seen from the server's host, or None (``--no-metrics``, ``off``, no port)."""
+    if getattr(args, "no_metrics", False) or profile.metrics_url == "off":
+        return None
+    if profile.metrics_url:
+        return profile.metrics_url
+    if launch.port is None:
+        return None
+    from specmon.sources.metrics import metrics_url_for
+
+    return metrics_url_for(launch.port)
+
+
+def _scraper(url: str) -> Any:
+    from specmon.sources.metrics import MetricsScraper
+
+    return MetricsScraper(url)
+
+
+class _NoRunner:
+    """A runner for building plans up front only (never runs anything)."""
+
+    async def run(self, command: str, timeout: float) -> Result:
+        raise RuntimeError("not for running")
