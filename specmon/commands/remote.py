@@ -147,7 +147,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     """
     from specmon.config import ConfigError, load_config, split_destination
     from specmon.sources.logfiles import LogFileError, check_readable
-    from specmon.sources.ssh import build_ssh_source
+    from specmon.sources.ssh_options import build_ssh_source
 
     try:
         config = load_config(args.config)

@@ -61,139 +61,48 @@ Status
 
 Remote requirements: a POSIX ``sh``, GNU coreutils (``stat -c``, ``dd
 iflag=skip_bytes``, ``head -c``, ``sleep 0.2``) and ``find -inum``: any Linux host.
+
+Beside this module: the helper and its command (``ssh_helper``), the frames it sends
+(``ssh_frames``), the channel's session (``ssh_channel``), the backoff (``ssh_backoff``),
+the header's status line (``ssh_status``) and the source built from ``specmon connect``'s
+options (``ssh_options``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from importlib import resources
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import cast
 
 import asyncssh
 
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
-from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect, target_from_options
-
-if TYPE_CHECKING:
-    from specmon.sources.base import LogProfile
-    from specmon.ssh.connect import HostProfile
-
-    class RemoteLogProfile(HostProfile, LogProfile, Protocol):
-        """Where the host is and where its log is: what ``specmon connect`` reads."""
+from specmon.sources.ssh_backoff import Backoff
+from specmon.sources.ssh_channel import _ERR, _OUT, _WAKE, _TailSession
+from specmon.sources.ssh_frames import Frame, FrameReader, ProtocolError
+from specmon.sources.ssh_helper import (
+    _MTIME,
+    POLL_INTERVAL,
+    SEEN_KEPT,
+    helper_script,
+    tail_command,
+    tail_command_summary,
+)
+from specmon.sources.ssh_status import status_line
+from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect
 
 __all__ = [
-    "Backoff", "Frame", "FrameReader", "Loss", "SSHTailSource", "build_ssh_source", "helper_script",
-    "status_line", "tail_command",
+    "Backoff", "Frame", "FrameReader", "Loss", "SSHTailSource", "helper_script", "status_line", "tail_command",
 ]
 
 DEFAULT_LINES = 1000
 _MAX_BATCH_BYTES = 1 << 20
-_PAUSE_ABOVE = 8 << 20  # stop reading the channel when this much is queued
-_RESUME_BELOW = 1 << 20
 
 
-class Backoff:
-    """Full-jitter exponential backoff: ``uniform(0, min(cap, base * factor**(n-1)))``.
-
-    Args:
-        base: Ceiling of the first delay, seconds.
-        factor: Growth of the ceiling per attempt.
-        cap: Largest ceiling.
-        rand: ``random.random``-like function (injected in tests).
-    """
-
-    def __init__(
-        self,
-        base: float = 1.0,
-        factor: float = 2.0,
-        cap: float = 30.0,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.base = base
-        self.factor = factor
-        self.cap = cap
-        self._rand = rand
-
-    def ceiling(self, attempt: int) -> float:
-        """Largest delay before attempt ``attempt`` (1-based)."""
-        return min(self.cap, self.base * self.factor ** max(0, attempt - 1))
-
-    def delay(self, attempt: int) -> float:
-        """A random delay in ``[0, ceiling(attempt)]``."""
-        return self._rand() * self.ceiling(attempt)
-
-
-HELPER_NAME = "remote_tail.sh"
-POLL_INTERVAL = 0.2
-#: Rotated files remembered as read to their end (the helper never reads them again).
-SEEN_KEPT = 16
-_MTIME = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,12})?")
-
-
-def helper_script() -> str:
-    """The reviewed POSIX ``sh`` helper run on the host (``specmon/sources/remote_tail.sh``).
-
-    Whole-line comments and blank lines are left out of what is sent (the script has
-    no heredocs, so that changes nothing it does).
-    """
-    text = resources.files("specmon.sources").joinpath(HELPER_NAME).read_text(encoding="utf-8")
-    kept = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return "\n".join(kept) + "\n"
-
-
-def tail_command(
-    path: str,
-    offset: int,
-    identity: tuple[int, int] | None = None,
-    poll: float = POLL_INTERVAL,
-    *,
-    after: str | None = None,
-    seen: Sequence[tuple[int, int]] = (),
-    birth: str | None = None,
-) -> str:
-    """The follow command: the helper reading ``path`` (or the file ``identity``) from ``offset``.
-
-    ``after`` (with no ``identity``): the mtime of the rotated file last read to its end,
-    when the connection dropped before the helper said which file comes next: it goes on
-    along the rotation chain from there. ``seen``: files already read to their end.
-    ``birth``: the birth time of the file ``identity`` (a new file reusing its inode
-    number has another one).
-    Every argument is quoted; the script is a fixed resource, never built from input.
-
-    >>> tail_command("/var/log/my server.log", 0).endswith("specmon-tail '/var/log/my server.log' '' '' 0 0.2 '' ''")
-    True
-    """
-    dev, ino = (str(identity[0]), str(identity[1])) if identity else ("", "")
-    if after is not None and not _MTIME.fullmatch(after):
-        raise ValueError(f"not an mtime: {after!r}")
-    if birth is not None and not _MTIME.fullmatch(birth):
-        raise ValueError(f"not a birth time: {birth!r}")
-    chain = " ".join(f"{d}:{i}" for d, i in seen)
-    return shlex.join(["exec", "sh", "-c", helper_script(), "specmon-tail", path, dev, ino, str(offset), f"{poll:g}",
-                       after or "", chain, birth if birth and identity else ""])
-
-
-def tail_command_summary(
-    path: str, offset: int, identity: tuple[int, int] | None, after: str | None = None
-) -> str:
-    """What the event log shows for :func:`tail_command` (the script itself is long)."""
-    if identity:
-        where = f"file {identity[0]}:{identity[1]} from byte {offset}"
-    elif after:
-        where = "the file rotated after the last one read to its end"
-    else:
-        where = f"the file from byte {offset}"
-    return f"exec sh -c <{HELPER_NAME}> specmon-tail {shlex.quote(path)}: {where}"
-
-
-_OUT, _ERR, _CLOSED, _WAKE = range(4)
 
 
 def _stdout(result: asyncssh.SSHCompletedProcess) -> bytes:
@@ -204,134 +113,11 @@ def _stdout(result: asyncssh.SSHCompletedProcess) -> bytes:
     return bytes(out or b"")
 
 
-class _TailSession(asyncssh.SSHClientSession[bytes]):
-    """Puts channel events on a queue in arrival order, with flow control."""
-
-    def __init__(self, queue: asyncio.Queue[tuple[int, object]]) -> None:
-        self._queue = queue
-        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
-        self._queued = 0
-        self._paused = False
-        self.exit_status: int | None = None
-        self.exit_signal: str | None = None
-
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self._chan = chan
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        kind = _ERR if datatype == asyncssh.EXTENDED_DATA_STDERR else _OUT
-        self._queue.put_nowait((kind, data))
-        self._queued += len(data)
-        if self._queued > _PAUSE_ABOVE and not self._paused and self._chan is not None:
-            # The consumer (parser/UI) is behind: let SSH flow control slow the sender.
-            self._chan.pause_reading()
-            self._paused = True
-
-    def consumed(self, size: int) -> None:
-        """Account for bytes taken off the queue; resume reading when drained."""
-        self._queued -= size
-        if self._paused and self._queued < _RESUME_BELOW and self._chan is not None:
-            self._chan.resume_reading()
-            self._paused = False
-
-    def exit_status_received(self, status: int) -> None:
-        self.exit_status = status
-
-    def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
-        self.exit_signal = signal
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._queue.put_nowait((_CLOSED, exc))
-
-
 @dataclass(slots=True)
 class _FileInfo:
     dev: int
     inode: int
     size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One message of the helper: a kind letter, its numeric fields, and its body bytes."""
-
-    kind: str
-    fields: tuple[int, ...] = ()
-    body: bytes = b""
-
-
-class ProtocolError(Exception):
-    """The helper's output is not what it sends (a wrong script, a login banner on stdout)."""
-
-
-# kind -> (number of integer fields, index of the field giving the body length, or None)
-_FRAMES: dict[bytes, tuple[int, int | None]] = {
-    b"O": (4, 3), b"D": (2, 1), b"K": (1, None), b"T": (1, None), b"R": (4, 3),
-    b"G": (3, None), b"A": (1, 0), b"M": (0, None), b"U": (0, None), b"H": (0, None),
-}
-
-
-class FrameReader:
-    """Cut the helper's stdout into :class:`Frame`\\ s, whatever the packet boundaries.
-
-    Linear: the buffer is only searched for a header's newline, and bodies are
-    taken by length.
-    """
-
-    MAX_HEADER = 256
-    MARKER = b"\nS specmon-tail 1\n"
-    MAX_NOISE = 1 << 16
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._body: tuple[str, tuple[int, ...], int] | None = None
-        self._synced = False
-        self.noise = b""  # what the remote login scripts printed before the helper's marker
-
-    def feed(self, data: bytes) -> list[Frame]:
-        """Add bytes; return the frames they complete."""
-        self._buf += data
-        frames: list[Frame] = []
-        if not self._synced:
-            found = self._buf.find(self.MARKER)
-            if found < 0:
-                if len(self._buf) > self.MAX_NOISE:
-                    raise ProtocolError(f"no helper output, only {bytes(self._buf[:60])!r}")
-                return frames
-            self.noise = bytes(self._buf[:found])
-            del self._buf[: found + len(self.MARKER)]
-            self._synced = True
-        while True:
-            if self._body is not None:
-                kind, fields, size = self._body
-                if len(self._buf) < size:
-                    return frames
-                body = bytes(self._buf[:size])
-                del self._buf[:size]
-                self._body = None
-                frames.append(Frame(kind, fields, body))
-                continue
-            newline = self._buf.find(b"\n", 0, self.MAX_HEADER)
-            if newline < 0:
-                if len(self._buf) >= self.MAX_HEADER:
-                    raise ProtocolError(f"unexpected output {bytes(self._buf[:60])!r}")
-                return frames
-            header = bytes(self._buf[:newline]).split(b" ")
-            del self._buf[: newline + 1]
-            if header[0] == b"X":
-                frames.append(Frame("X", (), b" ".join(header[1:])))
-                continue
-            spec = _FRAMES.get(header[0])
-            try:
-                if spec is None or len(header) != spec[0] + 1:
-                    raise ValueError
-                fields = tuple(int(x) for x in header[1:])
-            except ValueError:
-                raise ProtocolError(f"unexpected output {b' '.join(header)[:60]!r}") from None
-            if spec[1] is None:
-                frames.append(Frame(header[0].decode(), fields))
-            else:
-                self._body = (header[0].decode(), fields, fields[spec[1]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -900,105 +686,3 @@ class SSHTailSource:
                 return  # the follow channel will report the loss (or the helper the directory)
             if time.monotonic() - connected_at >= self._backoff.cap:
                 self.status.attempts = 0  # stable for a while: forget past failures
-
-
-def build_ssh_source(
-    destination: str | None,
-    *,
-    log: str | None = None,
-    profile: RemoteLogProfile | None = None,
-    port: int | None = None,
-    identity: str | None = None,
-    jump: str | None = None,
-    ssh_config: str | None = None,
-    lines: int | None = None,
-    line_cap: int | None = None,
-) -> SSHTailSource:
-    """Build the source for ``specmon connect`` from CLI options and a profile.
-
-    Options win over the profile. Nothing is connected here.
-
-    Args:
-        destination: ``[USER@]HOST[:PORT]`` or an ssh alias; None = the profile's host.
-        log: ``--log PATH``; else the profile's ``log``; else its ``log_glob``.
-        profile: The selected profile, if any.
-        port: ``-p/--port``.
-        identity: ``-i/--identity``.
-        jump: ``-J/--jump``.
-        ssh_config: An OpenSSH client config file instead of ``~/.ssh/config``.
-        lines: History lines to show first (default: profile's, else 1000).
-        line_cap: ``--line-cap``: longest line kept, bytes (default: profile's, else 1 MiB).
-
-    Raises:
-        ValueError: no host, no log and no glob, or invalid values; the message
-            says exactly what to pass.
-    """
-    target = target_from_options(
-        destination, profile=profile, port=port, identity=identity, jump=jump, ssh_config=ssh_config
-    )
-    path = log or (profile.log if profile else None)
-    glob = profile.log_glob if profile else None
-    if not path and not glob:
-        raise ValueError(
-            f"which log? pass it: specmon connect {target.label} --log /path/to/server.log "
-            "(or set 'log' or 'log_glob' in a profile)"
-        )
-    if path is not None and (not path.strip() or any(ord(c) < 32 or c == "\x7f" for c in path)):
-        raise ValueError(f"invalid log path {path!r}")
-    if lines is None:
-        lines = profile.lines if profile and profile.lines is not None else DEFAULT_LINES
-    if line_cap is None:
-        line_cap = profile.line_cap if profile and profile.line_cap is not None else DEFAULT_MAX_LINE
-    return SSHTailSource(target, path, log_glob=None if path else glob, lines=lines, max_line=line_cap)
-
-
-def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{count} B"  # unreachable; keeps type checkers calm
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
-    return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
-
-
-def status_line(status: SourceStatus, now: float) -> str:
-    """One line for the header: state, latency, bytes, time since the last line.
-
-    Works for any source's :class:`SourceStatus` (pure; the UI calls it on its
-    timer with ``now = time.time()``), e.g.
-    ``live · 12 ms · 1.2 MB · 3,042 lines · last line 4s ago`` or
-    ``reconnecting in 7s (attempt 3) · connection lost: ...``.
-    """
-    parts: list[str] = []
-    state = status.state
-    if state is ConnectionState.RECONNECTING and status.retry_at is not None:
-        parts.append(f"reconnecting in {max(0.0, status.retry_at - now):.0f}s (attempt {status.attempts})")
-    else:
-        parts.append(state.value)
-    if state is ConnectionState.LIVE and status.latency_ms is not None:
-        parts.append(f"{status.latency_ms:.0f} ms")
-    parts.append(_size(status.bytes))
-    parts.append(f"{status.lines:,} lines")
-    if status.lost:
-        # The one way lines go missing (destroyed on the host before they could be read):
-        # counted where it is always in sight; the event log says which file and where.
-        parts.append(f"{status.lost} loss{'es' if status.lost > 1 else ''} on the host (see events)")
-    if status.overlong:
-        parts.append(f"{status.overlong:,} over-long line{'s' if status.overlong > 1 else ''} cut")
-    if status.last_line_at is None:
-        parts.append("no line yet")
-    else:
-        parts.append(f"last line {_ago(now - status.last_line_at)} ago")
-    if (state is not ConnectionState.LIVE or not status.detail.startswith("following")) and status.detail:
-        # The reason (countdown already shown) or a warning such as a missing file.
-        parts.append(status.detail.split("; retrying in", 1)[0])
-    return " · ".join(parts)

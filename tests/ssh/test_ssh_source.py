@@ -23,11 +23,11 @@ from specmon.sources.base import ConnectionState, LineSource, SourceStatus
 from specmon.sources.ssh import (
     Backoff,
     SSHTailSource,
-    build_ssh_source,
     helper_script,
     status_line,
     tail_command,
 )
+from specmon.sources.ssh_options import build_ssh_source
 from specmon.ssh.connect import (
     ErrorKind,
     SSHError,
