@@ -161,6 +161,10 @@ class EngineAdapter:
         """
         raise ArgvError(f"{self.label} servers are not adopted (no rule to rewrite their flags)")
 
+    def __deepcopy__(self, memo: dict[int, object]) -> EngineAdapter:
+        # Declarations, no state: a line parser copied before a batch (ingest/live.py) shares them.
+        return self
+
     def config_reader(self) -> ConfigReader | None:
         """A fresh reader of this engine's configuration lines (stateful per log), or None."""
         return None
