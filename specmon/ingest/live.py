@@ -200,6 +200,18 @@ class Feeder:
         self._closing = True
         await self.current.source.close()
 
+    async def _recorder_caught_up(self) -> None:
+        """Wait (keys and the screen running) while the recorder's writer encodes its backlog.
+
+        A backlog read faster than the writer thread records it would otherwise be held in
+        memory whole; bounded, so a writer that stopped cannot stall the ingest for long.
+        """
+        rec = self.recorder
+        for _ in range(400):  # 2 s at most
+            if rec is None or rec.closed or rec.backlog < rec.max_backlog // 2:
+                return
+            await asyncio.sleep(0.005)
+
     async def _consume(self, inp: FeedInput) -> None:
         self.current = inp
         session = self.session
@@ -228,6 +240,8 @@ class Feeder:
                 part = batch[i:i + _SUB_BATCH]
                 if self.recorder is not None:
                     self.recorder.batch(self._rec_source, lineno, part)
+                    if self.recorder.backlog >= self.recorder.max_backlog:
+                        await self._recorder_caught_up()
                 lineno = ingest_batch(session, parser, part, lineno)
                 self.lines += len(part)
                 if perf() - started > budget:

@@ -56,8 +56,8 @@ def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
     if not series:
         return None
     if len(series) == 1:
-        return summarize(series[0])
-    base = summarize(np.concatenate(series))
+        return summarize(series[0], scratch=True)  # our own float64 copy of the run's column
+    base = summarize(np.concatenate(series), scratch=True)
     if base is None:
         return None
     # Interval from the batch means of each run, kept apart (no batch straddles a restart).

@@ -190,8 +190,12 @@ def sorted_quantiles(ordered: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     return out
 
 
-def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
-    """Mean, median, p10/p90 and a 95% batch-means interval; None for no samples."""
+def summarize(values: Sequence[float] | np.ndarray, *, scratch: bool = False) -> Summary | None:
+    """Mean, median, p10/p90 and a 95% batch-means interval; None for no samples.
+
+    ``scratch``: ``values`` is the caller's temporary, which may be sorted in place (a copy of
+    millions of samples less at the analysis's peak: the dashboard under a flood).
+    """
     x = as_array(values)
     n = len(x)
     if n == 0:
@@ -213,7 +217,7 @@ def summarize(values: Sequence[float] | np.ndarray) -> Summary | None:
     # numpy's vectorised sort and a partition of sorted data (1.2M samples: 7.5 + 2.6 ms) cost
     # half the partition of unsorted data (21 ms). Sorted in place when x is our own copy (the
     # run's float32 column made float64), after everything that reads it in order.
-    if x is values:
+    if x is values and not scratch:
         ordered = np.sort(x)
     else:
         x.sort()
