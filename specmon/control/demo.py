@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +26,8 @@ from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile, build_plan
 from specmon.control.restart_controller import RestartController
 from specmon.control.runner import CommandRunner, LocalRunner
-from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.local import LocalTailSource
+from specmon.sources.pending import PendingSource as PendingSource
 from specmon.sources.switching import SourceFactory, SwitchingSource
 
 __all__ = [
@@ -107,31 +107,6 @@ def local_tail_factory(poll_interval: float = 0.1) -> SourceFactory:
         return LocalTailSource(path, lines=None if from_start else 0, poll_interval=poll_interval)
 
     return make
-
-
-class PendingSource:
-    """A source with nothing to read yet: the log the server is about to write.
-
-    The dashboard shows its name and "starting the server"; the first restart
-    switches to the real tail (reading the new log from its start, so no line
-    is read twice).
-    """
-
-    def __init__(self, name: str, detail: str = "waiting for the server to start") -> None:
-        self.name = name
-        self.status = SourceStatus(state=ConnectionState.CONNECTING, detail=detail)
-        self._closed = asyncio.Event()
-
-    async def batches(self) -> AsyncIterator[list[str]]:
-        """Yield nothing; end when closed."""
-        await self._closed.wait()
-        return
-        yield  # type: ignore[unreachable]  # never runs: its presence makes this an async generator
-
-    async def close(self) -> None:
-        """End."""
-        self._closed.set()
-        self.status.state = ConnectionState.ENDED
 
 
 @dataclass

@@ -28,8 +28,10 @@ from specmon.ingest.feeding import feed_piece
 from specmon.ingest.files import ingest_lines
 from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser
-from specmon.sources.base import ConnectionState, LineSource, SourceStatus
-from specmon.sources.replay import ReplayClock, line_time
+from specmon.sources.base import ConnectionState, LineSource
+from specmon.sources.recorded import SOURCE_MARK
+from specmon.sources.recorded import RecordingSource as RecordingSource
+from specmon.sources.replay import ReplayClock
 
 __all__ = ["FeedInput", "Feeder", "RecordingSource", "ingest_batch", "recording_inputs"]
 
@@ -359,109 +361,7 @@ class Feeder:
         self._note_state()
 
 
-# -- replaying a recording --------------------------------------------------------------------------
-
-#: Bytes that only a ``meta``/``source`` entry holds (quotes inside a recorded line are escaped).
-_SOURCE_MARK = b'"event":"source"'
-
-
-class RecordingSource:
-    """The recorded lines of one input of a recording, paced by their log timestamps.
-
-    Args:
-        path: The recording.
-        offset: Where the input's lines start in the file (after its ``source`` entry).
-        name: The recorded source name.
-        clock: The replay clock shared by the whole replay.
-        year: Year for year-less timestamps (as recorded).
-        wall_clock: Wall clock for ``status.last_line_at``.
-        max_batch: Most lines in one batch.
-    """
-
-    def __init__(self, path: str | Path, offset: int, name: str, clock: ReplayClock, *, year: int | None = None,
-                 wall_clock: Callable[[], float] = time.time, max_batch: int = 4096) -> None:
-        self.path = Path(path)
-        self.offset = offset
-        self.name = name
-        self.clock = clock
-        self.year = year if year is not None else time.gmtime().tm_year
-        self.status = SourceStatus()
-        self._wall = wall_clock
-        self._max = max_batch
-        self._closed = False
-
-    async def close(self) -> None:
-        """Stop (the current batch is the last)."""
-        self._closed = True
-        self.status.state = ConnectionState.ENDED
-
-    def _deliver(self, lines: list[str]) -> list[str]:
-        self.status.lines += len(lines)
-        self.status.last_line_at = self._wall()
-        for text in reversed(lines[-64:]):
-            ts = line_time(text, self.year)
-            if ts is not None:
-                self.clock.note(ts)
-                break
-        return lines
-
-    async def batches(self) -> AsyncIterator[list[str]]:
-        """Yield the input's lines until the next input of the recording begins."""
-        self._closed = False
-        self.status.state = ConnectionState.LIVE
-        self.status.detail = f"replaying {self.path}"
-        clock, jumped = self.clock, False
-        out: list[str] = []
-        damaged = 0
-        try:
-            f = open(self.path, "rb")
-        except OSError as exc:
-            self.status.state = ConnectionState.FAILED
-            self.status.detail = f"{self.path}: {exc.strerror or exc}"
-            return
-        try:
-            f.seek(self.offset)
-            for raw in f:
-                if self._closed:
-                    return
-                if _SOURCE_MARK in raw:
-                    break
-                if b'"type":"line"' not in raw:
-                    continue
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    # A truncated last line (the recorder was killed) is expected; damage
-                    # in the middle is counted and said once, at the end.
-                    damaged += raw.endswith(b"\n")
-                    continue
-                text = str(entry.get("text", ""))
-                if clock.speed is not None:
-                    ts = line_time(text, self.year)
-                    if ts is not None:
-                        if not jumped or clock.log_now() is None:
-                            clock.jump(ts)
-                            jumped = True
-                        elif ts > (clock.log_now() or ts):
-                            if out:
-                                yield self._deliver(out)
-                                out = []
-                            await clock.wait_until(ts)
-                out.append(text)
-                if len(out) >= self._max:
-                    await clock.wait_running()
-                    yield self._deliver(out)
-                    out = []
-            if out:
-                yield self._deliver(out)
-        finally:
-            f.close()
-            if damaged:
-                self.status.events.append(f"{self.path}: {damaged} damaged recording entr"
-                                          f"{'y' if damaged == 1 else 'ies'} skipped")
-        self.status.state = ConnectionState.ENDED
-        self.status.detail = f"replay of {self.path} finished"
-
+# -- replaying a recording (its source: specmon/sources/recorded.py) ---------------------------------
 
 def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callable[[], float] = time.time,
                      baseline: bool = False) -> list[FeedInput]:
@@ -478,7 +378,7 @@ def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callab
     with open(path, "rb") as f:
         for raw in f:
             offset += len(raw)
-            if _SOURCE_MARK not in raw:
+            if SOURCE_MARK not in raw:
                 continue
             try:
                 entry = json.loads(raw)

@@ -1,0 +1,119 @@
+"""The recorded lines of one input of a recording, as a line source (replay of a recording).
+
+A recording (:mod:`specmon.output.recording`) is JSONL: ``line`` entries hold the raw lines
+as received, ``meta``/``source`` entries mark where each input began. This source yields
+one input's lines, paced by their own log timestamps on a shared :class:`ReplayClock`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from specmon.sources.base import ConnectionState, SourceStatus
+from specmon.sources.replay import ReplayClock, line_time
+
+__all__ = ["SOURCE_MARK", "RecordingSource"]
+
+#: Bytes that only a ``meta``/``source`` entry holds (quotes inside a recorded line are escaped).
+SOURCE_MARK = b'"event":"source"'
+
+
+class RecordingSource:
+    """The recorded lines of one input of a recording, paced by their log timestamps.
+
+    Args:
+        path: The recording.
+        offset: Where the input's lines start in the file (after its ``source`` entry).
+        name: The recorded source name.
+        clock: The replay clock shared by the whole replay.
+        year: Year for year-less timestamps (as recorded).
+        wall_clock: Wall clock for ``status.last_line_at``.
+        max_batch: Most lines in one batch.
+    """
+
+    def __init__(self, path: str | Path, offset: int, name: str, clock: ReplayClock, *, year: int | None = None,
+                 wall_clock: Callable[[], float] = time.time, max_batch: int = 4096) -> None:
+        self.path = Path(path)
+        self.offset = offset
+        self.name = name
+        self.clock = clock
+        self.year = year if year is not None else time.gmtime().tm_year
+        self.status = SourceStatus()
+        self._wall = wall_clock
+        self._max = max_batch
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop (the current batch is the last)."""
+        self._closed = True
+        self.status.state = ConnectionState.ENDED
+
+    def _deliver(self, lines: list[str]) -> list[str]:
+        self.status.lines += len(lines)
+        self.status.last_line_at = self._wall()
+        for text in reversed(lines[-64:]):
+            ts = line_time(text, self.year)
+            if ts is not None:
+                self.clock.note(ts)
+                break
+        return lines
+
+    async def batches(self) -> AsyncIterator[list[str]]:
+        """Yield the input's lines until the next input of the recording begins."""
+        self._closed = False
+        self.status.state = ConnectionState.LIVE
+        self.status.detail = f"replaying {self.path}"
+        clock, jumped = self.clock, False
+        out: list[str] = []
+        damaged = 0
+        try:
+            f = open(self.path, "rb")
+        except OSError as exc:
+            self.status.state = ConnectionState.FAILED
+            self.status.detail = f"{self.path}: {exc.strerror or exc}"
+            return
+        try:
+            f.seek(self.offset)
+            for raw in f:
+                if self._closed:
+                    return
+                if SOURCE_MARK in raw:
+                    break
+                if b'"type":"line"' not in raw:
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    # A truncated last line (the recorder was killed) is expected; damage
+                    # in the middle is counted and said once, at the end.
+                    damaged += raw.endswith(b"\n")
+                    continue
+                text = str(entry.get("text", ""))
+                if clock.speed is not None:
+                    ts = line_time(text, self.year)
+                    if ts is not None:
+                        if not jumped or clock.log_now() is None:
+                            clock.jump(ts)
+                            jumped = True
+                        elif ts > (clock.log_now() or ts):
+                            if out:
+                                yield self._deliver(out)
+                                out = []
+                            await clock.wait_until(ts)
+                out.append(text)
+                if len(out) >= self._max:
+                    await clock.wait_running()
+                    yield self._deliver(out)
+                    out = []
+            if out:
+                yield self._deliver(out)
+        finally:
+            f.close()
+            if damaged:
+                self.status.events.append(f"{self.path}: {damaged} damaged recording entr"
+                                          f"{'y' if damaged == 1 else 'ies'} skipped")
+        self.status.state = ConnectionState.ENDED
+        self.status.detail = f"replay of {self.path} finished"
