@@ -49,6 +49,8 @@ async def test_r_is_greyed_while_another_specmon_holds_the_server(tmp_path: Path
             await other.lease.release()  # the sweep ends
             await wait_for(pilot, lambda: flow.held_by is None, "the lease given back", rounds=1500)
             assert app.check_action("restart", ()) is True
-            assert any("gave the server back" in e.text for e in app.feeder.session.events)
+            # the event is a message: it reaches the session a turn of the loop after held_by clears
+            await wait_for(pilot, lambda: any("gave the server back" in e.text for e in app.feeder.session.events),
+                           "the event saying so", rounds=1500)
     finally:
         await other.close()
