@@ -96,8 +96,8 @@ def open_recorder(args: argparse.Namespace, kind: str, meta: dict[str, object] |
 
 def _recorded_warmup(path: str) -> int | None:
     """The warm-up a recording was made with (replay uses it unless --warmup is given)."""
-    from specmon.output.recording_format import RecordingError
     from specmon.output.recording_reader import is_recording, read_recording
+    from specmon.recording_format import RecordingError
 
     if not is_recording(path):
         return None

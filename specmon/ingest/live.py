@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -28,8 +27,8 @@ from specmon.ingest.feeding import feed_piece
 from specmon.ingest.files import ingest_lines
 from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser
+from specmon.recording_format import source_entry
 from specmon.sources.base import ConnectionState, LineSource
-from specmon.sources.recorded import SOURCE_MARK
 from specmon.sources.recorded import RecordingSource as RecordingSource
 from specmon.sources.replay import ReplayClock
 
@@ -378,13 +377,7 @@ def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callab
     with open(path, "rb") as f:
         for raw in f:
             offset += len(raw)
-            if SOURCE_MARK not in raw:
-                continue
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            if entry.get("type") != "meta" or entry.get("event") != "source":
+            if (entry := source_entry(raw)) is None:
                 continue
             year = entry.get("year") if isinstance(entry.get("year"), int) else None
             src = RecordingSource(path, offset, str(entry.get("source", "")), clock, year=year, wall_clock=wall_clock)

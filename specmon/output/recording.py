@@ -1,7 +1,7 @@
 """Session recordings: everything a session saw, appended to a JSONL file as it happens.
 
 The format (entry types and their fields, the header's name and version) is
-:mod:`specmon.output.recording_format`; reading is :mod:`~specmon.output.recording_reader`,
+:mod:`specmon.recording_format`; reading is :mod:`~specmon.output.recording_reader`,
 replaying into a session :mod:`~specmon.output.recording_replay`. This module writes.
 
 Crash safety: entries are buffered in memory and written by a background
@@ -30,10 +30,10 @@ import orjson
 
 from specmon import __version__, paths
 from specmon.model.session import Run, Session
-from specmon.output.recording_format import FORMAT, VERSION
-from specmon.output.recording_format import RecordingError as RecordingError
 from specmon.output.recording_reader import is_recording as is_recording
 from specmon.parsing import LineParser
+from specmon.recording_format import FORMAT, LINE_HEAD, VERSION
+from specmon.recording_format import RecordingError as RecordingError
 from specmon.records import ParsedRecord
 from specmon.redact import redact_line
 
@@ -84,7 +84,7 @@ class _LineBatch:
         orjson escapes each text (0.3 us against json's 6 for the whole entry, measured);
         one it refuses (a lone surrogate from undecodable bytes) goes through json.
         """
-        head = f'{{"type":"line","src":{_quoted(self.source)},"n":'
+        head = f'{LINE_HEAD}{_quoted(self.source)},"n":'
         tail = f',"t":{self.t!r}}}\n'
         out = []
         for i, text in enumerate(self.lines):

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, cast
 
 import orjson
 
-from specmon.output.recording_format import FORMAT, VERSION, RecordingError
+from specmon.recording_format import FORMAT, VERSION, RecordingError
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from specmon.model.session import Session
-from specmon.output.recording_format import RecordingError, record_from_json
 from specmon.output.recording_reader import ReadStats, _decode_lines, _raw_chunks
 from specmon.parsing import LineParser, detect_engine
+from specmon.recording_format import RecordingError, record_from_json
 from specmon.records import Engine, ParsedRecord
 
 #: Raw lines replayed together: a block of plain stats lines goes through the bulk path.

@@ -7,18 +7,15 @@ one input's lines, paced by their own log timestamps on a shared :class:`ReplayC
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from specmon.recording_format import line_text, source_entry
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
 
-__all__ = ["SOURCE_MARK", "RecordingSource"]
-
-#: Bytes that only a ``meta``/``source`` entry holds (quotes inside a recorded line are escaped).
-SOURCE_MARK = b'"event":"source"'
+__all__ = ["RecordingSource"]
 
 
 class RecordingSource:
@@ -80,18 +77,17 @@ class RecordingSource:
             for raw in f:
                 if self._closed:
                     return
-                if SOURCE_MARK in raw:
+                if source_entry(raw) is not None:  # the next input begins
                     break
-                if b'"type":"line"' not in raw:
-                    continue
                 try:
-                    entry = json.loads(raw)
+                    text = line_text(raw)
                 except ValueError:
                     # A truncated last line (the recorder was killed) is expected; damage
                     # in the middle is counted and said once, at the end.
                     damaged += raw.endswith(b"\n")
                     continue
-                text = str(entry.get("text", ""))
+                if text is None:
+                    continue
                 if clock.speed is not None:
                     ts = line_time(text, self.year)
                     if ts is not None:

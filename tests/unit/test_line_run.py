@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from specmon import _native
 from specmon.output import recording, recording_reader, recording_replay
-from specmon.output.recording_format import FORMAT, VERSION
 from specmon.output.recording_reader import ReadStats
+from specmon.recording_format import FORMAT, VERSION
 
 HEADER = {"type": "meta", "event": "start", "format": FORMAT, "version": VERSION}
 

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon import paths
+from specmon import paths, recording_format
 from specmon.ingest.summarize import ingest_files
 from specmon.model.analysis import analyze
 from specmon.model.session import Session
-from specmon.output import recording_format, recording_reader, recording_replay
+from specmon.output import recording_reader, recording_replay
 from specmon.output.recording import RecordedIngest, Recorder, new_recording_path, write_lines_recording
-from specmon.output.recording_format import RecordingError, record_from_json
 from specmon.output.recording_reader import ReadStats, is_recording, read_recording, recording_lines
 from specmon.output.recording_replay import replay_recording
 from specmon.output.tables import to_json
 from specmon.parsing import parse_lines
+from specmon.recording_format import RecordingError, record_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "sample_logs").glob("sim_eagle3_*.log"))

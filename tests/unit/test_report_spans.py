@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.output import recording_replay as recmod
-from specmon.output.recording_format import FORMAT, VERSION, RecordingError
 from specmon.output.report import load_report
 from specmon.output.tables import to_json
+from specmon.recording_format import FORMAT, VERSION, RecordingError
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "data" / "real_logs"

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specmon import recording_format
 from specmon.cli import main
-from specmon.output import recording_format, recording_reader
+from specmon.output import recording_reader
 from specmon.output import recording_replay as recmod
 from specmon.output.recording import Recorder, write_lines_recording
 from specmon.output.recording_reader import ReadStats, read_recording
@@ -187,7 +188,7 @@ def test_the_reading_process_gives_the_same_report(tmp_path: Path, monkeypatch: 
 
 def test_the_reading_process_reports_a_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a recording: the same one-sentence error through the reading processes."""
-    from specmon.output.recording_format import RecordingError
+    from specmon.recording_format import RecordingError
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("hello\n" * 10)

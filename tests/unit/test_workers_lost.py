@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from specmon import recording_format
 from specmon.cli import main
 from specmon.ingest import feeding
-from specmon.output import recording_format
 from specmon.output import recording_replay as recmod
 from tests.unit import test_fastscan
 from tests.unit.test_report_spans import _entry
