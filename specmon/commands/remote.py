@@ -235,7 +235,7 @@ def _metrics_url(args: argparse.Namespace, profile: Any, launch: LaunchProfile |
     if launch is not None and launch.port is not None:
         from specmon.sources.metrics import metrics_url_for
 
-        return metrics_url_for(launch.port)
+        return metrics_url_for(launch.port, engine=launch.engine if launch.engine != "unknown" else getattr(profile, "engine", None))
     return None
 
 

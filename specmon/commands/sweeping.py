@@ -518,7 +518,7 @@ def _metrics_target(args: argparse.Namespace, profile: Profile, launch: LaunchPr
         return None
     from specmon.sources.metrics import metrics_url_for
 
-    return metrics_url_for(launch.port)
+    return metrics_url_for(launch.port, engine=launch.engine if launch.engine != "unknown" else getattr(profile, "engine", None))
 
 
 def _scraper(url: str) -> Any:

@@ -33,18 +33,30 @@ class CounterNames:
     """An engine's Prometheus counters: generated tokens, drafts (steps), draft tokens, accepted."""
 
     gen: str
-    drafts: str
+    #: Drafts (speculative steps); None when the engine counts them only by position
+    #: (:attr:`drafted_per_position`: every draft drafts its first position).
+    drafts: str | None
     draft_tokens: str
     accepted: str
-    #: The engine's own generation seconds (llama.cpp), else None: tok/s over wall time.
+    #: The engine's own generation seconds (llama.cpp's, or a request decode-time sum), else
+    #: None: tok/s over wall time.
     gen_seconds: str | None = None
+    #: The requests :attr:`gen_seconds` sums over, when it times each request from its first
+    #: token to its last (the first token is then not in the seconds: tok/s leaves it out).
+    gen_requests: str | None = None
     #: Accepted tokens by draft position, when the engine exports them.
     per_position: str | None = None
+    #: Drafted tokens by draft position, when the engine exports them (its first position then
+    #: counts the drafts, and accepted-by-position over it is the acceptance per position).
+    drafted_per_position: str | None = None
+    #: The label that names a draft position in the per-position series.
+    position_label: str = "position"
 
     @property
     def counters(self) -> tuple[str, ...]:
-        names = (self.gen, self.drafts, self.draft_tokens, self.accepted)
-        return names + ((self.gen_seconds,) if self.gen_seconds else ())
+        """The plain counters (the per-position series apart): a restart sends one of them down."""
+        names = (self.gen, self.drafts, self.draft_tokens, self.accepted, self.gen_seconds, self.gen_requests)
+        return tuple(n for n in names if n)
 
 
 #: Python entry points that run a server: ``python -m MODULE [ARG]`` or ``python SCRIPT``.
@@ -117,8 +129,13 @@ class EngineAdapter:
     warmup: ClassVar[int] = 1
 
     # -- metrics ------------------------------------------------------------------------------
-    #: The prefix of its Prometheus series (``vllm`` for ``vllm:...``).
+    #: How its Prometheus series begin, separator included (``vllm:`` for ``vllm:...``,
+    #: ``trtllm_`` for ``trtllm_...``): a scrape holding one is this engine's.
     metric_prefix: ClassVar[str | None] = None
+    #: Where its server serves the Prometheus text (beside its API, on the same port).
+    metrics_path: ClassVar[str] = "/metrics"
+    #: What its server needs to export them, said when a scrape finds none of its series.
+    metrics_hint: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
     #: Its per-position counter has a series for every draft position from start-up on, so

@@ -180,7 +180,8 @@ class LlamaCpp(EngineAdapter):
     # Said by other servers too: read only in llama.cpp's (or a not yet known) log.
     shared_ready = ("server is listening on http",)
     ready_marker = "server is listening on http"
-    metric_prefix = "llamacpp"
+    metric_prefix = "llamacpp:"
+    metrics_hint = "llama-server needs --metrics"
     counters = CounterNames(
         gen="llamacpp:tokens_predicted_total",
         drafts="llamacpp:spec_decode_num_drafts_total",

@@ -439,7 +439,8 @@ class SGLang(EngineAdapter):
     ready_marker = "The server is fired up and ready to roll!"
     # CUDA-graph capture and the first batches' compilation make SGLang's first samples slow.
     warmup = 5
-    metric_prefix = "sglang"
+    metric_prefix = "sglang:"
+    metrics_hint = "SGLang needs --enable-metrics"
     latency = ("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds")
     default_port = 30000
     entry_points = EntryPoints(

@@ -309,7 +309,7 @@ class VLLM(EngineAdapter):
     )
     shared_ready = ("Application startup complete",)  # uvicorn's
     ready_marker = "Application startup complete."
-    metric_prefix = "vllm"
+    metric_prefix = "vllm:"
     latency = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds")
     positions_from_start = True
     counters = CounterNames(

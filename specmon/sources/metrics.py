@@ -80,7 +80,7 @@ from specmon.records import Engine
 _VLLM_C = cast(CounterNames, adapter(Engine.VLLM).counters)
 _LLAMA_C = cast(CounterNames, adapter(Engine.LLAMACPP).counters)
 VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED = (
-    _VLLM_C.gen, _VLLM_C.drafts, _VLLM_C.draft_tokens, _VLLM_C.accepted)
+    _VLLM_C.gen, cast(str, _VLLM_C.drafts), _VLLM_C.draft_tokens, _VLLM_C.accepted)
 VLLM_PER_POS = cast(str, _VLLM_C.per_position)
 SGL_GEN_TPS = "sglang:gen_throughput"
 SGL_ACCEPT_LEN = "sglang:spec_accept_length"
@@ -93,8 +93,9 @@ SGL_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 #: SGLang's counters (finished requests): a restart is seen by them going down.
 _SGL_COUNTERS = (SGL_GEN, SGL_VERIFY, SGL_REQUESTS)
 LLAMA_GEN, LLAMA_GEN_S = _LLAMA_C.gen, cast(str, _LLAMA_C.gen_seconds)
-#: Accepted tokens by position, of every engine that exports them.
-_PER_POS = tuple(a.counters.per_position for a in ADAPTERS if a.counters and a.counters.per_position)
+#: Per-position series of every engine that exports them: name -> (its position label, drafted?).
+_PER_POS = {name: (c.position_label, drafted) for a in ADAPTERS if (c := a.counters) is not None
+            for name, drafted in ((c.per_position, False), (c.drafted_per_position, True)) if name}
 #: vLLM's per-request histograms (sums and counts): decode time is first to last token of a request.
 VLLM_DECODE_S = "vllm:request_decode_time_seconds_sum"
 VLLM_REQ_TOKENS = "vllm:request_generation_tokens_sum"
@@ -112,6 +113,10 @@ _COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
 _GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
 #: Gauges of the active speculative setting (averaged over ranks as the others; not samples).
 _SETTING_GAUGES = (SGL_NUM_STEPS, SGL_NUM_DRAFT_TOKENS)
+#: The engines whose series a scrape recognises, and what each needs to export them.
+_LABELS = [a.label for a in ADAPTERS if a.metric_prefix]
+_ENGINES = ", ".join(_LABELS[:-1]) + " or " + _LABELS[-1] if len(_LABELS) > 1 else "".join(_LABELS)
+_HINTS = "; ".join(a.metrics_hint for a in ADAPTERS if a.metric_prefix and a.metrics_hint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,15 +125,18 @@ class Snapshot:
 
     t: float
     values: dict[str, float]
+    #: Accepted tokens by draft position (summed over label sets).
     per_pos: tuple[float, ...] | None = None
     #: The engines' latency histograms: name -> (upper bound, cumulative count), summed over label sets.
     buckets: dict[str, Buckets] = field(default_factory=dict)
+    #: Drafted tokens by draft position, where the engine counts drafts so (TensorRT-LLM).
+    drafted_pos: tuple[float, ...] | None = None
 
     @property
     def engine(self) -> str | None:
         """The engine's name (``vllm``) by the series seen; None when none is there."""
         for ad in ADAPTERS:
-            if ad.metric_prefix and any(k.startswith(ad.metric_prefix + ":") for k in self.values):
+            if ad.metric_prefix and any(k.startswith(ad.metric_prefix) for k in self.values):
                 return ad.engine.value
         return None
 
@@ -155,6 +163,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     wanted = set(_COUNTERS) | set(_GAUGES) | set(_SETTING_GAUGES) | set(_HISTOGRAMS) | set(_SGL_COUNTERS)
     values: dict[str, float] = {}
     per_pos: dict[int, float] = {}
+    drafted_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
     hist: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
@@ -167,11 +176,13 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
                 by_le = hist.setdefault(_BUCKETS[s.name], {})
                 by_le[le] = by_le.get(le, 0.0) + s.value
             elif s.name in _PER_POS:
+                label, drafted = _PER_POS[s.name]
                 try:
-                    pos = int(s.labels.get("position", ""))
+                    pos = int(s.labels.get(label, ""))
                 except ValueError:
                     continue
-                per_pos[pos] = per_pos.get(pos, 0.0) + s.value
+                into = drafted_pos if drafted else per_pos
+                into[pos] = into.get(pos, 0.0) + s.value
             elif s.name in wanted and not math.isnan(s.value):
                 if s.name in _GAUGES or s.name in _SETTING_GAUGES:
                     # A gauge per rank/DP group: their mean is the server's figure.
@@ -179,9 +190,15 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
                 values[s.name] = values.get(s.name, 0.0) + s.value
     for name, count in gauge_seen.items():
         values[name] /= count
-    pos_tuple = tuple(per_pos[i] for i in sorted(per_pos)) if per_pos else None
     buckets = {name: tuple(sorted(by_le.items())) for name, by_le in hist.items()}
-    return Snapshot(t, values, pos_tuple, buckets)
+    return Snapshot(t, values, _positions(per_pos), buckets, _positions(drafted_pos))
+
+
+def _positions(by_pos: dict[int, float]) -> tuple[float, ...] | None:
+    """Per-position values from position 0 on, a missing position as 0 (its series not made yet)."""
+    if not by_pos or min(by_pos) < 0:
+        return None
+    return tuple(by_pos.get(i, 0.0) for i in range(max(by_pos) + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +227,8 @@ class CounterSample:
 
 
 def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
-    """The sample between two vLLM or llama.cpp scrapes; None when nothing was generated or a counter reset.
+    """The sample between two scrapes of an engine with counters; None when nothing was generated
+    or a counter reset.
 
     A counter that went down means the server restarted: no sample (the caller
     takes ``cur`` as the new base).
@@ -229,26 +247,46 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
         return None  # idle: an interval without load says nothing about speed
     throughput: float | None = tokens / dt
     if names.gen_seconds is not None:
-        s0, s1 = prev.get(names.gen_seconds), cur.get(names.gen_seconds)
-        throughput = tokens / (s1 - s0) if s0 is not None and s1 is not None and s1 > s0 else None
+        seconds = _delta(prev, cur, names.gen_seconds)
+        # Seconds from each request's first token to its last leave that first token out.
+        timed = tokens - ((_delta(prev, cur, names.gen_requests) or 0.0) if names.gen_requests else 0.0)
+        throughput = timed / seconds if seconds is not None and seconds > 0 and timed > 0 else None
     accept_len = accept_rate = None
     per_position = None
     drafts = 0.0
-    d0, d1 = prev.get(names.drafts), cur.get(names.drafts)
-    acc0, acc1 = prev.get(names.accepted), cur.get(names.accepted)
-    if d0 is not None and d1 is not None and acc0 is not None and acc1 is not None and d1 > d0:
-        drafts = d1 - d0
-        accepted = acc1 - acc0
-        accept_len = 1.0 + accepted / drafts
-        t0, t1 = prev.get(names.draft_tokens), cur.get(names.draft_tokens)
-        if t0 is not None and t1 is not None and t1 > t0:
-            accept_rate = accepted / (t1 - t0)
-        if cur.per_pos is not None:
-            # A position with no series yet counted nothing (llama.cpp adds them on first acceptance).
-            before = _padded(prev.per_pos or (), len(cur.per_pos))
-            if before is not None:
-                per_position = tuple((b - a) / drafts for a, b in zip(before, cur.per_pos, strict=True))
+    accepted = _delta(prev, cur, names.accepted)
+    drafted = _delta(prev, cur, names.draft_tokens)
+    if accepted is not None and drafted is not None and drafted > 0:
+        accept_rate = accepted / drafted
+    per_pos = _position_deltas(prev.per_pos, cur.per_pos)
+    if names.drafts is not None:
+        d = _delta(prev, cur, names.drafts)
+        if d is not None and d > 0 and accepted is not None:
+            drafts = d
+            accept_len = 1.0 + accepted / drafts
+        else:
+            accept_rate = None  # (no draft counted: the server did not speculate in between)
+    else:
+        # Drafts counted by position (TensorRT-LLM): every draft drafts its first position. Its
+        # per-position counters count the same requests, so the length comes from them alone.
+        by_pos = _position_deltas(prev.drafted_pos, cur.drafted_pos)
+        if by_pos and by_pos[0] > 0 and per_pos is not None:
+            drafts = by_pos[0]
+            accept_len = 1.0 + sum(per_pos) / drafts
+    if drafts > 0 and per_pos is not None:
+        per_position = tuple(v / drafts for v in per_pos)
     return CounterSample(cur.t, dt, tokens, throughput, accept_len, accept_rate, per_position, drafts)
+
+
+def _position_deltas(before: tuple[float, ...] | None, after: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """Per-position differences; a position with no series before counted nothing (llama.cpp and
+    TensorRT-LLM add a position's series once it counts). None without series, or with fewer after."""
+    if after is None:
+        return None
+    padded = _padded(before or (), len(after))
+    if padded is None:
+        return None
+    return tuple(b - a for a, b in zip(padded, after, strict=True))
 
 
 def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
@@ -386,9 +424,7 @@ class MetricsScraper:
             self._fail(f"cannot read {self.url} ({type(exc).__name__}: {exc or 'no detail'})")
             return None
         if resp.status_code != 200:
-            hint = " (llama-server needs --metrics)" if resp.status_code == 501 else \
-                " (does the server export metrics? SGLang needs --enable-metrics, llama-server --metrics)"
-            self._fail(f"{self.url} answered HTTP {resp.status_code}{hint}")
+            self._fail(f"{self.url} answered HTTP {resp.status_code} (does the server export metrics? {_HINTS})")
             return None
         try:
             snap = parse_snapshot(resp.text, t)
@@ -396,7 +432,7 @@ class MetricsScraper:
             self._fail(f"{self.url} is not Prometheus text ({exc})")
             return None
         if snap.engine is None:
-            self._fail(f"{self.url} has no vLLM, llama.cpp or SGLang series (SGLang needs --enable-metrics)")
+            self._fail(f"{self.url} has no {_ENGINES} series ({_HINTS})")
             return None
         self.engine = snap.engine
         # The engine's own controller (SGLang's adaptive tiers): the setting this scrape saw.
@@ -483,12 +519,15 @@ def _went_down(prev: Snapshot, cur: Snapshot) -> bool:
     if any((a := prev.get(n)) is not None and (b := cur.get(n)) is not None and b < a
            for n in (*_COUNTERS, *_SGL_COUNTERS)):
         return True
-    if prev.per_pos is not None and cur.per_pos is not None:
-        before = _padded(prev.per_pos, len(cur.per_pos))
-        return before is None or any(b < a for a, b in zip(before, cur.per_pos, strict=True))
+    for before, after in ((prev.per_pos, cur.per_pos), (prev.drafted_pos, cur.drafted_pos)):
+        if before is not None and after is not None:
+            padded = _padded(before, len(after))
+            if padded is None or any(b < a for a, b in zip(padded, after, strict=True)):
+                return True
     return False
 
 
-def metrics_url_for(port: int, host: str = "127.0.0.1", path: str = "/metrics") -> str:
-    """The usual metrics URL of a server listening on ``port`` (vLLM, SGLang and llama.cpp serve it on the API port)."""
-    return f"http://{host}:{port}{path}"
+def metrics_url_for(port: int, host: str = "127.0.0.1", engine: Engine | str | None = None) -> str:
+    """The usual metrics URL of a server listening on ``port``: every engine serves its Prometheus
+    text on its API port, at the path its module declares (``/metrics`` when unknown)."""
+    return f"http://{host}:{port}{adapter(engine).metrics_path}"

@@ -204,12 +204,19 @@ def fleet_queries(selector: Selector, window_s: int, engine: Engine | None = Non
             continue
         accepted = _rate(c.accepted, sel, window)
         out.append(FleetQuery(ad.engine, "tps", _rate(c.gen, sel, window)))
-        out.append(FleetQuery(ad.engine, "accept_len", f"1 + {accepted} / {_rate(c.drafts, sel, window)}"))
+        if c.drafts is not None:
+            out.append(FleetQuery(ad.engine, "accept_len", f"1 + {accepted} / {_rate(c.drafts, sel, window)}"))
+        elif c.per_position and c.drafted_per_position:
+            # Drafts counted by position: every draft drafts the first one; the accepted tokens of
+            # the same (finished) requests are the per-position series summed.
+            first = Selector((*selector.matchers, Matcher(c.position_label, "=", "0"))).promql()
+            out.append(FleetQuery(ad.engine, "accept_len", f"1 + {_rate(c.per_position, sel, window)} / "
+                                                           f"{_rate(c.drafted_per_position, first, window)}"))
         out.append(FleetQuery(ad.engine, "accept_rate", f"{accepted} / {_rate(c.draft_tokens, sel, window)}"))
         if c.per_position and ad.positions_from_start:  # counting them gives the setting
             # Distinct positions per instance (a data-parallel server has one series per engine and position).
             out.append(FleetQuery(ad.engine, "spec_tokens",
-                                   f"count by (instance) (count by (instance, position) ({c.per_position}{sel}))"))
+                                   f"count by (instance) (count by (instance, {c.position_label}) ({c.per_position}{sel}))"))
     # up{...} holds the targets' scrape state when the selector names target labels (job, instance).
     out.append(FleetQuery(Engine.UNKNOWN, "up", f"up{sel}"))
     return tuple(out)

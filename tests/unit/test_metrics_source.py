@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from specmon.engines import ADAPTERS
 from specmon.sources import metrics
 from specmon.sources.metrics import (
     MetricsScraper,
@@ -180,7 +181,9 @@ async def test_a_page_without_engine_series_is_no_counters(exporter: tuple[str, 
     scraper = MetricsScraper(url)
     try:
         assert await scraper.scrape_once() is None
-        assert not scraper.available and "no vLLM, llama.cpp or SGLang series" in (scraper.problem or "")
+        problem = scraper.problem or ""
+        assert not scraper.available and " has no " in problem and " series " in problem
+        assert all(a.label in problem for a in ADAPTERS if a.metric_prefix)  # every engine it reads, named
     finally:
         await scraper.stop()
 
