@@ -11,9 +11,27 @@ What TensorRT-LLM logs (``tests/data/real_logs/trtllm_*``; sources in SOURCES.md
 The iteration line carries no acceptance, and its ``num_generation_tokens`` counts the
 tokens an iteration *processed* (with speculation, each request's drafts too), not the
 tokens it produced: a throughput computed from it would overstate speculation by its own
-draft length. So the line gives the scheduled requests only, and the speed and acceptance
-come from the engine's iteration statistics (``--enable_iter_perf_stats``), which specmon
-does not read yet (see docs/architecture.md).
+draft length. So the line gives the scheduled requests only; the speed and acceptance come
+from its Prometheus series.
+
+What it exports (``tensorrt_llm/metrics/collector.py``, ``MetricsCollector``; served as
+Prometheus text at ``/prometheus/metrics`` — its ``/metrics`` is the JSON of iteration
+statistics — with ``return_perf_metrics`` and ``enable_iter_perf_stats`` set):
+
+- per *finished request*: ``trtllm_generation_tokens_total``, the decode-time histogram
+  ``trtllm_request_decode_time_seconds`` (first to last token) and, by ``token_position``,
+  ``trtllm_spec_decode_drafted_tokens_total`` / ``trtllm_spec_decode_accepted_tokens_total``;
+- per *iteration*: ``trtllm_spec_decode_num_draft_tokens_total`` and
+  ``..._num_accepted_tokens_total``.
+
+It counts no drafts: every draft drafts its first position, so drafted tokens at position 0
+are the drafts, and the accept length is 1 + the accepted tokens of all positions over them
+(the same requests on both sides: TensorRT-LLM's own ``acceptanceLength`` definition,
+``(numAcceptedTokens + numRequestsWithDraftTokens) / numRequestsWithDraftTokens``). The
+acceptance rate is the iteration counters' accepted over drafted. tok/s is the finished
+requests' tokens after their first over their decode seconds: the speed of one request
+stream, like llama.cpp's. Its time-per-output-token histogram is a per-request mean, not
+the per-token inter-token latency the header shows for vLLM and SGLang: not shown as one.
 """
 
 from __future__ import annotations
@@ -21,7 +39,7 @@ from __future__ import annotations
 import re
 from calendar import timegm
 
-from specmon.engines.base import EngineAdapter, EntryPoints
+from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import LineKind
 from specmon.records import Engine, EngineStats, Unparsed
@@ -86,5 +104,19 @@ class TensorRTLLM(EngineAdapter):
     shared_ready = ("Application startup complete",)  # uvicorn's, as vLLM's
     ready_marker = "Application startup complete."
     default_port = 8000
+    metric_prefix = "trtllm_"
+    metrics_path = "/prometheus/metrics"
+    metrics_hint = "TensorRT-LLM needs return_perf_metrics and enable_iter_perf_stats"
+    counters = CounterNames(
+        gen="trtllm_generation_tokens_total",
+        drafts=None,  # counted by position
+        draft_tokens="trtllm_spec_decode_num_draft_tokens_total",
+        accepted="trtllm_spec_decode_num_accepted_tokens_total",
+        gen_seconds="trtllm_request_decode_time_seconds_sum",
+        gen_requests="trtllm_request_decode_time_seconds_count",
+        per_position="trtllm_spec_decode_accepted_tokens_total",
+        drafted_per_position="trtllm_spec_decode_drafted_tokens_total",
+        position_label="token_position",
+    )
     entry_points = EntryPoints(scripts=(("trtllm-serve", ""),),
                                modules=(("tensorrt_llm.commands.serve", ""),))

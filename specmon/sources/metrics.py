@@ -239,28 +239,28 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
         return None
     if _went_down(prev, cur):
         return None
-    g0, g1 = prev.get(names.gen), cur.get(names.gen)
-    if g0 is None or g1 is None:
+    gen = _counted(prev, cur, names.gen)
+    if gen is None:
         return None
-    tokens = g1 - g0
+    tokens = gen
     if tokens <= 0:
         return None  # idle: an interval without load says nothing about speed
     throughput: float | None = tokens / dt
     if names.gen_seconds is not None:
-        seconds = _delta(prev, cur, names.gen_seconds)
+        seconds = _counted(prev, cur, names.gen_seconds)
         # Seconds from each request's first token to its last leave that first token out.
-        timed = tokens - ((_delta(prev, cur, names.gen_requests) or 0.0) if names.gen_requests else 0.0)
+        timed = tokens - ((_counted(prev, cur, names.gen_requests) or 0.0) if names.gen_requests else 0.0)
         throughput = timed / seconds if seconds is not None and seconds > 0 and timed > 0 else None
     accept_len = accept_rate = None
     per_position = None
     drafts = 0.0
-    accepted = _delta(prev, cur, names.accepted)
-    drafted = _delta(prev, cur, names.draft_tokens)
+    accepted = _counted(prev, cur, names.accepted)
+    drafted = _counted(prev, cur, names.draft_tokens)
     if accepted is not None and drafted is not None and drafted > 0:
         accept_rate = accepted / drafted
     per_pos = _position_deltas(prev.per_pos, cur.per_pos)
     if names.drafts is not None:
-        d = _delta(prev, cur, names.drafts)
+        d = _counted(prev, cur, names.drafts)
         if d is not None and d > 0 and accepted is not None:
             drafts = d
             accept_len = 1.0 + accepted / drafts
@@ -270,9 +270,11 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
         # Drafts counted by position (TensorRT-LLM): every draft drafts its first position. Its
         # per-position counters count the same requests, so the length comes from them alone.
         by_pos = _position_deltas(prev.drafted_pos, cur.drafted_pos)
-        if by_pos and by_pos[0] > 0 and per_pos is not None:
+        if by_pos and by_pos[0] > 0:
             drafts = by_pos[0]
-            accept_len = 1.0 + sum(per_pos) / drafts
+            # A position drafted but never accepted has no accepted series yet: it accepted 0.
+            per_pos = _padded(per_pos or (), len(by_pos)) or per_pos
+            accept_len = 1.0 + sum(per_pos or ()) / drafts
     if drafts > 0 and per_pos is not None:
         per_position = tuple(v / drafts for v in per_pos)
     return CounterSample(cur.t, dt, tokens, throughput, accept_len, accept_rate, per_position, drafts)
@@ -312,6 +314,17 @@ def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
     if tokens is None or seconds is None or seconds <= 0 or tokens - requests <= 0:
         return None
     return (tokens - requests) / seconds
+
+
+def _counted(prev: Snapshot, cur: Snapshot, name: str) -> float | None:
+    """What a counter counted between two scrapes of one server. A labelled counter's series is
+    made at 0 when first counted (prometheus_client's children; TensorRT-LLM makes its series so):
+    one that appeared in between counted its whole value. None when the later scrape has none."""
+    b = cur.get(name)
+    if b is None:
+        return None
+    a = prev.get(name)
+    return b - (a if a is not None else 0.0)
 
 
 def _delta(prev: Snapshot, cur: Snapshot, name: str) -> float | None:

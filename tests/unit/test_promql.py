@@ -92,9 +92,14 @@ def test_the_queries_use_each_engines_counter_names_and_leave_the_rates_to_prome
         c = ad.counters
         assert c is not None
         assert by[(ad.engine, "tps")] == f'sum by (instance) (rate({c.gen}{{job="vllm"}}[60s]))'
-        assert by[(ad.engine, "accept_len")] == (
-            f'1 + sum by (instance) (rate({c.accepted}{{job="vllm"}}[60s])) / '
-            f'sum by (instance) (rate({c.drafts}{{job="vllm"}}[60s]))')
+        if c.drafts is not None:
+            assert by[(ad.engine, "accept_len")] == (
+                f'1 + sum by (instance) (rate({c.accepted}{{job="vllm"}}[60s])) / '
+                f'sum by (instance) (rate({c.drafts}{{job="vllm"}}[60s]))')
+        else:  # drafts counted by their first position (TensorRT-LLM)
+            assert by[(ad.engine, "accept_len")] == (
+                f'1 + sum by (instance) (rate({c.per_position}{{job="vllm"}}[60s])) / '
+                f'sum by (instance) (rate({c.drafted_per_position}{{job="vllm",{c.position_label}="0"}}[60s]))')
         assert by[(ad.engine, "accept_rate")] == (
             f'sum by (instance) (rate({c.accepted}{{job="vllm"}}[60s])) / '
             f'sum by (instance) (rate({c.draft_tokens}{{job="vllm"}}[60s]))')
