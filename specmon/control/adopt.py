@@ -1,4 +1,5 @@
-"""Adopt an SGLang or vLLM server that is already running on the host.
+"""Adopt a server that is already running on the host (of an engine whose module reads and
+rewrites its speculative flags: SGLang and vLLM today, :data:`ADOPTABLE`).
 
 No profile needed: a fixed, reviewed probe script (:data:`PROBE_COMMAND`)
 lists the server processes on the host from ``/proc`` — argv, working
@@ -25,7 +26,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -43,15 +44,18 @@ from specmon.engines import ADAPTERS, EngineAdapter, by_name
 from specmon.engines.argv import ArgvError, flag_values, strip_flags
 from specmon.engines.argv import SpecSettings as SpecSettings
 
-#: The engines whose servers can be adopted: their spec flags are read and rewritten below.
-EngineName = Literal["sglang", "vllm"]
-ADOPTABLE: tuple[EngineName, ...] = ("sglang", "vllm")
+#: An engine's name (``sglang``): one of :data:`ADOPTABLE`.
+EngineName = str
+#: The engines whose servers can be adopted: their modules read and rewrite the spec flags.
+ADOPTABLE: tuple[EngineName, ...] = tuple(a.engine.value for a in ADAPTERS if a.adoptable)
 
-#: Environment variables copied from an adopted server (besides these, nothing).
+#: Environment variables copied from an adopted server (besides these, nothing): what every
+#: engine's stack reads, and each adoptable engine's own (its module's ``env_prefixes``).
 ENV_ALLOW_PREFIXES: tuple[str, ...] = (
-    "NCCL_", "CUDA_", "SGLANG_", "SGL_", "VLLM_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_",
+    "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_",
     "TRITON_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "NVIDIA_",
     "NVSHMEM_", "UCX_", "GLOO_", "FLASHINFER_",
+    *(p for a in ADAPTERS if a.adoptable for p in a.env_prefixes),
 )
 ENV_ALLOW_NAMES: tuple[str, ...] = (
     "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
@@ -75,15 +79,30 @@ def env_name_allowed(name: str) -> bool:
     return name in ENV_ALLOW_NAMES or name.startswith(ENV_ALLOW_PREFIXES)
 
 
+def _command_words() -> tuple[str, ...]:
+    """Words an adoptable server's command line holds (its scripts, modules' packages and
+    binaries): the probe's cheap first filter; :func:`classify` decides."""
+    words: list[str] = []
+    for a in ADAPTERS:
+        if a.adoptable:
+            ep = a.entry_points
+            words += [s for s, _ in ep.scripts] + [m.split(".")[0] for m, _ in ep.modules] + list(ep.binaries)
+    return tuple(dict.fromkeys(words))
+
+
 def _probe_script() -> str:
-    # The case patterns come from the constants above; check they are plain
-    # names so the generated script is exactly as reviewed.
+    # The case patterns come from the constants above and the engines' entry points; check
+    # they are plain names so the generated script is exactly as reviewed.
     for item in ENV_ALLOW_PREFIXES + ENV_ALLOW_NAMES:
         assert re.fullmatch(r"[A-Z_]+", item), item
     for glob in SECRET_NAME_GLOBS:
         assert re.fullmatch(r"[*A-Z_]+", glob), glob
+    words = _command_words()
+    for word in words:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+", word), word
     allowed = "|".join([p + "*" for p in ENV_ALLOW_PREFIXES] + list(ENV_ALLOW_NAMES))
     secret = "|".join(SECRET_NAME_GLOBS)
+    servers = "|".join(f"*{w}*" for w in words)
     return (
         r"""
 secret() { local u=${1^^}; case $u in SECRET_PATTERNS) return 0;; esac; return 1; }
@@ -95,7 +114,7 @@ for d in /proc/[0-9]*; do
   argv=()
   mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
   (( ${#argv[@]} )) || continue
-  case "${argv[*]}" in *sglang*|*vllm*) ;; *) continue;; esac
+  case "${argv[*]}" in SERVER_PATTERNS) ;; *) continue;; esac
   stat=
   { read -r stat < "$d/stat"; } 2>/dev/null || continue
   read -r -a f <<< "${stat##*) }"
@@ -125,7 +144,7 @@ for d in /proc/[0-9]*; do
   printf 'end\0'
 done
 printf 'specmon-done\0'
-""".replace("SECRET_PATTERNS", secret).replace("ALLOWED_PATTERNS", allowed)
+""".replace("SECRET_PATTERNS", secret).replace("ALLOWED_PATTERNS", allowed).replace("SERVER_PATTERNS", servers)
     )
 
 
@@ -387,16 +406,16 @@ def classify(argv: Sequence[str]) -> EngineName | None:
         argv: A process's command line.
 
     Returns:
-        ``"sglang"``, ``"vllm"`` or ``None``.
+        One of :data:`ADOPTABLE` (``"sglang"``), or ``None``.
     """
     if not argv:
         return None
     rest = _after_interpreter(argv)
     if rest is None:
         return None
-    for name in ADOPTABLE:
-        if by_name(name).serves(rest):  # type: ignore[union-attr]
-            return name
+    for ad in ADAPTERS:
+        if ad.adoptable and ad.serves(rest):
+            return ad.engine.value
     return None
 
 
@@ -442,8 +461,9 @@ def _as_adopt_error(fn: Callable[[], _T]) -> _T:
 def _adapter(argv: Sequence[str], engine: EngineName | None) -> EngineAdapter:
     name = engine or classify(argv)
     found = by_name(name) if name else None
-    if found is None:
-        raise AdoptError("not an SGLang or vLLM server command line")
+    if found is None or not found.adoptable:
+        labels = " or ".join(a.label for a in ADAPTERS if a.adoptable)
+        raise AdoptError(f"not an {labels} server command line")
     return found
 
 
@@ -564,7 +584,7 @@ def profile_from_server(
     ad = _adapter(server.argv, server.engine)
     argv = _as_adopt_error(lambda: ad.write_spec(server.argv, "{steps}", "{draft_tokens}", "{topk}"))
     draft_rule: str | int = "steps+1"
-    if server.engine == "sglang" and topk != 1:
+    if topk != 1:  # (a draft tree: only an engine with a top-k has one)
         current = spec.steps
         if spec.draft_tokens is None or (current is not None and spec.draft_tokens == current * topk + 1):
             draft_rule = "steps*topk+1"

@@ -35,7 +35,6 @@ from specmon.control.counts import parse_step_list
 from specmon.engines import ADAPTERS, adapter
 from specmon.engines.base import Dimension
 from specmon.engines.llamacpp import SPEC_TYPES as LLAMACPP_TYPES
-from specmon.engines.sglang import tree_problem
 from specmon.records import Engine
 from specmon.wording import counted
 
@@ -103,11 +102,6 @@ def parse_grid(words: Sequence[str]) -> dict[str, tuple[Value, ...]]:
             raise ValueError(f"{name} is given twice")
         grid[name] = parse_values(name, text)
     return grid
-
-
-def sglang_problem(steps: int, topk: int | None, draft_tokens: int | None) -> str | None:
-    """Why SGLang would refuse or rewrite this tree (None when it accepts it as given)."""
-    return tree_problem(steps, topk, draft_tokens)
 
 
 def point_problem(steps: int, point: Mapping[str, Value]) -> str | None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Literal
 
-from specmon.control.dims import DIMENSIONS, check_point, sglang_problem
+from specmon.control.dims import DIMENSIONS, check_point
 from specmon.control.launch_profile import DIM_PLACEHOLDERS as DIM_PLACEHOLDERS
 from specmon.control.launch_profile import DRAFT_TOKENS_HARD_MAX as DRAFT_TOKENS_HARD_MAX
 from specmon.control.launch_profile import PLACEHOLDERS as PLACEHOLDERS
@@ -53,6 +53,7 @@ from specmon.control.launch_profile import check_template as check_template
 from specmon.control.launch_profile import check_text as check_text
 from specmon.control.launch_profile import expand as expand
 from specmon.control.launch_profile import placeholders_in as placeholders_in
+from specmon.engines import adapter
 from specmon.redact import SECRET_NAME_GLOBS as SECRET_NAME_GLOBS  # adopt.py reads them here
 from specmon.redact import is_secret_name as is_secret_name
 from specmon.redact import redact_argv, redact_text
@@ -271,10 +272,11 @@ def build_plan(
             raise LaunchError(
                 f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {topk})"
             )
-        if profile.engine == "sglang" and draft_tokens is not None:
-            problem = sglang_problem(steps, topk, dt)
+        if draft_tokens is not None:  # a draft-token count given apart from the rule: may its engine take it?
+            ad = adapter(profile.engine)
+            problem = ad.point_problem(steps, {"topk": topk, "draft_tokens": dt})
             if problem:
-                raise LaunchError(f"SGLang would not run this as asked: {problem}")
+                raise LaunchError(f"{ad.label} would not run this as asked: {problem}")
         values |= {"steps": str(steps), "draft_tokens": str(dt), "topk": str(topk)}
     else:
         if draft_tokens is not None:

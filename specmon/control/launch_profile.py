@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 
 from specmon.control.dims import LLAMACPP_SPEC_TYPES
 from specmon.engines import NAMES as ENGINE_NAMES
+from specmon.engines import adapter
 from specmon.redact import is_secret_name, redact_argv
 
 #: Every placeholder a template may use. Anything else that looks like
@@ -325,7 +326,7 @@ class LaunchProfile(BaseModel):
 
     def draft_tokens_for(self, steps: int, topk: int | None = None) -> int:
         """The draft-token count this profile uses at ``steps`` (>= 1), at ``topk`` (default the profile's)."""
-        if self.engine == "vllm" and self.draft_tokens == "steps+1":
+        if self.draft_tokens == "steps+1" and not adapter(self.engine).draft_tokens_count_root:
             # vLLM's num_speculative_tokens *is* the number of draft tokens (its bonus
             # token is not drafted); SGLang's steps+1 counts the verified root too.
             return steps

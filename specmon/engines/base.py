@@ -128,6 +128,12 @@ class EngineAdapter:
     #: Warm-up samples left out of a run's figures (graph capture, first compilations).
     warmup: ClassVar[int] = 1
 
+    # -- its speculative settings ------------------------------------------------------------
+    #: Whether a profile's ``draft_tokens = "steps+1"`` counts the verified root too (SGLang's
+    #: tree: steps + 1 tokens), or the engine's step count already is its draft tokens (vLLM's
+    #: ``num_speculative_tokens``: the bonus token is not drafted).
+    draft_tokens_count_root: ClassVar[bool] = True
+
     # -- metrics ------------------------------------------------------------------------------
     #: How its Prometheus series begin, separator included (``vllm:`` for ``vllm:...``,
     #: ``trtllm_`` for ``trtllm_...``): a scrape holding one is this engine's.
@@ -157,6 +163,15 @@ class EngineAdapter:
     #: Flags (a regex of names after ``--``) that set its speculative decoding: a no-speculation
     #: restart of an adopted server drops them.
     spec_flags: ClassVar[str | None] = None
+    #: Prefixes of the environment variables its server reads: copied from an adopted server to
+    #: its restart (secrets excepted), with the ones every engine shares (CUDA_, NCCL_, HF_, ...).
+    env_prefixes: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def adoptable(self) -> bool:
+        """Whether a running server of this engine can be adopted: its module reads and rewrites
+        the speculative flags of its command line."""
+        return type(self).read_spec is not EngineAdapter.read_spec
 
     def read_spec(self, argv: Sequence[str]) -> SpecSettings:
         """The speculative settings of an adopted server's command line.

@@ -182,6 +182,7 @@ class LlamaCpp(EngineAdapter):
     ready_marker = "server is listening on http"
     metric_prefix = "llamacpp:"
     metrics_hint = "llama-server needs --metrics"
+    env_prefixes = ("LLAMA_", "GGML_")
     counters = CounterNames(
         gen="llamacpp:tokens_predicted_total",
         drafts="llamacpp:spec_decode_num_drafts_total",

@@ -468,6 +468,7 @@ class SGLang(EngineAdapter):
         return tree_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
 
     spec_flags = r"speculative"
+    env_prefixes = ("SGLANG_", "SGL_")
 
     def read_spec(self, argv: Sequence[str]) -> SpecSettings:
         methods = flag_values(argv, "--speculative-algorithm")

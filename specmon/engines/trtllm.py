@@ -106,6 +106,7 @@ class TensorRTLLM(EngineAdapter):
     default_port = 8000
     metric_prefix = "trtllm_"
     metrics_path = "/prometheus/metrics"
+    env_prefixes = ("TRTLLM_", "TLLM_")
     metrics_hint = "TensorRT-LLM needs return_perf_metrics and enable_iter_perf_stats"
     counters = CounterNames(
         gen="trtllm_generation_tokens_total",

@@ -338,6 +338,8 @@ class VLLM(EngineAdapter):
         return None
 
     spec_flags = r"speculative|num-speculative-tokens|ngram-prompt-lookup|spec-decoding"
+    env_prefixes = ("VLLM_",)
+    draft_tokens_count_root = False  # num_speculative_tokens is the drafted tokens
 
     def read_spec(self, argv: Sequence[str]) -> SpecSettings:
         configs = flag_values(argv, "--speculative-config")
