@@ -98,7 +98,7 @@ def main() -> None:
     analysis = analyses_from_cells(cells, 1)
     verdict = sweep_verdict(analysis, StoppingRule(), 1)
     # Each setting over its launches, with the two-level model (what the sweep's intervals are).
-    settings = [{"label": r.label, "launches": len(r.launches), "covers": r.covers(),
+    settings = [{"label": r.label, "launches": len(r.launches), "covers": r.covers,
                  "tps": r.throughput.to_json() if r.throughput else None} for r in analysis.rows]
     doc = {"rows": rows, "settings": settings, "verdict": verdict.to_json()}
     if args.format == "json":
