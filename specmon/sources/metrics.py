@@ -239,11 +239,8 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
         return None
     if _went_down(prev, cur):
         return None
-    gen = _counted(prev, cur, names.gen)
-    if gen is None:
-        return None
-    tokens = gen
-    if tokens <= 0:
+    tokens = _counted(prev, cur, names.gen)
+    if tokens is None or tokens <= 0:
         return None  # idle: an interval without load says nothing about speed
     throughput: float | None = tokens / dt
     if names.gen_seconds is not None:
@@ -534,8 +531,8 @@ def _went_down(prev: Snapshot, cur: Snapshot) -> bool:
         return True
     for before, after in ((prev.per_pos, cur.per_pos), (prev.drafted_pos, cur.drafted_pos)):
         if before is not None and after is not None:
-            padded = _padded(before, len(after))
-            if padded is None or any(b < a for a, b in zip(padded, after, strict=True)):
+            moved = _position_deltas(before, after)
+            if moved is None or min(moved, default=0.0) < 0:
                 return True
     return False
 
