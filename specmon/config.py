@@ -16,6 +16,15 @@ unless ``--config`` names another one::
     log = "/data/logs/sglang_{steps}step.log"
     ready_marker = "The server is fired up and ready to roll!"
 
+    [profiles.replicas]              # a fleet of replicas, each log tailed over SSH (docs/fleet.md)
+    log = "/data/logs/vllm.log"      # each replica's log unless it names its own
+    identity = "~/.ssh/id_ed25519"   # SSH settings shared by every replica
+    [[profiles.replicas.replicas]]
+    host = "gpu-1"
+    [[profiles.replicas.replicas]]
+    host = "gpu-2"
+    log = "/scratch/vllm.log"
+
     [profiles.fleet]                 # a fleet read through its Prometheus (docs/fleet.md)
     prometheus = "http://127.0.0.1:9090"
     selector = '{job="vllm"}'        # label matchers only: specmon writes the queries
@@ -48,6 +57,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Profile",
+    "ReplicaEntry",
     "load_config",
     "locate_key",
     "split_destination",
@@ -59,6 +69,8 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 #: Bytes a config file may have (a real one is a few kilobytes).
 CONFIG_LIMIT = 1 << 20
+#: Replicas a profile may list: each is one SSH connection and one session in this process.
+MAX_REPLICAS = 256
 
 class ConfigError(Exception):
     """A config file that cannot be used; ``str()`` is the message for the user.
@@ -86,6 +98,33 @@ def _check_text(value: str | None, what: str) -> str | None:
     if _CONTROL.search(value):
         raise ValueError(f"{what} must not contain control characters")
     return value
+
+
+class ReplicaEntry(BaseModel):
+    """One replica of a fleet profile: where its log is (the profile's SSH settings apply to it).
+
+    A replica without ``host`` runs on this machine (its log is read here, no SSH); a replica
+    without ``log`` or ``log_glob`` has the profile's.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None  # what the fleet view calls it (default: what differs between the replicas)
+    host: str | None = None  # [USER@]HOST[:PORT] or an ~/.ssh/config alias; None = this machine
+    log: str | None = None
+    log_glob: str | None = None
+
+    @field_validator("name", "host", "log", "log_glob")
+    @classmethod
+    def _no_control_chars(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+    @field_validator("host")
+    @classmethod
+    def _no_option_lookalike(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
+            raise ValueError("host must not start with '-' or contain spaces")
+        return value
 
 
 class Profile(BaseModel):
@@ -119,6 +158,8 @@ class Profile(BaseModel):
     prometheus: str | None = None
     selector: str | None = None
     rate_window: str | None = None
+    # A fleet whose replicas' logs are tailed (over SSH, or here for a replica without a host).
+    replicas: list[ReplicaEntry] | None = Field(default=None, min_length=1, max_length=MAX_REPLICAS)
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
     @classmethod
@@ -190,6 +231,34 @@ class Profile(BaseModel):
         if value is not None:
             parse_duration(value)
         return value
+
+    @model_validator(mode="after")
+    def _replica_fields(self) -> Profile:
+        """A replicas profile: each replica has a log to read, a name of its own; no one-server host."""
+        if self.replicas is None:
+            return self
+        if self.prometheus is not None:
+            raise ValueError("a profile reads its fleet either through prometheus or from its replicas' logs, "
+                             "not both: put them in two profiles")
+        one_server = [name for name in ("host", "launch", "metrics_url", "baseline_file") if getattr(self, name) is not None]
+        if one_server:
+            raise ValueError(f"{', '.join(one_server)} belong{'s' if len(one_server) == 1 else ''} to a one-server "
+                             "profile, and this one lists replicas (each replica names its own host)")
+        seen: dict[str, int] = {}
+        for i, replica in enumerate(self.replicas, start=1):
+            if not (replica.log or replica.log_glob or self.log or self.log_glob):
+                raise ValueError(f"replica {i} has no log: give it log = \"/path/to/server.log\" (or log_glob), "
+                                 "or set log in the profile for every replica")
+            if replica.name is not None:
+                if replica.name in seen:
+                    raise ValueError(f"replicas {seen[replica.name]} and {i} are both named {replica.name!r}")
+                seen[replica.name] = i
+        places = [(r.host or "", r.log or r.log_glob or self.log or self.log_glob) for r in self.replicas]
+        twice = next((p for p in places if places.count(p) > 1), None)
+        if twice is not None:
+            where = f"on {twice[0]}" if twice[0] else "on this machine"
+            raise ValueError(f"two replicas read the same log {twice[1]!r} {where}")
+        return self
 
     @model_validator(mode="after")
     def _fleet_fields(self) -> Profile:

@@ -18,7 +18,7 @@ from specmon.commands.exits import EXIT_OK, fail, write_status
 if TYPE_CHECKING:
     from specmon.config import Profile
 
-__all__ = ["DEFAULT_RATE_WINDOW", "connect_fleet", "poll_interval", "prometheus_profile"]
+__all__ = ["DEFAULT_RATE_WINDOW", "connect_fleet", "poll_interval", "fleet_profile"]
 
 #: The rate window when the profile gives none: four scrapes at Prometheus's default 15 s interval.
 DEFAULT_RATE_WINDOW = "1m"
@@ -37,8 +37,8 @@ _ONE_SERVER = (("log", "--log", "the replicas' figures come from Prometheus, not
                ("warmup", "--warmup", "Prometheus's rates have no warm-up samples to leave out"))
 
 
-def prometheus_profile(args: argparse.Namespace) -> Profile | None:
-    """The profile ``connect`` names when it is a fleet read through Prometheus, else None.
+def fleet_profile(args: argparse.Namespace) -> Profile | None:
+    """The profile ``connect`` names when it is a fleet (read through Prometheus, or replicas), else None.
 
     A config file that cannot be read is None here: :func:`specmon.commands.remote.plan_connect`
     reads it again and says what is wrong, as for any profile.
@@ -50,7 +50,7 @@ def prometheus_profile(args: argparse.Namespace) -> Profile | None:
         destination, profile = split_destination(args.destination, config, args.profile)
     except ConfigError:
         return None
-    if destination is None and profile is not None and profile.prometheus is not None:
+    if destination is None and profile is not None and (profile.prometheus is not None or profile.replicas):
         return profile
     return None
 

@@ -437,11 +437,15 @@ def cmd_connect(args: argparse.Namespace) -> int:
     """``specmon connect [USER@]HOST[:PORT] --log PATH`` / ``specmon connect PROFILE``."""
     import asyncio
 
-    from specmon.commands.prom_fleet import connect_fleet, prometheus_profile
+    from specmon.commands.prom_fleet import connect_fleet, fleet_profile
 
-    fleet = prometheus_profile(args)
-    if fleet is not None:  # a profile naming a fleet's Prometheus: the fleet view, no SSH
+    fleet = fleet_profile(args)
+    if fleet is not None and fleet.prometheus is not None:  # a fleet's Prometheus: the fleet view, no SSH
         return connect_fleet(args, fleet)
+    if fleet is not None:  # replicas: the fleet view, each replica's log followed as one server's
+        from specmon.commands.replicas import connect_replicas
+
+        return connect_replicas(args, fleet)
     try:
         plan = plan_connect(args)
     except ConnectError as exc:
@@ -547,7 +551,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         epilog="Examples: specmon connect root@gpu-box --log /data/logs/sglang.log; "
                "specmon connect gpu-box:2222 -J bastion --log ~/server.log; "
                "specmon connect kimi   (a profile in ~/.config/specmon/config.toml); "
-               "specmon connect FLEET   (a profile with prometheus and selector: the fleet view, docs/fleet.md)")
+               "specmon connect FLEET   (a profile listing replicas, or with prometheus and selector: the fleet "
+               "view, docs/fleet.md)")
     c.add_argument("destination", nargs="?", metavar="[USER@]HOST[:PORT] | PROFILE",
                    help="where the server runs (an ssh alias works), or the name of a profile "
                         "(default: the config's default_profile)")

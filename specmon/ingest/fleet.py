@@ -1,11 +1,13 @@
 """Feeding a fleet: one follower and one session per replica log, each on its own.
 
-Each replica is what ``specmon watch PATH`` builds for one log — a
-:class:`~specmon.sources.local.LocalTailSource` read by a :class:`~specmon.ingest.live.Feeder`
-into its own :class:`~specmon.model.session.Session` — run as its own task. The feeders give
-the event loop a turn every few milliseconds of parsing, so a replica with a big backlog
-does not hold up the others; one whose reading fails (an unreadable file, a reader error)
-becomes that replica's state (:attr:`Replica.error`), never the others' problem.
+Each replica is what ``specmon watch PATH`` (or ``specmon connect`` of one server) builds for
+one log — a follower (:class:`~specmon.sources.local.LocalTailSource` on this machine,
+:class:`~specmon.sources.ssh.SSHTailSource` on a host) read by a
+:class:`~specmon.ingest.live.Feeder` into its own :class:`~specmon.model.session.Session` —
+run as its own task. The feeders give the event loop a turn every few milliseconds of parsing,
+so a replica with a big backlog does not hold up the others; one whose reading fails (an
+unreadable file, a lost host, a reader error) becomes that replica's state, never the others'
+problem.
 
 :meth:`Fleet.inputs` hands the model (:mod:`specmon.model.fleet`) what it reads of each
 replica, a few times a second.
@@ -15,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specmon.ingest.live import Feeder, FeedInput
 from specmon.model.fleet import ReplicaInput, ReplicaState, short_names
@@ -27,10 +29,28 @@ from specmon.sources.base import ConnectionState
 from specmon.sources.lines import DEFAULT_MAX_LINE
 from specmon.sources.local import LocalTailSource
 
-__all__ = ["Fleet", "Replica"]
+if TYPE_CHECKING:
+    from specmon.sources.ssh import SSHTailSource
+
+__all__ = ["Fleet", "Member", "Replica"]
 
 #: The stats-line kinds a session counts: a change in their total is a new sample.
 _SAMPLE_KINDS = ("decode", "engine_stats", "spec")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A replica to follow: its name, where its log is (as the user wrote it) and its follower.
+
+    Attributes:
+        name: Short name shown in the fleet view.
+        where: The log, as given (``gpu-1:/data/vllm.log`` for a host's).
+        source: Its follower, not started yet.
+    """
+
+    name: str
+    where: str
+    source: LocalTailSource | SSHTailSource
 
 
 @dataclass(eq=False)
@@ -39,8 +59,8 @@ class Replica:
 
     Attributes:
         name: Short name (what differs between the fleet's paths).
-        path: The log, as given.
-        source: Its follower.
+        path: The log, as given (``HOST:PATH`` for a host's).
+        source: Its follower (on this machine, or over SSH).
         feeder: Its feeder (its session is ``feeder.session``).
         error: Why reading stopped, when it did (a reader error).
         task: The task that feeds it.
@@ -50,7 +70,7 @@ class Replica:
 
     name: str
     path: str
-    source: LocalTailSource
+    source: LocalTailSource | SSHTailSource
     feeder: Feeder
     error: str | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -62,28 +82,37 @@ class Fleet:
     """The replicas of a fleet view, each fed on its own.
 
     Args:
-        paths: The logs, one per replica (need not exist yet).
-        lines: Start each with its last ``lines`` lines (None: the whole file).
-        max_line: Longest line kept, in bytes (None: 1 MiB).
+        members: The replicas: name, log and follower each (:meth:`local` builds them for local logs).
         warmup: Samples excluded at the start of each run (None: the engine's).
         clock: Wall clock.
-        poll_interval: Seconds between two looks at a quiet log.
     """
 
-    def __init__(self, paths: Sequence[str | Path], *, lines: int | None = None, max_line: int | None = None,
-                 warmup: int | None = None, clock: Callable[[], float] = time.time,
-                 poll_interval: float = 0.2) -> None:
-        if not paths:
+    def __init__(self, members: Sequence[Member], *, warmup: int | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if not members:
             raise ValueError("a fleet needs at least one log")
-        texts = [str(p) for p in paths]
         self.clock = clock
-        self.replicas: list[Replica] = []
-        for name, path in zip(short_names(texts), texts, strict=True):
-            source = LocalTailSource(path, lines=lines, clock=clock, max_line=max_line or DEFAULT_MAX_LINE,
-                                     poll_interval=poll_interval)
-            feeder = Feeder([FeedInput(source)], warmup=warmup, clock=clock)
-            self.replicas.append(Replica(name, path, source, feeder))
+        self.replicas = [Replica(m.name, m.where, m.source, Feeder([FeedInput(m.source)], warmup=warmup, clock=clock))
+                         for m in members]
         self._closed = False
+
+    @classmethod
+    def local(cls, paths: Sequence[str | Path], *, lines: int | None = None, max_line: int | None = None,
+              warmup: int | None = None, clock: Callable[[], float] = time.time, poll_interval: float = 0.2) -> Fleet:
+        """A fleet of logs on this machine (``specmon watch A B ...``).
+
+        Args:
+            paths: The logs, one per replica (need not exist yet).
+            lines: Start each with its last ``lines`` lines (None: the whole file).
+            max_line: Longest line kept, in bytes (None: 1 MiB).
+            warmup: Samples excluded at the start of each run (None: the engine's).
+            clock: Wall clock.
+            poll_interval: Seconds between two looks at a quiet log.
+        """
+        texts = [str(p) for p in paths]
+        return cls([Member(name, path, LocalTailSource(path, lines=lines, clock=clock,
+                                                       max_line=max_line or DEFAULT_MAX_LINE, poll_interval=poll_interval))
+                    for name, path in zip(short_names(texts), texts, strict=True)], warmup=warmup, clock=clock)
 
     async def run(self) -> None:
         """Feed every replica until :meth:`close` (returns when all have stopped)."""
@@ -133,21 +162,36 @@ class Fleet:
             replica.samples_seen = seen
             # A sample was written no later than the log's last change: a log read from its start
             # is as old as its modification time says, not as new as the reading.
-            try:
-                mtime = os.stat(replica.source.path).st_mtime
-            except OSError:
-                mtime = now
-            replica.last_sample_at = min(now, mtime)
+            modified = replica.source.modified_at()
+            replica.last_sample_at = now if modified is None else min(now, modified)
         status = replica.source.status
-        problem: ReplicaState | None = None
         detail = status.detail
+        problem = _problem(status.state, detail, remote=not isinstance(replica.source, LocalTailSource))
         if replica.error is not None:
             problem, detail = ReplicaState.UNREADABLE, replica.error
-        elif status.state is ConnectionState.FAILED:
-            problem = ReplicaState.UNREADABLE
-        elif status.state is ConnectionState.CONNECTING and detail:
-            # LocalTailSource says "file not found: ..." while it waits for the file, and why it
-            # cannot open or stat one that exists (permissions, a directory).
-            problem = ReplicaState.MISSING if detail.startswith("file not found") else ReplicaState.UNREADABLE
         return ReplicaInput(name=replica.name, path=replica.path, session=session, lines=feeder.lines,
                             last_sample_at=replica.last_sample_at, problem=problem, detail=detail)
+
+
+def _problem(state: ConnectionState, detail: str, *, remote: bool) -> ReplicaState | None:
+    """What keeps a replica's log from being read now, from its follower's state and sentence."""
+    # Both followers say "file not found: ..." while they wait for the file, and "cannot read" or
+    # why they cannot open one that exists (permissions, a directory); the SSH follower says so
+    # while its link is up.
+    waiting = state in (ConnectionState.CONNECTING, ConnectionState.LIVE) and detail.endswith("(waiting for it)")
+    if detail.startswith("file not found") and (waiting or state is ConnectionState.CONNECTING):
+        return ReplicaState.MISSING
+    if remote:
+        if state is ConnectionState.RECONNECTING:
+            return ReplicaState.UNREACHABLE  # the link dropped: "connection lost ...; retrying in 4.0s"
+        if state is ConnectionState.FAILED:
+            # Given up: authentication, the host key, not a regular file: the sentence says which.
+            if "not a log file" in detail:
+                return ReplicaState.UNREADABLE
+            return ReplicaState.MISSING if detail.startswith("no file on") else ReplicaState.UNREACHABLE
+        return ReplicaState.UNREADABLE if waiting else None
+    if state is ConnectionState.FAILED:
+        return ReplicaState.UNREADABLE
+    if state is ConnectionState.CONNECTING and detail:
+        return ReplicaState.UNREADABLE
+    return None

@@ -6,7 +6,7 @@ those sessions and gives, a few times a second:
 
 * one row per replica (:class:`ReplicaRow`): its current configuration, its state
   (live, quiet, no data yet, starting, crashed, stopped, its file missing or
-  unreadable), accept length and rate, tok/s as the recent window's mean and as the
+  unreadable, its host unreachable), accept length and rate, tok/s as the recent window's mean and as the
   run's mean with its 95% interval (within that replica's run), and the outlier flags;
 * one row per configuration (:class:`ConfigPool`), pooled across the replicas running
   it with the two-level launch model (:mod:`specmon.model.launches`): each replica is
@@ -68,6 +68,7 @@ class ReplicaState(str, Enum):
     """Where a replica stands (the first that applies, in this order of the checks)."""
 
     UNREADABLE = "unreadable"  # the log cannot be opened or read (permissions, a directory, a reader error)
+    UNREACHABLE = "unreachable"  # its host cannot be reached over SSH now (lost and retrying, or given up)
     DOWN = "down"  # its Prometheus cannot scrape it (up = 0)
     MISSING = "missing"  # the log does not exist (yet, or any more)
     CRASHED = "crashed"
@@ -129,8 +130,8 @@ class ReplicaInput:
         lines: Lines read from its log.
         last_sample_at: Wall time a new stats sample was last seen, never later than the log's
             modification time (a log read from its start is not "live" because it was just read).
-        problem: :attr:`ReplicaState.MISSING` or :attr:`ReplicaState.UNREADABLE` when its log
-            cannot be read now (None: no problem).
+        problem: :attr:`ReplicaState.MISSING`, :attr:`ReplicaState.UNREADABLE` or
+            :attr:`ReplicaState.UNREACHABLE` when its log cannot be read now (None: no problem).
         detail: The reader's sentence about it (``file not found: ... (waiting for it)``).
         source: Where the figures come from (``log``, ``prom``).
         rates: A replica read from Prometheus (then ``session`` is None and ``path`` is its instance).
@@ -470,6 +471,8 @@ def _state(inp: ReplicaInput, run: Run | None, now: float) -> tuple[ReplicaState
     has_samples = run is not None and run.used
     if inp.problem is ReplicaState.UNREADABLE:
         return ReplicaState.UNREADABLE, "unreadable", inp.detail
+    if inp.problem is ReplicaState.UNREACHABLE:
+        return ReplicaState.UNREACHABLE, "unreachable", inp.detail
     if inp.problem is ReplicaState.MISSING:
         return ReplicaState.MISSING, "file gone" if has_samples else "no file yet", inp.detail
     if current is not None and current.state is ServerState.CRASHED:

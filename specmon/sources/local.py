@@ -162,6 +162,13 @@ class LocalTailSource:
             sleeper.cancel()
             closer.cancel()
 
+    def modified_at(self) -> float | None:
+        """The log's modification time now (None: it cannot be stat'ed)."""
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return None
+
     def _deliver(self, batch: list[str]) -> None:
         self.status.lines += len(batch)
         self.status.last_line_at = self._clock()

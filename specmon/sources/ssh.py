@@ -118,6 +118,7 @@ class _FileInfo:
     dev: int
     inode: int
     size: int
+    mtime: float  # seconds since the epoch, on the host's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,11 +217,20 @@ class SSHTailSource:
         self._seen: list[tuple[int, int]] = []  # rotated files read to their end, newest last
         self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
         self._birth: str | None = None  # the current file's birth time, where the host can tell (A)
+        self._modified_at: float | None = None  # see modified_at()
 
     @property
     def position(self) -> tuple[int | None, int]:
         """``(inode, offset)``: the file and byte offset the next resume starts from."""
         return (self._identity[1] if self._identity else None), self._split.offset
+
+    def modified_at(self) -> float | None:
+        """When the log last changed, as far as this source knows (None: not read yet).
+
+        The host's modification time when the history was read, then the moment new bytes
+        arrived: lines read as history are as old as the file says, not as new as the reading.
+        """
+        return self._modified_at
 
     @property
     def max_line(self) -> int:
@@ -359,13 +369,13 @@ class SSHTailSource:
             _Fatal: the path names a directory or something else that is not a file.
         """
         started = time.monotonic()
-        result = await self._run(conn, shlex.join(["stat", "-L", "-c", "%d %i %s %F", "--", path]))
+        result = await self._run(conn, shlex.join(["stat", "-L", "-c", "%d %i %s %Y %F", "--", path]))
         self.status.latency_ms = (time.monotonic() - started) * 1000.0
         if result.exit_status != 0:
             return None
         try:
-            dev, inode, size, kind = _stdout(result).decode("utf-8", "replace").split(" ", 3)
-            info = _FileInfo(int(dev), int(inode), int(size))
+            dev, inode, size, mtime, kind = _stdout(result).decode("utf-8", "replace").split(" ", 4)
+            info = _FileInfo(int(dev), int(inode), int(size), float(mtime))
         except ValueError:
             raise _Fatal(f"unexpected output from stat on {self.target.label}: {result.stdout!r}") from None
         kind = kind.strip()
@@ -443,6 +453,7 @@ class SSHTailSource:
             info = await self._stat(conn, path)
             self._positioned = True
             if info is not None:
+                self._modified_at = info.mtime
                 data, start = await self._history(conn, path, info.size)
                 self._identity = (info.dev, info.inode)
                 self._reading = path
@@ -645,6 +656,8 @@ class SSHTailSource:
             raise _Restart
         self._resumed = False
         new = data[overlap:]
+        if new:
+            self._modified_at = self._clock()  # written no earlier than the poll before this one
         self.status.bytes += len(new)
         before = self._split.overlong
         lines = self._split.feed(new)

@@ -12,8 +12,12 @@ A fleet read through Prometheus (``specmon connect FLEETPROFILE``) is the same v
 :class:`~specmon.ingest.prom_fleet.PromFleet`: one replica per ``instance`` label, its rates
 from Prometheus, no log and so no replica dashboard; the header says where it is read from.
 
-Everything non-deterministic (the clock, theme folders) is injected; :func:`fleet_app` and
-:func:`prometheus_fleet_app` are the factories the command line and the tests use.
+A profile listing ``replicas`` (``specmon connect REPLICASPROFILE``) is the same view on a
+:class:`~specmon.ingest.fleet.Fleet` whose followers tail each replica's log over SSH.
+
+Everything non-deterministic (the clock, theme folders) is injected; :func:`fleet_app`,
+:func:`followed_fleet_app` and :func:`prometheus_fleet_app` are the factories the command line
+and the tests use.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from specmon.ui.screens.fleet import FleetScreen
 from specmon.ui.theming import theme_folders
 from specmon.ui.views import DEFAULT_WINDOW
 
-__all__ = ["FleetApp", "FleetOptions", "fleet_app", "prometheus_fleet_app"]
+__all__ = ["FleetApp", "FleetOptions", "fleet_app", "followed_fleet_app", "prometheus_fleet_app"]
 
 #: Seconds between two refreshes of the fleet's tables.
 TICK_S = 0.25
@@ -179,9 +183,24 @@ def fleet_app(logs: Sequence[str | Path], *, lines: int | None = None, max_line:
         poll_interval: Seconds between two looks at a quiet log.
     """
     opts = options or FleetOptions()
-    fleet = Fleet(logs, lines=lines, max_line=max_line, warmup=opts.warmup, clock=clock, poll_interval=poll_interval)
+    fleet = Fleet.local(logs, lines=lines, max_line=max_line, warmup=opts.warmup, clock=clock,
+                        poll_interval=poll_interval)
+    return followed_fleet_app(fleet, options=opts, clock=clock, user_themes=user_themes)
+
+
+def followed_fleet_app(fleet: Fleet | PromFleet, *, options: FleetOptions | None = None, clock: Callable[[], float] = time.time,
+                       user_themes: Path | None | object = USER_THEMES) -> FleetApp:
+    """The fleet view over replicas whose logs are followed (here or over SSH: a replicas profile).
+
+    Args:
+        fleet: The replicas with their followers (the clock and warm-up given to it are theirs), or
+            a Prometheus's instances.
+        options: Command-line settings.
+        clock: Wall clock.
+        user_themes: The user's theme folder; default: the platform config folder; None: none.
+    """
     user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
-    return FleetApp(fleet, options=opts, clock=clock,
+    return FleetApp(fleet, options=options or FleetOptions(), clock=clock,
                     theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None))
 
 
@@ -196,6 +215,4 @@ def prometheus_fleet_app(fleet: PromFleet, *, options: FleetOptions | None = Non
         clock: Wall clock.
         user_themes: The user's theme folder; default: the platform config folder; None: none.
     """
-    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
-    return FleetApp(fleet, options=options or FleetOptions(), clock=clock,
-                    theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None))
+    return followed_fleet_app(fleet, options=options, clock=clock, user_themes=user_themes)

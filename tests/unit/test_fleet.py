@@ -47,7 +47,7 @@ def write(path: Path, lines: Sequence[str]) -> str:
 
 async def _read(paths: Sequence[str], *, settle: Sequence[int] | None = None, window: int = 20,
                 fleet_hook: object = None) -> tuple[FleetSnapshot, Fleet]:
-    fleet = Fleet(paths, poll_interval=0.05)
+    fleet = Fleet.local(paths, poll_interval=0.05)
     if callable(fleet_hook):
         fleet_hook(fleet)
     task = asyncio.create_task(fleet.run())
@@ -298,7 +298,7 @@ def test_a_log_that_disappears_keeps_its_numbers_and_says_so(tmp_path: Path) -> 
     paths = [write(tmp_path / f"r{j}.log", campaign(2, 90.0, 30)) for j in range(3)]
 
     async def scenario() -> FleetSnapshot:
-        fleet = Fleet(paths, poll_interval=0.02)
+        fleet = Fleet.local(paths, poll_interval=0.02)
         task = asyncio.create_task(fleet.run())
         try:
             for _ in range(1000):

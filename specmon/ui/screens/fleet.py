@@ -31,7 +31,7 @@ __all__ = ["FleetScreen", "matches", "summary_text"]
 #: The states the header counts, in the order it names them.
 _COUNTED = (ReplicaState.LIVE, ReplicaState.QUIET, ReplicaState.STARTING, ReplicaState.NO_DATA,
             ReplicaState.STOPPED, ReplicaState.CRASHED, ReplicaState.MISSING, ReplicaState.DOWN,
-            ReplicaState.UNREADABLE)
+            ReplicaState.UNREACHABLE, ReplicaState.UNREADABLE)
 
 
 def matches(row: ReplicaRow, text: str) -> bool:

@@ -13,7 +13,7 @@ __all__ = ["ReplicaTable"]
 
 #: Problems first when sorted by state (the enum's order is the order of the checks).
 _STATE_ORDER = {state: i for i, state in enumerate(ReplicaState)}
-_BAD = {ReplicaState.UNREADABLE, ReplicaState.DOWN, ReplicaState.CRASHED}
+_BAD = {ReplicaState.UNREADABLE, ReplicaState.UNREACHABLE, ReplicaState.DOWN, ReplicaState.CRASHED}
 _IDLE = {ReplicaState.MISSING, ReplicaState.NO_DATA, ReplicaState.QUIET, ReplicaState.STOPPED,
          ReplicaState.STARTING}
 
