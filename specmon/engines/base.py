@@ -108,6 +108,10 @@ class EngineAdapter:
     kinds: ClassVar[tuple[LineKind, ...]] = ()
     #: Words a configuration line holds (the bulk path sends lines with them to the parser).
     config_words: ClassVar[tuple[str, ...]] = ()
+    #: Texts only the lines stating a launch's configuration hold: a follower that starts mid-log
+    #: reads the last of them above its window (specmon.sources.preface). Narrower than
+    #: ``config_words`` where other lines share those words (llama.cpp's per-request statistics).
+    config_markers: ClassVar[tuple[str, ...]] = ()
 
     # -- recognising a log ------------------------------------------------------------------
     #: Substrings only this engine prints, with a weight for how telling they are.

@@ -413,6 +413,7 @@ class SGLang(EngineAdapter):
     label = "SGLang"
     kinds = (DECODE, PREFILL)
     config_words = SERVER_ARGS_MARKERS
+    config_markers = SERVER_ARGS_MARKERS
     signs = (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5), ("server_args={'", 5),
              ("fired up and ready to roll", 5), ("sglang", 1))
     # Its prefix with rank tags anywhere ("07:15:26 TP0] ", searched from its first colon: a

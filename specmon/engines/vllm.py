@@ -283,6 +283,7 @@ class VLLM(EngineAdapter):
     label = "vLLM"
     kinds = (STATS, *SPEC)
     config_words = CONFIG_MARKERS
+    config_markers = CONFIG_MARKERS
     signs = (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
              ("LLM engine (v", 5), ("vLLM", 2), ("[loggers.py:", 3), ("Speculative metrics", 3))
     shapes = (re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2} \[?[\w./]+\.py:\d+\]"),)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from specmon.sources.base import ConnectionState, LogProfile, SourceStatus
 from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
+from specmon.sources.preface import local_preface
 
 __all__ = ["LocalTailSource", "build_local_source", "newest_match", "start_of_last_lines"]
 
@@ -124,6 +125,7 @@ class LocalTailSource:
         self._split = LineSplitter(max_line=max_line)
         self._closed = asyncio.Event()
         self._first_open = True
+        self._preface: list[str] = []  # configuration lines found above the first window, delivered first
 
     # -- the LineSource protocol ---------------------------------------------
 
@@ -187,6 +189,8 @@ class LocalTailSource:
             return []
         assert self._fd is not None
         out = self._read_available()
+        if self._preface:
+            out, self._preface = [*self._preface, *out], []
         if out:
             return out
         # Nothing new in the open file: has the path moved on to another file?
@@ -248,6 +252,11 @@ class LocalTailSource:
         start = 0
         if self._first_open and self._lines is not None:
             start = start_of_last_lines(fd, info.st_size, self._lines)
+            # The window starts mid-log: the latest launch's configuration lines above it come first.
+            self._preface = local_preface(fd, start, self._split.max_line)
+            if self._preface:
+                self._event(f"started {start:,} bytes into {self.path}: read its last configuration lines "
+                            f"({len(self._preface)}) before the last {self._lines:,} lines")
         self._first_open = False
         self._split.reset(start)
         self.status.state = ConnectionState.LIVE

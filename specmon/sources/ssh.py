@@ -81,6 +81,7 @@ import asyncssh
 
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
+from specmon.sources.preface import parse_grep, preface_command
 from specmon.sources.ssh_backoff import Backoff
 from specmon.sources.ssh_channel import _ERR, _OUT, _WAKE, _TailSession
 from specmon.sources.ssh_frames import Frame, FrameReader, ProtocolError
@@ -417,6 +418,17 @@ class SSHTailSource:
         self._event(f"newest file matching {self.log_glob!r}: {best[1]}")
         return best[1]
 
+    async def _preface(self, conn: asyncssh.SSHClientConnection, path: str, start: int) -> list[str]:
+        """The latest launch's configuration lines above a window that starts mid-log (specmon.sources.preface)."""
+        if start <= 0:
+            return []
+        result = await self._run(conn, preface_command(path, start))
+        lines = parse_grep(_stdout(result), self._split.max_line)
+        if lines:
+            self._event(f"started {start:,} bytes into {path}: read its last configuration lines ({len(lines)}) "
+                        "before the history")
+        return lines
+
     async def _history(self, conn: asyncssh.SSHClientConnection, path: str, size: int) -> tuple[bytes, int]:
         """The last ``lines`` lines within the first ``size`` bytes, and where they start.
 
@@ -459,7 +471,7 @@ class SSHTailSource:
                 self._reading = path
                 self._split.reset(start)
                 self.status.bytes += len(data)
-                first = self._split.feed(data)
+                first = [*await self._preface(conn, path, start), *self._split.feed(data)]
         elif self._identity is not None:
             self._event(f"resuming {path} at byte {self._split.offset}")
         offset = self._split.read_position
