@@ -166,6 +166,9 @@ class LlamaCpp(EngineAdapter):
     label = "llama.cpp"
     kinds = (SPEC, EVAL)
     config_words = (SETUP_MARKER,)
+    # The set-up lines only: "common_specu: statistics ..." follows every request.
+    config_markers = (f"{SETUP_MARKER}: adding speculative implementation", f"{SETUP_MARKER}: {_NOSPEC}",
+                      f"{SETUP_MARKER}: - ")
     signs = (("slot print_timing", 4), ("llama_", 2), ("draft acceptance", 3), ("ggml_", 2),
              ("srv  ", 1), ("llama-server", 3))
     shapes = (re.compile(r"(?:^|\| |\s)(?:slot +\w+: +id +\d+|srv +\w+:)"),)
@@ -176,6 +179,9 @@ class LlamaCpp(EngineAdapter):
         ("main: model loaded", Event.LOAD_END),
         ("main: loading model", Event.LOAD_BEGIN),
         ("llama_server: listening on http", Event.READY),
+        # What llama-server logs when SIGINT or SIGTERM stops it ("srv    operator(): operator():
+        # cleaning up before exit..."), the end of every log of the kit's samples.
+        ("cleaning up before exit", Event.SHUTDOWN),
     )
     # Said by other servers too: read only in llama.cpp's (or a not yet known) log.
     shared_ready = ("server is listening on http",)

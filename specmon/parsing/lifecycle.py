@@ -98,7 +98,7 @@ def usage_error(line: str) -> str | None:
 #: Cheap gate: a line with none of these substrings has no lifecycle marker.
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
          "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten", "erminate",
-         "ssert", "ASSERT", "bort", "egmentation")
+         "ssert", "ASSERT", "bort", "egmentation", "before exit")
 
 
 def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int, int] | None] | None:

@@ -1,0 +1,160 @@
+"""A fleet of four real ``llama-server`` replicas (``shared/real_server_llamacpp``), tailed over the real OpenSSH sshd.
+
+Four servers on their own ports, each logging to its own file: two with the kit's draft
+model at depth 3, two without speculation, each under the kit's load generator. A profile
+lists them as replicas on 127.0.0.1 (the sshd's port and key shared), and the fleet view at
+80×24 must show all four live with their own configuration, and one row per configuration.
+Then one replica is stopped (SIGTERM: llama-server logs its exit) and another killed
+(SIGKILL: its log just stops): the view marks each while the other two keep counting new
+samples. Marked ``realserver``; every wait bounded; servers and loads stopped by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from specmon.cli import build_parser
+from specmon.commands.replicas import replica_members
+from specmon.config import load_config
+from specmon.ingest.fleet import Fleet
+from specmon.model.fleet import QUIET_AFTER_S, ReplicaState
+from specmon.ui.fleet_app import FleetOptions, followed_fleet_app
+from tests.support.realkits import (
+    background_load,
+    free_port,
+    llama_missing,
+    llama_profile,
+    require,
+    shared_dir,
+    stop_group,
+    wait_until,
+)
+from tests.support.sshd import ClientHome, OpenSSHServer, local_user
+
+pytestmark = pytest.mark.realserver
+
+START_S = 60.0
+SAMPLES_WAIT_S = 180.0
+
+
+#: The fleet's ports: a range of their own (free_port returns the first free one, so four calls before
+#: any server binds would all get the same one).
+FLEET_PORTS = range(18420, 18460)
+
+
+def start_replica(folder: Path, name: str, steps: int | None, after: int) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """A llama-server of the kit's profile on a free port above ``after``, logging to ``folder/name.log``."""
+    port = free_port(range(max(after + 1, FLEET_PORTS.start), FLEET_PORTS.stop))
+    launch = llama_profile(folder, port)
+    argv = launch.argv if steps is not None else launch.nospec_argv
+    assert argv is not None
+    argv = [a.replace("{port}", str(port)).replace("{steps}", str(steps)) for a in argv]
+    log = folder / f"{name}.log"
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    return proc, port, log
+
+
+def samples(app: object, name: str) -> int:
+    return sum(len(r.throughput) for r in next(r for r in app.fleet.replicas  # type: ignore[attr-defined]
+                                        if r.name == name).feeder.session.runs)
+
+
+def rows(app: object) -> dict[str, object]:
+    snap = app.model.snapshot(app.fleet.inputs(), time.time(), "")  # type: ignore[attr-defined]
+    return {row.name: row for row in snap.replicas}
+
+
+def screen_text(app: object) -> str:
+    table = app.fleet_screen.replica_table  # type: ignore[attr-defined]
+    return "\n".join(table.render_line(y).text for y in range(table.size.height))
+
+
+async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_one_killed(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    require(llama_missing())
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    plan = {"draft-a": 3, "draft-b": 3, "plain-a": None, "plain-b": None}
+    servers: dict[str, tuple[subprocess.Popen[bytes], int, Path]] = {}
+    try:
+        for name, steps in plan.items():
+            servers[name] = start_replica(folder, name, steps, max((p for _, p, _ in servers.values()), default=0))
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline and not all(
+                "listening on http" in log.read_text(errors="replace") for _, _, log in servers.values()):
+            time.sleep(0.2)
+        for name, (proc, _, log) in servers.items():
+            assert proc.poll() is None and "listening on http" in log.read_text(errors="replace"), (
+                name, log.read_text(errors="replace")[-2000:])
+        config = tmp_path / "config.toml"
+        lines = ["[profiles.fleet]",
+            f"user = {json.dumps(local_user())}", f"port = {openssh_server.port}",
+            f"identity = {json.dumps(str(client_home.ssh_dir / 'id_ed25519'))}", 'engine = "llamacpp"']
+        for name, (_, _, log) in servers.items():
+            lines += ["[[profiles.fleet.replicas]]", f"name = {json.dumps(name)}", 'host = "127.0.0.1"',
+                      f"log = {json.dumps(str(log))}"]
+        config.write_text("\n".join(lines) + "\n")
+        args = build_parser().parse_args(["connect", "fleet", "--config", str(config), "--no-record"])
+        members = replica_members(args, load_config(config).profile("fleet"))
+        app = followed_fleet_app(Fleet(members), options=FleetOptions(animations=False), user_themes=None)
+        kit = shared_dir() / "real_server_llamacpp"
+        loads = [background_load(kit, port, tmp_path / f"load-{name}.json", "--requests", "1000000",
+                                 "--duration", "400", "--concurrency", "1") for name, (_, port, _) in servers.items()]
+        running = [load.__enter__() for load in loads]
+        try:
+            async with app.run_test(size=(80, 24)) as pilot:
+                await wait_until(pilot, lambda: all(samples(app, n) >= 5 for n in plan)
+                                 and all(r.state is ReplicaState.LIVE for r in rows(app).values()),  # type: ignore[attr-defined]
+                                 "five samples and 'live' on every replica", SAMPLES_WAIT_S,
+                                 lambda: "\n".join(load.describe() for load in running))
+                now = rows(app)
+                assert {n: now[n].config for n in plan} == {  # type: ignore[attr-defined]
+                    "draft-a": now["draft-b"].config, "draft-b": now["draft-a"].config,  # type: ignore[attr-defined]
+                    "plain-a": now["plain-b"].config, "plain-b": now["plain-a"].config}  # type: ignore[attr-defined]
+                assert now["draft-a"].config != now["plain-a"].config  # type: ignore[attr-defined]
+                assert all(now[n].accept_len is not None for n in ("draft-a", "draft-b"))  # type: ignore[attr-defined]
+                app.refresh_fleet()
+                await pilot.pause()
+                shown = screen_text(app)
+                for name in plan:  # all four whole at 80x24
+                    assert name in shown, shown
+                assert shown.count("live") >= 4, shown
+                pools = app.model.snapshot(app.fleet.inputs(), time.time(), "").configs
+                assert sorted(p.replicas for p in pools) == [2, 2]
+
+                # One stopped (SIGTERM: it logs its exit), one killed (SIGKILL: its log stops).
+                os.kill(servers["plain-b"][0].pid, signal.SIGTERM)
+                os.kill(servers["draft-b"][0].pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+                await wait_until(pilot, lambda: rows(app)["plain-b"].state is ReplicaState.STOPPED,  # type: ignore[attr-defined]
+                                 "the stopped replica marked stopped", 60.0)
+                going = {n: samples(app, n) for n in ("draft-a", "plain-a")}
+                await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
+                                 "the killed replica marked quiet", QUIET_AFTER_S + 60.0)
+                assert time.monotonic() - killed_at >= QUIET_AFTER_S - 5  # quiet from its last sample, not before
+                after = rows(app)
+                for name in ("draft-a", "plain-a"):
+                    assert after[name].state is ReplicaState.LIVE, (name, after[name])  # type: ignore[attr-defined]
+                    assert samples(app, name) > going[name], name  # the others went on
+                app.refresh_fleet()
+                await pilot.pause()
+                shown = screen_text(app)
+                assert "stopped" in shown and "quiet" in shown, shown
+                await pilot.press("q")
+        finally:
+            for load in loads:
+                load.__exit__(None, None, None)
+    finally:
+        for proc, _, _ in servers.values():
+            if proc.poll() is None:
+                stop_group(proc.pid, wait_s=20.0)
+            proc.wait(10)
