@@ -35,9 +35,9 @@ from specmon.model.stats import (
     MIN_SAMPLES_FOR_CI,
     Ratio,
     Summary,
-    as_array,
     batch_means,
     difference,
+    own_samples,
     ratio,
     summarize,
     t975,
@@ -52,11 +52,11 @@ MIN_SAMPLES_FOR_VERDICT = MIN_SAMPLES_FOR_CI
 
 def summarize_runs(runs: Sequence[Run], attr: str) -> Summary | None:
     """Pool one metric over runs, with an interval from the runs' batch means pooled."""
-    series = [as_array(getattr(r, attr)) for r in runs if len(getattr(r, attr))]
+    series = [own_samples(getattr(r, attr)) for r in runs if len(getattr(r, attr))]
     if not series:
         return None
     if len(series) == 1:
-        return summarize(series[0], scratch=True)  # our own float64 copy of the run's column
+        return summarize(series[0], scratch=True)  # our own copy of the run's column (float32 stays so)
     base = summarize(np.concatenate(series), scratch=True)
     if base is None:
         return None
@@ -218,14 +218,27 @@ def row_key(run: Run) -> RunConfig | str:
     return f"unknown config ({run.source})"
 
 
-def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
+def _concurrency_breakdown(runs: Sequence[Run], whole: Summary | None = None) -> dict[int, Summary]:
+    """Throughput by concurrency level. ``whole``: :func:`summarize_runs` of the same runs' throughput,
+    which is the one level's summary, to the bit, when a single run ran at a single level."""
     used = [r for r in runs if len(r.throughput)]
     if not used:
         return {}
-    tp = np.concatenate([as_array(r.throughput) for r in used])
+    if len(used) == 1 and whole is not None:
+        levels_seen = np.frombuffer(used[0].concurrency, dtype=np.uint32)
+        if len(levels_seen) == len(used[0].throughput) and len(levels_seen) and levels_seen.min() == levels_seen.max():
+            return {int(levels_seen[0]): whole}  # the same samples, summarised once (a copy and a sort less)
+    # Our own copy, in the samples' width (float32 for the runs' compact columns).
+    tp = np.concatenate([own_samples(r.throughput) for r in used])
     conc = np.concatenate([np.frombuffer(r.concurrency, dtype=np.uint32) for r in used])
     out = {}
-    if len(conc) and int(conc.max()) < 1 << 16:
+    lowest, highest = (int(conc.min()), int(conc.max())) if len(conc) else (0, 0)
+    if lowest == highest:
+        # One level (the usual live case): all the samples, no order to find (an argsort is
+        # 8 bytes a sample: 24 MB at 3M).
+        levels = np.asarray([lowest] if len(conc) else [], dtype=np.int64)
+        parts: Iterable[np.ndarray] = iter([tp])
+    elif highest < 1 << 16:
         # Each level's samples in their order, all levels at once: a stable sort of the levels
         # (a radix sort at 16 bits) cut where the level changes. A mask per level read the
         # whole column once per level (24 of 36 ms for 1.2M samples at 4 levels).
@@ -234,12 +247,12 @@ def _concurrency_breakdown(runs: Sequence[Run]) -> dict[int, Summary]:
         levels = np.flatnonzero(counts)
         ends = np.cumsum(counts[levels]).tolist()
         # (one level's samples gathered at a time: at most one level's copy beside the order)
-        parts: Iterable[np.ndarray] = (tp[order[a:b]] for a, b in zip([0, *ends[:-1]], ends, strict=True))
+        parts = (tp[order[a:b]] for a, b in zip([0, *ends[:-1]], ends, strict=True))
     else:
         levels = np.unique(conc)
         parts = (tp[conc == c] for c in levels)
     for c, part in zip(levels.tolist(), parts, strict=True):
-        s = summarize(part)
+        s = summarize(part, scratch=True)  # each part is a copy of ours (tp, or gathered from it)
         if s is not None:
             out[int(c)] = s
     return out
@@ -286,7 +299,7 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
             accept_len=summarize_runs(rs, "accept_len"),
             accept_rate=summarize_runs(rs, "accept_rate"),
             per_position=_per_position(rs),
-            concurrency=_concurrency_breakdown(rs),
+            concurrency=_concurrency_breakdown(rs, within),
         ))
     return sorted(rows, key=row_order)
 

@@ -91,6 +91,33 @@ def as_array(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+def own_samples(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """A fresh copy of the samples in their own width: float32 for a compact ``array('f')``.
+
+    The analysis of a big run needs a copy it may sort; float32 values widened to float64
+    keep their order and value, so sorting the narrow copy gives the same order statistics
+    at half the memory (a run of 3M samples: 12 MB instead of 24 MB per metric).
+    """
+    if isinstance(values, np.ndarray):
+        return np.array(values, dtype=np.float32 if values.dtype == np.float32 else np.float64)
+    if isinstance(values, array) and values.typecode in ("f", "d"):
+        return np.array(np.frombuffer(values, dtype=np.float32 if values.typecode == "f" else np.float64))
+    return np.asarray(values, dtype=np.float64)
+
+
+#: Samples widened to float64 at a time when a spread is summed (a bounded temporary: 2 MB).
+_CHUNK = 1 << 18
+
+
+def _sum_sq_dev(x: np.ndarray, mean: float) -> float:
+    """Σ (x - mean)² in float64, a chunk at a time: no temporary as long as the samples."""
+    total = 0.0
+    for i in range(0, len(x), _CHUNK):
+        d = x[i:i + _CHUNK].astype(np.float64) - mean
+        total += float(np.dot(d, d))
+    return total
+
+
 class TwoLevel(Protocol):
     """What :class:`Summary` needs of a two-level estimate (``specmon.model.launches.Estimate``)."""
 
@@ -154,13 +181,13 @@ def batch_means(values: Sequence[float] | np.ndarray) -> list[float]:
     The oldest ``n mod b`` samples are left out of the batching (not of the mean):
     every batch must have the same size for their means to be exchangeable.
     """
-    x = as_array(values)
+    x = values if isinstance(values, np.ndarray) and values.dtype == np.float32 else as_array(values)
     n = len(x)
     if n == 0:
         return []
     b = max(1, math.isqrt(n))
     k = n // b
-    means: list[float] = x[n - k * b:].reshape(k, b).mean(axis=1).tolist()
+    means: list[float] = x[n - k * b:].reshape(k, b).mean(axis=1, dtype=np.float64).tolist()
     return means
 
 
@@ -183,7 +210,9 @@ def sorted_quantiles(ordered: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     last = virtual >= n - 1
     below[last] = above[last] = -1
     t = virtual - below
-    a, b = ordered[below.astype(np.intp)], ordered[above.astype(np.intp)]
+    # Widened before the arithmetic: float32 samples interpolate as their float64 values do.
+    a = ordered[below.astype(np.intp)].astype(np.float64)
+    b = ordered[above.astype(np.intp)].astype(np.float64)
     diff = b - a
     out: np.ndarray = np.add(a, diff * t)
     np.subtract(b, diff * (1 - t), out=out, where=t >= 0.5)
@@ -196,12 +225,14 @@ def summarize(values: Sequence[float] | np.ndarray, *, scratch: bool = False) ->
     ``scratch``: ``values`` is the caller's temporary, which may be sorted in place (a copy of
     millions of samples less at the analysis's peak: the dashboard under a flood).
     """
-    x = as_array(values)
+    x = values if isinstance(values, np.ndarray) and values.dtype == np.float32 else as_array(values)
     n = len(x)
     if n == 0:
         return None
-    mean = float(x.mean())
-    sd = float(x.std(ddof=1)) if n > 1 else 0.0
+    # Summed in float64 whatever the samples' width; the spread a chunk at a time (a temporary
+    # as long as the run was most of the dashboard's peak memory under a flood).
+    mean = float(np.mean(x, dtype=np.float64))
+    sd = math.sqrt(_sum_sq_dev(x, mean) / (n - 1)) if n > 1 else 0.0
     se = df = lo = hi = None
     batches = n
     if n >= MIN_SAMPLES_FOR_BATCHING:
@@ -218,7 +249,7 @@ def summarize(values: Sequence[float] | np.ndarray, *, scratch: bool = False) ->
     # half the partition of unsorted data (21 ms). Sorted in place when x is our own copy (the
     # run's float32 column made float64), after everything that reads it in order.
     if x is values and not scratch:
-        ordered = np.sort(x)
+        ordered = np.sort(x)  # the caller's samples are left as they were
     else:
         x.sort()
         ordered = x

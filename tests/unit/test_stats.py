@@ -163,8 +163,10 @@ def test_batch_means_interval_is_honest_on_autocorrelated_data() -> None:
 def test_summary_quantiles_are_numpy_s_of_the_samples_and_leave_them_as_they_were(values: list[float],
                                                                                   form: str) -> None:
     """The quantiles are taken from a sorted copy (half the time of numpy's partition): the
-    same numbers, to the bit, as np.quantile on the samples, whatever form they come in; a
-    caller's array is not reordered; the other figures, read in order, are as before."""
+    same numbers, to the bit, as np.quantile on the samples, whatever form they come in
+    (float32 ones sorted in their own width); a caller's array is not reordered; the mean and
+    spread are numpy's up to the order of summation (the spread is summed a chunk at a time,
+    so that no temporary is as long as the run)."""
     from array import array
 
     import numpy as np
@@ -177,8 +179,17 @@ def test_summary_quantiles_are_numpy_s_of_the_samples_and_leave_them_as_they_wer
     assert s is not None
     expected = [float(v) for v in np.quantile(x, (0.1, 0.5, 0.9))]
     assert [s.p10, s.median, s.p90] == expected
-    assert s.mean == float(x.mean()) and s.sd == (float(x.std(ddof=1)) if len(x) > 1 else 0.0)
+    assert s.mean == pytest.approx(float(x.mean()), rel=1e-12, abs=1e-9)
+    assert s.sd == pytest.approx(float(x.std(ddof=1)) if len(x) > 1 else 0.0, rel=1e-12, abs=1e-9)
     assert np.array_equal(np.array(given_values, dtype=np.float64), before)  # the caller's order kept
+    if form == "f":  # the analysis's own float32 copy, sorted in place: the same figures
+        own = np.array(values, dtype=np.float32)
+        t = summarize(own, scratch=True)
+        assert t is not None and [t.p10, t.median, t.p90] == expected and t.batches == s.batches
+        assert t.mean == pytest.approx(s.mean, rel=1e-12, abs=1e-9)
+        assert t.sd == pytest.approx(s.sd, rel=1e-12, abs=1e-9)
+        if s.ci95_low is not None:
+            assert t.ci95_low == pytest.approx(s.ci95_low, rel=1e-9, abs=1e-6)
 
 
 @settings(max_examples=200, deadline=None)
@@ -209,6 +220,11 @@ def test_the_concurrency_breakdown_has_each_level_present_with_its_own_samples(s
     assert sorted(got) == sorted(int(c) for c in set(conc.tolist()))
     for c, summary in got.items():
         assert summary == summarize(tp[conc == c])
+    # A run's throughput summary given for reuse: the same breakdown (one run at one level takes it as is).
+    from specmon.model.analysis import summarize_runs
+
+    for r in rs:
+        assert _concurrency_breakdown([r], summarize_runs([r], "throughput")) == _concurrency_breakdown([r])
 
 
 def test_the_kept_t975_values_are_scipys() -> None:
