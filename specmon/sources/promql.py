@@ -203,7 +203,15 @@ def fleet_queries(selector: Selector, window_s: int, engine: Engine | None = Non
         if c is None or (engine is not None and ad.engine is not engine):
             continue
         accepted = _rate(c.accepted, sel, window)
-        out.append(FleetQuery(ad.engine, "tps", _rate(c.gen, sel, window)))
+        tps = _rate(c.gen, sel, window)
+        if c.gen_seconds is not None:
+            # The engine times its own generation (llama.cpp's per-stream decode speed, a request
+            # decode-time sum): tok/s is tokens over those seconds, as its log and specmon's
+            # one-server counters say it, not over wall time (first tokens left out where the
+            # seconds leave them out).
+            timed = f"({tps} - {_rate(c.gen_requests, sel, window)})" if c.gen_requests else tps
+            tps = f"{timed} / {_rate(c.gen_seconds, sel, window)}"
+        out.append(FleetQuery(ad.engine, "tps", tps))
         if c.drafts is not None:
             out.append(FleetQuery(ad.engine, "accept_len", f"1 + {accepted} / {_rate(c.drafts, sel, window)}"))
         elif c.per_position and c.drafted_per_position:

@@ -16,6 +16,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ import pytest
 from specmon.cli import build_parser
 from specmon.commands.replicas import replica_members
 from specmon.config import load_config
-from specmon.ingest.fleet import Fleet
+from specmon.ingest.fleet import Fleet, Member
 from specmon.model.fleet import QUIET_AFTER_S, ReplicaState
 from specmon.ui.fleet_app import FleetOptions, followed_fleet_app
 from tests.support.realkits import (
@@ -78,15 +80,19 @@ def screen_text(app: object) -> str:
     return "\n".join(table.render_line(y).text for y in range(table.size.height))
 
 
-async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_one_killed(
-        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+PLAN = {"draft-a": 3, "draft-b": 3, "plain-a": None, "plain-b": None}
+
+
+@contextmanager
+def llama_fleet(tmp_path: Path) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], int, Path]]]:
+    """:data:`PLAN`'s four llama-servers, ready, each under the kit's load (concurrency 1); all stopped after."""
     require(llama_missing())
     folder = tmp_path / "fleet"
     folder.mkdir()
-    plan = {"draft-a": 3, "draft-b": 3, "plain-a": None, "plain-b": None}
     servers: dict[str, tuple[subprocess.Popen[bytes], int, Path]] = {}
+    loads = []
     try:
-        for name, steps in plan.items():
+        for name, steps in PLAN.items():
             servers[name] = start_replica(folder, name, steps, max((p for _, p, _ in servers.values()), default=0))
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline and not all(
@@ -95,66 +101,78 @@ async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_o
         for name, (proc, _, log) in servers.items():
             assert proc.poll() is None and "listening on http" in log.read_text(errors="replace"), (
                 name, log.read_text(errors="replace")[-2000:])
-        config = tmp_path / "config.toml"
-        lines = ["[profiles.fleet]",
-            f"user = {json.dumps(local_user())}", f"port = {openssh_server.port}",
-            f"identity = {json.dumps(str(client_home.ssh_dir / 'id_ed25519'))}", 'engine = "llamacpp"']
-        for name, (_, _, log) in servers.items():
-            lines += ["[[profiles.fleet.replicas]]", f"name = {json.dumps(name)}", 'host = "127.0.0.1"',
-                      f"log = {json.dumps(str(log))}"]
-        config.write_text("\n".join(lines) + "\n")
-        args = build_parser().parse_args(["connect", "fleet", "--config", str(config), "--no-record"])
-        members = replica_members(args, load_config(config).profile("fleet"))
-        app = followed_fleet_app(Fleet(members), options=FleetOptions(animations=False), user_themes=None)
         kit = shared_dir() / "real_server_llamacpp"
-        loads = [background_load(kit, port, tmp_path / f"load-{name}.json", "--requests", "1000000",
-                                 "--duration", "400", "--concurrency", "1") for name, (_, port, _) in servers.items()]
-        running = [load.__enter__() for load in loads]
-        try:
-            async with app.run_test(size=(80, 24)) as pilot:
-                await wait_until(pilot, lambda: all(samples(app, n) >= 5 for n in plan)
-                                 and all(r.state is ReplicaState.LIVE for r in rows(app).values()),  # type: ignore[attr-defined]
-                                 "five samples and 'live' on every replica", SAMPLES_WAIT_S,
-                                 lambda: "\n".join(load.describe() for load in running))
-                now = rows(app)
-                assert {n: now[n].config for n in plan} == {  # type: ignore[attr-defined]
-                    "draft-a": now["draft-b"].config, "draft-b": now["draft-a"].config,  # type: ignore[attr-defined]
-                    "plain-a": now["plain-b"].config, "plain-b": now["plain-a"].config}  # type: ignore[attr-defined]
-                assert now["draft-a"].config != now["plain-a"].config  # type: ignore[attr-defined]
-                assert all(now[n].accept_len is not None for n in ("draft-a", "draft-b"))  # type: ignore[attr-defined]
-                app.refresh_fleet()
-                await pilot.pause()
-                shown = screen_text(app)
-                for name in plan:  # all four whole at 80x24
-                    assert name in shown, shown
-                assert shown.count("live") >= 4, shown
-                pools = app.model.snapshot(app.fleet.inputs(), time.time(), "").configs
-                assert sorted(p.replicas for p in pools) == [2, 2]
-
-                # One stopped (SIGTERM: it logs its exit), one killed (SIGKILL: its log stops).
-                os.kill(servers["plain-b"][0].pid, signal.SIGTERM)
-                os.kill(servers["draft-b"][0].pid, signal.SIGKILL)
-                killed_at = time.monotonic()
-                await wait_until(pilot, lambda: rows(app)["plain-b"].state is ReplicaState.STOPPED,  # type: ignore[attr-defined]
-                                 "the stopped replica marked stopped", 60.0)
-                going = {n: samples(app, n) for n in ("draft-a", "plain-a")}
-                await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
-                                 "the killed replica marked quiet", QUIET_AFTER_S + 60.0)
-                assert time.monotonic() - killed_at >= QUIET_AFTER_S - 5  # quiet from its last sample, not before
-                after = rows(app)
-                for name in ("draft-a", "plain-a"):
-                    assert after[name].state is ReplicaState.LIVE, (name, after[name])  # type: ignore[attr-defined]
-                    assert samples(app, name) > going[name], name  # the others went on
-                app.refresh_fleet()
-                await pilot.pause()
-                shown = screen_text(app)
-                assert "stopped" in shown and "quiet" in shown, shown
-                await pilot.press("q")
-        finally:
-            for load in loads:
-                load.__exit__(None, None, None)
+        for name, (_, port, _) in servers.items():
+            load = background_load(kit, port, tmp_path / f"load-{name}.json", "--requests", "1000000",
+                                   "--duration", "400", "--concurrency", "1")
+            loads.append(load)
+            load.__enter__()
+        yield servers
     finally:
+        for load in loads:
+            load.__exit__(None, None, None)
         for proc, _, _ in servers.values():
             if proc.poll() is None:
                 stop_group(proc.pid, wait_s=20.0)
             proc.wait(10)
+
+
+def replicas_profile(tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer,
+                     servers: dict[str, tuple[subprocess.Popen[bytes], int, Path]]) -> list[Member]:
+    """The fleet's followers from a replicas profile: each log over the real sshd."""
+    config = tmp_path / "config.toml"
+    lines = ["[profiles.fleet]", f"user = {json.dumps(local_user())}", f"port = {openssh_server.port}",
+             f"identity = {json.dumps(str(client_home.ssh_dir / 'id_ed25519'))}", 'engine = "llamacpp"']
+    for name, (_, _, log) in servers.items():
+        lines += ["[[profiles.fleet.replicas]]", f"name = {json.dumps(name)}", 'host = "127.0.0.1"',
+                  f"log = {json.dumps(str(log))}"]
+    config.write_text("\n".join(lines) + "\n")
+    args = build_parser().parse_args(["connect", "fleet", "--config", str(config), "--no-record"])
+    return replica_members(args, load_config(config).profile("fleet"))
+
+
+async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_one_killed(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    plan = PLAN
+    with llama_fleet(tmp_path) as servers:
+        members = replicas_profile(tmp_path, client_home, openssh_server, servers)
+        app = followed_fleet_app(Fleet(members), options=FleetOptions(animations=False), user_themes=None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: all(samples(app, n) >= 5 for n in plan)
+                             and all(r.state is ReplicaState.LIVE for r in rows(app).values()),  # type: ignore[attr-defined]
+                             "five samples and 'live' on every replica", SAMPLES_WAIT_S,
+                             None)
+            now = rows(app)
+            assert {n: now[n].config for n in plan} == {  # type: ignore[attr-defined]
+                "draft-a": now["draft-b"].config, "draft-b": now["draft-a"].config,  # type: ignore[attr-defined]
+                "plain-a": now["plain-b"].config, "plain-b": now["plain-a"].config}  # type: ignore[attr-defined]
+            assert now["draft-a"].config != now["plain-a"].config  # type: ignore[attr-defined]
+            assert all(now[n].accept_len is not None for n in ("draft-a", "draft-b"))  # type: ignore[attr-defined]
+            app.refresh_fleet()
+            await pilot.pause()
+            shown = screen_text(app)
+            for name in plan:  # all four whole at 80x24
+                assert name in shown, shown
+            assert shown.count("live") >= 4, shown
+            pools = app.model.snapshot(app.fleet.inputs(), time.time(), "").configs
+            assert sorted(p.replicas for p in pools) == [2, 2]
+
+            # One stopped (SIGTERM: it logs its exit), one killed (SIGKILL: its log stops).
+            os.kill(servers["plain-b"][0].pid, signal.SIGTERM)
+            os.kill(servers["draft-b"][0].pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            await wait_until(pilot, lambda: rows(app)["plain-b"].state is ReplicaState.STOPPED,  # type: ignore[attr-defined]
+                             "the stopped replica marked stopped", 60.0)
+            going = {n: samples(app, n) for n in ("draft-a", "plain-a")}
+            await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
+                             "the killed replica marked quiet", QUIET_AFTER_S + 60.0)
+            assert time.monotonic() - killed_at >= QUIET_AFTER_S - 5  # quiet from its last sample, not before
+            after = rows(app)
+            for name in ("draft-a", "plain-a"):
+                assert after[name].state is ReplicaState.LIVE, (name, after[name])  # type: ignore[attr-defined]
+                assert samples(app, name) > going[name], name  # the others went on
+            app.refresh_fleet()
+            await pilot.pause()
+            shown = screen_text(app)
+            assert "stopped" in shown and "quiet" in shown, shown
+            await pilot.press("q")

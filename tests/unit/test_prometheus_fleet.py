@@ -13,8 +13,6 @@ fails the test (it is not skipped).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,11 +31,10 @@ from specmon.sources.prometheus_fleet import PrometheusFleetSource
 from specmon.sources.promql import parse_selector
 from specmon.ui.fleet_app import FleetApp, FleetOptions, prometheus_fleet_app
 from tests.support.app_factory import wait_for
-from tests.support.net import free_port
+from tests.support.promserver import Prometheus
 
 pytestmark = pytest.mark.prometheus
 
-PROMETHEUS = Path("/usr/bin/prometheus")
 #: The rate window (4 scrapes at 1 s).
 WINDOW_S = 4
 #: Relative tolerance on a rate: a sample's timestamp is the scrape's start, its value is taken a few
@@ -132,40 +129,6 @@ class Exporter:
             self.thread.join(timeout=10)
 
 
-class Prometheus:
-    """``/usr/bin/prometheus`` on a free port, scraping the given jobs every second."""
-
-    def __init__(self, tmp: Path, jobs: dict[str, list[Exporter]]) -> None:
-        if not os.access(PROMETHEUS, os.X_OK):
-            pytest.fail(f"{PROMETHEUS} is missing: apt-get install prometheus (.ci/run installs it)")
-        config = "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-        for job, exporters in jobs.items():
-            targets = ", ".join(f"'{e.instance}'" for e in exporters)
-            config += (f"  - job_name: {job}\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-                       f"    static_configs:\n      - targets: [{targets}]\n")
-        (tmp / "prometheus.yml").write_text(config)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "prometheus.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [str(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # by PID: the Popen started here
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
-
-
 def rows(app: FleetApp) -> dict[str, ReplicaRow]:
     return {r.name: r for r in app.fleet_screen.snapshot.replicas}
 
@@ -190,7 +153,7 @@ async def test_the_fleet_view_shows_each_instances_rates_from_a_real_prometheus(
     other = Exporter(Rates(999.0, 10.0, 5.0, 1))
     prom: Prometheus | None = None
     try:
-        prom = Prometheus(tmp_path, {"vllm": exporters, "other": [other]})
+        prom = Prometheus(tmp_path, {"vllm": [e.instance for e in exporters], "other": [other.instance]})
         source = PrometheusFleetSource(prom.url, parse_selector('{job="vllm"}'), window_s=WINDOW_S, timeout_s=3.0)
         fleet = PromFleet(source, interval_s=1.0)
         app = prometheus_fleet_app(fleet, options=FleetOptions(animations=False), user_themes=None)

@@ -91,7 +91,12 @@ def test_the_queries_use_each_engines_counter_names_and_leave_the_rates_to_prome
     for ad in with_counters:
         c = ad.counters
         assert c is not None
-        assert by[(ad.engine, "tps")] == f'sum by (instance) (rate({c.gen}{{job="vllm"}}[60s]))'
+        gen = f'sum by (instance) (rate({c.gen}{{job="vllm"}}[60s]))'
+        if c.gen_seconds is None:  # tokens over wall time
+            assert by[(ad.engine, "tps")] == gen
+        else:  # tokens over the engine's own generation seconds, as its log and one-server counters say
+            timed = f'({gen} - sum by (instance) (rate({c.gen_requests}{{job="vllm"}}[60s])))' if c.gen_requests else gen
+            assert by[(ad.engine, "tps")] == f'{timed} / sum by (instance) (rate({c.gen_seconds}{{job="vllm"}}[60s]))'
         if c.drafts is not None:
             assert by[(ad.engine, "accept_len")] == (
                 f'1 + sum by (instance) (rate({c.accepted}{{job="vllm"}}[60s])) / '
