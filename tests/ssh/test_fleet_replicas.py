@@ -22,6 +22,8 @@ from specmon.config import load_config
 from specmon.ingest.fleet import Fleet
 from specmon.model.fleet import ReplicaState
 from specmon.ui.fleet_app import FleetOptions, followed_fleet_app
+from specmon.ui.screens.replica import ReplicaScreen
+from specmon.ui.widgets.status_header import StatusHeader
 from tests.support.app_factory import wait_for
 from tests.support.logtext import campaign, decode
 from tests.support.sshd import ClientHome, OpenSSHServer, _free_port, local_user
@@ -88,4 +90,16 @@ async def test_replicas_over_openssh_each_with_its_own_state(tmp_path: Path, cli
                           for y in range(app.fleet_screen.replica_table.size.height))
         for name in logs:
             assert name in shown, shown
+        # enter on a replica read over SSH: its own dashboard, on the follower the fleet keeps running.
+        app.fleet_screen.replica_table.focus()
+        await pilot.press("home", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplicaScreen), "replica a's dashboard", rounds=3000)
+        screen = app.screen
+        assert isinstance(screen, ReplicaScreen)
+        screen.refresh_now()
+        await pilot.pause()
+        header = screen.query_one(StatusHeader)
+        assert header.view is not None and str(logs["a"]) in header.view.source, header.view.source
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.fleet_screen, "back to the fleet", rounds=3000)
         await pilot.press("q")
