@@ -210,3 +210,22 @@ async def test_run_table_sorts_by_a_column(isolated_home: Path) -> None:
         first = steps_column()
         await pilot.click(RunTable, offset=(x, 0))
         assert steps_column() == list(reversed(first))  # every row has a different n
+
+
+async def test_the_run_table_without_its_component_styles_draws_plain_then_styles_them() -> None:
+    """Textual can lack a widget's component styles for a moment (its issues 5646, 6528): the run
+    table's rebuild then draws its rows plain instead of ending the dashboard, and the next
+    rebuild styles them (the best row's mark)."""
+    app = build_app(SWEEP)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(RunTable)
+        table._component_styles.clear()
+        table._rich_style_cache.clear()
+        table._rebuild()  # no KeyError
+        assert table.row_count > 0
+        app.stylesheet.apply(table)
+        table._rebuild()
+        best = table.get_component_rich_style("run-table--best", partial=True)
+        styles = [table.get_row_at(i)[0].style for i in range(table.row_count)]
+        assert best in styles, styles

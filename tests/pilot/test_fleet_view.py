@@ -280,3 +280,29 @@ async def test_a_bad_replica_shows_as_its_own_state(tmp_path: Path, size: tuple[
         assert states["not-yet.log"] == "no file yet" and states["garbage.log"] == "no data yet"
         assert [states[f"host-{i:02d}/sglang/server.log"] for i in range(3)] == ["live"] * 3
         check_whole(app.fleet_screen.replica_table, size[0])
+
+
+async def test_a_table_without_its_component_styles_draws_plain_then_styles_at_the_next_refresh(tmp_path: Path) -> None:
+    """Textual can lack a widget's component styles for a moment (seen once in CI as a replica first
+    turned "stopped": KeyError, the view dead). Every row state's style is asked with them gone:
+    the rows are drawn plain, and styled once the styles are back."""
+    from dataclasses import replace
+
+    paths = write_fleet(tmp_path, 4)
+    app = make(paths)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        table = app.fleet_screen.replica_table
+        rows = list(app.fleet_screen.snapshot.replicas)
+        for state in ReplicaState:
+            changed = [replace(rows[0], state=state), *rows[1:]]
+            table._component_styles.clear()  # as Textual leaves them for that moment
+            table._rich_style_cache.clear()
+            table.show(changed)  # no KeyError
+            style_name = table.row_style(changed[0])
+            app.stylesheet.apply(table)  # the styles are back
+            table.show(changed)
+            first = table.get_row(str(changed[0].key))[0]
+            want = table.get_component_rich_style(style_name, partial=True) if style_name else None
+            assert want is None or first.style == want, (state, first.style, want)
+        await pilot.pause()

@@ -81,6 +81,8 @@ class FittedTable(DataTable[Text]):
         self._order: list[str] = []
         self._cells: dict[str, tuple[str, ...]] = {}
         self._styles: dict[str, str] = {}
+        #: A cell was drawn plain because the table's component styles were not there (see :meth:`_text`).
+        self._styles_missing = False
         self._size = Size(-1, -1)
         #: Cells written in place (not laid out again) since mount: what "in place" saves.
         self.cells_updated = 0
@@ -226,7 +228,7 @@ class FittedTable(DataTable[Text]):
             self.clear()
         for key in order:
             self.add_row(*(self._text(c, t, styles[key]) for c, t in zip(columns, cells[key], strict=True)), key=key)
-        self._order, self._cells, self._styles = order, cells, styles
+        self._order, self._cells, self._styles = order, cells, self._styled(styles)
         self.rebuilds += 1
         if cursor is not None and cursor in cells:
             try:
@@ -245,8 +247,23 @@ class FittedTable(DataTable[Text]):
                 if old is None or old[i] != texts[i] or restyled:
                     self.update_cell(key, c.key, self._text(c, texts[i], styles[key]), update_width=True)
                     self.cells_updated += 1
-        self._cells, self._styles = cells, styles
+        self._cells, self._styles = cells, self._styled(styles)
+
+    def _styled(self, styles: dict[str, str]) -> dict[str, str]:
+        """The row styles now shown: none known when a cell had to be drawn plain (all redone next time)."""
+        if self._styles_missing:
+            self._styles_missing = False
+            return {}
+        return styles
 
     def _text(self, column: Column, text: str, style_name: str) -> Text:
-        style = self.get_component_rich_style(style_name, partial=True) if style_name else Style()
+        style = Style()
+        if style_name:
+            try:
+                style = self.get_component_rich_style(style_name, partial=True)
+            except KeyError:
+                # Textual can lack a widget's component styles for a moment (its issues 5646 and
+                # 6528; seen here once, in CI, as a replica first turned "stopped"): drawn plain now,
+                # styled at the next refresh, never a crash of the view.
+                self._styles_missing = True
         return Text(text, style=style, justify="right" if column.right else "left")

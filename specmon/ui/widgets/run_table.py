@@ -190,7 +190,10 @@ class RunTable(DataTable[Text]):
         columns, wide = self._columns_for(rows)
         if tuple(c[0] for c in columns) != self._columns_shown:
             self._set_columns(columns)
-        styles = {name: self.get_component_rich_style(name, partial=True) for name in self.COMPONENT_CLASSES}
+        # Plain for the moment Textual lacks the component styles (its issues 5646, 6528): every
+        # update rebuilds the rows, so the next one styles them; never a crash of the dashboard.
+        styles = {name: self.get_component_rich_style(name, partial=True, default=Style())
+                  for name in self.COMPONENT_CLASSES}
         self.clear()
         for row in rows:
             base = styles[self._style(row)] if self._style(row) else Style()
