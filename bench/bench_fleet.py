@@ -6,7 +6,11 @@ decode line a second (as a server under load logs), spread over the second, for 
 seconds, while the app refreshes on its own timer (4 Hz). Printed: the refresh's duration (the
 model's snapshot of every replica and the tables' update, :attr:`FleetApp.last_refresh_s`) as
 median, p95 and max over every refresh in that time, and the load average, since the machine's
-load moves it. Run: ``python bench/bench_fleet.py [SECONDS] [BACKLOG]`` (default 20 s, 2000 lines).
+load moves it. Also, four times a second, a key (``down``, then ``up``) is pressed on the replica
+table and timed from the key event's posting (``App.simulate_key``, as a terminal's input is
+posted) until the table's cursor has moved; and the process's peak RSS
+(``VmHWM``: the app, its 64 sessions and the pilot). Run: ``python bench/bench_fleet.py [SECONDS]
+[BACKLOG]`` (default 20 s, 2000 lines).
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from tests.support.logtext import campaign, decode
 REPLICAS = 64
 
 
-async def run(seconds: float, backlog: int) -> list[float]:
+def peak_rss_mb() -> float:
+    """The process's peak resident set (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def run(seconds: float, backlog: int) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i in range(REPLICAS):
@@ -38,6 +50,7 @@ async def run(seconds: float, backlog: int) -> list[float]:
             paths.append(path)
         app = fleet_app([str(p) for p in paths], options=FleetOptions(animations=False), user_themes=None)
         took: list[float] = []
+        keys: list[float] = []
         async with app.run_test(size=(120, 40)) as pilot:
             while not all(r.feeder.lines >= backlog + 2 for r in app.fleet.replicas):
                 await pilot.pause(0.05)
@@ -54,18 +67,30 @@ async def run(seconds: float, backlog: int) -> list[float]:
                 if app.refreshes != seen:
                     seen = app.refreshes
                     took.append(app.last_refresh_s)
-        return took
+                if n % (REPLICAS // 4) == 0:  # four keys a second
+                    table = app.fleet_screen.replica_table
+                    before = table.cursor_row
+                    pressed = time.perf_counter()
+                    # A key event posted as a terminal's input would be: no wait for the app to settle.
+                    app.simulate_key("down" if (n // (REPLICAS // 4)) % 2 else "up")
+                    while table.cursor_row == before and time.perf_counter() - pressed < 5.0:
+                        await asyncio.sleep(0.001)
+                    keys.append(time.perf_counter() - pressed)
+        return took, keys
 
 
 def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
     backlog = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    took = sorted(asyncio.run(run(seconds, backlog)))
-    ms = [t * 1000 for t in took]
+    took, keys = asyncio.run(run(seconds, backlog))
+    ms = sorted(t * 1000 for t in took)
     p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+    kms = sorted(t * 1000 for t in keys)
+    kp95 = kms[min(len(kms) - 1, int(0.95 * len(kms)))]
     print(f"{REPLICAS} replicas, {backlog} lines each, one new line per replica per second, {seconds:g} s: "
-          f"{len(ms)} refreshes, median {statistics.median(ms):.2f} ms, p95 {p95:.2f} ms, max {ms[-1]:.2f} ms "
-          f"(load average {os.getloadavg()[0]:.1f})")
+          f"{len(ms)} refreshes, median {statistics.median(ms):.2f} ms, p95 {p95:.2f} ms, max {ms[-1]:.2f} ms; "
+          f"{len(kms)} keys, median {statistics.median(kms):.1f} ms, p95 {kp95:.1f} ms, max {kms[-1]:.1f} ms; "
+          f"peak RSS {peak_rss_mb():.0f} MB (load average {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":
