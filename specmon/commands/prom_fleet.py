@@ -17,8 +17,9 @@ from specmon.commands.exits import EXIT_OK, fail, write_status
 
 if TYPE_CHECKING:
     from specmon.config import Profile
+    from specmon.ui.fleet_app import FleetApp
 
-__all__ = ["DEFAULT_RATE_WINDOW", "connect_fleet", "poll_interval", "fleet_profile"]
+__all__ = ["DEFAULT_RATE_WINDOW", "connect_fleet", "fleet_problem", "run_fleet_app", "poll_interval", "fleet_profile"]
 
 #: The rate window when the profile gives none: four scrapes at Prometheus's default 15 s interval.
 DEFAULT_RATE_WINDOW = "1m"
@@ -60,18 +61,35 @@ def poll_interval(window_s: int) -> float:
     return min(5.0, max(1.0, window_s / 4))
 
 
-def connect_fleet(args: argparse.Namespace, profile: Profile) -> int:
-    """Open the fleet view on ``profile``'s Prometheus; returns the exit code."""
-    for attr, option, why in _ONE_SERVER:
+def fleet_problem(args: argparse.Namespace, one_server: tuple[tuple[str, str, str], ...], what: str) -> str | None:
+    """Why ``connect`` cannot open a fleet view: an option of one server (``(attr, option, why)``
+    each), an unknown theme, no terminal; None when it can."""
+    for attr, option, why in one_server:
         if getattr(args, attr, None) not in (None, False):
-            return fail(f"{option} does not apply to a fleet read through Prometheus ({why})")
+            return f"{option} does not apply to {what} ({why})"
     from specmon.commands.argtypes import check_theme
     from specmon.commands.terminal import no_terminal
 
-    problem = check_theme(args.theme) or (None if args.headless else no_terminal("connect"))
+    return check_theme(args.theme) or (None if args.headless else no_terminal("connect"))
+
+
+def run_fleet_app(args: argparse.Namespace, app: FleetApp) -> int:
+    """Run a fleet view until it ends (a signal ends it too); returns the exit code."""
+    from specmon.commands.terminal import exit_on_signals
+
+    if not args.no_record:
+        print("specmon: the fleet view is not recorded (a recording holds one log)", file=sys.stderr)
+    signals = exit_on_signals(lambda: app)
+    with signals:
+        code = signals.exit_code(int(app.run(headless=args.headless) or EXIT_OK))
+    return write_status(code, app)
+
+
+def connect_fleet(args: argparse.Namespace, profile: Profile) -> int:
+    """Open the fleet view on ``profile``'s Prometheus; returns the exit code."""
+    problem = fleet_problem(args, _ONE_SERVER, "a fleet read through Prometheus")
     if problem:
         return fail(problem)
-    from specmon.commands.terminal import exit_on_signals
     from specmon.engines import adapter
     from specmon.ingest.prom_fleet import PromFleet
     from specmon.records import Engine
@@ -84,13 +102,8 @@ def connect_fleet(args: argparse.Namespace, profile: Profile) -> int:
     engine = profile.engine if profile.engine is not None and adapter(profile.engine).counters is not None else None
     source = PrometheusFleetSource(profile.prometheus, parse_selector(profile.selector), window_s=window_s,
                                    engine=engine if engine is not Engine.UNKNOWN else None)
-    if not args.no_record:
-        print("specmon: the fleet view is not recorded (a recording holds one log)", file=sys.stderr)
     baseline = args.baseline_tps if args.baseline_tps is not None else profile.baseline_tps
     app = prometheus_fleet_app(PromFleet(source, interval_s=poll_interval(window_s)),
                                options=FleetOptions(theme=args.theme, window=max(1, args.window),
                                                     baseline_tps=baseline))
-    signals = exit_on_signals(lambda: app)
-    with signals:
-        code = signals.exit_code(int(app.run(headless=args.headless) or EXIT_OK))
-    return write_status(code, app)
+    return run_fleet_app(args, app)

@@ -11,10 +11,9 @@ imported at module level (``summarize`` builds the whole parser).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
-from specmon.commands.exits import EXIT_OK, fail, write_status
+from specmon.commands.exits import fail
 
 if TYPE_CHECKING:
     from specmon.config import Profile
@@ -76,29 +75,18 @@ def replica_members(args: argparse.Namespace, profile: Profile) -> list[Member]:
 
 def connect_replicas(args: argparse.Namespace, profile: Profile) -> int:
     """Open the fleet view on ``profile``'s replicas; returns the exit code."""
-    for attr, option, why in _ONE_SERVER:
-        if getattr(args, attr, None) not in (None, False):
-            return fail(f"{option} does not apply to a fleet of replicas ({why})")
-    from specmon.commands.argtypes import check_theme
-    from specmon.commands.terminal import no_terminal
+    from specmon.commands.prom_fleet import fleet_problem, run_fleet_app
 
-    problem = check_theme(args.theme) or (None if args.headless else no_terminal("connect"))
+    problem = fleet_problem(args, _ONE_SERVER, "a fleet of replicas")
     if problem:
         return fail(problem)
     try:
         members = replica_members(args, profile)
     except ValueError as exc:
         return fail(str(exc))
-    from specmon.commands.terminal import exit_on_signals
     from specmon.ingest.fleet import Fleet
     from specmon.ui.fleet_app import FleetOptions, followed_fleet_app
 
-    if not args.no_record:
-        print("specmon: the fleet view is not recorded (a recording holds one log)", file=sys.stderr)
     baseline = args.baseline_tps if args.baseline_tps is not None else profile.baseline_tps
     options = FleetOptions(theme=args.theme, window=max(1, args.window), warmup=args.warmup, baseline_tps=baseline)
-    app = followed_fleet_app(Fleet(members, warmup=args.warmup), options=options)
-    signals = exit_on_signals(lambda: app)
-    with signals:
-        code = signals.exit_code(int(app.run(headless=args.headless) or EXIT_OK))
-    return write_status(code, app)
+    return run_fleet_app(args, followed_fleet_app(Fleet(members, warmup=args.warmup), options=options))

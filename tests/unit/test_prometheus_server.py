@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -25,12 +23,10 @@ import pytest
 from specmon.ingest.summarize import ingest_files
 from specmon.model.session import Session
 from specmon.output.prometheus import PrometheusExporter
-from tests.support import grafana
-from tests.support.net import free_port
+from tests.support import grafana, promserver
 
 pytestmark = pytest.mark.prometheus
 
-PROMETHEUS = Path("/usr/bin/prometheus")
 ROOT = Path(__file__).resolve().parents[2]
 NOSPEC = str(ROOT / "sample_logs" / "sim_eagle3_nospec.log")
 TWO_STEPS = str(ROOT / "sample_logs" / "sim_eagle3_2step.log")
@@ -50,11 +46,8 @@ def _query(port: int, expr: str) -> Any:
     return _get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
 
 
-class Prometheus:
-    """A running ``prometheus`` process and the log it writes."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
+class Prometheus(promserver.Prometheus):
+    """The real ``prometheus`` (tests/support/promserver.py), asked until it answers."""
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -83,39 +76,11 @@ def _value(result: list[Any]) -> float:
     return float(result[0]["value"][1])
 
 
-def _start_prometheus(tmp_path: Path, target_port: int) -> Prometheus:
-    if not os.access(PROMETHEUS, os.X_OK):
-        pytest.fail(f"{PROMETHEUS} is missing: apt-get install prometheus (.ci/run installs it)")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: specmon\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
-    port = free_port()
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(PROMETHEUS), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-    return Prometheus(proc, port, log)
-
-
-def _stop(server: Prometheus) -> None:
-    if server.proc.poll() is None:
-        server.proc.terminate()  # by PID: the Popen we started
-        try:
-            server.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait(timeout=10)
-
-
 async def test_real_prometheus_scrapes_specmon_and_runs_the_dashboards_queries(tmp_path: Path) -> None:
     nospec, two_steps = ingest_files([NOSPEC]), ingest_files([TWO_STEPS])
     showing: dict[str, Session] = {"session": nospec}
     async with PrometheusExporter(lambda: showing["session"], 0, instance_labels={"host": "gpu-box"}) as exporter:
-        server = _start_prometheus(tmp_path, exporter.port)
+        server = Prometheus(tmp_path, {"specmon": [f"127.0.0.1:{exporter.port}"]})
         try:
             up = await server.wait_for('up{job="specmon"}', lambda r: len(r) == 1 and r[0]["value"][1] == "1",
                                        "a successful scrape")
@@ -155,5 +120,5 @@ async def test_real_prometheus_scrapes_specmon_and_runs_the_dashboards_queries(t
             speedup = (await asyncio.to_thread(_query, server.port, grafana.substitute(speedup_expr)))
             assert _value(speedup["data"]["result"]) == pytest.approx(100 * (mean / baseline - 1), rel=1e-6)
         finally:
-            _stop(server)
+            server.stop()
     assert server.proc.returncode is not None
