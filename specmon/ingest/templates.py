@@ -75,6 +75,9 @@ class _Learner:
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
+        #: Each kept shape's atoms and skeleton: a shape is parsed once, not again at every shape
+        #: learned (a llama.cpp log at -lv 4 turned the whole list over: 60% of its reading).
+        self._quiet_atoms: dict[bytes, tuple[list[bytes], bytes]] = {}
         #: Their pass, without a group: it only counts (a bytes object per line was 40% of it on
         #: llama.cpp's progress lines); the texts are made when needed (see _QuietTexts).
         self.quiet_rx: Pass | None = None
@@ -142,16 +145,18 @@ class _Learner:
             self._regex.pop(f"{tpl.kind.name}/{mode}", None)
 
     def add_quiet(self, source: bytes) -> None:
-        if source in self.quiet:
+        if source in self._quiet_atoms:
             return
         if len(self.quiet) >= MAX_QUIET:
-            self.quiet.pop(0)
+            self._quiet_atoms.pop(self.quiet.pop(0), None)
         self.quiet.append(source)
+        atoms = _ATOMS.findall(source)
+        self._quiet_atoms[source] = atoms, _skeleton(atoms)
         # One trie of the shapes: a shared start (a wrapper, a prefix) is matched once per line.
-        seqs = [_ATOMS.findall(q) for q in self.quiet]
+        seqs = [self._quiet_atoms[q][0] for q in self.quiet]
         whole = all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
         if whole and _quiet_lines is not None:
-            self.quiet_rx = _Shapes([_skeleton(a) for a in seqs])
+            self.quiet_rx = _Shapes([self._quiet_atoms[q][1] for q in self.quiet])
             return
         body = _trie(seqs) if whole else b"|".join(self.quiet)
         sources = [b"(?:" + body + b")"]

@@ -75,6 +75,22 @@ def rows(app: object) -> dict[str, object]:
     return {row.name: row for row in snap.replicas}
 
 
+def seen(app: object, servers: dict[str, tuple[subprocess.Popen[bytes], int, Path]]) -> str:
+    """What the fleet and the logs say, for a failure message (the CI log is all there is afterwards)."""
+    out = []
+    shown = rows(app)
+    for replica in app.fleet.replicas:  # type: ignore[attr-defined]
+        proc, _, log = servers[replica.name]
+        status, session = replica.source.status, replica.feeder.session
+        current = session.current
+        tail = [line for line in log.read_bytes().splitlines()[-400:] if b"prompt 0x" not in line][-4:]
+        out.append(f"{replica.name}: row {shown[replica.name].state} {shown[replica.name].state_text!r}; "  # type: ignore[attr-defined]
+                   f"source {status.state} {status.detail!r} {status.lines:,} lines {status.bytes:,} bytes of "
+                   f"{log.stat().st_size:,}; run {current.state if current else None} of {len(session.runs)}; "
+                   f"exit {proc.poll()}; log ends: {[line.decode(errors='replace')[:100] for line in tail]}")
+    return "\n".join(out)
+
+
 def screen_text(app: object) -> str:
     table = app.fleet_screen.replica_table  # type: ignore[attr-defined]
     return "\n".join(table.render_line(y).text for y in range(table.size.height))
@@ -141,7 +157,7 @@ async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_o
             await wait_until(pilot, lambda: all(samples(app, n) >= 5 for n in plan)
                              and all(r.state is ReplicaState.LIVE for r in rows(app).values()),  # type: ignore[attr-defined]
                              "five samples and 'live' on every replica", SAMPLES_WAIT_S,
-                             None)
+                             lambda: seen(app, servers))
             now = rows(app)
             assert {n: now[n].config for n in plan} == {  # type: ignore[attr-defined]
                 "draft-a": now["draft-b"].config, "draft-b": now["draft-a"].config,  # type: ignore[attr-defined]
@@ -161,11 +177,15 @@ async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_o
             os.kill(servers["plain-b"][0].pid, signal.SIGTERM)
             os.kill(servers["draft-b"][0].pid, signal.SIGKILL)
             killed_at = time.monotonic()
+            behind = {r.name: servers[r.name][2].stat().st_size - r.source.status.bytes
+                      for r in app.fleet.replicas}  # type: ignore[attr-defined]
             await wait_until(pilot, lambda: rows(app)["plain-b"].state is ReplicaState.STOPPED,  # type: ignore[attr-defined]
-                             "the stopped replica marked stopped", 60.0)
+                             "the stopped replica marked stopped", 60.0, lambda: seen(app, servers))
+            print(f"\nfleet of four real llama-servers: bytes not yet read at the stop {behind}; "
+                  f"'stopped' shown {time.monotonic() - killed_at:.1f} s after SIGTERM")
             going = {n: samples(app, n) for n in ("draft-a", "plain-a")}
             await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
-                             "the killed replica marked quiet", QUIET_AFTER_S + 60.0)
+                             "the killed replica marked quiet", QUIET_AFTER_S + 60.0, lambda: seen(app, servers))
             assert time.monotonic() - killed_at >= QUIET_AFTER_S - 5  # quiet from its last sample, not before
             after = rows(app)
             for name in ("draft-a", "plain-a"):

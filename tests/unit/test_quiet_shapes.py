@@ -75,3 +75,24 @@ def test_a_learnt_quiet_shape_skips_its_lines_by_shape() -> None:
     rest, n, _, _ = rx.scan(text, _QUIET, b"", ())
     assert n == 1 and rest == b"\n" + _QUIET + b"\n" + text.split(b"\n")[2] + b"\n"
     templates._LEARNER.__init__()  # type: ignore[misc]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=300))
+def test_the_learner_keeps_the_last_shapes_whatever_their_turnover(picks: list[int]) -> None:
+    """A log whose lines each hold a new pointer (llama.cpp at -lv 4: "prompt 0x7fde84005f80: 122
+    tokens") brings a new shape at every line, and the learner turns its list over. Each shape is
+    parsed once now (it was parsed again, all 48, at every shape learned: 60% of reading such a log);
+    whatever the turnover, the pass is the one built from scratch from the shapes kept, the last
+    MAX_QUIET distinct ones."""
+    learner = templates._Learner()
+    kept: list[bytes] = []
+    for k in picks:
+        source = quiet._general(f"0.00.037.091 I srv update: - prompt 0x7f{k:x}e: 12 tokens").encode()
+        learner.add_quiet(source)
+        if source not in kept:
+            kept = [*kept, source][-templates.MAX_QUIET:]
+    assert learner.quiet == kept
+    seqs = [quiet._ATOMS.findall(q) for q in kept]
+    assert isinstance(learner.quiet_rx, quiet._Shapes)
+    assert learner.quiet_rx.skeletons == [quiet._skeleton(a) for a in seqs]
