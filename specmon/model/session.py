@@ -215,7 +215,9 @@ class Session(ColumnIngest):
         if run.engine is Engine.UNKNOWN:
             run.engine = engine
         self._touch(run, rec)
-        if run.state is not ServerState.SERVING:
+        # A stopped server's last requests (drained after its shutdown line) are counted, and
+        # the server stays stopped: it serves nothing new (a fleet called it live, then quiet).
+        if run.state is not ServerState.SERVING and not (run.state is ServerState.STOPPED and run._draining):
             run.state = self.state = ServerState.SERVING
         self._add_sample(run, rec.rank, rec.timestamp, tput, conc, acc_len, acc_rate,
                          idle_by_gap, idle, self._warmup_for(), rec)

@@ -251,3 +251,30 @@ def test_decode_lines_while_draining_after_sigint_are_the_same_launch() -> None:
     flight: 6 more decode lines, the same launch's, not an unknown configuration."""
     runs = _runs("drain_after_sigint.log")
     assert [r.label for r in runs] == ["EAGLE3 3 steps"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(drained=st.integers(min_value=0, max_value=74), bulk=st.booleans())
+def test_a_stopped_server_stays_stopped_while_it_drains_whatever_is_read_after_its_shutdown_line(
+        drained: int, bulk: bool) -> None:
+    """However many lines after "Shutting down" (line 116) have been read, the decode lines among them
+    (the requests in flight) are counted in the launch and the server is stopped, in the session and
+    in a fleet's row: before, the first drained line made it "serving" again, and a fleet showed a
+    stopped replica as live, then quiet. Line by line and through the bulk path alike."""
+    from specmon.model.fleet import FleetModel, ReplicaInput, ReplicaState
+    from specmon.model.run import ServerState
+    from specmon.model.session import Session
+
+    lines = read_lines(KIT + "drain_after_sigint.log")[:116 + drained]
+    records = (piece_records(("\n".join(lines) + "\n").encode(), year=2026)[0] if bulk
+               else list(parse_lines(lines, year=2026)))
+    s = Session()
+    for rec in records:
+        s.ingest(rec)
+    run = s.current
+    assert run is not None and [r.label for r in s.runs if r.used] == ["EAGLE3 3 steps"]
+    assert run.state is ServerState.STOPPED and s.state is ServerState.STOPPED
+    # Every decode line, the drained ones too, is a sample of the launch.
+    assert len(run.live_throughput) == sum(isinstance(r, Decode) for r in records)
+    row = FleetModel().snapshot([ReplicaInput("r", "r.log", s, lines=len(lines), last_sample_at=1.0)], 2.0).replicas[0]
+    assert row.state is ReplicaState.STOPPED, row
