@@ -50,7 +50,7 @@ def request(rng: random.Random, task: int, cached: int, t: float) -> str:
         f"{stamp} I slot init_sampler: id  1 | task {task} | init sampler, took 0.00 ms, tokens: text = {n}, total = {n}",
         f"{stamp} I slot print_timing: id  1 | task {task} | ",
         f"prompt eval time =       3.10 ms /    {n} tokens (    0.10 ms per token, 10000.00 tokens per second)",
-        f"       eval time =      60.00 ms /    96 tokens (    0.62 ms per token,  1600.00 tokens per second)",
+        "       eval time =      60.00 ms /    96 tokens (    0.62 ms per token,  1600.00 tokens per second)",
         f"      total time =      63.10 ms /   {n + 96} tokens",
         f"{stamp} I slot      release: id  1 | task {task} | stop processing: n_tokens = {n + 96}, truncated = 0",
         f"{stamp} I srv  update_slots: all slots are idle",
