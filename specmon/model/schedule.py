@@ -2,9 +2,10 @@
 
 In 2026 the engines take a schedule instead of one step count: vLLM's
 ``num_speculative_tokens_per_batch_size`` (inclusive batch-size ranges, each with its K;
-K = 0 turns speculation off there) inside ``--speculative-config``, and SGLang's adaptive
+K = 0 turns speculation off there) inside ``--speculative-config``, SGLang's adaptive
 mode (``--speculative-adaptive --speculative-adaptive-config FILE``: batch-size slots, each
-with its candidate step tiers). A sweep that measured several concurrencies has what such a
+with its candidate step tiers) and TensorRT-LLM's ``draft_len_schedule`` (batch-size
+thresholds, each with its draft length, in ``speculative_config``). A sweep that measured several concurrencies has what such a
 schedule needs; this module turns its verdicts into one, by one rule at each concurrency:
 
 - the winner, when the sweep separated it from the runner-up (after its repeated looks);
@@ -145,6 +146,35 @@ class Schedule:
         return (f"--speculative-adaptive --speculative-adaptive-config {path} "
                 f"--speculative-num-steps {self.max_steps} --speculative-eagle-topk 1")
 
+    def trtllm_schedule(self) -> dict[int, int] | None:
+        """TensorRT-LLM's ``draft_len_schedule``: each range's first batch size and its draft length (a
+        batch takes the entry at the largest threshold at or below it); None when off everywhere."""
+        if self.speculation_off:
+            return None
+        return {first: k for first, _last, k in self.ranges}
+
+    def trtllm_problem(self) -> str | None:
+        """Why TensorRT-LLM would refuse this schedule (None when it takes it).
+
+        Its validator (``DecodingBaseConfig.validate_draft_len_schedule_and_sort``) wants batch size 1
+        in the schedule with the largest draft length: ``draft_len_schedule[1] == max_draft_len``.
+        """
+        ranges = self.ranges
+        if ranges and ranges[0][2] != self.max_steps:
+            peak = next(first for first, _last, k in ranges if k == self.max_steps)
+            return (f"it wants the largest draft length at batch size 1 (draft_len_schedule[1] == "
+                    f"max_draft_len); this schedule runs {ranges[0][2]} there and {self.max_steps} from {peak}")
+        return None
+
+    def trtllm_options(self) -> str | None:
+        """The ``speculative_config`` keys for TensorRT-LLM's ``--extra_llm_api_options`` YAML file, in
+        YAML's flow style (integer keys stay integers); None when off everywhere or refused."""
+        table = self.trtllm_schedule()
+        if table is None or self.trtllm_problem() is not None:
+            return None
+        entries = ", ".join(f"{b}: {k}" for b, k in table.items())
+        return f"speculative_config: {{max_draft_len: {self.max_steps}, draft_len_schedule: {{{entries}}}}}"
+
     def lines(self) -> list[str]:
         """The schedule in words, one line per measured load."""
         out = []
@@ -170,6 +200,12 @@ class Schedule:
         else:
             out.append(f"  SGLang: {self.sglang_flags(config_path)}")
             out.append(f"    with {config_path}: {json.dumps(self.sglang_config())}")
+        trt_problem = self.trtllm_problem()
+        if trt_problem:
+            out.append(f"  TensorRT-LLM: not offered: {trt_problem}")
+        else:
+            out.append("  TensorRT-LLM (--extra_llm_api_options file; add your decoding_type, draft):")
+            out.append(f"    {self.trtllm_options()}")
         undecided = [e.concurrency for e in self.entries if not e.decided]
         if undecided:
             out.append("  Undecided at concurrency " + ", ".join(str(c) for c in undecided)
@@ -194,6 +230,7 @@ class Schedule:
         return cls(tuple(entries), workload if isinstance(workload, str) else None) if entries else None
 
     def to_json(self) -> dict[str, object]:
+        trt = self.trtllm_schedule() if self.trtllm_problem() is None else None
         return {
             "workload": self.workload,
             "entries": [e.to_json() for e in self.entries],
@@ -201,6 +238,9 @@ class Schedule:
             "ranges": [list(r) for r in self.ranges],
             "vllm_speculative_config": self.vllm_config(),
             "sglang_adaptive_config": None if self.speculation_off else self.sglang_config(),
+            # JSON keys are strings: the batch-size thresholds as text, each with its draft length.
+            "trtllm_draft_len_schedule": None if trt is None else {str(b): k for b, k in trt.items()},
+            "trtllm_problem": self.trtllm_problem(),
         }
 
 

@@ -201,3 +201,49 @@ def test_a_real_vllm_running_a_schedule_is_its_own_configuration() -> None:
     from specmon.model.session import RunConfig
 
     assert run.config != RunConfig(run.config.engine, "ngram", 3, None, 3, run.config.model)
+
+
+def _trtllm_accepts(table: dict[int, int], max_draft_len: int) -> bool:
+    """TensorRT-LLM's validate_draft_len_schedule_and_sort: thresholds >= 1, lengths >= 0, batch size 1
+    present with the largest length, none above max_draft_len."""
+    return (all(b >= 1 and k >= 0 for b, k in table.items()) and table.get(1) == max_draft_len
+            and all(k <= max_draft_len for k in table.values()))
+
+
+def _trtllm_k(table: dict[int, int], batch: int) -> int:
+    """TensorRT-LLM's lookup (Drafter.get_draft_len_for_batch_size): the length at the largest threshold
+    at or below the batch."""
+    return table[max(b for b in table if b <= batch)]
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(1, 512), st.integers(0, 7)), min_size=2, max_size=7,
+                unique_by=lambda t: t[0]))
+def test_the_tensorrt_llm_schedule_is_what_it_accepts_or_says_why_not(points: list[tuple[int, int]]) -> None:
+    """TensorRT-LLM takes a draft_len_schedule only with its largest length at batch size 1. A schedule
+    that has it is printed as YAML that a YAML reader gives back as the engine's dict, which the engine's
+    checks accept and whose lookup gives every measured load its K; one that has not is refused with
+    the reason, in the text and the JSON, and no options are printed for it."""
+    import yaml
+
+    points.sort()
+    s = Schedule(tuple(ScheduleEntry(c, k, WINNER if k else OFF, k, "") for c, k in points))
+    text = "\n".join(s.describe())
+    doc = s.to_json()
+    table, problem, options = s.trtllm_schedule(), s.trtllm_problem(), s.trtllm_options()
+    if s.speculation_off:
+        assert table is None and options is None and "TensorRT-LLM" not in text
+        return
+    assert table is not None
+    if points[0][1] == max(k for _c, k in points):
+        assert problem is None and options is not None
+        assert _trtllm_accepts(table, s.max_steps), table
+        for c, k in points:
+            assert _trtllm_k(table, c) == k
+        read = yaml.safe_load(options)["speculative_config"]
+        assert read == {"max_draft_len": s.max_steps, "draft_len_schedule": table}
+        assert options in text and doc["trtllm_draft_len_schedule"] == {str(b): k for b, k in table.items()}
+    else:
+        assert problem is not None and options is None and not _trtllm_accepts(table, s.max_steps)
+        assert f"TensorRT-LLM: not offered: {problem}" in text
+        assert doc["trtllm_draft_len_schedule"] is None and doc["trtllm_problem"] == problem
