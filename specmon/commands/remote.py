@@ -41,12 +41,16 @@ from specmon.commands.argtypes import (
 from specmon.commands.exits import EXIT_INPUT, fail, write_status
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
     from specmon.control.connecting_runner import ConnectingRunner
     from specmon.control.launch import LaunchProfile
     from specmon.control.runner import LocalRunner
     from specmon.sources.base import LineSource
     from specmon.sources.local import LocalTailSource
     from specmon.sources.ssh import SSHTailSource
+    from specmon.ssh.connect import SSHTarget
     from specmon.ui.app import SpecmonApp
     from specmon.ui.counters import LiveCounters
     from specmon.ui.flows.restart import RestartFlow
@@ -253,26 +257,35 @@ def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
     """
     if plan.metrics is None:
         return None
-    if plan.local:  # the server's port is on this machine: read it directly
-        from specmon.ui.counters import LiveCounters, fixed_url
+    from specmon.ui.counters import LiveCounters
 
-        kwargs.setdefault("window", plan.window)
+    kwargs.setdefault("window", plan.window)
+    if plan.local:  # the server's port is on this machine: read it directly
+        from specmon.sources.metrics_feed import fixed_url
+
         return LiveCounters(fixed_url(plan.metrics), where=plan.metrics, **kwargs)
+    from specmon.sources.ssh import SSHTailSource
+
+    assert isinstance(plan.source, SSHTailSource)
+    opener, where = forwarded_metrics(plan.metrics, plan.source.target)
+    return LiveCounters(opener, where=where, **kwargs)
+
+
+def forwarded_metrics(url: str, target: SSHTarget) -> tuple[Callable[[], AbstractAsyncContextManager[str]], str]:
+    """An opener for ``url`` as ``target`` sees it, through an SSH local port forward, and what it reaches in
+    words: each entry opens its own verified SSH connection and a free local port (the server's port stays
+    on the host)."""
     import contextlib
     from collections.abc import AsyncIterator
     from urllib.parse import urlsplit
 
     from specmon.control.load import forwarded_base_url
-    from specmon.sources.ssh import SSHTailSource
     from specmon.ssh import connect as sshconfig
-    from specmon.ui.counters import LiveCounters
 
-    parts = urlsplit(plan.metrics)
+    parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
-    assert isinstance(plan.source, SSHTailSource)
-    target = plan.source.target
 
     @contextlib.asynccontextmanager
     async def opener() -> AsyncIterator[str]:
@@ -283,8 +296,7 @@ def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
         finally:
             link.close()
 
-    kwargs.setdefault("window", plan.window)
-    return LiveCounters(opener, where=f"{host}:{port} on {target.label}, through an SSH port forward", **kwargs)
+    return opener, f"{host}:{port} on {target.label}, through an SSH port forward"
 
 
 # -- the dashboard -------------------------------------------------------------------------------

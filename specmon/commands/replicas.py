@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from specmon.config import Profile
     from specmon.ingest.fleet import Member
     from specmon.sources.local import LocalTailSource
+    from specmon.sources.metrics_feed import MetricsFeed
     from specmon.sources.ssh import SSHTailSource
 
 __all__ = ["connect_replicas", "replica_members"]
 
 #: Options of ``connect`` that belong to one server, with why a replicas fleet refuses them.
 _ONE_SERVER = (("log", "--log", "each replica's log is in the profile"),
-               ("metrics", "--metrics", "the fleet view reads the replicas' logs"),
+               ("metrics", "--metrics", "each replica's metrics_url is in the profile"),
                ("record", "--record", "a recording holds one log"),
                ("prometheus_port", "--prometheus-port", "it serves one server's figures"))
 
@@ -70,7 +71,24 @@ def replica_members(args: argparse.Namespace, profile: Profile) -> list[Member]:
     for i, name in enumerate(names):  # a derived name equal to a given one: both stay apart
         if names.count(name) > 1:
             names[i] = f"{name}#{i + 1}"
-    return [Member(name, where, source) for name, where, source in zip(names, wheres, sources, strict=True)]
+    return [Member(name, where, source, _metrics_feed(entry.metrics_url, source))
+            for name, where, source, entry in zip(names, wheres, sources, profile.replicas, strict=True)]
+
+
+def _metrics_feed(url: str | None, source: LocalTailSource | SSHTailSource) -> MetricsFeed | None:
+    """A replica's ``/metrics`` (None: it has none): read here for a replica on this machine, through
+    an SSH port forward on its host's connection settings otherwise."""
+    if url is None or url == "off":
+        return None
+    from specmon.sources.metrics_feed import MetricsFeed, fixed_url
+    from specmon.sources.ssh import SSHTailSource
+
+    if isinstance(source, SSHTailSource):
+        from specmon.commands.remote import forwarded_metrics
+
+        opener, where = forwarded_metrics(url, source.target)
+        return MetricsFeed(opener, where=where)
+    return MetricsFeed(fixed_url(url), where=url)
 
 
 def connect_replicas(args: argparse.Namespace, profile: Profile) -> int:

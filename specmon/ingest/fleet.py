@@ -30,6 +30,7 @@ from specmon.sources.lines import DEFAULT_MAX_LINE
 from specmon.sources.local import LocalTailSource
 
 if TYPE_CHECKING:
+    from specmon.sources.metrics_feed import MetricsFeed
     from specmon.sources.ssh import SSHTailSource
 
 __all__ = ["Fleet", "Member", "Replica"]
@@ -46,11 +47,13 @@ class Member:
         name: Short name shown in the fleet view.
         where: The log, as given (``gpu-1:/data/vllm.log`` for a host's).
         source: Its follower, not started yet.
+        metrics: Its engine's ``/metrics`` (None: the log alone), not started yet.
     """
 
     name: str
     where: str
     source: LocalTailSource | SSHTailSource
+    metrics: MetricsFeed | None = None
 
 
 @dataclass(eq=False)
@@ -76,6 +79,8 @@ class Replica:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     samples_seen: int = 0
     last_sample_at: float | None = None
+    metrics: MetricsFeed | None = None
+    metrics_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
 class Fleet:
@@ -92,7 +97,8 @@ class Fleet:
         if not members:
             raise ValueError("a fleet needs at least one log")
         self.clock = clock
-        self.replicas = [Replica(m.name, m.where, m.source, Feeder([FeedInput(m.source)], warmup=warmup, clock=clock))
+        self.replicas = [Replica(m.name, m.where, m.source, Feeder([FeedInput(m.source)], warmup=warmup, clock=clock),
+                                 metrics=m.metrics)
                          for m in members]
         self._closed = False
 
@@ -120,11 +126,16 @@ class Fleet:
         for replica in self.replicas:
             replica.task = asyncio.create_task(self._feed(replica), name=f"fleet feed {replica.name}")
             tasks.append(replica.task)
+            if replica.metrics is not None:  # its own task: a scrape never waits for parsing, nor it for one
+                replica.metrics_task = asyncio.create_task(replica.metrics.run(), name=f"fleet metrics {replica.name}")
         try:
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
+            for replica in self.replicas:
+                if replica.metrics_task is not None:
+                    replica.metrics_task.cancel()
 
     async def _feed(self, replica: Replica) -> None:
         try:
@@ -142,7 +153,10 @@ class Fleet:
         for replica in self.replicas:
             with contextlib.suppress(Exception):
                 await replica.feeder.close()
-        tasks = [r.task for r in self.replicas if r.task is not None and not r.task.done()]
+            if replica.metrics is not None:
+                with contextlib.suppress(Exception):
+                    await replica.metrics.close()
+        tasks = [t for r in self.replicas for t in (r.task, r.metrics_task) if t is not None and not t.done()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=2.0)
             for task in pending:
@@ -169,8 +183,11 @@ class Fleet:
         problem = _problem(status.state, detail, remote=not isinstance(replica.source, LocalTailSource))
         if replica.error is not None:
             problem, detail = ReplicaState.UNREADABLE, replica.error
+        feed = replica.metrics
         return ReplicaInput(name=replica.name, path=replica.path, session=session, lines=feeder.lines,
-                            last_sample_at=replica.last_sample_at, problem=problem, detail=detail)
+                            last_sample_at=replica.last_sample_at, problem=problem, detail=detail,
+                            metrics_refused=feed.refused if feed is not None else 0,
+                            metrics_detail=feed.reason() if feed is not None else "")
 
 
 def _problem(state: ConnectionState, detail: str, *, remote: bool) -> ReplicaState | None:

@@ -62,6 +62,9 @@ ACCEPT_FALL_RATIO = 0.7
 ACCEPT_FALL_MIN_WINDOWS = 3
 #: A replica whose last new stats sample is older than this is called quiet (vLLM logs every 10 s).
 QUIET_AFTER_S = 30.0
+#: Scrapes in a row of a replica's own /metrics that found nothing answering before it is called
+#: down (one refused scrape may be a restart of its HTTP server; scrapes are about a second apart).
+DOWN_AFTER_REFUSED = 2
 
 
 class ReplicaState(str, Enum):
@@ -69,7 +72,7 @@ class ReplicaState(str, Enum):
 
     UNREADABLE = "unreadable"  # the log cannot be opened or read (permissions, a directory, a reader error)
     UNREACHABLE = "unreachable"  # its host cannot be reached over SSH now (lost and retrying, or given up)
-    DOWN = "down"  # its Prometheus cannot scrape it (up = 0)
+    DOWN = "down"  # nothing answers on its /metrics (its Prometheus: up = 0; its own URL: refused)
     MISSING = "missing"  # the log does not exist (yet, or any more)
     CRASHED = "crashed"
     STOPPED = "stopped"
@@ -135,6 +138,8 @@ class ReplicaInput:
         detail: The reader's sentence about it (``file not found: ... (waiting for it)``).
         source: Where the figures come from (``log``, ``prom``).
         rates: A replica read from Prometheus (then ``session`` is None and ``path`` is its instance).
+        metrics_refused: Scrapes in a row of its own ``/metrics`` that found nothing answering.
+        metrics_detail: Why its ``/metrics`` gives no counters (empty while it does, or without one).
     """
 
     name: str
@@ -146,6 +151,8 @@ class ReplicaInput:
     detail: str = ""
     source: str = "log"
     rates: RateInput | None = None
+    metrics_refused: int = 0
+    metrics_detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +489,10 @@ def _state(inp: ReplicaInput, run: Run | None, now: float) -> tuple[ReplicaState
         return ReplicaState.STOPPED, "stopped", "the server shut down"
     if current is not None and current.state in _STARTING and not current.used:
         return ReplicaState.STARTING, _STARTING[current.state], ""
+    # Its engine stopped answering while the log said nothing of it (a kill, a host-side OOM): down
+    # now, not quiet in 30 s. A stop or crash the log tells, or a launch still loading, says more.
+    if inp.metrics_refused >= DOWN_AFTER_REFUSED:
+        return ReplicaState.DOWN, "down", f"its /metrics does not answer: {inp.metrics_detail}"
     if not has_samples:
         unparsed = session.counts.get("unparsed", 0) if session is not None else 0
         detail = (f"{inp.lines:,} lines read, none with stats" if inp.lines else "nothing read yet")
@@ -539,7 +550,8 @@ class FleetModel:
             source: Where the fleet is read from, for the header (:attr:`FleetSnapshot.source`).
         """
         sig = (int(now), source, tuple((inp.name, id(inp.session), inp.lines, inp.problem, inp.detail,
-                                        inp.last_sample_at, inp.rates.version if inp.rates is not None else None)
+                                        inp.last_sample_at, inp.rates.version if inp.rates is not None else None,
+                                        inp.metrics_refused >= DOWN_AFTER_REFUSED, inp.metrics_detail)
                                        for inp in replicas))
         if self._last is not None and self._last[0] == sig:
             return self._last[1]

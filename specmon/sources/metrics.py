@@ -391,6 +391,10 @@ class MetricsScraper:
     engine: str | None = None
     scrapes: int = 0
     resets: int = 0
+    #: Scrapes in a row that found nothing answering: refused, or the connection closed without an
+    #: answer (what a forwarded port whose server is gone gives). A timeout is not counted: a busy
+    #: server is slow, not gone.
+    refused: int = 0
     _last: Snapshot | None = field(default=None, repr=False)
     #: The last good scrape before failed ones: the first good one after them is compared with it,
     #: so a server that restarted while unreadable counts as a reset (a blip does not).
@@ -431,8 +435,11 @@ class MetricsScraper:
         try:
             resp = await self._client.get(self.url)
         except httpx.HTTPError as exc:
+            gone = isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+            self.refused = self.refused + 1 if gone else 0
             self._fail(f"cannot read {self.url} ({type(exc).__name__}: {exc or 'no detail'})")
             return None
+        self.refused = 0
         if resp.status_code != 200:
             self._fail(f"{self.url} answered HTTP {resp.status_code} (does the server export metrics? {_HINTS})")
             return None

@@ -25,23 +25,22 @@ known series, a server without speculation for the acceptance figures) the
 panels keep the log's figures, tagged ``log``, and the event log says why.
 
 The URL may only exist once something is open (an SSH local port forward opened
-inside the running app): ``opener`` is an async context manager factory that
-yields the URL to scrape; it is entered by :meth:`LiveCounters.run` (the app's
-worker) and left when the app closes. Nothing here imports Textual.
+inside the running app): :class:`~specmon.sources.metrics_feed.MetricsFeed` keeps
+it scraped, entered by :meth:`LiveCounters.run` (the app's worker) and left when
+the app closes. Nothing here imports Textual.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 from specmon.model.latency import quantile, window_counts
 from specmon.model.run import SessionEvent
 from specmon.sources.metrics import CounterSample, MetricsScraper
+from specmon.sources.metrics_feed import MetricsFeed, fixed_url
 
 if TYPE_CHECKING:
     from specmon.model.session import Session
@@ -49,11 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveCounters", "fixed_url"]
 
-#: Scrapes in a row that may fail before the opener is entered again (a dropped SSH forward; a
-#: server restarting for minutes only costs a new SSH login this often).
-REOPEN_AFTER = 30
-#: Seconds between two attempts to open the forward.
-REOPEN_WAIT_S = 5.0
 #: Sparkline points.
 SPARK_POINTS = 120
 #: Most recent samples of a segment the figures use (an hour at one a second): a tick stays cheap.
@@ -64,16 +58,6 @@ LATENCY_WINDOW_S = 60.0
 COUNTERS, LOG = "counters", "log"
 
 
-def fixed_url(url: str) -> Callable[[], AbstractAsyncContextManager[str]]:
-    """An opener for a URL reachable as it is (a server on this machine)."""
-
-    @contextlib.asynccontextmanager
-    async def opener() -> AsyncIterator[str]:
-        yield url
-
-    return opener
-
-
 def _seconds(x: float) -> str:
     return f"{x * 1000:.0f} ms" if x < 1.0 else f"{x:.2f} s"
 
@@ -82,7 +66,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-class LiveCounters:
+class LiveCounters(MetricsFeed):
     """Scrapes the engine's ``/metrics`` for the dashboard and puts the counters' figures in its snapshots.
 
     Args:
@@ -98,74 +82,16 @@ class LiveCounters:
     def __init__(self, opener: Callable[[], AbstractAsyncContextManager[str]], *, where: str = "",
                  interval_s: float = 1.0, window: int = 20,
                  scraper_factory: Callable[[str], MetricsScraper] | None = None) -> None:
-        self.opener = opener
-        self.where = where
-        self.interval_s = interval_s
+        super().__init__(opener, where=where, interval_s=interval_s, scraper_factory=scraper_factory)
         self.window = max(1, window)
-        self._factory = scraper_factory or (lambda url: MetricsScraper(url, interval_s=interval_s))
-        self.scraper: MetricsScraper | None = None
-        #: Why there are no counters (None while they are read, or before the first try).
-        self.problem: str | None = None
         self._start = 0  # first sample of the current segment
         self._run_id: int | None = None
         self._resets = 0
         self._said: str | None = None  # the last state the event log was told
         self._flipping = False  # the event log was told the controller flip-flops
-        self._closed = False
 
-    # -- the worker -----------------------------------------------------------------------------
-
-    async def run(self) -> None:
-        """Open, scrape, and open again when the scrapes keep failing (a dropped forward); until closed."""
-        while not self._closed:
-            self.scraper = None
-            try:
-                async with self.opener() as url:
-                    scraper = self.scraper = self._factory(url)
-                    self._start = len(scraper.samples)
-                    failed = 0
-                    while not self._closed:
-                        started = asyncio.get_running_loop().time()
-                        await scraper.scrape_once()
-                        failed = 0 if scraper.available else failed + 1
-                        if failed >= REOPEN_AFTER:
-                            break
-                        elapsed = asyncio.get_running_loop().time() - started
-                        await asyncio.sleep(max(0.0, self.interval_s - elapsed))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # any failure to open is shown, never fatal
-                self.scraper = None
-                self.problem = f"cannot reach the engine's /metrics{self._where()}: {exc or type(exc).__name__}"
-            finally:
-                if self.scraper is not None:
-                    await self.scraper.stop()
-            if not self._closed:
-                await asyncio.sleep(REOPEN_WAIT_S)
-
-    async def close(self) -> None:
-        """Stop scraping (the worker leaves at its next turn; the app cancels it anyway)."""
-        self._closed = True
-        if self.scraper is not None:
-            await self.scraper.stop()
-
-    def _where(self) -> str:
-        return f" ({self.where})" if self.where else ""
-
-    # -- state ---------------------------------------------------------------------------------
-
-    @property
-    def available(self) -> bool:
-        """Whether the last scrape read an engine's series."""
-        return self.scraper is not None and self.scraper.available
-
-    def reason(self) -> str:
-        """Why the figures come from the log (empty while the counters are read)."""
-        if self.available:
-            return ""
-        if self.scraper is not None and self.scraper.problem:
-            return self.scraper.problem
-        return self.problem or "not read yet"
+    def _opened(self, scraper: MetricsScraper) -> None:
+        self._start = len(scraper.samples)
 
     def segment(self, run_id: int | None) -> list[CounterSample]:
         """The samples of the current segment (see the module docstring), starting a new one when due."""
