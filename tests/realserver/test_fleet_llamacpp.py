@@ -4,9 +4,12 @@ Four servers on their own ports, each logging to its own file: two with the kit'
 model at depth 3, two without speculation, each under the kit's load generator. A profile
 lists them as replicas on 127.0.0.1 (the sshd's port and key shared), and the fleet view at
 80×24 must show all four live with their own configuration, and one row per configuration.
-Then one replica is stopped (SIGTERM: llama-server logs its exit) and another killed
-(SIGKILL: its log just stops): the view marks each while the other two keep counting new
-samples. Marked ``realserver``; every wait bounded; servers and loads stopped by PID.
+Two replicas also have their ``/metrics`` in the profile, read through SSH port forwards.
+Then one replica is stopped (SIGTERM: llama-server logs its exit) and two killed (SIGKILL:
+their logs just stop): the view marks the stopped one ``stopped``, the killed one with
+``/metrics`` ``down`` within seconds, the killed one without ``quiet`` 30 s after its last
+sample, while the fourth (its ``/metrics`` read all along) stays live and keeps counting. Marked ``realserver``; every wait bounded; servers and
+loads stopped by PID.
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ def screen_text(app: object) -> str:
 
 
 PLAN = {"draft-a": 3, "draft-b": 3, "plain-a": None, "plain-b": None}
+#: Replicas whose profile entry gives their /metrics (llama-server --metrics), beside the log.
+WITH_METRICS = ("draft-a", "draft-b")
 
 
 @contextmanager
@@ -139,9 +144,11 @@ def replicas_profile(tmp_path: Path, client_home: ClientHome, openssh_server: Op
     config = tmp_path / "config.toml"
     lines = ["[profiles.fleet]", f"user = {json.dumps(local_user())}", f"port = {openssh_server.port}",
              f"identity = {json.dumps(str(client_home.ssh_dir / 'id_ed25519'))}", 'engine = "llamacpp"']
-    for name, (_, _, log) in servers.items():
+    for name, (_, port, log) in servers.items():
         lines += ["[[profiles.fleet.replicas]]", f"name = {json.dumps(name)}", 'host = "127.0.0.1"',
                   f"log = {json.dumps(str(log))}"]
+        if name in WITH_METRICS:  # read through an SSH port forward on the replica's host
+            lines.append(f'metrics_url = "http://127.0.0.1:{port}/metrics"')
     config.write_text("\n".join(lines) + "\n")
     args = build_parser().parse_args(["connect", "fleet", "--config", str(config), "--no-record"])
     return replica_members(args, load_config(config).profile("fleet"))
@@ -173,9 +180,11 @@ async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_o
             pools = app.model.snapshot(app.fleet.inputs(), time.time(), "").configs
             assert sorted(p.replicas for p in pools) == [2, 2]
 
-            # One stopped (SIGTERM: it logs its exit), one killed (SIGKILL: its log stops).
+            # One stopped (SIGTERM: it logs its exit); two killed (SIGKILL: their logs stop), one of
+            # them with its /metrics in the profile.
             os.kill(servers["plain-b"][0].pid, signal.SIGTERM)
             os.kill(servers["draft-b"][0].pid, signal.SIGKILL)
+            os.kill(servers["plain-a"][0].pid, signal.SIGKILL)
             killed_at = time.monotonic()
             behind = {r.name: servers[r.name][2].stat().st_size - r.source.status.bytes
                       for r in app.fleet.replicas}  # type: ignore[attr-defined]
@@ -183,16 +192,27 @@ async def test_four_real_llama_replicas_over_openssh_live_then_one_stopped_and_o
                              "the stopped replica marked stopped", 60.0, lambda: seen(app, servers))
             print(f"\nfleet of four real llama-servers: bytes not yet read at the stop {behind}; "
                   f"'stopped' shown {time.monotonic() - killed_at:.1f} s after SIGTERM")
-            going = {n: samples(app, n) for n in ("draft-a", "plain-a")}
-            await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
-                             "the killed replica marked quiet", QUIET_AFTER_S + 60.0, lambda: seen(app, servers))
+            # The killed one with its /metrics: down as soon as its port stops answering (through the
+            # forward: the connection closes without an answer), long before a quiet log would say.
+            await wait_until(pilot, lambda: rows(app)["draft-b"].state is ReplicaState.DOWN,  # type: ignore[attr-defined]
+                             "the killed replica with /metrics marked down", 30.0, lambda: seen(app, servers))
+            down_after = time.monotonic() - killed_at
+            assert down_after < QUIET_AFTER_S - 5, down_after
+            assert "/metrics does not answer" in rows(app)["draft-b"].detail  # type: ignore[attr-defined]
+            print(f"the killed replica with /metrics shown down {down_after:.1f} s after SIGKILL")
+            going = samples(app, "draft-a")
+            # The killed one without: quiet 30 s after its last sample, not before.
+            await wait_until(pilot, lambda: rows(app)["plain-a"].state is ReplicaState.QUIET,  # type: ignore[attr-defined]
+                             "the killed replica without /metrics marked quiet", QUIET_AFTER_S + 60.0,
+                             lambda: seen(app, servers))
             assert time.monotonic() - killed_at >= QUIET_AFTER_S - 5  # quiet from its last sample, not before
             after = rows(app)
-            for name in ("draft-a", "plain-a"):
-                assert after[name].state is ReplicaState.LIVE, (name, after[name])  # type: ignore[attr-defined]
-                assert samples(app, name) > going[name], name  # the others went on
+            # The one left, its /metrics read all along, is live and went on counting.
+            assert after["draft-a"].state is ReplicaState.LIVE, after["draft-a"]  # type: ignore[attr-defined]
+            assert samples(app, "draft-a") > going
+            assert after["draft-b"].state is ReplicaState.DOWN, after["draft-b"]  # type: ignore[attr-defined]
             app.refresh_fleet()
             await pilot.pause()
             shown = screen_text(app)
-            assert "stopped" in shown and "quiet" in shown, shown
+            assert "stopped" in shown and "quiet" in shown and "down" in shown, shown
             await pilot.press("q")
