@@ -75,9 +75,10 @@ class _Learner:
         self.layouts: dict[str, list[tuple[Template, int, dict[str, int]]]] = {}
         #: Shapes of lines the line parser gives nothing for, whatever their digits (see _quiet_source).
         self.quiet: list[bytes] = []
-        #: Each kept shape's atoms and skeleton: a shape is parsed once, not again at every shape
-        #: learned (a llama.cpp log at -lv 4 turned the whole list over: 60% of its reading).
-        self._quiet_atoms: dict[bytes, tuple[list[bytes], bytes]] = {}
+        #: Each kept shape's atoms, skeleton and whether the atoms are the whole shape: a shape is
+        #: parsed once, not again at every shape learned (a llama.cpp log at -lv 4 turned the whole
+        #: list over: 60% of its reading).
+        self._quiet_atoms: dict[bytes, tuple[list[bytes], bytes, bool]] = {}
         #: Their pass, without a group: it only counts (a bytes object per line was 40% of it on
         #: llama.cpp's progress lines); the texts are made when needed (see _QuietTexts).
         self.quiet_rx: Pass | None = None
@@ -151,10 +152,10 @@ class _Learner:
             self._quiet_atoms.pop(self.quiet.pop(0), None)
         self.quiet.append(source)
         atoms = _ATOMS.findall(source)
-        self._quiet_atoms[source] = atoms, _skeleton(atoms)
+        self._quiet_atoms[source] = atoms, _skeleton(atoms), b"".join(atoms) == source
         # One trie of the shapes: a shared start (a wrapper, a prefix) is matched once per line.
         seqs = [self._quiet_atoms[q][0] for q in self.quiet]
-        whole = all(b"".join(a) == q for a, q in zip(seqs, self.quiet, strict=True))
+        whole = all(self._quiet_atoms[q][2] for q in self.quiet)  # each shape split into atoms whole
         if whole and _quiet_lines is not None:
             self.quiet_rx = _Shapes([self._quiet_atoms[q][1] for q in self.quiet])
             return
