@@ -230,19 +230,30 @@ def run_condition(cv: float, drift: float, seeds: int, w: float) -> dict[str, li
     return out
 
 
-def runner_campaigns(seeds: int, cv: float) -> dict[str, list[tuple[bool, bool, int, float, bool]]]:
+#: The runner's conditions: name, the two step counts, the aliases (known equals), what it shows.
+RUNNER_CONDITIONS = (
+    ("equal", (2, 3), {3: 2}, "two equal settings"),
+    ("2v3", (2, 3), {}, "2 vs 3 steps (truth +2.5%)"),
+    ("1v2", (1, 2), {}, "1 vs 2 steps (truth +10.5%)"),
+)
+
+
+def runner_campaigns(seeds: int, cv: float) -> dict[str, list[tuple[bool, bool, int, float, bool, list[bool], bool]]]:
     """The launch design through the real sweep runner on SweepWorld, line by line.
 
     ``equal``: 2 steps against "3 steps" that runs like 2 steps (``alias``: the log says 3
     steps, two rows, one truth); ``2v3``: 2 steps against 3 steps (truth +2.5%, half the launch
-    CV). Per seed: separated, the 95% interval of the difference covers the truth, restarts,
-    hours, the verdict's (adjusted) interval covers the truth.
+    CV); ``1v2``: 1 step against 2 steps (truth +10.5%, twice the launch CV). Per seed:
+    separated, the 95% interval of the difference covers the truth, restarts, hours, the
+    verdict's (adjusted) interval covers the truth, each setting's 95% interval (the table's
+    ``tok/s ± 95% CI``) covers its true mean, and the truly faster setting was named.
     """
-    out: dict[str, list[tuple[bool, bool, int, float, bool]]] = {"equal": [], "2v3": []}
-    for name, alias in (("equal", {3: 2}), ("2v3", {})):
+    out: dict[str, list[tuple[bool, bool, int, float, bool, list[bool], bool]]] = {}
+    for name, (a, b), alias, _what in RUNNER_CONDITIONS:
+        out[name] = []
         for seed in range(seeds):
             world = SweepWorld(seed, launch_cv=cv, restart_s=RESTART_S, lines_per_poll=POLL, alias=alias)
-            plan = SweepPlan((2, 3), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=POLL / RATE,
+            plan = SweepPlan((a, b), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=POLL / RATE,
                              settle=2, launch_cv=LAUNCH_CV_ASSUMED, resolve_pct=100 * 2 * cv * 0.5)
             sweep = Sweep(plan, session=world.session, restart=world.restart, load=world, clock=world.clock,
                           sleep=world.sleep)
@@ -250,13 +261,17 @@ def runner_campaigns(seeds: int, cv: float) -> dict[str, list[tuple[bool, bool, 
             v = result.verdict
             assert v is not None
             rows = {r.steps: r for r in v.analysis.rows}
-            truth = world.expected(2) - world.expected(3)
-            d = rows[2].throughput.model.difference(rows[3].throughput.model, 0.95)  # type: ignore[union-attr]
+            truth = world.expected(a) - world.expected(b)
+            d = rows[a].throughput.model.difference(rows[b].throughput.model, 0.95)  # type: ignore[union-attr]
             covers = d[1] is not None and d[2] is not None and d[1] <= truth <= d[2]
-            best, runner = (2, 3) if v.best is not None and v.best.steps == 2 else (3, 2)
+            best, runner = (a, b) if v.best is not None and v.best.steps == a else (b, a)
             t_best = world.expected(best) - world.expected(runner)
             reported = v.diff is not None and v.diff.known and v.diff.low <= t_best <= v.diff.high  # type: ignore[operator]
-            out[name].append((v.separated, covers, result.restarts, world.now / 3600, reported))
+            means = [t.ci95_low is not None and t.ci95_high is not None and t.ci95_low <= world.expected(k) <= t.ci95_high
+                     for k, t in ((k, rows[k].throughput) for k in (a, b)) if t is not None]
+            faster = a if world.expected(a) > world.expected(b) else b
+            named = v.separated and v.best is not None and v.best.steps == faster
+            out[name].append((v.separated, covers, result.restarts, world.now / 3600, reported, means, named))
     return out
 
 
@@ -341,11 +356,13 @@ def main() -> None:
                       f"{sum(o.restarts for o in both) / len(both):8.1f} {sum(o.hours for o in both) / len(both):6.2f}")
     if args.runner:
         runs = runner_campaigns(args.runner, 0.05)
-        for name, what in (("equal", "two equal settings"), ("2v3", "2 vs 3 steps (truth +2.5%)")):
+        for name, _steps, _alias, what in RUNNER_CONDITIONS:
             r = runs[name]
+            named = "" if name == "equal" else f" (the faster one {pct([x[6] for x in r])})"
             print(f"real sweep runner, launch CV 5%, {what}, {args.runner} seeds: winner named "
-                  f"{pct([x[0] for x in r])}; the verdict's interval covers the truth {pct([x[4] for x in r])}, "
-                  f"the 95% one {pct([x[1] for x in r])}; restarts {sum(x[2] for x in r) / len(r):.1f}, "
+                  f"{pct([x[0] for x in r])}{named}; the verdict's interval covers the truth {pct([x[4] for x in r])}, "
+                  f"the 95% one {pct([x[1] for x in r])}, each setting's 95% {pct([c for x in r for c in x[5]])}; "
+                  f"restarts {sum(x[2] for x in r) / len(r):.1f}, "
                   f"hours {sum(x[3] for x in r) / len(r):.2f}")
     if args.summarize:
         for cv, launches in ((0.05, 2), (0.05, 3), (0.10, 3)):
