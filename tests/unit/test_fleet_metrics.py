@@ -129,3 +129,31 @@ def test_a_replicas_metrics_url_is_checked_and_read_here_or_through_its_host(tmp
         config.write_text(f'[profiles.f]\n[[profiles.f.replicas]]\nlog = "/l/a.log"\nmetrics_url = "{bad}"\n')
         with pytest.raises(ConfigError, match="metrics_url"):
             load_config(config)
+
+
+async def test_closing_the_fleet_does_not_wait_for_a_hanging_scrape(tmp_path: Path) -> None:
+    """A replica's /metrics whose way never opens (an SSH forward hanging on a host): the fleet still
+    closes at once, and its scraping task ends (nothing of it keeps running)."""
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    @contextlib.asynccontextmanager
+    async def hangs() -> AsyncIterator[str]:
+        await asyncio.Event().wait()
+        yield "http://127.0.0.1:9/metrics"
+
+    log = tmp_path / "r.log"
+    log.write_text("\n".join(SERVING) + "\n")
+    fleet = Fleet([Member("r", str(log), LocalTailSource(str(log), lines=None, poll_interval=0.05),
+                          MetricsFeed(hangs, where="a hanging forward"))])
+    task = asyncio.create_task(fleet.run())
+    await _until(fleet, "r", ReplicaState.LIVE)
+    started = time.monotonic()
+    await fleet.close()
+    await asyncio.wait_for(task, 2.0)
+    assert time.monotonic() - started < 0.5
+    scraping = fleet.replicas[0].metrics_task
+    assert scraping is not None
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(scraping, 1.0)
+    assert scraping.done()
