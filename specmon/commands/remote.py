@@ -41,16 +41,12 @@ from specmon.commands.argtypes import (
 from specmon.commands.exits import EXIT_INPUT, fail, write_status
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractAsyncContextManager
-
     from specmon.control.connecting_runner import ConnectingRunner
     from specmon.control.launch import LaunchProfile
     from specmon.control.runner import LocalRunner
     from specmon.sources.base import LineSource
     from specmon.sources.local import LocalTailSource
     from specmon.sources.ssh import SSHTailSource
-    from specmon.ssh.connect import SSHTarget
     from specmon.ui.app import SpecmonApp
     from specmon.ui.counters import LiveCounters
     from specmon.ui.flows.restart import RestartFlow
@@ -267,36 +263,10 @@ def remote_counters(plan: ConnectPlan, **kwargs: Any) -> LiveCounters | None:
     from specmon.sources.ssh import SSHTailSource
 
     assert isinstance(plan.source, SSHTailSource)
+    from specmon.commands.forwards import forwarded_metrics
+
     opener, where = forwarded_metrics(plan.metrics, plan.source.target)
     return LiveCounters(opener, where=where, **kwargs)
-
-
-def forwarded_metrics(url: str, target: SSHTarget) -> tuple[Callable[[], AbstractAsyncContextManager[str]], str]:
-    """An opener for ``url`` as ``target`` sees it, through an SSH local port forward, and what it reaches in
-    words: each entry opens its own verified SSH connection and a free local port (the server's port stays
-    on the host)."""
-    import contextlib
-    from collections.abc import AsyncIterator
-    from urllib.parse import urlsplit
-
-    from specmon.control.load import forwarded_base_url
-    from specmon.ssh import connect as sshconfig
-
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = (parts.path or "/metrics") + (f"?{parts.query}" if parts.query else "")
-
-    @contextlib.asynccontextmanager
-    async def opener() -> AsyncIterator[str]:
-        link = await sshconfig.connect(target)
-        try:
-            async with forwarded_base_url(link.conn, port, remote_host=host, scheme=parts.scheme or "http") as base:
-                yield base + path
-        finally:
-            link.close()
-
-    return opener, f"{host}:{port} on {target.label}, through an SSH port forward"
 
 
 # -- the dashboard -------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def _metrics_feed(url: str | None, source: LocalTailSource | SSHTailSource) -> M
     from specmon.sources.ssh import SSHTailSource
 
     if isinstance(source, SSHTailSource):
-        from specmon.commands.remote import forwarded_metrics
+        from specmon.commands.forwards import forwarded_metrics
 
         opener, where = forwarded_metrics(url, source.target)
         return MetricsFeed(opener, where=where)
