@@ -72,6 +72,7 @@ from specmon.control.sweep_state import (
     config_matches,
     group_summaries,
     guided_setting,
+    match_run,
     measurement,
 )
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
@@ -419,19 +420,7 @@ class Sweep:
 
     def _match_run(self, mark: int, steps: int, point: Point = (), *,
                    allow_unlabelled: bool) -> tuple[Run | None, str]:
-        runs = self.session.runs[mark:]
-        for run in reversed(runs):
-            if run.config is not None:
-                if config_matches(run.config, steps, point):
-                    return run, ""
-                if run is runs[-1]:
-                    names = "".join("{" + n + "}" for n in ("steps", *(k for k, _ in point)))
-                    return None, (f"the restarted server reports {run.label}, not the "
-                                  f"{dimensions.label(steps, point)} asked for (check the profile's {names} "
-                                  "placeholders)")
-            elif allow_unlabelled and run is runs[-1]:
-                return run, ""
-        return None, ""
+        return match_run(self.session.runs[mark:], steps, point, allow_unlabelled=allow_unlabelled)
 
     def _others(self, cell: CellState) -> tuple[Summary | None, dict[str, Summary], dict[str, str]]:
         """This setting's two-level summary, and its rivals' (same concurrency and workload)."""

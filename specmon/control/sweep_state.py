@@ -309,3 +309,25 @@ def measurement(cell: CellState) -> Measurement | None:
     accept_len = sum(accepted) / len(accepted) if accepted and cell.steps else 1.0
     return Measurement(guided_setting(cell.steps, cell.point), summary.mean, summary.ci_half_width or 0.0,
                        accept_len, cell.concurrency)
+
+
+def match_run(runs: Sequence[Run], steps: int, point: Point = (), *,
+              allow_unlabelled: bool) -> tuple[Run | None, str]:
+    """The run a restart with ``steps`` (and ``point``) started, among the runs since it (``runs``).
+
+    ``(run, "")`` when found; ``(None, why)`` when the newest run announced another
+    configuration (the profile's placeholders do not reach the server); ``(None, "")`` while
+    none has come yet. ``allow_unlabelled``: a run that announced no configuration counts.
+    """
+    for run in reversed(runs):
+        if run.config is not None:
+            if config_matches(run.config, steps, point):
+                return run, ""
+            if run is runs[-1]:
+                names = "".join("{" + n + "}" for n in ("steps", *(k for k, _ in point)))
+                return None, (f"the restarted server reports {run.label}, not the "
+                              f"{dimensions.label(steps, point)} asked for (check the profile's {names} "
+                              "placeholders)")
+        elif allow_unlabelled and run is runs[-1]:
+            return run, ""
+    return None, ""

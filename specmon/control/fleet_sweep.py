@@ -1,0 +1,421 @@
+"""Parallel A/B sweeps: settings measured side by side on the replicas of a fleet, in rotated rounds.
+
+A sequential sweep restarts one server once per setting (and again per launch), so with
+15-minute loads five settings cost more than an hour of loading weights. With ``R`` replicas
+the settings run side by side, under the same hour's load, and every round is one restart
+cycle. In each round:
+
+1. every replica is assigned a setting by the seeded, rotated layout of
+   :mod:`specmon.model.rotation` (balanced within the round; over ``S`` rounds each replica
+   runs each setting once, so a fast replica favours none);
+2. every replica is restarted with its setting *at once* (each restart's commands are shown
+   first, by the restarter, as for one server), and its new run is found in its own session;
+3. the same workload (concurrency, prompts) is driven to every replica, ``settle`` samples are
+   skipped and ``samples`` counted samples make the launch (or its time cap ends it);
+4. the launches so far are fitted with the replica as a random effect
+   (:mod:`specmon.model.replica_effects`) and judged against the leader at a level adjusted for
+   the rounds planned: a winner, equivalent settings, or another round. Settings shown slower
+   leave the rotation and the replicas spread over the rest.
+
+A replica whose start fails is reported and dropped from that setting's arm (barred from it);
+it goes on with the others. One replica failing never stops the round for the rest.
+
+Everything that acts on the world is injected per replica (:class:`Arm`: restart, session,
+load), so the statistical tests drive simulated replicas in-process, and the CLI hands real
+ones (each a :class:`~specmon.control.plan_restarter.PlanRestarter` on its own host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.control.sweep_plan import LoadControl, Restarter, SweepError, SweepEvent
+from specmon.control.sweep_state import match_run
+from specmon.model.launches import DEFAULT_LAUNCH_CV, launch_of
+from specmon.model.replica_effects import (
+    CONTINUE,
+    EQUIVALENT,
+    WINNER,
+    FleetDecision,
+    FleetFit,
+    FleetLaunch,
+    adjusted_level,
+    decide,
+    fit_fleet,
+)
+from specmon.model.rotation import assign
+from specmon.model.session import ServerState, Session
+from specmon.redact import redact_text
+
+
+def steps_label(steps: int) -> str:
+    """``no speculation`` or ``3 steps``: a setting as the tables name it."""
+    return "no speculation" if steps == 0 else f"{steps} step{'s' if steps != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """What a parallel sweep measures (checked when made).
+
+    Attributes:
+        steps: The step counts compared (0 = no speculation), two or more, distinct.
+        concurrency: Requests kept in flight on every replica.
+        samples: Counted samples that make one launch.
+        rounds: Rounds at most (the tests' level is adjusted for this many looks).
+        seed: The layout's seed (None: drawn, and reported so the layout can be redone).
+        alpha: Chance of ever calling two equal settings different.
+        margin_pct: Settings within ± this share of the leader are equivalent.
+        launch_cv: The launch CV assumed while no setting has two launches (a fraction).
+        settle: Samples skipped after the load starts, per launch.
+        launch_minutes: A launch's time cap (it counts with the samples it has then).
+        attach_s: Seconds to wait for a restarted server's new run in its log.
+        stall_s: A launch with no new sample for this long ends (failed: the load is not reaching it).
+        poll_s: How often the launches are checked.
+    """
+
+    steps: tuple[int, ...]
+    concurrency: int = 1
+    samples: int = 40
+    rounds: int | None = None
+    seed: int | None = None
+    alpha: float = 0.05
+    margin_pct: float = 1.0
+    launch_cv: float = DEFAULT_LAUNCH_CV
+    settle: int = 5
+    launch_minutes: float = 10.0
+    attach_s: float = 120.0
+    stall_s: float = 120.0
+    poll_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if len(self.steps) < 2:
+            raise SweepError("a parallel sweep compares two or more settings: give --steps with at least two")
+        if len(set(self.steps)) != len(self.steps):
+            raise SweepError("each step count once in --steps")
+        if self.samples < 3:
+            raise SweepError("a launch needs at least 3 counted samples (--min-samples)")
+        if self.rounds is not None and self.rounds < 1:
+            raise SweepError("--rounds must be at least 1")
+        if not 0 < self.alpha < 1:
+            raise SweepError("--alpha must be in (0, 1)")
+
+    @property
+    def max_rounds(self) -> int:
+        """Rounds at most: as given, or twice the settings (each replica runs each setting twice)."""
+        return self.rounds if self.rounds is not None else 2 * len(self.steps)
+
+    @property
+    def level(self) -> float:
+        """Two-sided confidence of every test (see :func:`specmon.model.replica_effects.adjusted_level`)."""
+        return adjusted_level(self.alpha, self.max_rounds)
+
+
+@dataclass
+class Arm:
+    """One replica as a parallel sweep acts on it.
+
+    Attributes:
+        name: What the tables call it.
+        restart: Restarts its server with a step count and waits for ready (commands shown first).
+        session: The session its log feeds.
+        load: Its workload (None: the traffic comes from elsewhere).
+    """
+
+    name: str
+    restart: Restarter
+    session: Session
+    load: LoadControl | None = None
+
+
+@dataclass
+class LaunchRecord:
+    """One cell of the allocation table: a replica's launch in a round, measured or failed."""
+
+    round: int
+    replica: str
+    steps: int
+    ok: bool
+    text: str = ""
+    mean: float | None = None
+    samples: int = 0
+    accept_len: float | None = None
+    requests: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    began: float = field(default=0.0, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round": self.round, "replica": self.replica, "steps": self.steps, "ok": self.ok,
+                "text": self.text or None, "tok_s": None if self.mean is None else round(self.mean, 3),
+                "samples": self.samples,
+                "accept_len": None if self.accept_len is None else round(self.accept_len, 4),
+                "requests": self.requests, "errors": self.errors, "seconds": round(self.seconds, 2)}
+
+
+@dataclass
+class FleetSweepResult:
+    """What a parallel sweep found: the allocation, every launch, the fit and the decision."""
+
+    plan: FleetPlan
+    seed: int
+    replicas: list[str]
+    records: list[LaunchRecord]
+    fit: FleetFit | None
+    decision: FleetDecision | None
+    rounds_run: int
+    seconds: float
+    stopped: bool = False
+    launches: list[FleetLaunch] = field(default_factory=list, repr=False)
+
+    @property
+    def winner(self) -> int | None:
+        """The winning step count, when there is one."""
+        d = self.decision
+        return int(d.leader) if d is not None and d.kind == WINNER else None  # type: ignore[call-overload]
+
+    def sentence(self) -> str:
+        """The verdict in one sentence, with what it rests on."""
+        d, ff = self.decision, self.fit
+        if ff is None or d is None:
+            why = "the sweep was stopped before" if self.stopped else "no round gave"
+            return f"No verdict: {why} two settings with launches of 3+ samples."
+        lead = steps_label(int(d.leader))  # type: ignore[call-overload]
+        pct = 100 * (1 - self.plan.alpha)
+        rests = f"Rests on {ff.covers()}; each comparison at {100 * d.level:.2f}% (adjusted for " \
+                f"{self.plan.max_rounds} rounds, {pct:g}% overall)."
+        if d.kind == WINNER:
+            worst = min(d.slower.items(), key=lambda kv: kv[1][0])
+            return (f"{lead} wins: {worst[1][0]:+.1f}% over {steps_label(int(worst[0]))} "  # type: ignore[call-overload]
+                    f"(interval {worst[1][1]:+.1f}…{worst[1][2]:+.1f}%). {rests}")
+        if d.kind == EQUIVALENT:
+            same = ", ".join(steps_label(int(s)) for s in d.equivalent)  # type: ignore[call-overload]
+            return (f"No winner: {lead} and {same} are within ±{self.plan.margin_pct:g}% of each other. "
+                    f"{rests}")
+        left = ", ".join(steps_label(int(s)) for s in d.open)  # type: ignore[call-overload]
+        when = "when stopped" if self.stopped else f"after {self.rounds_run} rounds"
+        return f"Not separated {when}: {lead} leads, {left} not told apart from it. {rests}"
+
+    def to_json(self) -> dict[str, Any]:
+        d, ff = self.decision, self.fit
+        settings = []
+        for s in self.plan.steps:
+            row: dict[str, Any] = {"steps": s, "label": steps_label(s),
+                                   "launches": ff.launches.get(s, 0) if ff else 0}
+            if ff is not None and s in ff.means:
+                iv = ff.interval(s)
+                row.update(tok_s=round(ff.means[s], 3),
+                           ci95=None if iv is None else [round(iv[0], 3), round(iv[1], 3)])
+                if d is not None and s != d.leader:
+                    pct, lo, hi = ff.ratio_pct(d.leader, s, d.level)
+                    row["leader_ahead_pct"] = [round(pct, 3), None if lo is None else round(lo, 3),
+                                               None if hi is None else round(hi, 3)]
+            settings.append(row)
+        return {
+            "kind": "parallel-sweep", "seed": self.seed, "replicas": self.replicas,
+            "concurrency": self.plan.concurrency, "samples_per_launch": self.plan.samples,
+            "rounds_planned": self.plan.max_rounds, "rounds_run": self.rounds_run, "seconds": round(self.seconds, 1),
+            "stopped": self.stopped,
+            "verdict": {"kind": None if d is None else d.kind, "winner_steps": self.winner,
+                        "leader_steps": None if d is None else d.leader, "level": None if d is None else d.level,
+                        "model": None if ff is None else ff.model, "rests_on": None if ff is None else ff.covers(),
+                        "replica_cv": None if ff is None else ff.replica_cv,
+                        "sentence": self.sentence()},
+            "settings": settings,
+            "launches": [r.to_json() for r in self.records],
+        }
+
+
+class FleetSweep:
+    """Runs a :class:`FleetPlan` over ``arms`` (see the module docstring)."""
+
+    def __init__(self, plan: FleetPlan, arms: Sequence[Arm], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 on_event: Callable[[SweepEvent], None] | None = None, recorder: Any = None) -> None:
+        if not arms:
+            raise SweepError("a parallel sweep needs at least one replica")
+        names = [a.name for a in arms]
+        if len(set(names)) != len(names):
+            raise SweepError("two replicas have one name: name them apart in the profile")
+        self.plan = plan
+        self.arms = list(arms)
+        self._clock = clock
+        self._sleep = sleep
+        self._on_event = on_event
+        self.recorder = recorder
+        self.seed = plan.seed if plan.seed is not None else random.SystemRandom().randrange(1 << 31)
+        self.records: list[LaunchRecord] = []
+        self.launches: list[FleetLaunch] = []
+        #: Per replica, the settings it failed to start with (dropped from those arms).
+        self.barred: dict[str, set[int]] = {a.name: set() for a in arms}
+        #: What each replica runs now, as far as the sweep knows (None: unknown, failed or stopped).
+        self.running: dict[str, int | None] = dict.fromkeys(names)
+        self._stop = False
+
+    def request_stop(self) -> None:
+        """Stop after the round under way (its launches end at their next check)."""
+        self._stop = True
+
+    def _emit(self, kind: str, text: str) -> None:
+        text = redact_text(text)
+        if self._on_event is not None:
+            self._on_event(SweepEvent(kind, text, None))
+        if self.recorder is not None:
+            self.recorder.meta("fleet-sweep", kind=kind, text=text)
+
+    async def run(self) -> FleetSweepResult:
+        """Run rounds until a decision or the last round; returns the result (also when stopped)."""
+        plan = self.plan
+        began = self._clock()
+        open_steps = list(plan.steps)
+        decision: FleetDecision | None = None
+        ff: FleetFit | None = None
+        names = [a.name for a in self.arms]
+        self._emit("plan", f"parallel sweep of {len(plan.steps)} settings ({', '.join(map(str, plan.steps))} steps) "
+                           f"on {len(self.arms)} replicas at concurrency {plan.concurrency}: up to {plan.max_rounds} "
+                           f"rounds of {plan.samples} samples per launch, layout seed {self.seed}")
+        rounds_run = 0
+        try:
+            for k in range(plan.max_rounds):
+                if self._stop:
+                    break
+                layout = assign(names, open_steps, k, self.seed, self.barred)
+                if not layout:
+                    self._emit("failed", "no replica can run any open setting: every start failed")
+                    break
+                self._emit("round", f"round {k + 1}: " + ", ".join(
+                    f"{n} → {steps_label(layout[n])}" for n in names if n in layout))
+                if self.recorder is not None:
+                    self.recorder.meta("fleet-sweep-round", round=k + 1, layout=dict(layout))
+                arms = [a for a in self.arms if a.name in layout]
+                await asyncio.gather(*(self._launch(a, layout[a.name], k) for a in arms))
+                rounds_run = k + 1
+                ff = fit_fleet(self.launches, plan.launch_cv)
+                if ff is None:
+                    continue
+                last = k == plan.max_rounds - 1
+                decision = decide(ff, open_steps, level=plan.level, margin_pct=plan.margin_pct, last=last)
+                if decision is None:
+                    continue
+                self._emit("look", self._look_text(k + 1, ff, decision))
+                if decision.stop:
+                    break
+                dropped = [s for s in open_steps if s in decision.slower]
+                open_steps = [s for s in open_steps if s not in decision.slower]
+                if dropped:
+                    self._emit("look", "left out of the next rounds (slower than "
+                                       f"{steps_label(int(decision.leader))}): "  # type: ignore[call-overload]
+                                       + ", ".join(steps_label(s) for s in dropped))
+        finally:
+            await asyncio.gather(*(a.load.stop() for a in self.arms if a.load is not None), return_exceptions=True)
+        if decision is not None and decision.kind == CONTINUE:
+            # Stopped (or out of replicas) before the planned last round: said as not separated.
+            decision = FleetDecision("undecided", decision.leader, decision.slower, decision.equivalent,
+                                     decision.open, decision.level)
+        result = FleetSweepResult(plan, self.seed, names, self.records, ff, decision, rounds_run,
+                                  self._clock() - began, self._stop, list(self.launches))
+        if self.recorder is not None:
+            self.recorder.verdict(result.to_json())
+        self._emit("verdict", result.sentence())
+        return result
+
+    def _look_text(self, rnd: int, ff: FleetFit, d: FleetDecision) -> str:
+        parts = []
+        for s in self.plan.steps:
+            if s in ff.means:
+                parts.append(f"{steps_label(s)} {ff.means[s]:.1f}")
+        head = f"after round {rnd}: " + ", ".join(parts) + " tok/s"
+        return f"{head} ({ff.model}) — {d.kind}"
+
+    async def _launch(self, arm: Arm, steps: int, rnd: int) -> None:
+        """Restart ``arm`` with ``steps``, drive the load, and record the launch (or why it failed)."""
+        plan = self.plan
+        began = self._clock()
+        rec = LaunchRecord(rnd + 1, arm.name, steps, False, began=began)
+        self.records.append(rec)
+        self.running[arm.name] = None
+        if arm.load is not None:
+            await arm.load.stop()
+        mark = len(arm.session.runs)
+        self._emit("restart", f"{arm.name}: restarting with {steps_label(steps)}")
+        try:
+            outcome = await arm.restart(steps)
+            ok, detail = outcome.ok, outcome.detail
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a restarter's own failure: this replica's launch fails, not the sweep
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        if not ok:
+            self._fail(arm, rec, steps, f"restart failed: {redact_text(detail)}", bar=True)
+            return
+        run = None
+        deadline = self._clock() + plan.attach_s
+        while run is None:
+            run, problem = match_run(arm.session.runs[mark:], steps,
+                                     allow_unlabelled=self._clock() >= deadline - plan.attach_s / 2)
+            if problem:
+                self._fail(arm, rec, steps, problem, bar=True)
+                return
+            if run is None:
+                if self._clock() >= deadline:
+                    self._fail(arm, rec, steps, f"ready, but its log showed no new run within {plan.attach_s:g} s",
+                               bar=True)
+                    return
+                await self._sleep(min(plan.poll_s, 0.5))
+        self.running[arm.name] = steps
+        if arm.load is not None:
+            await arm.load.start(plan.concurrency)
+        start = len(run.throughput) + plan.settle
+        cap = plan.launch_minutes * 60.0
+        measuring = self._clock()
+        last_n, last_progress = len(run.throughput), measuring
+        why = ""
+        try:
+            while not self._stop:
+                await self._sleep(plan.poll_s)
+                now = self._clock()
+                n = len(run.throughput)
+                if n != last_n:
+                    last_n, last_progress = n, now
+                if run.state is ServerState.CRASHED:
+                    why = f"the server crashed: {run.crash_detail or 'see its log'}"
+                    break
+                if n - start >= plan.samples or now - measuring >= cap:
+                    break
+                if now - last_progress >= plan.stall_s:
+                    why = f"no new sample for {plan.stall_s:g} s (is the load reaching it?)"
+                    break
+        finally:
+            report = await arm.load.stop() if arm.load is not None else None
+        values = list(run.throughput[start:start + plan.samples])
+        rec.seconds = self._clock() - began
+        if report is not None:
+            rec.requests, rec.errors = len(report.results), report.errors
+        if why and len(values) < 3:
+            self.running[arm.name] = None if run.state is ServerState.CRASHED else steps
+            self._fail(arm, rec, steps, why, bar=run.state is ServerState.CRASHED)
+            return
+        launch = launch_of(values, name=f"{arm.name} round {rnd + 1}")
+        if launch is None or launch.se is None:
+            self._fail(arm, rec, steps, f"only {len(values)} counted samples (3 needed)", bar=False)
+            return
+        al = run.accept_len[-len(values):] if run.accept_len else []
+        rec.ok, rec.mean, rec.samples = True, launch.mean, launch.n
+        rec.accept_len = sum(al) / len(al) if al else None
+        rec.text = why
+        self.launches.append(FleetLaunch(arm.name, steps, rnd, launch))
+        self._emit("done", f"{arm.name}: {steps_label(steps)} {launch.mean:.1f} tok/s over {launch.n} samples"
+                           + (f" ({why})" if why else ""))
+
+    def _fail(self, arm: Arm, rec: LaunchRecord, steps: int, why: str, *, bar: bool) -> None:
+        rec.ok, rec.text = False, why
+        rec.seconds = rec.seconds or self._clock() - rec.began
+        if bar:
+            self.barred[arm.name].add(steps)
+        self._emit("failed", f"{arm.name}: {steps_label(steps)}: {why}"
+                             + ("; dropped from this setting's arm" if bar else ""))
