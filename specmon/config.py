@@ -133,6 +133,9 @@ class ReplicaEntry(BaseModel):
     # Its engine's /metrics as its host sees it (through an SSH port forward for a replica on a
     # host): a replica whose engine stops answering is shown down at once, not quiet 30 s later.
     metrics_url: str | None = None
+    # The port its server listens on, for the profile's shared [launch] section ({port}) and the
+    # load a parallel sweep drives to it (unset: the launch section's own port).
+    launch_port: int | None = Field(default=None, ge=1, le=65535)
 
     @field_validator("name", "host", "log", "log_glob")
     @classmethod
@@ -150,6 +153,38 @@ class ReplicaEntry(BaseModel):
         if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
             raise ValueError("host must not start with '-' or contain spaces")
         return value
+
+
+def _check_shared_launch(launch: LaunchProfile, replicas: list[ReplicaEntry]) -> None:
+    """A [launch] section the replicas share: each has a port, and replicas on one host never share one.
+
+    Two servers on one host with one port, pidfile or log would stop each other's server or
+    write into each other's log: refused here, with the template that needs ``{port}``.
+    """
+    from specmon.control.launch_profile import PLACEHOLDERS, expand
+
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, replica in enumerate(replicas, start=1):
+        port = replica.launch_port or launch.port
+        if port is None:
+            raise ValueError(f"replica {replica.name or i} has no launch_port, and [launch] no port: the restarts "
+                             "and the load need the port its server listens on")
+        where = replica.host or "this machine"
+        # Only {port} differs between the replicas: the other placeholders are kept as they are.
+        values = {name: "{" + name + "}" for name in PLACEHOLDERS} | {"port": str(port)}
+        things = [("port", "launch_port", str(port))]
+        if launch.mode == "managed":
+            own = launch.model_copy(update={"port": port})
+            things.append(("pidfile", "the launch's pidfile", expand(own.pidfile_template(), values)))
+        if launch.log is not None:
+            things.append(("log", "the launch's log", expand(launch.log, values)))
+        for kind, what, value in things:
+            key = (where, kind, value)
+            if key in seen:
+                hint = "give each its own launch_port" if kind == "port" else "put {port} in it"
+                raise ValueError(f"replicas {seen[key]} and {replica.name or i} on {where} would share "
+                                 f"{what} {value!r}: {hint}")
+            seen[key] = replica.name or i  # type: ignore[assignment]
 
 
 class Profile(BaseModel):
@@ -245,6 +280,26 @@ class Profile(BaseModel):
             parse_duration(value)
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _port_from_replicas(cls, data: Any) -> Any:
+        """A [launch] the replicas share may leave ``port`` out when every replica gives its launch_port.
+
+        The launch section is checked as one server's (``{port}`` needs a port); the first
+        replica's stands in, and is never used for a replica, since each has its own.
+        """
+        if not isinstance(data, dict):
+            return data
+        launch, replicas = data.get("launch"), data.get("replicas")
+        if isinstance(launch, dict) and "port" not in launch and isinstance(replicas, list) and replicas:
+            for i, r in enumerate(replicas, start=1):
+                if isinstance(r, dict) and r.get("launch_port") is None:
+                    raise ValueError(f"replica {r.get('name') or i} has no launch_port, and [launch] no port: the "
+                                     "restarts and the load need the port its server listens on")
+            if isinstance(replicas[0], dict) and isinstance(replicas[0].get("launch_port"), int):
+                data = {**data, "launch": {**launch, "port": replicas[0]["launch_port"]}}
+        return data
+
     @model_validator(mode="after")
     def _replica_fields(self) -> Profile:
         """A replicas profile: each replica has a log to read, a name of its own; no one-server host."""
@@ -253,10 +308,12 @@ class Profile(BaseModel):
         if self.prometheus is not None:
             raise ValueError("a profile reads its fleet either through prometheus or from its replicas' logs, "
                              "not both: put them in two profiles")
-        one_server = [name for name in ("host", "launch", "metrics_url", "baseline_file") if getattr(self, name) is not None]
+        one_server = [name for name in ("host", "metrics_url", "baseline_file") if getattr(self, name) is not None]
         if one_server:
             raise ValueError(f"{', '.join(one_server)} belong{'s' if len(one_server) == 1 else ''} to a one-server "
                              "profile, and this one lists replicas (each replica names its own host)")
+        if self.launch is not None:
+            _check_shared_launch(self.launch, self.replicas)
         seen: dict[str, int] = {}
         for i, replica in enumerate(self.replicas, start=1):
             if not (replica.log or replica.log_glob or self.log or self.log_glob):

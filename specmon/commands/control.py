@@ -65,6 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--max-minutes", type=positive_float, default=None, metavar="M",
                    help="collection time budget per setting, minutes (default 10; demo 0.4)")
     s.add_argument("--looks", type=positive_int, default=5, metavar="K", help="planned looks per setting (default 5)")
+    s.add_argument("--rounds", type=positive_int, default=None, metavar="N",
+                   help="a parallel sweep over a profile's replicas: rounds at most (default twice the settings)")
     s.add_argument("--alpha", type=positive_float, default=0.05, metavar="A",
                    help="chance of calling two equal settings different, over all looks (default 0.05)")
     s.add_argument("--margin-pct", type=positive_float, default=1.0, metavar="P",
@@ -192,6 +194,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args.profile = args.grid.pop()
     if args.demo and args.profile:
         return fail("give a PROFILE or --demo, not both")
+    if args.demo and args.rounds is not None:
+        return fail("--rounds is for a parallel sweep over a profile's replicas, not the demo")
     if not args.demo and not args.profile:
         return fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
     if args.grid is not None:

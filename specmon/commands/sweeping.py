@@ -224,6 +224,13 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         profile = config.profile(args.profile)
     except ConfigError as exc:
         return fail(str(exc))
+    if profile.replicas is not None:
+        from specmon.commands.fleet_sweeping import run_fleet_sweep
+
+        return await run_fleet_sweep(args, profile, args.profile)
+    if args.rounds is not None:
+        return fail("--rounds is for a parallel sweep over a profile's replicas; one server's sweep decides "
+                    "at its looks (--looks)")
     if not profile.launch:
         return fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
                      "the server (see `specmon sweep --help` and the README's launch profiles)")

@@ -1,0 +1,299 @@
+"""``specmon sweep FLEET``: a parallel A/B sweep on the replicas of a profile (:mod:`specmon.control.fleet_sweep`).
+
+The profile lists ``replicas`` (host, log, ``launch_port``) and one ``[launch]`` section they
+share; ``{port}`` in it becomes each replica's port. Before anything runs, every replica's first
+restart is shown in full (the others differ in the step count only) and confirmed. Each replica
+then gets its own SSH connection (or none, on this machine), its own log follower, load driver
+(through an SSH port forward to its port) and lease on its server: two specmon never drive one
+replica, and one replica that cannot be reached stops nothing but the start (nothing restarted).
+At the end the replicas are left as ``--finish`` says: on the winner (all restarted in
+parallel), as they are, or stopped; each "left running" is checked on its host.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
+from specmon.commands.sweep_output import _err
+
+if TYPE_CHECKING:
+    import contextlib
+
+    from specmon.config import Profile, ReplicaEntry
+    from specmon.control.fleet_sweep import Arm, FleetPlan, FleetSweepResult
+    from specmon.control.launch import LaunchProfile
+    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+
+#: ``sweep`` options that belong to a one-server sweep, with why a parallel sweep refuses them.
+_NOT_FOR_FLEET = (
+    ("grid", None, "--grid", "a parallel sweep compares step counts (--steps)"),
+    ("workload", None, "--workload", "every replica gets the same workload: give --prompts"),
+    ("state", None, "--state", "a parallel sweep is not resumed: its rounds run again from the start"),
+    ("fresh", False, "--fresh", "a parallel sweep is not resumed: it always starts afresh"),
+    ("resolve_pct", None, "--resolve-pct", "its rounds are set with --rounds"),
+    ("strategy", "grid", "--strategy", "every step count given is measured"),
+    ("order", "given", "--order", "the rotated layout sets the order"),
+    ("prometheus_port", None, "--prometheus-port", "it serves one server's figures"),
+)
+
+
+def refused_option(args: argparse.Namespace) -> str | None:
+    """The first one-server option given to a parallel sweep, with why (None: none given)."""
+    for attr, default, flag, why in _NOT_FOR_FLEET:
+        if getattr(args, attr, default) not in (default, None) or (default is False and getattr(args, attr, False)):
+            return f"{flag} does not apply to a parallel sweep over replicas: {why}"
+    if len(args.concurrency) != 1:
+        return "a parallel sweep runs one concurrency: give --concurrency with one value"
+    return None
+
+
+def fleet_plan(args: argparse.Namespace) -> FleetPlan:
+    """The plan from the command line (raises SweepError with the sentence)."""
+    from specmon.control.fleet_sweep import FleetPlan
+    from specmon.model.launches import DEFAULT_LAUNCH_CV
+
+    return FleetPlan(tuple(args.steps), args.concurrency[0], samples=args.min_samples or 40, rounds=args.rounds,
+                     seed=args.seed, alpha=args.alpha, margin_pct=args.margin_pct,
+                     launch_cv=DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv,
+                     launch_minutes=args.max_minutes or 10.0)
+
+
+def replica_names(profile: Profile) -> list[str]:
+    """What the tables call each replica: its name, or what differs between their places."""
+    from specmon.model.fleet import short_names
+
+    assert profile.replicas is not None
+    wheres = [f"{r.host or 'local'}:{r.launch_port or (profile.launch.port if profile.launch else '')}"
+              for r in profile.replicas]
+    names = short_names(wheres)
+    for i, entry in enumerate(profile.replicas):
+        if entry.name is not None:
+            names[i] = entry.name
+    return [f"{n}#{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
+class _Replica:
+    """One replica's parts for the sweep: launch profile, connection, follower, restarter, load."""
+
+    def __init__(self, name: str, entry: ReplicaEntry, launch: LaunchProfile, profile: Profile) -> None:
+        self.name = name
+        self.entry = entry
+        self.launch = launch
+        self.profile = profile
+        self.host = entry.host or "localhost"
+        self.link: Any = None
+        self.follower: LogFollower | None = None
+        self.restarter: PlanRestarter | None = None
+        self.lease: Any = None
+
+    def show(self, text: str) -> None:
+        _err("\n".join(f"[{self.name}] {line}" for line in text.splitlines()))
+
+    async def open(self, args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Arm:
+        """Connect (for a replica on a host) and build its arm; raises ValueError with the sentence."""
+        from specmon.commands.sweeping import _load_options
+        from specmon.control.fleet_sweep import Arm
+        from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+        from specmon.control.plan_restarter import LogFollower, PlanRestarter
+        from specmon.model.session import Session
+        from specmon.output.recording import RecordedIngest
+
+        session = Session()
+        ingest = RecordedIngest(session, None)
+        port = self.launch.port
+        assert port is not None  # the profile's check
+        if self.entry.host is None:
+            from specmon.control.runner import LocalRunner
+            from specmon.sources.local import LocalTailSource
+
+            self.follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
+                path, lines=0 if from_end else None))
+            runner: Any = LocalRunner()
+            base = f"http://127.0.0.1:{port}"
+        else:
+            from specmon.control.runner import SSHRunner
+            from specmon.sources.ssh import SSHTailSource
+            from specmon.ssh.connect import SSHError, connect, target_from_options
+
+            one = self.profile.model_copy(update={"replicas": None, "launch": None, "host": self.entry.host})
+            target = target_from_options(None, profile=one)
+            try:
+                self.link = await connect(target)
+            except SSHError as exc:
+                raise ValueError(str(exc)) from None
+            stack.callback(self.link.close)
+            self.host = target.label
+            self.follower = LogFollower(ingest, lambda path, from_end: SSHTailSource(
+                target, path, lines=0 if from_end else None))
+            runner = SSHRunner(self.link.conn)
+            try:
+                base = await stack.enter_async_context(forwarded_base_url(self.link.conn, port))
+            except Exception as exc:
+                raise ValueError(f"cannot forward a local port to 127.0.0.1:{port} on {target.label}: {exc}") from None
+        self.restarter = PlanRestarter(self.launch, runner, host=self.host, follower=self.follower, show=self.show,
+                                       record_servers=True)
+        load = None
+        if not args.no_load:
+            try:
+                load = BackgroundLoad(LoadDriver(_load_options(args, base)))
+            except LoadError as exc:
+                raise ValueError(str(exc)) from None
+        return Arm(self.name, self.restarter, session, load)
+
+
+async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_name: str) -> int:
+    """Run a parallel sweep on ``profile``'s replicas; returns the exit code."""
+    import contextlib
+    import random
+    import sys
+
+    from specmon.commands.sweeping import _NoRunner, _recorder, check_steps
+    from specmon.control.fleet_sweep import FleetSweep
+    from specmon.control.launch import LaunchError
+    from specmon.control.lease import LeaseHeld, lease_for
+    from specmon.control.plan_restarter import PlanRestarter
+    from specmon.control.sweep_plan import SweepError
+    from specmon.model.rotation import assign
+
+    problem = refused_option(args)
+    if problem:
+        return fail(problem, EXIT_INPUT)
+    assert profile.replicas is not None
+    if profile.launch is None:
+        return fail(f"profile {profile_name!r} lists replicas but has no [launch] section: a parallel sweep needs "
+                    "to know how to restart them (one [launch] they share, {port} for each one's launch_port)")
+    try:
+        plan = fleet_plan(args)
+    except SweepError as exc:
+        return fail(str(exc), EXIT_INPUT)
+    if plan.seed is None:  # drawn now, so the layout shown before the start is the one that runs
+        from dataclasses import replace
+
+        plan = replace(plan, seed=random.SystemRandom().randrange(1 << 31))
+    assert plan.seed is not None
+    names = replica_names(profile)
+    replicas: list[_Replica] = []
+    for name, entry in zip(names, profile.replicas, strict=True):
+        launch = profile.launch.model_copy(update={"port": entry.launch_port or profile.launch.port})
+        replicas.append(_Replica(name, entry, launch, profile))
+    problem = check_steps(replicas[0].launch, plan.steps, f"profile {profile_name!r}")
+    if problem:
+        return fail(problem)
+    if not args.no_load and any(r.launch.port is None for r in replicas):
+        return fail("every replica needs a launch_port for the load driver to reach it")
+    first = assign(names, list(plan.steps), 0, plan.seed)
+    try:
+        shown = {r.name: PlanRestarter(r.launch, _NoRunner(), host=r.entry.host or "localhost").plan_for(first[r.name])
+                 for r in replicas if r.name in first}
+        for r in replicas:  # every setting's commands are built (and so checked) before the first restart
+            for s in plan.steps:
+                PlanRestarter(r.launch, _NoRunner(), host=r.host).plan_for(s)
+    except LaunchError as exc:
+        return fail(f"profile {profile_name!r}: {exc}")
+    _err(f"sweep: a parallel sweep of {len(plan.steps)} settings on {len(replicas)} replicas, up to "
+         f"{plan.max_rounds} rounds (a restart of every replica each round); round 1:")
+    for r in replicas:
+        if r.name in shown:
+            r.show(shown[r.name].describe())
+    _err("sweep: the later rounds run the same commands with the step count the layout gives each replica")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            return fail("this restarts every replica; pass --yes to confirm when not at a terminal")
+        answer = input(f"Restart {len(replicas)} replicas, up to {plan.max_rounds} times each? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            return fail("cancelled", 1)
+    rec = _recorder(args, "parallel-sweep", None, {"command": "sweep", "profile": profile_name, "parallel": True,
+                                                   "replicas": names, "steps": list(plan.steps)})
+    async with contextlib.AsyncExitStack() as stack:
+        arms = []
+        for r in replicas:
+            try:
+                arms.append(await r.open(args, stack))
+            except ValueError as exc:
+                await _stop_followers(replicas)
+                return fail(f"replica {r.name}: {exc}; nothing was restarted")
+        held = []
+        try:
+            for r in replicas:
+                assert r.restarter is not None
+                lease = lease_for(r.launch, r.restarter.runner, r.host, "a parallel sweep")
+                try:
+                    await lease.acquire()
+                except (LeaseHeld, ConnectionError, OSError) as exc:
+                    return fail(f"replica {r.name}: {exc}; nothing was restarted")
+                held.append(lease)
+            sweep = FleetSweep(plan, arms, on_event=_on_event, recorder=rec)
+            result = await sweep.run()
+            left = await _finish(args, result, replicas, sweep.running)
+        finally:
+            for lease in held:
+                with contextlib.suppress(Exception):
+                    await lease.release()
+            await _stop_followers(replicas)
+            if rec is not None:
+                rec.close()
+    from specmon.commands.fleet_sweep_output import print_fleet_result
+
+    print_fleet_result(args.format, result, {"recording": str(rec.path) if rec else None,
+                                             "left": left}, [f"{k}: {v['text']}" for k, v in left.items()])
+    if result.decision is None:
+        return EXIT_NOTHING
+    unmeasured = [s for s in plan.steps if not (result.fit and s in result.fit.launches)]
+    if unmeasured:
+        _err(f"sweep: {len(unmeasured)} setting(s) have no launch on any replica (exit {EXIT_INCOMPLETE})")
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def _on_event(ev: Any) -> None:
+    _err(f"  {ev.text}" if ev.kind in ("look", "done") else f"sweep: {ev.text}")
+
+
+async def _stop_followers(replicas: list[_Replica]) -> None:
+    for r in replicas:
+        if r.follower is not None:
+            await r.follower.stop()
+
+
+async def _finish(args: argparse.Namespace, result: FleetSweepResult, replicas: list[_Replica],
+                  running: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """Leave the replicas as ``--finish`` says; returns, per replica, what is left (checked on its host)."""
+    import asyncio
+
+    from specmon.commands.sweeping import _finish_choice, _left_note
+
+    winner = result.winner
+    choice = _finish_choice(args, (winner, ()) if winner is not None else None)
+    if choice == "winner" and winner is None:
+        choice = "last"
+        _err("sweep: no winner: every replica is left on its last setting")
+
+    async def one(r: _Replica) -> dict[str, Any]:
+        assert r.restarter is not None
+        now = running.get(r.name)
+        doc: dict[str, Any] = {"steps": now, "running": now is not None}
+        if choice == "none":
+            said = await r.restarter.stop_server()
+            doc.update(steps=None, running=False, text="stopped as asked (--finish none)"
+                       + (f": {said}" if said else ""))
+            return doc
+        if choice == "winner" and winner is not None and now != winner:
+            outcome = await r.restarter(winner)
+            if outcome.ok:
+                doc.update(steps=winner, running=True)
+            else:
+                doc.update(steps=None, running=None, text=f"restart on the winner failed: {outcome.detail}")
+                return doc
+        note = await _left_note(r.restarter)
+        if note is not None and not note[0]:
+            doc.update(steps=None, running=False, text=note[1])
+        elif doc["steps"] is not None:
+            doc["text"] = f"left running with {doc['steps']} steps" + (" (the winner)" if doc["steps"] == winner else "")
+        else:
+            doc.setdefault("text", "not running a measured setting")
+        return doc
+
+    docs = await asyncio.gather(*(one(r) for r in replicas))
+    return {r.name: d for r, d in zip(replicas, docs, strict=True)}

@@ -1,0 +1,167 @@
+"""``specmon sweep FLEET``: a parallel sweep through the real entry point, on simulated servers on this machine.
+
+Three replicas of the simulated server (``specmon.sim.server``), each on its own port, share one
+``[launch]`` section; the sweep restarts them in parallel round by round, drives load to each,
+and prints the allocation and a verdict. Also the profile's checks and the options refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from specmon.config import ConfigError, parse_config
+from tests.support.net import free_port
+from tests.unit.test_sweep_cli import alive, specmon
+
+
+def fleet_config(tmp_path: Path, ports: list[int], *, pidfile: str = "sim_{port}.pid",
+                 log: str = "sim_{port}_{steps}.log", fail_port: int | None = None) -> Path:
+    work = tmp_path / "srv"
+    work.mkdir(exist_ok=True)
+    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+              "--time-scale", "200", "--startup-seconds", "0.3", "--launch-cv", "3"]
+    lines = ["[profiles.fleet]", "[profiles.fleet.launch]", 'mode = "managed"', 'engine = "sglang"',
+             f"argv = {json.dumps([*server, '--steps', '{steps}'])}",
+             f"nospec_argv = {json.dumps([*server, '--steps', '0'])}",
+             f"log = {json.dumps(str(work / log))}", f"pidfile = {json.dumps(str(work / pidfile))}",
+             f"cwd = {json.dumps(str(work))}", 'health_url = "http://127.0.0.1:{port}/health"',
+             "steps_min = 0", "start_timeout_s = 60", "stop_grace_s = 5", 'stop_signal = "TERM"']
+    for i, port in enumerate(ports, start=1):
+        lines += ["[[profiles.fleet.replicas]]", f'name = "sim-{i}"', f"log = {json.dumps(str(work / f'view-{i}.log'))}",
+                  f"launch_port = {port}"]
+    config = tmp_path / "specmon.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+def pids(tmp_path: Path) -> list[int]:
+    out = []
+    for f in (tmp_path / "srv").glob("sim_*.pid"):
+        try:
+            out.append(int(f.read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and_leaves_them_as_asked(
+        tmp_path: Path) -> None:
+    ports = []
+    for _ in range(3):
+        port = free_port()
+        while port in ports:
+            port = free_port()
+        ports.append(port)
+    config = fleet_config(tmp_path, ports)
+    try:
+        proc = specmon(["sweep", "fleet", "--config", str(config), "--steps", "10,2", "--rounds", "4",
+                        "--min-samples", "30", "--yes", "--seed", "7", "--format", "json", "--finish", "winner"],
+                       tmp_path, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        doc = json.loads(proc.stdout)
+        # Every command shown before anything ran: each replica's first restart, prefixed by its name.
+        for i in (1, 2, 3):
+            assert f"[sim-{i}] " in proc.stderr
+        first_start = proc.stderr.index("start: result=")
+        assert all(proc.stderr.index(f"[sim-{i}] ") < first_start for i in (1, 2, 3))
+        assert doc["kind"] == "parallel-sweep" and doc["replicas"] == ["sim-1", "sim-2", "sim-3"]
+        rounds = doc["rounds_run"]
+        assert 1 <= rounds <= 4 and len(doc["launches"]) == 3 * rounds
+        assert all(x["ok"] and x["samples"] == 30 and x["requests"] > 0 for x in doc["launches"]), doc["launches"]
+        # Balanced within each round; each replica alternates between the two settings.
+        for k in range(1, rounds + 1):
+            steps = sorted(x["steps"] for x in doc["launches"] if x["round"] == k)
+            assert steps in ([2, 2, 10], [2, 10, 10])
+        for name in doc["replicas"]:
+            mine = [x["steps"] for x in sorted(doc["launches"], key=lambda x: x["round"]) if x["replica"] == name]
+            assert all(a != b for a, b in zip(mine, mine[1:], strict=False)), mine
+        verdict = doc["verdict"]
+        assert verdict["winner_steps"] == 2, verdict  # the simulator: 2 steps 94 tok/s, 10 steps 60
+        assert "replica" in verdict["rests_on"] and verdict["sentence"].startswith("2 steps wins")
+        # Left on the winner, checked on the host.
+        for name, left in doc["left"].items():
+            assert left["running"] is True and left["steps"] == 2, (name, left)
+        assert len(pids(tmp_path)) == 3 and all(alive(p) for p in pids(tmp_path))
+        # The recording holds the rounds' layouts and the verdict with the allocation.
+        rec = Path(doc["recording"])
+        kinds = [json.loads(line).get("kind") for line in rec.read_text().splitlines() if line.strip()]
+        assert kinds.count("fleet-sweep-round") == rounds or "fleet-sweep-round" in rec.read_text()
+        assert '"parallel-sweep"' in rec.read_text()
+    finally:
+        for pid in pids(tmp_path):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+
+def test_the_text_answer_fits_80_columns(tmp_path: Path) -> None:
+    import asyncio
+
+    from specmon.commands.fleet_sweep_output import text_report
+    from specmon.control.fleet_sweep import FleetPlan, FleetSweep
+    from tests.support.fleetsim import FleetWorld
+
+    world = FleetWorld(3, {0: 100.0, 1: 120.0, 2: 131.0, 3: 128.0, 5: 118.0}, replicas=8)
+    sweep = FleetSweep(FleetPlan((0, 1, 2, 3, 5), samples=10, settle=1, seed=2, rounds=10), world.arms(),
+                       clock=world.clock, sleep=world.sleep)
+    result = asyncio.run(sweep.run())
+    text = text_report(result, ["r1: left running with 2 steps"])
+    assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)
+    assert "Verdict:" in text and "allocation" in text
+
+
+@pytest.mark.parametrize(("kw", "says"), [
+    ({"pidfile": "sim.pid"}, "would share the launch's pidfile"),
+    ({"log": "sim_{steps}.log"}, "would share the launch's log"),
+])
+def test_replicas_on_one_host_must_not_share_a_pidfile_or_a_log(tmp_path: Path, kw: dict[str, str],
+                                                                 says: str) -> None:
+    config = fleet_config(tmp_path, [18001, 18002], **kw)
+    with pytest.raises(ConfigError) as err:
+        parse_config(config.read_text())
+    assert says in str(err.value) and "{port}" in str(err.value)
+
+
+def test_replicas_on_one_host_must_not_share_a_port_and_each_needs_one(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, [18001, 18001])
+    with pytest.raises(ConfigError) as err:
+        parse_config(config.read_text())
+    assert "launch_port" in str(err.value)
+    text = fleet_config(tmp_path, [18001]).read_text().replace("launch_port = 18001", "")
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    assert "no launch_port" in str(err.value)
+    # On two hosts, the same port is fine.
+    text = fleet_config(tmp_path, [18001, 18001]).read_text()
+    text = text.replace('name = "sim-1"', 'name = "sim-1"\nhost = "gpu-1"').replace(
+        'name = "sim-2"', 'name = "sim-2"\nhost = "gpu-2"')
+    assert parse_config(text).profile("fleet").replicas is not None
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--order", "interleave"], "--order does not apply to a parallel sweep"),
+    (["--concurrency", "1,4"], "one concurrency"),
+    (["--state", "x.json"], "--state does not apply"),
+    (["--grid", "steps=1,2"], "--grid does not apply"),
+    (["--steps", "2"], "two or more settings"),
+])
+def test_one_server_options_are_refused_before_anything_runs(tmp_path: Path, extra: list[str], says: str) -> None:
+    config = fleet_config(tmp_path, [18001, 18002])
+    args = ["sweep", "fleet", "--config", str(config), "--yes", *extra]
+    if "--steps" not in extra and "--grid" not in extra:
+        args += ["--steps", "0,2"]
+    proc = specmon(args, tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "start:" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_rounds_is_refused_for_one_server_and_the_demo(tmp_path: Path) -> None:
+    proc = specmon(["sweep", "--demo", "--rounds", "3"], tmp_path, timeout=60)
+    assert proc.returncode == 2 and "--rounds is for a parallel sweep" in proc.stderr
