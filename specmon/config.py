@@ -178,6 +178,8 @@ def _check_shared_launch(launch: LaunchProfile, replicas: list[ReplicaEntry]) ->
             things.append(("pidfile", "the launch's pidfile", expand(own.pidfile_template(), values)))
         if launch.log is not None:
             things.append(("log", "the launch's log", expand(launch.log, values)))
+        if launch.mode == "custom" and launch.stop:
+            things.append(("stop", "the launch's stop command", " ".join(expand(t, values) for t in launch.stop)))
         for kind, what, value in things:
             key = (where, kind, value)
             if key in seen:

@@ -86,7 +86,7 @@ class FleetPlan:
     alpha: float = 0.05
     margin_pct: float = 1.0
     launch_cv: float = DEFAULT_LAUNCH_CV
-    settle: int = 5
+    settle: int = 2
     launch_minutes: float = 10.0
     attach_s: float = 120.0
     stall_s: float = 120.0

@@ -35,6 +35,7 @@ from typing import Any
 
 from specmon import paths
 from specmon.control.launch import LEASE_SCRIPT, RUN_DIR, LaunchProfile, expand, parse_result_line
+from specmon.control.launch_profile import PLACEHOLDERS
 from specmon.control.runner import CommandRunner, Held
 
 __all__ = ["Holder", "LeaseHeld", "ServerLease", "lease_for"]
@@ -234,6 +235,10 @@ def lease_for(profile: LaunchProfile, runner: CommandRunner, host: str, action: 
         values = {"port": str(profile.port)} if profile.port is not None else {}
         pidfile = expand(profile.pidfile_template(), values)
     else:
-        digest = hashlib.sha256(json.dumps(profile.stop).encode()).hexdigest()[:12]
+        # With its port: replicas on one host whose stop commands differ only in {port} are two servers.
+        keep = {name: "{" + name + "}" for name in PLACEHOLDERS}
+        stop = [expand(t, keep | {"port": str(profile.port)}) if profile.port is not None else t
+                for t in (profile.stop or [])]
+        digest = hashlib.sha256(json.dumps(stop).encode()).hexdigest()[:12]
         pidfile = f"{RUN_DIR}/custom-{digest}"
     return ServerLease(runner, host, pidfile, action)

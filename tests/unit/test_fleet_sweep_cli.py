@@ -165,3 +165,24 @@ def test_one_server_options_are_refused_before_anything_runs(tmp_path: Path, ext
 def test_rounds_is_refused_for_one_server_and_the_demo(tmp_path: Path) -> None:
     proc = specmon(["sweep", "--demo", "--rounds", "3"], tmp_path, timeout=60)
     assert proc.returncode == 2 and "--rounds is for a parallel sweep" in proc.stderr
+
+
+def test_a_custom_launch_on_one_host_needs_the_port_in_its_stop_command(tmp_path: Path) -> None:
+    def text(stop: str) -> str:
+        lines = ["[profiles.fleet]", "[profiles.fleet.launch]", 'mode = "custom"', 'engine = "sglang"',
+                 'start = ["/opt/start.sh", "{steps}", "{port}"]', f"stop = {json.dumps(['/opt/stop.sh', stop])}",
+                 'log = "/l/{port}.log"', 'health_url = "http://127.0.0.1:{port}/health"']
+        for i, port in enumerate((18001, 18002), start=1):
+            lines += ["[[profiles.fleet.replicas]]", f'name = "r{i}"', f'log = "/v{i}.log"', f"launch_port = {port}"]
+        return "\n".join(lines) + "\n"
+
+    with pytest.raises(ConfigError) as err:
+        parse_config(text("all"))
+    assert "stop command" in str(err.value) and "{port}" in str(err.value)
+    profile = parse_config(text("{port}")).profile("fleet")
+    from specmon.control.lease import lease_for
+
+    assert profile.launch is not None and profile.replicas is not None
+    pidfiles = {lease_for(profile.launch.model_copy(update={"port": r.launch_port}), None, "h", "x").pidfile  # type: ignore[arg-type]
+                for r in profile.replicas}
+    assert len(pidfiles) == 2
