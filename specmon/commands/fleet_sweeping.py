@@ -234,10 +234,8 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
             await _stop_followers(replicas)
             if rec is not None:
                 rec.close()
-    from specmon.commands.fleet_sweep_output import print_fleet_result
-
-    print_fleet_result(args.format, result, {"recording": str(rec.path) if rec else None,
-                                             "left": left}, [f"{k}: {v['text']}" for k, v in left.items()])
+    _print(args.format, result.to_json() | {"recording": str(rec.path) if rec else None, "left": left},
+           [f"{k}: {v['text']}" for k, v in left.items()])
     if result.decision is None:
         return EXIT_NOTHING
     unmeasured = [s for s in plan.steps if not (result.fit and s in result.fit.launches)]
@@ -245,6 +243,18 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
         _err(f"sweep: {len(unmeasured)} setting(s) have no launch on any replica (exit {EXIT_INCOMPLETE})")
         return EXIT_INCOMPLETE
     return EXIT_OK
+
+
+def _print(fmt: str, doc: dict[str, Any], left: list[str]) -> None:
+    import json
+    import sys
+
+    from specmon.output.parallel_sweep import markdown_report, text_report
+
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(markdown_report(doc, left) if fmt == "markdown" else text_report(doc, left))
 
 
 def _on_event(ev: Any) -> None:

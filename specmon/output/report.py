@@ -40,6 +40,9 @@ from specmon.model.costmodel import CostModelView, build_cost_model
 from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.session import Session
 from specmon.output.charts import report_charts
+from specmon.output.parallel_sweep import is_parallel
+from specmon.output.parallel_sweep import markdown_lines as parallel_markdown
+from specmon.output.parallel_sweep import text_report as parallel_text
 from specmon.output.recording_reader import ReadStats
 from specmon.output.recording_replay import replay_recording
 from specmon.output.tables import (
@@ -362,6 +365,9 @@ def to_markdown(data: ReportData) -> str:
         lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
     lines += ["", "## Verdict", "", *(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_"
                                       for i, t in enumerate(_verdict_lines(data)))]
+    if is_parallel(data.sweep_verdict):
+        assert data.sweep_verdict is not None
+        lines += ["", "## Settings across the replicas (parallel sweep)", "", *parallel_markdown(data.sweep_verdict)]
     outcome = data.outcome
     for group in data.outcomes:
         lines += ["", f"## Configurations measured by the sweep{markdown_cell(group.group_text)}", "",
@@ -489,6 +495,10 @@ def to_html(data: ReportData) -> str:
                         + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>\n")
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
+    if is_parallel(data.sweep_verdict):
+        assert data.sweep_verdict is not None
+        text = parallel_text(data.sweep_verdict).split("\n\n", 1)[-1]  # the heading is the page's
+        sweep_table = "<h2>Settings across the replicas (parallel sweep)</h2>\n<pre>" + esc(text) + "</pre>\n" + sweep_table
     cost = ""
     if data.cost is not None:
         cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"

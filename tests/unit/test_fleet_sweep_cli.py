@@ -90,9 +90,12 @@ def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and
         assert len(pids(tmp_path)) == 3 and all(alive(p) for p in pids(tmp_path))
         # The recording holds the rounds' layouts and the verdict with the allocation.
         rec = Path(doc["recording"])
-        kinds = [json.loads(line).get("kind") for line in rec.read_text().splitlines() if line.strip()]
-        assert kinds.count("fleet-sweep-round") == rounds or "fleet-sweep-round" in rec.read_text()
-        assert '"parallel-sweep"' in rec.read_text()
+        events = [json.loads(line).get("event") for line in rec.read_text().splitlines() if line.strip()]
+        assert events.count("fleet-sweep-round") == rounds, events
+        # ... and its report shows the settings, the allocation and the sweep's verdict.
+        report = specmon(["report", str(rec), "--format", "markdown"], tmp_path, timeout=60)
+        assert report.returncode == 0, report.stderr
+        assert verdict["sentence"] in report.stdout.replace("\\", "") and "| replica | round 1 |" in report.stdout
     finally:
         for pid in pids(tmp_path):
             try:
@@ -104,15 +107,15 @@ def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and
 def test_the_text_answer_fits_80_columns(tmp_path: Path) -> None:
     import asyncio
 
-    from specmon.commands.fleet_sweep_output import text_report
     from specmon.control.fleet_sweep import FleetPlan, FleetSweep
+    from specmon.output.parallel_sweep import text_report
     from tests.support.fleetsim import FleetWorld
 
     world = FleetWorld(3, {0: 100.0, 1: 120.0, 2: 131.0, 3: 128.0, 5: 118.0}, replicas=8)
     sweep = FleetSweep(FleetPlan((0, 1, 2, 3, 5), samples=10, settle=1, seed=2, rounds=10), world.arms(),
                        clock=world.clock, sleep=world.sleep)
     result = asyncio.run(sweep.run())
-    text = text_report(result, ["r1: left running with 2 steps"])
+    text = text_report(result.to_json(), ["r1: left running with 2 steps"])
     assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)
     assert "Verdict:" in text and "allocation" in text
 

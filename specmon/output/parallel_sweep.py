@@ -1,0 +1,131 @@
+"""A parallel sweep's tables, from its JSON document: for ``sweep``'s output and for ``report``.
+
+The settings (launches, tok/s, 95% interval, how far the leader is ahead at the adjusted
+level), the allocation (replicas × rounds, ``steps:tok/s`` of each launch) and the verdict. The
+plain text fits 80 columns: the allocation is cut into blocks of rounds that do. Replica names
+come from the profile: through :func:`plain` / :func:`markdown_text`, never markup.
+
+Working from the document (:meth:`specmon.control.fleet_sweep.FleetSweepResult.to_json`), not
+the live objects, is what lets a recording's report print what the sweep printed.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specmon.literal import markdown_text, plain
+
+WIDTH = 80
+_NAME_W = 12
+_CELL_W = 9
+
+KIND = "parallel-sweep"
+
+
+def is_parallel(doc: object) -> bool:
+    """Whether ``doc`` is a parallel sweep's document."""
+    return isinstance(doc, Mapping) and doc.get("kind") == KIND
+
+
+def _label(steps: Any) -> str:
+    return "no speculation" if steps == 0 else f"{steps} step{'s' if steps != 1 else ''}"
+
+
+def _num(x: Any, fmt: str) -> str:
+    return format(x, fmt) if isinstance(x, (int, float)) else "—"
+
+
+def setting_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """``(setting, launches, tok/s, 95% CI, leader ahead)`` per setting; the leader marked ``*``."""
+    leader = (doc.get("verdict") or {}).get("leader_steps")
+    rows = []
+    for s in doc.get("settings") or []:
+        ci = s.get("ci95")
+        ahead = s.get("leader_ahead_pct")
+        ahead_text = ""
+        if isinstance(ahead, list) and len(ahead) == 3 and isinstance(ahead[0], (int, float)):
+            ahead_text = (f"{ahead[0]:+.1f}% ({ahead[1]:+.1f}…{ahead[2]:+.1f})" if None not in ahead
+                          else f"{ahead[0]:+.1f}%")
+        rows.append((_label(s.get("steps")) + (" *" if s.get("steps") == leader else ""), str(s.get("launches", 0)),
+                     _num(s.get("tok_s"), ".1f"),
+                     f"{ci[0]:.1f}–{ci[1]:.1f}" if isinstance(ci, list) and len(ci) == 2 else "—", ahead_text))
+    return rows
+
+
+def _level(doc: Mapping[str, Any]) -> str:
+    level = (doc.get("verdict") or {}).get("level")
+    return f"{100 * level:.1f}%" if isinstance(level, (int, float)) else "adjusted"
+
+
+def _rounds(doc: Mapping[str, Any]) -> tuple[int, dict[tuple[str, int], Mapping[str, Any]]]:
+    cells = {(str(x.get("replica")), int(x.get("round", 0))): x for x in doc.get("launches") or []}
+    return max((k for _, k in cells), default=0), cells
+
+
+def _cell(x: Mapping[str, Any] | None) -> str:
+    if x is None:
+        return "·"
+    if x.get("ok") and isinstance(x.get("tok_s"), (int, float)):
+        return f"{x.get('steps')}:{x['tok_s']:.1f}"
+    return f"{x.get('steps')}:x"
+
+
+def allocation_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Replicas × rounds, ``steps:tok/s`` per launch (``x``: failed), in blocks that fit 80 columns."""
+    rounds, cells = _rounds(doc)
+    per_block = max(1, (WIDTH - _NAME_W) // _CELL_W)
+    out = ["allocation (steps:tok/s per launch; x = failed)"]
+    for first in range(1, rounds + 1, per_block):
+        block = range(first, min(rounds, first + per_block - 1) + 1)
+        out.append(f"{'replica':<{_NAME_W}}" + "".join(f"{'round ' + str(k):>{_CELL_W}}" for k in block))
+        for name in doc.get("replicas") or []:
+            row = f"{plain(name)[:_NAME_W - 1]:<{_NAME_W}}"
+            row += "".join(f"{_cell(cells.get((str(name), k))):>{_CELL_W}}" for k in block)
+            out.append(row)
+    return out
+
+
+def failure_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per launch that failed, with why."""
+    return [f"failed: {x.get('replica')} round {x.get('round')} ({_label(x.get('steps'))}): {x.get('text')}"
+            for x in doc.get("launches") or [] if not x.get("ok")]
+
+
+def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
+    """The whole plain-text answer, 80 columns wide."""
+    head = (f"specmon parallel sweep: {len(doc.get('replicas') or [])} replicas, concurrency "
+            f"{doc.get('concurrency')}, {doc.get('rounds_run')} of {doc.get('rounds_planned')} rounds, "
+            f"layout seed {doc.get('seed')}")
+    lines = textwrap.wrap(head, WIDTH) + [""]
+    lines.append(f"{'setting':<17}{'launches':>8}{'tok/s':>9}  {'95% CI':<15}  leader ahead ({_level(doc)})")
+    lines += [f"{a:<17}{b:>8}{c:>9}  {d:<15}  {e}".rstrip() for a, b, c, d, e in setting_rows(doc)]
+    lines += ["", *allocation_lines(doc), ""]
+    lines += textwrap.wrap("Verdict: " + plain((doc.get("verdict") or {}).get("sentence", "")), WIDTH)
+    for text in [*failure_lines(doc), *left]:
+        lines += textwrap.wrap(plain(text), WIDTH, subsequent_indent="  ")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The settings and the allocation as Markdown tables (no verdict: the caller places it)."""
+    out = [f"| setting | launches | tok/s | 95% CI | leader ahead ({_level(doc)}) |", "|---|---:|---:|---|---|"]
+    out += ["| " + " | ".join(markdown_text(c) for c in row) + " |" for row in setting_rows(doc)]
+    rounds, cells = _rounds(doc)
+    out += ["", "| replica | " + " | ".join(f"round {k}" for k in range(1, rounds + 1)) + " |",
+            "|---|" + "---:|" * rounds]
+    for name in doc.get("replicas") or []:
+        out.append(f"| {markdown_text(name)} | "
+                   + " | ".join(markdown_text(_cell(cells.get((str(name), k)))) for k in range(1, rounds + 1)) + " |")
+    out += ["", "_steps:tok/s of each launch; x: its start failed._"]
+    out += [f"- {markdown_text(t)}" for t in failure_lines(doc)]
+    return out
+
+
+def markdown_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
+    """``sweep --format markdown``: heading, tables, verdict, what is left running."""
+    out = [f"### Parallel sweep: {len(doc.get('replicas') or [])} replicas, concurrency {doc.get('concurrency')}",
+           "", *markdown_lines(doc), "", f"**Verdict:** {markdown_text((doc.get('verdict') or {}).get('sentence', ''))}"]
+    out += [f"- {markdown_text(t)}" for t in left]
+    return "\n".join(out) + "\n"
