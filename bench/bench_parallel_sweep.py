@@ -126,7 +126,7 @@ def real() -> None:
                               "--state", str(folder / "one.json"), *common])
         finally:
             for p in ports:
-                stop_server(str(folder / f"llama_{p}.pid"))
+                stop_server(str(folder / f"llama_{p}.pid"), late_s=0.0)  # --finish none stopped them
     print("\nreal llama-server replicas on this machine (2 cores), depths 0, 2, 4; 8 samples a launch:")
     print(f"  parallel, 4 replicas × {d4['rounds_run']} rounds ({len(d4['launches'])} launches): {t4:.0f} s — "  # type: ignore[arg-type]
           f"{d4['verdict']['sentence']}")  # type: ignore[index]
@@ -141,7 +141,8 @@ def main() -> None:
     ap.add_argument("--real", action="store_true", help="also the real llama-server replicas (needs the kit)")
     args = ap.parse_args()
     os.environ.setdefault("SPECMON_SHARED", str(ROOT.parent / "shared"))
-    simulated(args.seeds)
+    if args.seeds:
+        simulated(args.seeds)
     if args.real:
         real()
 

@@ -295,6 +295,13 @@ class FleetSweep:
                 arms = [a for a in self.arms if a.name in layout]
                 await asyncio.gather(*(self._launch(a, layout[a.name], k) for a in arms))
                 rounds_run = k + 1
+                lost = [s for s in open_steps if all(s in self.barred[n] for n in names)]
+                if lost:  # no replica can start it: it cannot be measured, and must not hold the others up
+                    open_steps = [s for s in open_steps if s not in lost]
+                    self._emit("failed", "no replica could start " + ", ".join(steps_label(s) for s in lost)
+                               + ": left out of the comparison")
+                    if not open_steps:
+                        break
                 ff = fit_fleet(self.launches, plan.launch_cv)
                 if ff is None:
                     continue

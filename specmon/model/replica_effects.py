@@ -209,7 +209,7 @@ class FleetDecision:
         leader: The open setting with the highest estimate.
         slower: Open settings the leader is ahead of, each with its ``(pct, low, high)``.
         equivalent: Open settings within ``± margin`` of the leader, each with its interval.
-        open: The rest (neither): they stay in the rotation.
+        open: The rest (neither, or not measured yet): they stay in the rotation.
         level: The two-sided confidence of every test at this look.
     """
 
@@ -240,6 +240,7 @@ def decide(ff: FleetFit, open_settings: Sequence[Hashable], *, level: float, mar
     present = [s for s in open_settings if s in ff.means]
     if len(present) < 2:
         return None
+    unmeasured = [s for s in open_settings if s not in ff.means]
     leader = max(present, key=lambda s: ff.means[s])
     slower: dict[Hashable, tuple[float, float, float]] = {}
     equivalent: dict[Hashable, tuple[float, float, float]] = {}
@@ -254,6 +255,8 @@ def decide(ff: FleetFit, open_settings: Sequence[Hashable], *, level: float, mar
             equivalent[s] = (pct, lo, hi)
         else:
             undecided[s] = (pct, lo, hi)
+    for s in unmeasured:  # a setting not measured yet can be neither beaten nor matched
+        undecided[s] = (math.nan, None, None)
     if not undecided:
         kind = WINNER if not equivalent else EQUIVALENT
     else:

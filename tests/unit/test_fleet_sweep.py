@@ -186,10 +186,30 @@ def test_every_start_failing_ends_with_no_verdict_and_says_why() -> None:
     world = FleetWorld(2, {0: 100.0, 2: 130.0}, fail=fail)
     result, events = _run(world, FleetPlan((0, 2), samples=20, settle=1, seed=4, rounds=4))
     assert result.decision is None and result.sentence().startswith("No verdict")
-    assert any("every start failed" in e for e in events)
+    assert any("no replica could start no speculation, 2 steps" in e for e in events), events
 
 
 def test_the_plan_refuses_nonsense() -> None:
     for kw in ({"steps": (2,)}, {"steps": (2, 2)}, {"steps": (1, 2), "samples": 2}, {"steps": (1, 2), "rounds": 0}):
         with pytest.raises(SweepError):
             FleetPlan(**kw)  # type: ignore[arg-type]
+
+
+def test_no_verdict_while_a_setting_has_not_been_measured_even_when_the_others_differ_hugely() -> None:
+    # One replica: the first two rounds measure two of the three settings.
+    world = FleetWorld(1, {0: 100.0, 2: 300.0, 4: 50.0}, replicas=1, replica_cv=0.0)
+    result, events = _run(world, FleetPlan((0, 2, 4), samples=20, settle=1, seed=3, rounds=6))
+    order = [x.steps for x in result.records]
+    assert sorted(order[:3]) == [0, 2, 4], order  # every setting before any verdict
+    assert result.rounds_run >= 3 and result.winner == 2, (order, result.sentence())
+    looks = [e for e in events if e.startswith("look: after round")]
+    assert looks and all("— continue" in e for e in looks[:1]), looks
+
+
+def test_a_setting_no_replica_can_start_is_left_out_and_said() -> None:
+    fail = frozenset((f"r{i}", 4) for i in range(1, 5))
+    world = FleetWorld(2, {0: 100.0, 2: 130.0, 4: 200.0}, fail=fail)
+    result, events = _run(world, FleetPlan((0, 2, 4), samples=20, settle=1, seed=4, rounds=6))
+    assert any("no replica could start 4 steps" in e for e in events), events
+    assert result.winner == 2, result.sentence()
+    assert all(x.ok == (x.steps != 4) for x in result.records)
