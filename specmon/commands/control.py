@@ -23,9 +23,10 @@ from specmon.commands.argtypes import (
 )
 from specmon.commands.exits import EXIT_INPUT, EXIT_OK, fail, write_status
 from specmon.commands.sweep_output import _err
-from specmon.commands.sweeping import _RECORDERS, _sweep_main
+from specmon.commands.sweep_parts import _RECORDERS
+from specmon.commands.sweep_parts import check_steps as check_steps
+from specmon.commands.sweeping import _sweep_main
 from specmon.commands.sweeping import check_dims as check_dims
-from specmon.commands.sweeping import check_steps as check_steps
 from specmon.literal import plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -247,8 +248,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             code = write_status(code, None, rec)
         return code
     except KeyboardInterrupt:
-        print("specmon: sweep interrupted; run the same command again to continue where it stopped",
-              file=sys.stderr)
+        print(f"specmon: sweep interrupted; {_again(args)}", file=sys.stderr)
         return 130
     except asyncio.CancelledError:
         if not signalled:
@@ -256,11 +256,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         import signal as signals
 
         name = signals.Signals(signalled[0]).name
-        _err(f"specmon: sweep stopped by {name}; run the same command again to continue where it stopped")
-        if not args.demo:
+        _err(f"specmon: sweep stopped by {name}; {_again(args)}")
+        if getattr(args, "parallel", False):
+            _err("specmon: every replica is left as it was (a real server is never stopped by a signal to specmon)")
+        elif not args.demo:
             _err("specmon: the server is left running (a real server is never stopped by a signal to specmon); "
                  "the next connect or sweep with this profile adopts it")
         return 128 + signalled[0]
+
+
+def _again(args: argparse.Namespace) -> str:
+    """What running the command again does: a parallel sweep is not resumed."""
+    if getattr(args, "parallel", False):
+        return "a parallel sweep is not resumed: running the same command again starts its rounds afresh"
+    return "run the same command again to continue where it stopped"
 
 
 async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) -> int:

@@ -93,7 +93,7 @@ class _Replica:
 
     async def open(self, args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Arm:
         """Connect (for a replica on a host) and build its arm; raises ValueError with the sentence."""
-        from specmon.commands.sweeping import _load_options
+        from specmon.commands.sweep_parts import _load_options
         from specmon.control.fleet_sweep import Arm
         from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
         from specmon.control.plan_restarter import LogFollower, PlanRestarter
@@ -149,7 +149,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     import random
     import sys
 
-    from specmon.commands.sweeping import _NoRunner, _recorder, check_steps
+    from specmon.commands.sweep_parts import _NoRunner, _recorder, check_steps
     from specmon.control.fleet_sweep import FleetSweep
     from specmon.control.launch import LaunchError
     from specmon.control.lease import LeaseHeld, lease_for
@@ -157,6 +157,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     from specmon.control.sweep_plan import SweepError
     from specmon.model.rotation import assign
 
+    args.parallel = True  # what an interruption says (cmd_sweep): a parallel sweep is not resumed
     problem = refused_option(args)
     if problem:
         return fail(problem, EXIT_INPUT)
@@ -272,7 +273,7 @@ async def _finish(args: argparse.Namespace, result: FleetSweepResult, replicas: 
     """Leave the replicas as ``--finish`` says; returns, per replica, what is left (checked on its host)."""
     import asyncio
 
-    from specmon.commands.sweeping import _finish_choice, _left_note
+    from specmon.commands.sweep_parts import _finish_choice, _left_note
 
     winner = result.winner
     choice = _finish_choice(args, (winner, ()) if winner is not None else None)

@@ -11,38 +11,25 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.commands.exits import EXIT_INPUT, fail
 from specmon.commands.sweep_output import _err, _on_event, _print_result
+from specmon.commands.sweep_parts import (
+    _finish_choice,
+    _left_note,
+    _load_options,
+    _NoRunner,
+    _recorder,
+    _steps_text,
+    check_steps,
+)
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
-    from collections.abc import Coroutine, Sequence
+    from collections.abc import Coroutine
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
-    from specmon.control.load import LoadConfig
-    from specmon.control.runner import Result
     from specmon.control.sweep_plan import LoadControl, SweepPlan
     from specmon.control.sweep_result import SweepResult
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest, Recorder
-
-
-def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str | None:
-    """One sentence when a requested step count is outside the profile's range, before any restart.
-
-    Args:
-        profile: The launch profile the sweep restarts with.
-        steps: The requested step counts.
-        whose: Names the profile in the message (``profile 'kimi'``, ``the demo server``).
-
-    Returns:
-        The message, or None when every step count can be started.
-    """
-    lo, hi = profile.steps_min, profile.steps_max
-    bad = [s for s in steps if not lo <= s <= hi]
-    if not bad:
-        return None
-    listed = ", ".join(str(s) for s in bad)
-    extra = " (0 needs a no-speculation command)" if 0 in bad and lo > 0 else ""
-    return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
 
 
 def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | None:
@@ -70,26 +57,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
-    from specmon.output.recording import Recorder, new_recording_path
-
-    if args.no_record:
-        return None
-    path = args.record or new_recording_path(kind)
-    try:
-        rec = Recorder(path, meta=meta, warmup=warmup)
-    except OSError as exc:
-        _err(f"specmon: not recording: cannot write {path}: {exc.strerror or exc}")
-        return None
-    _err(f"sweep: recording to {rec.path}")
-    _RECORDERS.append(rec)
-    return rec
-
-
-#: The recordings this process opened (``cmd_sweep`` reads their write errors at the end).
-_RECORDERS: list[Recorder] = []
-
-
 async def _with_prometheus(args: argparse.Namespace, session: Session,
                            coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
     if args.prometheus_port is None:
@@ -114,15 +81,6 @@ async def _sweep_main(args: argparse.Namespace, plan: SweepPlan) -> int:
     if args.demo:
         return await _demo(args, plan)
     return await _real(args, plan)
-
-
-def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0,
-                  max_tokens: int = 512) -> LoadConfig:
-    from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
-
-    prompts = load_prompts(args.prompts) if args.prompts else BUNDLED_PROMPTS
-    return LoadConfig(base_url, endpoint=args.endpoint, prompts=prompts, max_tokens=args.max_tokens or max_tokens,
-                      request_timeout_s=args.request_timeout, time_scale=time_scale)
 
 
 async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
@@ -372,51 +330,6 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
                                         "_launch": getattr(restarter, "profile", None)})
 
 
-async def _left_note(restarter: Any) -> tuple[bool, str] | None:
-    """``(running, text)`` about the server the sweep started, once checked on the host (None: none left).
-
-    Only a process alive with the recorded start time is "left running"; a gone one is recorded
-    as exited, with its cause; one the host cannot be asked about is said so.
-    """
-    record = getattr(restarter, "started", None)
-    if record is None:
-        return None
-    from specmon.control.servers import left_running_note
-
-    state, text = await left_running_note(record, restarter.runner)
-    return state == "running", text
-
-
-def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:
-    """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
-    import sys
-
-    if args.finish is not None:
-        return str(args.finish)
-    if not sys.stdin.isatty():
-        return "last"
-    what = f"restart on the winner ({_steps_text(winner)})" if winner is not None else "no winner declared"
-    try:
-        answer = input(f"Sweep done; {what}. Leave the server on [w]inner / [l]ast / [n]one (stop it)? "
-                       f"[{'W' if winner is not None else 'L'}] ").strip().lower()
-    except EOFError:
-        return "last"
-    if not answer:
-        return "winner" if winner is not None else "last"
-    return {"w": "winner", "l": "last", "n": "none"}.get(answer[0], "last")
-
-
-def _steps_text(setting: int | tuple[int, Any] | None) -> str:
-    if isinstance(setting, tuple):
-        steps, point = setting
-        if point:
-            from specmon.control.dims import label
-
-            return label(steps, point)
-        setting = steps
-    return "no speculation" if setting == 0 else f"{setting} speculative steps"
-
-
 async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
                   last: tuple[int, Any]) -> dict[str, Any]:
     """Leave the server as asked; returns what the report records about it."""
@@ -533,9 +446,3 @@ def _scraper(url: str) -> Any:
 
     return MetricsScraper(url)
 
-
-class _NoRunner:
-    """A runner for building plans up front only (never runs anything)."""
-
-    async def run(self, command: str, timeout: float) -> Result:
-        raise RuntimeError("not for running")

@@ -189,3 +189,43 @@ def test_a_custom_launch_on_one_host_needs_the_port_in_its_stop_command(tmp_path
     pidfiles = {lease_for(profile.launch.model_copy(update={"port": r.launch_port}), None, "h", "x").pidfile  # type: ignore[arg-type]
                 for r in profile.replicas}
     assert len(pidfiles) == 2
+
+
+def test_sigterm_during_a_parallel_sweep_ends_it_cleanly_and_says_it_is_not_resumed(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    from tests.unit.test_sweep_cli import ROOT
+
+    ports: list[int] = []
+    while len(ports) < 2:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    config = fleet_config(tmp_path, ports)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "HOME": str(tmp_path / "home")}
+    err = tmp_path / "stderr.txt"
+    try:
+        with err.open("w") as sink:
+            proc = subprocess.Popen([sys.executable, "-m", "specmon", "sweep", "fleet", "--config", str(config),
+                                     "--steps", "10,2", "--rounds", "6", "--min-samples", "5000", "--yes",
+                                     "--no-record"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=sink,
+                                    stdin=subprocess.DEVNULL, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and err.read_text().count("start: result=started") < 2:
+            time.sleep(0.2)
+        assert err.read_text().count("start: result=started") == 2, err.read_text()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        text = err.read_text()
+        assert proc.returncode == 128 + signal.SIGTERM, text[-3000:]
+        assert "a parallel sweep is not resumed" in text and "every replica is left as it was" in text
+        assert "Traceback" not in text and out == ""
+        assert all(alive(p) for p in pids(tmp_path))  # the servers: left running, as said
+    finally:
+        for pid in pids(tmp_path):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass

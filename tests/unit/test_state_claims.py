@@ -128,7 +128,7 @@ def test_finish_none_after_a_failed_start_claims_nothing(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("kill_it", [True, False])
 async def test_the_sweep_exit_note_is_checked_on_the_host(tmp_path: Path, kill_it: bool) -> None:
-    from specmon.commands.sweeping import _left_note
+    from specmon.commands.sweep_parts import _left_note
 
     restarter = PlanRestarter(profile(tmp_path, RUNS), LocalRunner(), host="h", show=lambda _t: None,
                               ready_poll_s=0.1, record_servers=True)
