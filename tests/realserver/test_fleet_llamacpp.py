@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,8 +106,12 @@ WITH_METRICS = ("draft-a", "draft-b")
 
 
 @contextmanager
-def llama_fleet(tmp_path: Path) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], int, Path]]]:
-    """:data:`PLAN`'s four llama-servers, ready, each under the kit's load (concurrency 1); all stopped after."""
+def llama_fleet(tmp_path: Path, loads_out: list[Any] | None = None
+                ) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], int, Path]]]:
+    """:data:`PLAN`'s four llama-servers, ready, each under the kit's load (concurrency 1); all stopped after.
+
+    ``loads_out`` receives the loads' context managers (``__exit__`` stops one; again at the end is harmless).
+    """
     require(llama_missing())
     folder = tmp_path / "fleet"
     folder.mkdir()
@@ -128,6 +133,8 @@ def llama_fleet(tmp_path: Path) -> Iterator[dict[str, tuple[subprocess.Popen[byt
                                    "--duration", "400", "--concurrency", "1")
             loads.append(load)
             load.__enter__()
+        if loads_out is not None:
+            loads_out.extend(loads)
         yield servers
     finally:
         for load in loads:

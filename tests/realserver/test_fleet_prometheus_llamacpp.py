@@ -7,10 +7,9 @@ Debian's real ``prometheus`` (scraping every second) by the Prometheus fleet
 (:class:`specmon.ingest.prom_fleet.PromFleet`). Both must show the same four replicas live, and
 the same figures within what the two sources are known to differ by:
 
-* **exactly**, the quantity both hold: a replica's tokens over its generation seconds. Prometheus's
-  ``llamacpp:tokens_predicted_total`` and ``…_seconds_total`` at a scrape are the sums over the
-  requests its log had finished by then (the prefix of its ``eval time`` lines whose tokens add
-  up to the counter); their ratio must agree within 0.5% (the log prints speeds to 0.01 tok/s);
+* **exactly**, the quantity both hold: once the loads stop, Prometheus's
+  ``llamacpp:tokens_predicted_total`` and ``…_seconds_total`` are the sums of the replica's log's
+  ``eval time`` lines: the same tokens, and seconds within 0.5% (the log prints 0.01 ms);
 * **the fleet rows**: the log's row shows the mean of its requests' speeds, Prometheus's the pooled
   rate (docs/fleet.md): both are positive, and the speculative replicas are slower than the plain
   ones in both views (the kit's tiny draft model does not pay on this CPU); the accept rate of a
@@ -22,13 +21,14 @@ Marked ``realserver``; every wait bounded; servers, loads and Prometheus stopped
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from specmon.engines.llamacpp import _EVAL
 from specmon.ingest.fleet import Fleet
 from specmon.ingest.prom_fleet import PromFleet
 from specmon.model.fleet import FleetModel, ReplicaRow, ReplicaState
@@ -45,23 +45,24 @@ WAIT_S = 180.0
 WINDOW_S = 10
 
 
-def pooled_prefix(log: Path, tokens: float) -> float | None:
-    """Tokens / seconds over the first requests of ``log`` whose tokens add up to ``tokens`` (None: no such prefix)."""
-    total, seconds = 0, 0.0
+#: A request's line in llama-server's log: its generation time and tokens (not ``prompt eval time``).
+_EVAL_TIME = re.compile(r"(?<!prompt )eval time =\s*(?P<ms>[\d.]+) ms /\s*(?P<n>\d+) (?:tokens|runs)")
+
+
+def log_sums(log: Path) -> tuple[int, float]:
+    """Tokens and seconds of every request in ``log``, from its ``eval time`` lines.
+
+    The seconds are the lines' own ``eval time``: the speed printed beside it is llama.cpp's
+    ``(n − 1) / t`` (its first token belongs to the prompt's evaluation), 2% below ``n / t`` at
+    48 tokens, while the counters add ``n`` tokens and ``t`` seconds.
+    """
+    tokens, ms = 0, 0.0
     for line in log.read_text(errors="replace").splitlines():
-        m = _EVAL.search(line)  # not "prompt eval time" (the pattern says so)
-        if m is None:
-            continue
-        n, tps = int(m.group("n")), float(m.group("tps"))
-        if tps <= 0:
-            continue
-        total += n
-        seconds += n / tps
-        if total == tokens:
-            return total / seconds
-        if total > tokens:
-            return None
-    return None
+        m = _EVAL_TIME.search(line)
+        if m is not None:
+            tokens += int(m.group("n"))
+            ms += float(m.group("ms"))
+    return tokens, ms / 1000.0
 
 
 async def counters(url: str, port: int) -> tuple[float, float] | None:
@@ -82,7 +83,8 @@ def rows(model: FleetModel, fleet: Fleet | PromFleet) -> list[ReplicaRow]:
 
 
 async def test_four_real_llama_replicas_through_a_real_prometheus_agree_with_their_logs(tmp_path: Path) -> None:
-    with llama_fleet(tmp_path) as servers:
+    loads: list[Any] = []
+    with llama_fleet(tmp_path, loads) as servers:
         ports = {name: port for name, (_, port, _) in servers.items()}
         prom = Prometheus(tmp_path, {"llama": [f"127.0.0.1:{port}" for port in ports.values()]})
         logs = Fleet.local([str(log) for _, _, log in servers.values()])
@@ -102,8 +104,8 @@ async def test_four_real_llama_replicas_through_a_real_prometheus_agree_with_the
                          and all(r.state is ReplicaState.LIVE and r.samples >= 10 for r in by_name.values()))
                 if ready:
                     break
-            shown = {n: (r.state, r.samples, r.tps_mean) for n, r in by_name.items()}
-            shown_p = {n: (r.state, r.samples, r.tps_mean) for n, r in by_port.items()}
+            shown = {n: (r.state.value, r.samples, r.tps_mean, r.accept_rate) for n, r in by_name.items()}
+            shown_p = {n: (r.state.value, r.samples, r.tps_recent, r.accept_rate) for n, r in by_port.items()}
             assert len(by_port) == 4 and len(by_name) == 4, (shown, shown_p, prom.tail())
             print("\nlog rows:", shown, "\nprometheus rows:", shown_p)
             for name, port in ports.items():
@@ -119,19 +121,27 @@ async def test_four_real_llama_replicas_through_a_real_prometheus_agree_with_the
                 spec = [v for n, v in table.items() if PLAN[n] is not None]
                 plain = [v for n, v in table.items() if PLAN[n] is None]
                 assert max(spec) < min(plain), (view, table)  # type: ignore[type-var]
-            # Exactly: each replica's pooled speed in Prometheus is its log's over the same requests.
+            # Exactly: with the loads stopped, each replica's counters in Prometheus are its log's sums.
+            for load in loads:
+                load.__exit__(None, None, None)
             for name, port in ports.items():
-                found = None
-                for _ in range(20):
-                    got = await counters(prom.url, port)
-                    if got is not None and got[1] > 0:
-                        found = (got[0] / got[1], pooled_prefix(servers[name][2], got[0]))
-                        if found[1] is not None:
+                log = servers[name][2]
+                settled = None
+                for _ in range(60):  # until two scrapes and the log agree on the requests finished
+                    await asyncio.sleep(1.0)
+                    before = await counters(prom.url, port)
+                    await asyncio.sleep(1.5)
+                    after = await counters(prom.url, port)
+                    if before is not None and before == after:
+                        sums = log_sums(log)
+                        if sums[0] == after[0]:
+                            settled = (after, sums)
                             break
-                    await asyncio.sleep(0.5)
-                assert found is not None and found[1] is not None, (name, found)
-                print(f"{name}: Prometheus {found[0]:.2f} tok/s pooled, its log's same requests {found[1]:.2f}")
-                assert abs(found[0] - found[1]) <= 0.005 * found[0], (name, found)
+                assert settled is not None, (name, await counters(prom.url, port), log_sums(log))
+                (tokens, seconds), (log_tokens, log_seconds) = settled
+                print(f"{name}: Prometheus {tokens:.0f} tokens in {seconds:.3f} s ({tokens / seconds:.2f} tok/s pooled); "
+                      f"its log {log_tokens} tokens in {log_seconds:.3f} s ({log_tokens / log_seconds:.2f})")
+                assert abs(seconds - log_seconds) <= 0.005 * seconds, (name, settled)
         finally:
             await logs.close()
             await pfleet.close()
