@@ -50,6 +50,15 @@ def pids(tmp_path: Path) -> list[int]:
     return out
 
 
+def stop_servers(tmp_path: Path) -> None:
+    """SIGTERM every simulated server the profile's pidfiles name (their process groups)."""
+    for pid in pids(tmp_path):
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+
 def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and_leaves_them_as_asked(
         tmp_path: Path) -> None:
     ports = []
@@ -97,11 +106,7 @@ def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and
         assert report.returncode == 0, report.stderr
         assert verdict["sentence"] in report.stdout.replace("\\", "") and "| replica | round 1 |" in report.stdout
     finally:
-        for pid in pids(tmp_path):
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except OSError:
-                pass
+        stop_servers(tmp_path)
 
 
 def test_the_text_answer_fits_80_columns(tmp_path: Path) -> None:
@@ -224,8 +229,4 @@ def test_sigterm_during_a_parallel_sweep_ends_it_cleanly_and_says_it_is_not_resu
         assert "Traceback" not in text and out == ""
         assert all(alive(p) for p in pids(tmp_path))  # the servers: left running, as said
     finally:
-        for pid in pids(tmp_path):
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except OSError:
-                pass
+        stop_servers(tmp_path)
