@@ -230,3 +230,69 @@ def test_sigterm_during_a_parallel_sweep_ends_it_cleanly_and_says_it_is_not_resu
         assert all(alive(p) for p in pids(tmp_path))  # the servers: left running, as said
     finally:
         stop_servers(tmp_path)
+
+
+HOLD = r'''
+import asyncio, sys
+from specmon.control.lease import ServerLease
+
+class NoHost:
+    async def run(self, command, timeout):
+        raise AssertionError("nothing runs")
+
+async def main():
+    lease = ServerLease(NoHost(), "localhost", sys.argv[1], "dashboard restarts")
+    await lease.acquire()
+    print("held", flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+'''
+
+
+def test_a_replica_another_specmon_controls_stops_the_start_and_nothing_is_restarted(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.unit.test_sweep_cli import ROOT
+
+    ports = [free_port()]
+    while len(ports) < 2:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    config = fleet_config(tmp_path, ports)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "srv" / f"sim_{ports[1]}.pid")], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        proc = specmon(["sweep", "fleet", "--config", str(config), "--steps", "10,2", "--yes", "--no-record"],
+                       tmp_path, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert "replica sim-2:" in proc.stderr and f"specmon PID {holder.pid}" in proc.stderr
+        assert "nothing was restarted" in proc.stderr and "start: result=" not in proc.stderr
+        assert pids(tmp_path) == []
+    finally:
+        holder.kill()
+        holder.wait()
+        stop_servers(tmp_path)
+
+
+def test_a_replica_whose_host_cannot_be_reached_stops_the_start_with_its_name(tmp_path: Path) -> None:
+    ports = [free_port()]
+    while len(ports) < 2:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    closed = free_port()
+    text = fleet_config(tmp_path, ports).read_text()
+    text = text.replace("[profiles.fleet]\n", f'[profiles.fleet]\nport = {closed}\nuser = "nobody"\n', 1)
+    text = text.replace('name = "sim-2"', 'name = "sim-2"\nhost = "127.0.0.1"')
+    config = tmp_path / "unreachable.toml"
+    config.write_text(text)
+    proc = specmon(["sweep", "fleet", "--config", str(config), "--steps", "10,2", "--yes", "--no-record"],
+                   tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "replica sim-2:" in proc.stderr and "nothing was restarted" in proc.stderr
+    assert "start: result=" not in proc.stderr and "Traceback" not in proc.stderr
+    assert pids(tmp_path) == []
