@@ -66,6 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--max-minutes", type=positive_float, default=None, metavar="M",
                    help="collection time budget per setting, minutes (default 10; demo 0.4)")
     s.add_argument("--looks", type=positive_int, default=5, metavar="K", help="planned looks per setting (default 5)")
+    s.add_argument("--replicas", type=positive_int, default=None, metavar="N",
+                   help="with --demo: a parallel sweep on N simulated replicas (2-16) on this machine")
     s.add_argument("--rounds", type=positive_int, default=None, metavar="N",
                    help="a parallel sweep over a profile's replicas: rounds at most (default twice the settings)")
     s.add_argument("--alpha", type=positive_float, default=0.05, metavar="A",
@@ -195,8 +197,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args.profile = args.grid.pop()
     if args.demo and args.profile:
         return fail("give a PROFILE or --demo, not both")
-    if args.demo and args.rounds is not None:
-        return fail("--rounds is for a parallel sweep over a profile's replicas, not the demo")
+    if args.replicas is not None and not args.demo:
+        return fail("--replicas is for the demo (--demo --replicas 4); a real fleet lists its replicas in its profile")
+    if args.replicas is not None and not 2 <= args.replicas <= 16:
+        return fail("--replicas must be 2 to 16")
+    if args.demo and args.rounds is not None and args.replicas is None:
+        return fail("--rounds is for a parallel sweep over replicas (a profile's, or --demo --replicas N)")
     if not args.demo and not args.profile:
         return fail("which server? give a PROFILE (a config profile with a [launch] section) or --demo")
     if args.grid is not None:

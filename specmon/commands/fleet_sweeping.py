@@ -246,6 +246,53 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     return EXIT_OK
 
 
+#: The simulated replicas' own speeds differ by this much (``specmon.sim.server --replica-cv``).
+DEMO_REPLICA_CV_PCT = 10.0
+
+
+async def run_fleet_demo(args: argparse.Namespace) -> int:
+    """``sweep --demo --replicas N``: a parallel sweep on N simulated servers on this machine.
+
+    Each runs the demo's simulated SGLang on its own port, with its own speed (replica CV 10%,
+    drawn from the seed and its port) and each launch its own luck (``--launch-cv``, 5% by
+    default); everything lives in a temporary folder and every server is stopped at the end.
+    """
+    import random
+    import sys
+    import tempfile
+
+    from specmon.commands.sweep_parts import _free_port
+    from specmon.config import Profile
+    from specmon.control.demo import DEMO_STEPS_MAX
+    from specmon.model.launches import DEFAULT_LAUNCH_CV
+
+    scale = min(args.time_scale, 1000.0)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+    args.seed = seed
+    launch_cv = DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv
+    with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
+        ports: list[int] = []
+        while len(ports) < args.replicas:
+            port = _free_port()
+            if port not in ports:
+                ports.append(port)
+        server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
+                  "--time-scale", f"{scale:g}", "--startup-seconds", "0.5", "--seed", str(seed),
+                  "--replica-cv", f"{DEMO_REPLICA_CV_PCT:g}", "--launch-cv", f"{100 * launch_cv:g}"]
+        launch = {"mode": "managed", "engine": "sglang",
+                  "argv": [*server, "--steps", "{steps}", "--topk", "{topk}", "--draft-tokens", "{draft_tokens}"],
+                  "nospec_argv": [*server, "--steps", "0"], "log": f"{tmp}/sim_{{port}}_{{steps}}.log",
+                  "pidfile": f"{tmp}/sim_{{port}}.pid", "cwd": tmp, "health_url": "http://127.0.0.1:{port}/health",
+                  "steps_min": 0, "steps_max": DEMO_STEPS_MAX, "start_timeout_s": 60, "stop_grace_s": 5,
+                  "stop_signal": "TERM"}
+        profile = Profile.model_validate({"launch": launch, "replicas": [
+            {"name": f"sim-{i}", "log": f"{tmp}/view-{i}.log", "launch_port": port}
+            for i, port in enumerate(ports, start=1)]})
+        args.yes = True  # simulated servers in a folder of their own: nothing of the user's restarts
+        args.finish = "none"  # and nothing is left running
+        return await run_fleet_sweep(args, profile, "demo")
+
+
 def _print(fmt: str, doc: dict[str, Any], left: list[str]) -> None:
     import json
     import sys

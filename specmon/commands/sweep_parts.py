@@ -121,3 +121,11 @@ class _NoRunner:
 
     async def run(self, command: str, timeout: float) -> Result:
         raise RuntimeError("not for running")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

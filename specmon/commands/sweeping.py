@@ -13,6 +13,7 @@ from specmon.commands.exits import EXIT_INPUT, fail
 from specmon.commands.sweep_output import _err, _on_event, _print_result
 from specmon.commands.sweep_parts import (
     _finish_choice,
+    _free_port,
     _left_note,
     _load_options,
     _NoRunner,
@@ -49,14 +50,6 @@ def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | Non
     return f"--grid varies {', '.join(missing)}, but {whose}'s command has no {names}; nothing was restarted"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _with_prometheus(args: argparse.Namespace, session: Session,
                            coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
     if args.prometheus_port is None:
@@ -78,6 +71,10 @@ async def _with_prometheus(args: argparse.Namespace, session: Session,
 
 
 async def _sweep_main(args: argparse.Namespace, plan: SweepPlan) -> int:
+    if args.demo and getattr(args, "replicas", None):
+        from specmon.commands.fleet_sweeping import run_fleet_demo
+
+        return await run_fleet_demo(args)
     if args.demo:
         return await _demo(args, plan)
     return await _real(args, plan)

@@ -48,6 +48,7 @@ import asyncio
 import calendar
 import contextlib
 import json
+import math
 import os
 import random
 import signal
@@ -191,7 +192,7 @@ class SimServer:
         the log)``: a seeded demo sweep replays the same launches, and each restart differs.
         """
         a = self.args
-        if not a.launch_cv and not a.drift_pct_per_hour:
+        if not a.launch_cv and not a.drift_pct_per_hour and not a.replica_cv:
             return DEFAULT_MODEL
         folder = a.log.parent
         try:
@@ -201,6 +202,9 @@ class SimServer:
         rng = random.Random(zlib.crc32(repr((self.seed, self.spec, earlier, "launch")).encode()))
         hours = (time.time() - a.drift_origin) / 3600.0 * a.time_scale if a.drift_origin else 0.0
         speed = launch_speed(rng, a.launch_cv / 100.0, hours=hours, drift_pct_per_hour=a.drift_pct_per_hour)
+        if a.replica_cv:  # the machine's own factor: the same for every launch on this port
+            machine = random.Random(zlib.crc32(repr((self.seed, a.port, "replica")).encode()))
+            speed *= math.exp(machine.gauss(0.0, a.replica_cv / 100.0))
         return replace(DEFAULT_MODEL, speed=speed)
 
     async def _serve(self) -> None:
@@ -458,6 +462,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--pidfile", type=Path, default=None, help="write this process's PID here")
     ap.add_argument("--launch-cv", type=float, default=0.0, metavar="PCT",
                     help="run-to-run CV of a launch's speed, percent (default 0: every launch alike)")
+    ap.add_argument("--replica-cv", type=float, default=0.0, metavar="PCT",
+                    help="this machine's own speed, drawn once from (seed, port) with this CV, percent: "
+                         "replicas of one launch command differ like hosts do (default 0)")
     ap.add_argument("--drift-pct-per-hour", type=float, default=0.0, metavar="D",
                     help="slow drift of every launch's speed, percent per simulated hour (default 0)")
     ap.add_argument("--drift-origin", type=float, default=None, metavar="EPOCH",
@@ -474,6 +481,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error("--port must be 1..65535")
     if not 0 <= args.launch_cv < 100:
         ap.error("--launch-cv must be a percentage from 0 to below 100")
+    if not 0 <= args.replica_cv < 100:
+        ap.error("--replica-cv must be a percentage from 0 to below 100")
     if args.load_concurrency < 1:
         ap.error("--load-concurrency must be >= 1")
     return args

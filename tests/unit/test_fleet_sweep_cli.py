@@ -173,6 +173,8 @@ def test_one_server_options_are_refused_before_anything_runs(tmp_path: Path, ext
 def test_rounds_is_refused_for_one_server_and_the_demo(tmp_path: Path) -> None:
     proc = specmon(["sweep", "--demo", "--rounds", "3"], tmp_path, timeout=60)
     assert proc.returncode == 2 and "--rounds is for a parallel sweep" in proc.stderr
+    proc = specmon(["sweep", "x", "--replicas", "3", "--steps", "1,2"], tmp_path, timeout=60)
+    assert proc.returncode == 2 and "--replicas is for the demo" in proc.stderr
 
 
 def test_a_custom_launch_on_one_host_needs_the_port_in_its_stop_command(tmp_path: Path) -> None:
@@ -296,3 +298,18 @@ def test_a_replica_whose_host_cannot_be_reached_stops_the_start_with_its_name(tm
     assert "replica sim-2:" in proc.stderr and "nothing was restarted" in proc.stderr
     assert "start: result=" not in proc.stderr and "Traceback" not in proc.stderr
     assert pids(tmp_path) == []
+
+
+def test_the_demo_runs_a_parallel_sweep_on_simulated_replicas_and_leaves_nothing_running(tmp_path: Path) -> None:
+    import subprocess
+
+    before = subprocess.run(["pgrep", "-f", "specmon.sim.server"], capture_output=True, text=True).stdout.split()
+    proc = specmon(["sweep", "--demo", "--replicas", "3", "--steps", "2,10", "--seed", "4", "--min-samples", "20",
+                    "--rounds", "4", "--format", "json", "--no-record"], tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["replicas"] == ["sim-1", "sim-2", "sim-3"] and doc["verdict"]["winner_steps"] == 2, doc["verdict"]
+    assert all(x["ok"] for x in doc["launches"])
+    assert all(left["running"] is False for left in doc["left"].values()), doc["left"]
+    after = subprocess.run(["pgrep", "-f", "specmon.sim.server"], capture_output=True, text=True).stdout.split()
+    assert set(after) <= set(before), (before, after)

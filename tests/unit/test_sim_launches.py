@@ -63,3 +63,24 @@ def test_the_simulated_server_takes_a_launch_cv() -> None:
     assert args.launch_cv == 7.0 and args.drift_pct_per_hour == 2.0
     with pytest.raises(SystemExit):
         parse_args(["--steps", "2", "--log", "/tmp/x.log", "--launch-cv", "120"])
+
+
+def test_replica_cv_gives_each_port_its_own_speed_the_same_at_every_launch(tmp_path) -> None:
+    import io
+    import math
+    import statistics
+
+    from specmon.sim.model import SpecConfig
+    from specmon.sim.server import SimServer, parse_args
+
+    def speed(port: int, seed: int = 7) -> float:
+        args = parse_args(["--steps", "2", "--log", str(tmp_path / f"s{port}.log"), "--port", str(port),
+                           "--seed", str(seed), "--replica-cv", "10"])
+        return SimServer(args, SpecConfig.make(2), io.StringIO()).launch_model().speed
+
+    speeds = {port: speed(port) for port in range(18000, 18040)}
+    assert all(speed(port) == s for port, s in list(speeds.items())[:5])  # fixed per port (and seed)
+    assert len(set(speeds.values())) == len(speeds)
+    logs = [math.log(s) for s in speeds.values()]
+    assert 0.05 < statistics.stdev(logs) < 0.16  # about the 10% asked for (40 ports)
+    assert speed(18000, seed=8) != speeds[18000]
