@@ -186,11 +186,10 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
         return fail("every replica needs a launch_port for the load driver to reach it")
     first = assign(names, list(plan.steps), 0, plan.seed)
     try:
-        shown = {r.name: PlanRestarter(r.launch, _NoRunner(), host=r.entry.host or "localhost").plan_for(first[r.name])
-                 for r in replicas if r.name in first}
-        for r in replicas:  # every setting's commands are built (and so checked) before the first restart
-            for s in plan.steps:
-                PlanRestarter(r.launch, _NoRunner(), host=r.host).plan_for(s)
+        # Every setting's commands are built (and so checked) before the first restart; round 1's are shown.
+        built = {r.name: {s: PlanRestarter(r.launch, _NoRunner(), host=r.host).plan_for(s) for s in plan.steps}
+                 for r in replicas}
+        shown = {name: built[name][steps] for name, steps in first.items()}
     except LaunchError as exc:
         return fail(f"profile {profile_name!r}: {exc}")
     _err(f"sweep: a parallel sweep of {len(plan.steps)} settings on {len(replicas)} replicas, up to "
