@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,6 +40,16 @@ def launch_cv_pct(text: str) -> float:
     if not 0 <= value < 100:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be a percentage from 0 to below 100: {text!r}")
     return value / 100.0
+
+
+def objective_arg(text: str) -> Any:
+    """``--objective``: tps, itl-pQ, ttft-pQ or goodput:ttft=MS,itl=MS (an :class:`~specmon.model.objective.Objective`)."""
+    from specmon.model.objective import ObjectiveError, parse_objective  # numpy: only when the option is given
+
+    try:
+        return parse_objective(text)
+    except ObjectiveError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # ASCII digits only: str.isdigit() also accepts "２" (full width) and "²", which int() reads or chokes on.

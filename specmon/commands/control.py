@@ -16,6 +16,7 @@ from specmon.commands.argtypes import (
     LAUNCH_CV_HELP,
     concurrency_list,
     launch_cv_pct,
+    objective_arg,
     positive_float,
     positive_int,
     step_list,
@@ -87,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="measuring order (random and interleave keep drift from favouring one setting; launches: "
                         "rounds of launches, each setting relaunched, interleaved, until resolved — "
                         "the default with --resolve-pct)")
+    s.add_argument("--objective", type=objective_arg, default=None, metavar="OBJ",
+                   help="what the verdict decides on: tps (the default), itl-p50, itl-p99, ttft-p99 (any "
+                        "percentile) or goodput:ttft=MS,itl=MS (requests a second within both limits); judged "
+                        "per launch on the requests specmon drives (implies --order launches)")
     s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
                    help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
                         "step counts it says could win (default grid)")
@@ -312,6 +317,7 @@ async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) ->
 def _plan(args: argparse.Namespace) -> SweepPlan:
     from specmon.control.sweep_plan import SweepPlan
     from specmon.model.launches import DEFAULT_LAUNCH_CV
+    from specmon.model.objective import Objective
     from specmon.model.stopping import StoppingRule
 
     min_samples = args.min_samples or 40
@@ -324,13 +330,16 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     points = grid.settings if grid is not None and grid.dimensions else ()
     workloads = tuple(getattr(args, "workload_sets", None) or ())
     launch_cv = DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv
-    order = "launches" if args.resolve_pct is not None and args.order == "given" else args.order
+    objective = getattr(args, "objective", None) or Objective()
+    wants_rounds = args.resolve_pct is not None or not objective.is_tps
+    order = "launches" if wants_rounds and args.order == "given" else args.order
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
                          strategy=args.strategy, points=points, workloads=workloads, launch_cv=launch_cv,
-                         resolve_pct=args.resolve_pct, restart_s=1.0)
+                         resolve_pct=args.resolve_pct, restart_s=1.0, objective=objective)
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                      max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
-                     workloads=workloads, launch_cv=launch_cv, resolve_pct=args.resolve_pct)
+                     workloads=workloads, launch_cv=launch_cv, resolve_pct=args.resolve_pct,
+                     objective=objective)

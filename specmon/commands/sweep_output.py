@@ -74,6 +74,14 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                 table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
                 console.print(table)
                 console.print(Text.assemble(("Verdict:", "bold"), " ", plain(v.sentence)))
+        for ov in result.objective_verdicts:
+            text = "\n".join(objective_lines(ov))
+            if console is None:
+                sys.stdout.write(f"```\n{text}\n```\n**Decided on {markdown_text(ov.objective.name)}:** "
+                                 f"{markdown_text(ov.sentence)}\n\n")
+            else:
+                sys.stdout.write(text + "\n")
+                console.print(Text.assemble((f"Decided on {ov.objective.name}:", "bold"), " ", plain(ov.sentence)))
         if cost is not None:
             text = "\n".join(cost.lines())
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
@@ -108,7 +116,22 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         return EXIT_INCOMPLETE
     if verdict is None or verdict.best is None:
         return EXIT_NOTHING
+    if result.objective_verdicts and result.objective_verdicts[0].best is None:
+        return EXIT_NOTHING
     return EXIT_OK
+
+
+def objective_lines(ov: Any) -> list[str]:
+    """An objective verdict's table in plain text, within 80 columns (values in the user's unit)."""
+    obj = ov.objective
+    on = f", {ov.workload} prompts" if ov.workload else ""
+    head = f"{obj.name} at concurrency {ov.concurrency}{on} ({'lower' if obj.lower_is_better else 'higher'} is better)"
+    out = [plain(head)[:80], f"  {'setting':<24} {'launches':>8} {'requests':>8} {obj.unit:>9}  {'95% CI':<17} vs best"]
+    for r in ov.rows:
+        ci = f"{r.ci95[0]:.4g}–{r.ci95[1]:.4g}" if r.ci95 else "n/a"
+        vs = "best" if r.vs_best_pct is None else f"{r.vs_best_pct:+.1f}%"
+        out.append(f"  {plain(r.label)[:24]:<24} {r.launches:>8} {r.requests:>8} {r.value:>9.4g}  {ci:<17} {vs}")
+    return out
 
 
 def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:

@@ -330,9 +330,7 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
 async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
                   last: tuple[int, Any]) -> dict[str, Any]:
     """Leave the server as asked; returns what the report records about it."""
-    v = result.verdict
-    cell = result.winner_cell(v) if v is not None and v.separated else None
-    winner = cell.setting if cell is not None else None
+    winner = result.winner()  # on the objective the sweep decided on
     choice = _finish_choice(args, winner)
     doc: dict[str, Any] = {"finish": choice, "steps": last[0], "running": True}
     if last[1]:

@@ -505,6 +505,9 @@ class BackgroundLoad:
         self.workloads = dict(workloads or {})
         self._task: asyncio.Task[LoadReport] | None = None
         self._stop: asyncio.Event | None = None
+        #: Requests completed (or failed) in the current run: a launch measured on a latency objective
+        #: goes on until it has the requests that objective needs.
+        self.completed = 0
 
     @property
     def running(self) -> bool:
@@ -533,7 +536,12 @@ class BackgroundLoad:
             self.driver.config = replace(self.driver.config, prompts=self.workloads[workload])
             self.driver._next_prompt = 0
         self._stop = asyncio.Event()
-        self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop))
+        self.completed = 0
+        self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop,
+                                                           on_result=self._count))
+
+    def _count(self, _result: RequestResult) -> None:
+        self.completed += 1
 
     async def stop(self) -> LoadReport | None:
         """End the run; returns its report (None when nothing ran)."""

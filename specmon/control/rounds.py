@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
@@ -40,7 +40,7 @@ from specmon.model.design import (
 )
 from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary
-from specmon.model.stopping import CONTINUE, StoppingRule
+from specmon.model.stopping import CONTINUE, EQUIVALENT, SLOWER, Decision, StoppingRule
 
 
 class DrivenSweep(Protocol):
@@ -53,6 +53,7 @@ class DrivenSweep(Protocol):
     plan: SweepPlan
     cells: list[CellState]
     restart_times: list[float]
+    load: Any
     _stop_requested: bool
     _server_steps: int | None
 
@@ -132,6 +133,8 @@ class LaunchRounds:
         self.rounds = self.looks[-1]
         self.rule = p.rule
         self.resolve_pct = p.resolve_pct or DEFAULT_RESOLVE_PCT
+        #: The names of the group being judged (for the decisions' sentences).
+        self.sweep_names: dict[Hashable, str] = {}
 
     # -- what is known -----------------------------------------------------------------------
 
@@ -169,6 +172,27 @@ class LaunchRounds:
         m_new = launch_samples(noise, self.rule.min_samples, self.rule.max_samples)
         return noise, m_new
 
+    def _requests_enough(self, cell: CellState) -> bool:
+        """Whether this launch's load has completed the requests its objective needs (always, for tok/s)."""
+        obj = self.sweep.plan.objective
+        if obj.is_tps:
+            return True
+        done = getattr(self.sweep.load, "completed", None)
+        if done is None:
+            return True  # a load that does not count: the launch's length is the samples'
+        # The first wave (one request per client slot) is left out of the objective.
+        return int(done) >= obj.min_requests() + cell.concurrency
+
+    def _decision_text(self, d: Decision) -> str:
+        """The decision in the objective's words (the rule's own sentences speak tok/s)."""
+        obj = self.sweep.plan.objective
+        if obj.is_tps or d.reason not in (SLOWER, EQUIVALENT):
+            return d.text
+        who = self.sweep_names.get(d.versus, str(d.versus)) if d.versus is not None else "the leader"
+        if d.reason == SLOWER:
+            return f"worse {obj.name} than {who} (adjusted interval of the difference excludes 0)"
+        return f"{obj.name} within ±{self.sweep.plan.rule.margin_pct:g}% of {who} (adjusted interval)"
+
     def _stopped(self) -> bool:
         """Whether the user asked the sweep to stop (read afresh: awaiting a visit may change it)."""
         return self.sweep._stop_requested
@@ -200,7 +224,7 @@ class LaunchRounds:
 
                     def enough(c: CellState, seg: Segment, noise: Noise = noise, m_new: int = m_new) -> bool:
                         n = len(seg.throughput)
-                        if n < self.rule.min_samples:
+                        if n < self.rule.min_samples or not self._requests_enough(c):
                             return False
                         if n >= self.rule.max_samples:
                             return True
@@ -224,10 +248,26 @@ class LaunchRounds:
                 return
 
     def _sums(self, cells: Sequence[CellState]) -> dict[Hashable, Summary]:
+        obj = self.sweep.plan.objective
+        if not obj.is_tps:
+            # A latency or goodput: each launch's value from its requests (no per-sample base).
+            _, osums = summaries({c.key: c.objective_launches(obj) for c in cells}, self.sweep.plan.launch_cv)
+            return osums
         groups: dict[Hashable, Sequence[Launch]] = {c.key: c.launches() for c in cells}
         bases: dict[Hashable, Summary | None] = {c.key: c.summary() for c in cells}
         _, sums = summaries(groups, self.sweep.plan.launch_cv, bases)
         return sums
+
+    def _value_text(self, s: Summary | None) -> str:
+        """A setting's figure for the look line: ``812.4 tok/s ± 20.1`` or ``ITL p50 21.3 ms (19.8–23.0)``."""
+        obj = self.sweep.plan.objective
+        if s is None:
+            return f"no {obj.name} yet" if not obj.is_tps else "0.0 tok/s"
+        if obj.is_tps:
+            half = s.ci_half_width
+            return f"{s.mean:.1f} tok/s" + (f" ± {half:.1f}" if half else "")
+        ci = obj.shown_interval(s.ci95_low, s.ci95_high)
+        return f"{obj.name} {obj.shown(s.mean):.4g} {obj.unit}" + (f" ({ci[0]:.4g}–{ci[1]:.4g})" if ci else "")
 
     def _judge(self, round_no: int) -> None:
         sw = self.sweep
@@ -237,7 +277,12 @@ class LaunchRounds:
             sums = self._sums(cells)
             active = [c.key for c in cells if c.status not in SETTLED]
             names: dict[Hashable, str] = {c.key: c.label or c.key for c in cells}
-            decisions = judge_round(self.judge_rule, sums, active, last=last, names=names)
+            self.sweep_names = names
+            rule = self.judge_rule
+            if not sw.plan.objective.is_tps:
+                # Every counted launch already has the requests its objective needs.
+                rule = replace(rule, min_samples=3)
+            decisions = judge_round(rule, sums, active, last=last, names=names)
             for c in cells:
                 d = decisions.get(c.key)
                 if d is None:
@@ -245,13 +290,11 @@ class LaunchRounds:
                 s = sums.get(c.key)
                 est = s.model if s is not None else None
                 covers = est.covers() if isinstance(est, Estimate) else f"{len(c.launches())} launches"
-                half = s.ci_half_width if s is not None else None
-                self.sweep._emit("look", f"{c.label}: round {round_no}, {covers}, "
-                                         f"{s.mean if s is not None else 0.0:.1f} tok/s"
-                                 + (f" ± {half:.1f}" if half else "")
-                                 + (f" — {d.text}" if d.text else " — continue"), c)
+                self.sweep._emit("look", f"{c.label}: round {round_no}, {covers}, {self._value_text(s)}"
+                                 + (f" — {self._decision_text(d)}" if d.text else " — continue"), c)
                 c.looks_done = self.looks.index(round_no) + 1
                 if d.stop and d.reason != CONTINUE:
-                    c.status, c.reason, c.text = DONE, d.reason, d.text
+                    text = self._decision_text(d)
+                    c.status, c.reason, c.text = DONE, d.reason, text
                     sw._emit("done", f"{c.label} done after {len(c.launches())} launches, {c.n} samples: "
-                                     f"{d.text or d.reason}", c)
+                                     f"{text or d.reason}", c)

@@ -20,6 +20,7 @@ from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.load import LoadReport
 from specmon.model.launches import DEFAULT_LAUNCH_CV
+from specmon.model.objective import Objective
 from specmon.model.stopping import StoppingRule
 
 ORDERS = ("given", "random", "interleave", "launches")
@@ -129,6 +130,8 @@ class SweepPlan:
     resolve_pct: float | None = None
     #: Start-up time assumed before the first restart is timed, seconds (a restart's cost).
     restart_s: float = 60.0
+    #: What the verdict decides on (``--objective``): tok/s, a latency percentile or goodput.
+    objective: Objective = field(default_factory=Objective)
 
     def __post_init__(self) -> None:
         if len(set(self.workloads)) != len(self.workloads):
@@ -164,6 +167,13 @@ class SweepPlan:
             raise SweepError("a concurrency is listed twice")
         if self.strategy not in STRATEGIES:
             raise SweepError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        if not self.objective.is_tps:
+            if self.strategy == "guided":
+                raise SweepError("the guided strategy's cost model predicts tok/s: use --strategy grid "
+                                 "with --objective")
+            if self.order != "launches":
+                raise SweepError(f"the {self.objective.name} objective is judged launch by launch: it needs "
+                                 "--order launches (the default with --objective)")
         if self.strategy == "guided" and self.order == "interleave":
             raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.order not in ORDERS:
@@ -193,7 +203,8 @@ class SweepPlan:
                 **({"points": [dimensions.key(s, p) for s, p in self.points]} if self.points else {}),
                 **({"workloads": list(self.workloads)} if self.workloads else {}),
                 **({"launch_cv": self.launch_cv} if self.launch_cv != DEFAULT_LAUNCH_CV else {}),
-                **({"resolve_pct": self.resolve_pct} if self.resolve_pct is not None else {})}
+                **({"resolve_pct": self.resolve_pct} if self.resolve_pct is not None else {}),
+                **({"objective": self.objective.token} if not self.objective.is_tps else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""

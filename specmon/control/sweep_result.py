@@ -5,7 +5,7 @@ the verdicts' analyses replayed from the stored samples, and the cross-check of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.control import dims as dimensions
@@ -13,11 +13,13 @@ from specmon.control.dims import Point
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import SKIPPED, CellState, Segment, config_for
 from specmon.model.analysis import Analysis, ConfigRow, analyze
+from specmon.model.design import summaries as design_summaries
 from specmon.model.launches import DEFAULT_LAUNCH_CV
+from specmon.model.objective import ObjectiveVerdict, objective_verdict
 from specmon.model.schedule import Schedule, schedules_from
 from specmon.model.session import RunConfig, Session
 from specmon.model.stats import summarize
-from specmon.model.stopping import SweepVerdict, check_source
+from specmon.model.stopping import StoppingRule, SweepVerdict, check_source
 from specmon.records import Config, Decode, Spec
 from specmon.wording import counted
 
@@ -33,6 +35,25 @@ class SweepResult:
     state_path: str | None = None
     #: Server restarts this run of the sweep asked for (a resumed sweep counts its own only).
     restarts: int = 0
+    #: The verdicts on the plan's objective when it is not tok/s (``--objective``): these decide.
+    objective_verdicts: list[ObjectiveVerdict] = field(default_factory=list)
+
+    @property
+    def deciding(self) -> list[SweepVerdict] | list[ObjectiveVerdict]:
+        """The verdicts that decide: the objective's when it is not tok/s, else the throughput's."""
+        return self.verdicts if self.plan.objective.is_tps else self.objective_verdicts
+
+    def winner(self) -> tuple[int, Point] | None:
+        """The setting the first deciding verdict separates as best (None when it names no winner)."""
+        if self.plan.objective.is_tps:
+            v = self.verdict
+            cell = self.winner_cell(v) if v is not None and v.separated else None
+            return cell.setting if cell is not None else None
+        ov = self.objective_verdicts[0] if self.objective_verdicts else None
+        if ov is None or not ov.separated or ov.best is None:
+            return None
+        cell = next((c for c in self.cells if c.key == ov.best.key), None)
+        return cell.setting if cell is not None else None
 
     @property
     def restart_note(self) -> str:
@@ -81,6 +102,7 @@ class SweepResult:
                 "is_baseline": bool(row and row.is_baseline), "best": bool(row and row.best),
                 "source": "+".join(sorted({s.kind for s in cell.segments if s.throughput})) or None,
                 "tps_by_source": {k: round(v, 2) for k, v in source_means(cell).items()},
+                **({"objective": self._objective_row(cell)} if not self.plan.objective.is_tps else {}),
                 "client": {
                     "requests": client.get("requests", 0), "errors": client.get("errors", 0),
                     "untimed": client.get("untimed", 0), "retried": client.get("retried", 0),
@@ -99,6 +121,10 @@ class SweepResult:
             "dimensions": list(self.plan.dimensions),
             "winners_differ": self.winners_differ(),
             "schedules": [sc.to_json() for sc in self.schedules()],
+            "objective": self.plan.objective.to_json(),
+            **({"objective_verdict": self.objective_verdicts[0].to_json() if self.objective_verdicts else None,
+                "objective_verdicts": [v.to_json() for v in self.objective_verdicts]}
+               if not self.plan.objective.is_tps else {}),
             "runs": runs,
             "plan": self.plan.to_json(),
             "finished": self.finished,
@@ -107,6 +133,14 @@ class SweepResult:
             "settings": len({c.setting for c in self.cells}),
             "skipped": sorted({c.setting_label for c in self.cells if c.status == SKIPPED}),
         }
+
+    def _objective_row(self, cell: CellState) -> dict[str, Any] | None:
+        for v in self.objective_verdicts:
+            if (v.concurrency, v.workload) == cell.group:
+                row = next((r for r in v.rows if r.key == cell.key), None)
+                return {**row.to_json(), "requests_counted": cell.requests} if row else {
+                    "requests_counted": cell.requests}
+        return None
 
     def row_of(self, cell: CellState) -> ConfigRow | None:
         """The analysis row of one setting (None before it has samples)."""
@@ -132,7 +166,7 @@ class SweepResult:
         empty for one concurrency, or for a grid (a schedule varies the step count only)."""
         if self.plan.points:
             return []
-        return schedules_from(self.verdicts)
+        return schedules_from(self.deciding)
 
     def winners_differ(self) -> str | None:
         """A sentence when the best setting is not the same at every concurrency and workload (else None)."""
@@ -299,3 +333,20 @@ def analyses_from_cells(cells: Sequence[CellState], concurrency: int,
                 line += 1
                 session.ingest(Spec(line, None, None, per_position=tuple(seg.per_position)))
     return analyze(session.runs, launch_cv=launch_cv)
+
+
+def group_objective_verdict(plan: SweepPlan, cells: Sequence[CellState], rule: StoppingRule, concurrency: int,
+                            workload: str | None) -> ObjectiveVerdict:
+    """The verdict on the plan's objective over one concurrency's settings (launches as units).
+
+    The same two-level model and adjusted level as the throughput verdict
+    (:func:`specmon.model.design.summaries`, the rule's ``test_level``), on each launch's
+    value of the objective (:meth:`CellState.objective_launches`).
+    """
+    obj = plan.objective
+    live = [c for c in cells if c.status != "failed" or c.segments]
+    _, sums = design_summaries({c.key: c.objective_launches(obj) for c in live}, plan.launch_cv)
+    return objective_verdict(obj, sums, {c.key: c.label or c.setting_label for c in live},
+                             {c.key: c.steps for c in live}, level=rule.test_level, margin_pct=rule.margin_pct,
+                             concurrency=concurrency, workload=workload,
+                             requests={c.key: c.requests for c in live})

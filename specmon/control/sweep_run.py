@@ -56,7 +56,7 @@ from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import LaunchError
 from specmon.control.rounds import LaunchRounds, effective_rule
 from specmon.control.sweep_plan import LoadControl, Restarter, RestartOutcome, SweepError, SweepEvent, SweepPlan
-from specmon.control.sweep_result import SweepResult, analyses_from_cells, verdict_sources
+from specmon.control.sweep_result import SweepResult, analyses_from_cells, group_objective_verdict, verdict_sources
 from specmon.control.sweep_state import (
     ACTIVE,
     DONE,
@@ -136,6 +136,9 @@ class Sweep:
         counters: Any = None,
         server_check: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
+        if load is None and not plan.objective.is_tps:
+            raise SweepError(f"the {plan.objective.name} objective is measured on the load specmon drives: "
+                             "it cannot run without it (--no-load)")
         self.plan = plan
         self.counters = counters
         self.session = session
@@ -617,6 +620,7 @@ class Sweep:
             if self.load is not None:
                 report = await self.load.stop()
                 cell.add_client(report)
+                seg.add_requests(report)
             if cell.status == ACTIVE:
                 cell.status = PENDING
             self.current = None
@@ -662,13 +666,18 @@ class Sweep:
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""
         verdicts = []
+        objective = []
+        rule = self.verdict_rule
         for c, w in self.plan.groups:
             cells = [cell for cell in self.cells if cell.workload == w]
             if any(cell.concurrency == c and cell.n for cell in cells):
-                v = sweep_verdict(analyses_from_cells(cells, c, self.plan.launch_cv), self.verdict_rule, c, w)
+                v = sweep_verdict(analyses_from_cells(cells, c, self.plan.launch_cv), rule, c, w)
                 verdicts.append(verdict_sources(v, cells, c))
+            if not self.plan.objective.is_tps:
+                objective.append(group_objective_verdict(self.plan, [x for x in cells if x.concurrency == c],
+                                                         rule, c, w))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
-                           str(self.state_path) if self.state_path else None, self._restarts)
+                           str(self.state_path) if self.state_path else None, self._restarts, objective)
 
     def snapshot(self) -> dict[str, Any]:
         """Progress for a UI: every setting's status, samples and next look."""

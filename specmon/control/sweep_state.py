@@ -25,6 +25,7 @@ from specmon.model.analysis import summarize_runs
 from specmon.model.design import summaries as design_summaries
 from specmon.model.guided import Measurement, Setting
 from specmon.model.launches import Launch, launch_of
+from specmon.model.objective import Objective, RequestFigures, launch_value, request_figures
 from specmon.model.session import Run, RunConfig
 from specmon.model.stats import Summary
 from specmon.records import Engine
@@ -60,6 +61,10 @@ class Segment:
     #: Tokens behind each counter throughput sample (same order; empty for log segments): weights
     #: for the pooled figure the cross-check compares with the client's pooled one.
     tokens: list[float] = field(default_factory=list)
+    #: The load's requests on this segment, as ``(ok, TTFT s, ITL s)`` (the first wave left out), and the
+    #: seconds the load ran: what a latency or goodput objective is judged on (:mod:`specmon.model.objective`).
+    requests: list[RequestFigures] = field(default_factory=list)
+    load_s: float = 0.0
     # Live bookkeeping, not persisted: where the next new sample starts in the run's arrays.
     _run: Run | None = field(default=None, repr=False)
     _tp: int = 0
@@ -77,7 +82,9 @@ class Segment:
                 "accept_rate": [round(v, 4) for v in self.accept_rate],
                 "per_position": self.per_position,
                 "log_throughput": [round(v, 3) for v in self.log_throughput],
-                "tokens": [round(v, 1) for v in self.tokens]}
+                "tokens": [round(v, 1) for v in self.tokens],
+                **({"requests": [[int(ok), _r6(t), _r6(i)] for ok, t, i in self.requests],
+                    "load_s": round(self.load_s, 3)} if self.requests else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Segment:
@@ -86,7 +93,15 @@ class Segment:
                    [float(v) for v in d.get("throughput", [])], [float(v) for v in d.get("accept_len", [])],
                    [float(v) for v in d.get("accept_rate", [])], d.get("per_position"),
                    str(d.get("kind", "log")), [float(v) for v in d.get("log_throughput", [])],
-                   [float(v) for v in d.get("tokens", [])])
+                   [float(v) for v in d.get("tokens", [])], _requests_of(d.get("requests")),
+                   float(d.get("load_s") or 0.0))
+
+    def add_requests(self, report: LoadReport | None) -> None:
+        """The requests of one load run on this segment (a visit's report), for a latency objective."""
+        if report is None:
+            return
+        self.requests.extend(request_figures(report.results, report.concurrency, report.time_scale))
+        self.load_s += max(0.0, report.ended_at - report.started_at) * report.time_scale
 
     @property
     def log_samples(self) -> list[float]:
@@ -153,6 +168,15 @@ class CellState:
                 out.append(x)
         return out
 
+    def objective_launches(self, obj: Objective) -> list[Launch]:
+        """This setting's launches judged on ``obj`` (tok/s: :meth:`launches`)."""
+        return self.launches() if obj.is_tps else objective_launches(self.segments, obj)
+
+    @property
+    def requests(self) -> int:
+        """Requests counted for a latency objective (the first wave of each load run left out)."""
+        return sum(len(s.requests) for s in self.segments)
+
     def summary(self) -> Summary | None:
         """Pooled throughput summary (batch means per segment, as the analysis pools runs)."""
         n = self.n
@@ -207,6 +231,45 @@ class CellState:
         return cell
 
 
+def _r6(v: float | None) -> float | None:
+    return None if v is None else round(v, 6)
+
+
+def _requests_of(raw: object) -> list[RequestFigures]:
+    """A state file's requests back as figures (anything malformed is left out, not guessed)."""
+    out: list[RequestFigures] = []
+    if not isinstance(raw, list):
+        return out
+    for item in raw:
+        if isinstance(item, list) and len(item) == 3:
+            ok, t, i = item
+            if all(v is None or isinstance(v, (int, float)) for v in (t, i)):
+                out.append((bool(ok), None if t is None else float(t), None if i is None else float(i)))
+    return out
+
+
+def objective_launches(segments: Sequence[Segment], obj: Objective) -> list[Launch]:
+    """One launch value of ``obj`` per server launch (as :func:`launch_samples` groups them), each from
+    the requests completed on it; a launch with too few requests is left out."""
+    grouped: list[tuple[str, list[RequestFigures], float]] = []
+    last: tuple[str, int] | None = None
+    for seg in segments:
+        ident = (seg.source, seg.run_id) if seg.run_id is not None else None
+        if ident is not None and ident == last and grouped:
+            name, reqs, secs = grouped[-1]
+            grouped[-1] = (name, reqs + seg.requests, secs + seg.load_s)
+        else:
+            grouped.append((f"{seg.source} run {seg.run_id}" if seg.run_id is not None else seg.source,
+                            list(seg.requests), seg.load_s))
+        last = ident
+    out = []
+    for name, reqs, secs in grouped:
+        x = launch_value(obj, reqs, secs, name)
+        if x is not None:
+            out.append(x)
+    return out
+
+
 def launch_samples(segments: Sequence[Segment]) -> list[tuple[str, list[float]]]:
     """The segments' throughput samples per launch: consecutive visits on one server run are one launch."""
     out: list[tuple[str, list[float]]] = []
@@ -222,12 +285,17 @@ def launch_samples(segments: Sequence[Segment]) -> list[tuple[str, list[float]]]
     return out
 
 
-def group_summaries(cells: Sequence[CellState], launch_cv: float) -> dict[str, Summary]:
+def group_summaries(cells: Sequence[CellState], launch_cv: float,
+                    objective: Objective | None = None) -> dict[str, Summary]:
     """Two-level throughput summaries of the settings one verdict compares (key: ``cell.key``).
 
     The between-launch part is pooled over these settings, as :func:`specmon.model.analysis.assemble`
     pools it over a verdict's rows: the stopping rule and the verdict see the same intervals.
     """
+    if objective is not None and not objective.is_tps:
+        # A latency or goodput: each launch's value from its requests; no per-sample base.
+        _, sums = design_summaries({c.key: c.objective_launches(objective) for c in cells}, launch_cv)
+        return {str(k): v for k, v in sums.items()}
     groups: dict[Hashable, Sequence[Launch]] = {c.key: c.launches() for c in cells}
     bases: dict[Hashable, Summary | None] = {c.key: c.summary() for c in cells}
     _, sums = design_summaries(groups, launch_cv, bases)

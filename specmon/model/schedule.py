@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specmon.model.analysis import ConfigRow
+from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stopping import SweepVerdict, adjusted_difference
 
 __all__ = ["Schedule", "ScheduleEntry", "schedules_from"]
@@ -249,38 +250,51 @@ def _steps(row: ConfigRow) -> int | None:
     return row.steps if row.config is not None else None
 
 
-def entry_for(v: SweepVerdict) -> ScheduleEntry | None:
-    """The rule at one concurrency (None when the verdict has no fastest setting or no load)."""
-    best = v.best
-    if v.concurrency is None or best is None or best.throughput is None:
+def entry_for(v: SweepVerdict | ObjectiveVerdict) -> ScheduleEntry | None:
+    """The rule at one concurrency (None when the verdict has no fastest setting or no load).
+
+    A verdict on another objective (``--objective itl-p50``) is read the same way: its
+    candidates are on its internal scale, where higher is better.
+    """
+    if v.concurrency is None:
         return None
-    fastest = _steps(best)
-    if fastest is None:
-        return None
+    if isinstance(v, ObjectiveVerdict):
+        cands = v.candidates()
+        if not cands:
+            return None
+        fastest, best_s = cands[0]
+        others = cands[1:]
+    else:
+        best = v.best
+        if best is None or best.throughput is None:
+            return None
+        k0 = _steps(best)
+        if k0 is None:
+            return None
+        fastest, best_s = k0, best.throughput
+        others = [(k, row.throughput) for row in v.analysis.rows
+                  if row is not best and (k := _steps(row)) is not None and row.throughput is not None]
     if v.separated:
         why = OFF if fastest == 0 else WINNER
         return ScheduleEntry(v.concurrency, fastest, why, fastest,
                              "no speculation is the winner, separated from the runner-up" if fastest == 0
                              else "the winner, separated from the runner-up")
-    margin = (v.margin_pct or 0.0) / 100.0 * best.throughput.mean
+    margin = (v.margin_pct or 0.0) / 100.0 * best_s.mean
     same = {fastest}
-    for row in v.analysis.rows:
-        k = _steps(row)
-        if row is best or k is None or row.throughput is None:
-            continue
-        d = adjusted_difference(best.throughput, row.throughput, v.level)
+    for k, s in others:
+        d = adjusted_difference(best_s, s, v.level)
         if d.known and -margin < d.low and d.high < margin:  # type: ignore[operator]
             same.add(k)
     if len(same) > 1:
         k = min(same)
         listed = ", ".join(str(s) for s in sorted(same))
         return ScheduleEntry(v.concurrency, k, OFF if k == 0 else EQUIVALENT, fastest,
-                             f"the smallest of K = {listed}, equivalent to the fastest within ±{v.margin_pct:g}%")
+                             f"the smallest of K = {listed}, equivalent to the best within ±{v.margin_pct:g}%")
     return ScheduleEntry(v.concurrency, fastest, UNDECIDED, fastest,
-                         "undecided: the fastest by mean, neither separated nor equivalent")
+                         "undecided: the best by mean, neither separated nor equivalent")
 
 
-def schedules_from(verdicts: Sequence[SweepVerdict]) -> list[Schedule]:
+def schedules_from(verdicts: Sequence[SweepVerdict | ObjectiveVerdict]) -> list[Schedule]:
     """A schedule per workload, from the verdicts of a sweep over two or more concurrencies.
 
     Empty when the sweep measured one concurrency only (a schedule needs loads to vary over).

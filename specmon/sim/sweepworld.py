@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 import zlib
 from collections.abc import Callable
 
+from specmon.control.load_report import LoadReport, RequestResult
 from specmon.model.session import Session
 from specmon.records import Config, Decode, Engine
 from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig, launch_speed
@@ -80,7 +82,8 @@ class SweepWorld:
     def __init__(self, seed: int, model: CostModel = DEFAULT_MODEL, *, lines_per_poll: int = 50,
                  workloads: dict[str, float] | None = None, launch_cv: float = 0.0,
                  drift_pct_per_hour: float = 0.0, restart_s: float = 0.0,
-                 alias: dict[int, int] | None = None) -> None:
+                 alias: dict[int, int] | None = None, requests: bool = False, request_tokens: int = 256,
+                 request_cv: float = 0.15) -> None:
         self.seed = seed
         #: Step counts that run like another (``{3: 2}``: "3 steps" logs 3 steps, runs like 2): known equals.
         self.alias = dict(alias or {})
@@ -108,6 +111,15 @@ class SweepWorld:
         self._spec: SpecConfig | None = None
         #: Requests in flight (the sweep's load sets it: the world is its own load driver too).
         self.batch = 1
+        #: With ``requests``, the world's load reports each request as a client would (TTFT, latency,
+        #: tokens): what a latency or goodput objective is judged on.
+        self.requests = requests
+        self.request_tokens = request_tokens
+        self.request_cv = request_cv
+        self._load: LoadReport | None = None
+        self._slots: list[tuple[float, tuple[float, float] | None]] = []
+        self._req_rng = random.Random(0)
+        self._loads = 0
 
     def clock(self) -> float:
         """The simulated monotonic clock."""
@@ -177,14 +189,61 @@ class SweepWorld:
         self.batch = concurrency
         self.workload = workload
         self._pick()
+        if self.requests:
+            from specmon.control.load_report import LoadReport
 
-    async def stop(self) -> None:
-        """The load stops (nothing to report: the simulated server has no client)."""
-        return None
+            self._loads += 1
+            self._req_rng = random.Random(zlib.crc32(repr((self.seed, "load", self._loads)).encode()))
+            self._load = LoadReport(concurrency, self.now, self.now)
+            self._slots = [(self.now, None)] * concurrency
+
+    @property
+    def completed(self) -> int | None:
+        """Requests the current load has finished (None without ``requests``: the sweep then goes by samples)."""
+        return len(self._load.results) if self._load is not None else None
+
+    def request_truth(self, steps: int, batch: int) -> tuple[float, float]:
+        """A setting's true per-request ``(ITL s, TTFT s)`` medians at ``batch`` (launch factor 1)."""
+        spec = SpecConfig.make(self.alias.get(steps, steps))
+        rate = self.model.expected_throughput(spec, batch) / batch
+        return 1.0 / rate, self._prefill_s(batch)
+
+    def _prefill_s(self, batch: int) -> float:
+        # A prompt's prefill waits for the batch's decode steps it joins: longer with more in flight.
+        return 0.08 * (1.0 + 0.1 * (batch - 1))
+
+    def _advance_requests(self) -> None:
+        """Requests that have finished by now, each slot one after another (per-request noise, launch speed)."""
+        load, spec = self._load, self._spec
+        if load is None or spec is None:
+            return
+        itl, _ = self.request_truth(spec.steps, self.batch)
+        for i, (t, pending) in enumerate(self._slots):
+            while True:
+                if pending is None:  # drawn once per request, kept until it finishes (no survivor bias)
+                    noise = math.exp(self._req_rng.gauss(0.0, self.request_cv))
+                    ttft = self._prefill_s(self.batch) * math.exp(self._req_rng.gauss(0.0, 0.2)) / self.speed
+                    pending = (ttft, ttft + (self.request_tokens - 1) * itl * noise / self.speed)
+                ttft, latency = pending
+                if t + latency > self.now:
+                    break
+                load.results.append(RequestResult(len(load.results), 0, True, t, latency, ttft, self.request_tokens,
+                                                  chunks=self.request_tokens, first_token_s=ttft,
+                                                  last_token_s=latency))
+                t += latency
+                pending = None
+            self._slots[i] = (t, pending)
+        load.ended_at = self.now
+
+    async def stop(self) -> LoadReport | None:
+        """The load stops: its requests (with ``requests``), else nothing (the simulated server has no client)."""
+        load, self._load = self._load, None
+        return load
 
     async def sleep(self, seconds: float) -> None:
         """Advance the clock; the running server writes ``lines_per_poll`` decode lines."""
         self.now += seconds
+        self._advance_requests()
         if self.sampler is None:
             return
         for _ in range(self.lines_per_poll):
