@@ -92,6 +92,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="what the verdict decides on: tps (the default), itl-p50, itl-p99, ttft-p99 (any "
                         "percentile) or goodput:ttft=MS,itl=MS (requests a second within both limits); judged "
                         "per launch on the requests specmon drives (implies --order launches)")
+    s.add_argument("--measure-schedule", type=positive_int, nargs="?", const=2, default=None, metavar="N",
+                   help="after a sweep over two or more concurrencies, restart the server on the schedule it "
+                        "derived (vLLM profiles: the table in --speculative-config; shown first) and measure it in "
+                        "N fresh launches per load (default 2) against the best fixed setting at each load")
     s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
                    help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
                         "step counts it says could win (default grid)")

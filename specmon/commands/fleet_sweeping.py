@@ -36,6 +36,7 @@ _NOT_FOR_FLEET = (
     ("strategy", "grid", "--strategy", "every step count given is measured"),
     ("order", "given", "--order", "the rotated layout sets the order"),
     ("prometheus_port", None, "--prometheus-port", "it serves one server's figures"),
+    ("measure_schedule", None, "--measure-schedule", "it runs one concurrency"),
     ("objective", None, "--objective", "its verdict is on tok/s from each replica's log (not built: latency "
                                        "objectives across replicas)"),
 )

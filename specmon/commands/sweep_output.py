@@ -94,6 +94,11 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             lines = schedule.describe(vllm_base=_vllm_base(launch), sglang_problem=_sglang_problem(launch, result))
             text = "\n".join(lines)
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+        checks = extra.get("schedule_check")
+        if checks:
+            text = "\n".join(["Deployed schedule against the best fixed setting at each load:",
+                              *(f"  {c['sentence']}" for c in checks)])
+            sys.stdout.write(f"```\n{plain(text)}\n```\n" if args.format == "markdown" else plain(text) + "\n")
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
@@ -137,30 +142,11 @@ def objective_lines(ov: Any) -> list[str]:
 def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:
     """The profile's own vLLM ``--speculative-config`` (method, draft model), for the schedule's flag;
     None when the profile has none or it cannot be read (the flag then says what to add)."""
-    import json
-    import re
-
     if launch is None or launch.engine != "vllm" or not launch.argv:
         return None
-    argv = list(launch.argv)
-    for i, token in enumerate(argv):
-        value = None
-        if token == "--speculative-config" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif token.startswith("--speculative-config="):
-            value = token.split("=", 1)[1]
-        if value is None:
-            continue
-        try:
-            # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
-            doc = json.loads(re.sub(r"\{[a-z_]+\}", "0", value))
-        except ValueError:
-            return None
-        if not isinstance(doc, dict):
-            return None
-        return {k: v for k, v in doc.items()
-                if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
-    return None
+    from specmon.control.schedule_check import vllm_base
+
+    return vllm_base(launch.argv)
 
 
 def _sglang_problem(launch: LaunchProfile | None, result: SweepResult) -> str | None:

@@ -95,6 +95,9 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
 
+    if args.measure_schedule:
+        return fail("--measure-schedule: the demo's simulated server takes no schedule (vLLM profiles do)",
+                    EXIT_INPUT)
     scale = min(args.time_scale, 1000.0)
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
         port = _free_port()
@@ -205,6 +208,9 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         plans = [restarter_probe.plan_for(s, dict(p) or None) for s, p in plan.settings]
     except LaunchError as exc:
         return fail(f"profile {args.profile!r}: {exc}")
+    problem = _schedule_problem(args, plan, launch)
+    if problem:
+        return fail(problem)
     if not args.no_load and launch.port is None:
         return fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
                      "or pass --no-load to measure the server's own traffic")
@@ -306,10 +312,18 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
         return fail(str(exc), EXIT_INPUT)
     if counters is not None:
         _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
+    checks = None
     try:
         result = await _with_prometheus(args, session, sweep.run())
         left = None
-        if result is not None and sweep.server_setting is not None:
+        on_schedule = None
+        if result is not None and args.measure_schedule and result.finished and not sweep.lost:
+            on_schedule, checks = await _measure_schedule(args, plan, result, session, restarter, load, rec,
+                                                          counters)
+        if on_schedule is not None and args.finish != "winner":
+            left = await _finish_on_schedule(args, on_schedule)
+            restarter = on_schedule[0]
+        elif result is not None and sweep.server_setting is not None:
             left = await _finish(args, result, restarter, sweep.server_setting)
         # Checked on the host before it is said: PID *and* start time still running.
         note = await _left_note(restarter)
@@ -322,9 +336,88 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
         note = None
     if rec is not None and left is not None:
         rec.meta("sweep-finish", **left)
-    return _print_result(args, result, {"recording": str(rec.path) if rec else None, "server_left_on": left,
-                                        "_left_note": note[1] if note else None, "server_lost": sweep.lost,
-                                        "_launch": getattr(restarter, "profile", None)})
+    extra: dict[str, Any] = {"recording": str(rec.path) if rec else None, "server_left_on": left,
+                             "_left_note": note[1] if note else None, "server_lost": sweep.lost,
+                             "_launch": getattr(restarter, "profile", None)}
+    if args.measure_schedule:
+        extra["schedule_check"] = checks
+    return _print_result(args, result, extra)
+
+
+def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile) -> str | None:
+    """Why ``--measure-schedule`` cannot run with this plan and profile (None: it can), said before any restart."""
+    if not args.measure_schedule:
+        return None
+    if len(plan.concurrency) < 2:
+        return "--measure-schedule needs a schedule: sweep two or more concurrencies (--concurrency 1,16)"
+    if plan.points:
+        return "--measure-schedule: a schedule varies the step count alone (--steps, not --grid)"
+    if plan.workloads:
+        return "--measure-schedule deploys one schedule: measure one workload (leave out --workload)"
+    if args.no_load:
+        return "--measure-schedule compares loads specmon drives: leave out --no-load"
+    from specmon.control.schedule_check import schedule_profile
+    from specmon.model.schedule import Schedule, ScheduleEntry
+
+    probe = Schedule(tuple(ScheduleEntry(c, max(plan.steps), "winner", max(plan.steps), "")
+                           for c in sorted(plan.concurrency)))
+    _, why = schedule_profile(launch, probe)
+    return f"--measure-schedule: {why}" if why else None
+
+
+async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: SweepResult, session: Session,
+                            restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
+                            ) -> tuple[tuple[Any, Any] | None, list[dict[str, Any]] | None]:
+    """Restart on the sweep's schedule (shown first, confirmed) and measure it against the fixed settings."""
+    import sys
+
+    from specmon.control.plan_restarter import PlanRestarter
+    from specmon.control.schedule_check import measure_schedule, schedule_profile
+
+    schedules = result.schedules()
+    if not schedules:
+        _err("sweep: no schedule to measure (the verdicts gave none)")
+        return None, None
+    schedule = schedules[0]
+    profile, why = schedule_profile(restarter.profile, schedule)
+    if profile is None:
+        _err(f"sweep: the schedule is not deployed: {why}")
+        return None, None
+    deploy = PlanRestarter(profile, restarter.runner, host=restarter.host, follower=restarter.follower,
+                           show=_err, record_servers=restarter.record_servers)
+    n = args.measure_schedule
+    loads = len(schedule.entries)
+    _err(f"sweep: the schedule, deployed and measured in {n} launch(es) at each of {loads} loads "
+         f"({n * loads} restart(s)); the restart:")
+    _err(deploy.plan_for(schedule.max_steps).describe())
+    if not args.yes:
+        if not sys.stdin.isatty():
+            _err("sweep: the schedule is not deployed: pass --yes to confirm when not at a terminal")
+            return None, None
+        answer = input(f"Restart the server on the schedule {n * loads} times? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            _err("sweep: the schedule is not deployed (cancelled)")
+            return None, None
+    measured, checks = await measure_schedule(
+        plan, result, schedule, launches=n, session=session, restart=deploy, load=load, recorder=rec,
+        on_event=_on_event, counters=counters, server_check=deploy.check_server)
+    for check in checks:
+        _err(f"sweep: {check.sentence}")
+    if not measured.finished:
+        _err("sweep: the schedule's measurement was cut short")
+    return (deploy, schedule), [c.to_json() for c in checks]
+
+
+async def _finish_on_schedule(args: argparse.Namespace, on_schedule: tuple[Any, Any]) -> dict[str, Any]:
+    """After the schedule was measured the server runs it: left so (or stopped with --finish none)."""
+    deploy, schedule = on_schedule
+    ranges = [list(r) for r in schedule.ranges]
+    if args.finish == "none":
+        outcome = await deploy.stop_server()
+        return {"finish": "none", "steps": None, "running": False,
+                "text": f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}"}
+    return {"finish": args.finish or "last", "steps": schedule.max_steps, "schedule": ranges, "running": True,
+            "text": f"the server is left running on the deployed schedule (K by batch size {ranges})"}
 
 
 async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,

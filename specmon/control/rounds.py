@@ -83,14 +83,16 @@ def rounds_for(rule: StoppingRule, resolve_pct: float | None, launch_cv: float, 
     return max(1 if launch_cv == 0 else 2, min(MAX_LAUNCHES, p.launches))
 
 
-def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float
-                   ) -> tuple[StoppingRule, tuple[int, ...]]:
+def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float,
+                   rounds: int | None = None) -> tuple[StoppingRule, tuple[int, ...]]:
     """The rule the launch design judges with, and the rounds it judges after.
 
     The looks are rounds, geometric from 2 to the planned rounds (as the
     sample rule's looks are sample counts), so the Bonferroni split covers
     every judgement; the sample budget is per launch, not per setting.
     """
+    if rounds is not None:  # fixed in advance: one look, after the last
+        return replace(plan_rule, looks=1, max_samples=max(plan_rule.max_samples, 1 << 40)), (rounds,)
     last = rounds_for(plan_rule, resolve_pct, launch_cv, restart_s)
     looks = look_rounds(last, plan_rule.looks)
     return replace(plan_rule, looks=len(looks), max_samples=max(plan_rule.max_samples, 1 << 40)), looks
@@ -129,7 +131,8 @@ class LaunchRounds:
     def __init__(self, sweep: DrivenSweep) -> None:
         self.sweep = sweep
         p = sweep.plan
-        self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s)
+        self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds)
+        self.fixed = p.rounds is not None
         self.rounds = self.looks[-1]
         self.rule = p.rule
         self.resolve_pct = p.resolve_pct or DEFAULT_RESOLVE_PCT
@@ -239,7 +242,7 @@ class LaunchRounds:
                 return
             if round_no in self.looks:
                 self._judge(round_no)
-                if round_no < self.looks[-1]:
+                if round_no < self.looks[-1] and not self.fixed:
                     self.looks = reschedule(self.looks, round_no, self.needed(), MAX_LAUNCHES)
                     self.rounds = self.looks[-1]
             sw._emit("plan", self.plan_line(sw.cells))

@@ -132,6 +132,9 @@ class SweepPlan:
     restart_s: float = 60.0
     #: What the verdict decides on (``--objective``): tok/s, a latency percentile or goodput.
     objective: Objective = field(default_factory=Objective)
+    #: Rounds of launches fixed in advance (the launch design plans its own when None): a deployed
+    #: schedule is measured in as many launches as asked, whatever it finds.
+    rounds: int | None = None
 
     def __post_init__(self) -> None:
         if len(set(self.workloads)) != len(self.workloads):
@@ -188,6 +191,8 @@ class SweepPlan:
             raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise SweepError("max_minutes must be positive")
+        if self.rounds is not None and (type(self.rounds) is not int or self.rounds < 1 or self.order != "launches"):
+            raise SweepError("fixed rounds are whole numbers >= 1, for the launch design only")
         if self.settle < 0 or self.stall_s <= 0 or self.attach_s <= 0 or self.poll_s <= 0:
             raise SweepError("settle must be >= 0; stall_s, attach_s and poll_s positive")
 
@@ -204,7 +209,8 @@ class SweepPlan:
                 **({"workloads": list(self.workloads)} if self.workloads else {}),
                 **({"launch_cv": self.launch_cv} if self.launch_cv != DEFAULT_LAUNCH_CV else {}),
                 **({"resolve_pct": self.resolve_pct} if self.resolve_pct is not None else {}),
-                **({"objective": self.objective.token} if not self.objective.is_tps else {})}
+                **({"objective": self.objective.token} if not self.objective.is_tps else {}),
+                **({"rounds": self.rounds} if self.rounds is not None else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""

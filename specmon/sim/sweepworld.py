@@ -120,6 +120,8 @@ class SweepWorld:
         self._slots: list[tuple[float, tuple[float, float] | None]] = []
         self._req_rng = random.Random(0)
         self._loads = 0
+        #: The schedule the running launch follows (None: one K at every load).
+        self._table: list[tuple[int, int, int]] | None = None
 
     def clock(self) -> float:
         """The simulated monotonic clock."""
@@ -143,6 +145,7 @@ class SweepWorld:
         from specmon.control.sweep_plan import RestartOutcome
 
         spec = self.spec_for(steps, dims)
+        self._table = None
         self.now += self.restart_s
         self.restarts.append((spec.steps, spec.topk, spec.draft_tokens))
         rng = random.Random(zlib.crc32(repr((self.seed, "launch", len(self.restarts))).encode()))
@@ -159,10 +162,34 @@ class SweepWorld:
         self._pick()
         return RestartOutcome(True, "ready")
 
+    def schedule_restart(self, ranges: list[tuple[int, int, int]]) -> Callable[..., object]:
+        """A restart that runs a schedule: K by batch size (inclusive ranges, the last K carried on),
+        announced with its largest K as vLLM announces a table."""
+
+        async def restart(steps: int, dims: dict[str, int | str] | None = None) -> object:
+            outcome = await self.restart(steps, dims)
+            self._table = list(ranges)
+            self._pick()
+            return outcome
+
+        return restart
+
+    def _k_at(self, batch: int) -> int | None:
+        table = self._table
+        if not table:
+            return None
+        for lo, hi, k in table:
+            if lo <= batch <= hi:
+                return k
+        return table[-1][2]
+
     def _pick(self) -> None:
         spec = self._spec
         if spec is None:
             return
+        scheduled = self._k_at(self.batch)
+        if scheduled is not None:
+            spec = SpecConfig.make(scheduled)
         k = (spec, self.batch, self.workload)
         if k not in self._samplers:
             salt = zlib.crc32(repr((self.seed, spec.steps, spec.topk, spec.draft_tokens, self.batch,
@@ -217,7 +244,8 @@ class SweepWorld:
         load, spec = self._load, self._spec
         if load is None or spec is None:
             return
-        itl, _ = self.request_truth(spec.steps, self.batch)
+        k = self._k_at(self.batch)
+        itl, _ = self.request_truth(spec.steps if k is None else k, self.batch)
         for i, (t, pending) in enumerate(self._slots):
             while True:
                 if pending is None:  # drawn once per request, kept until it finishes (no survivor bias)

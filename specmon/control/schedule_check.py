@@ -1,0 +1,212 @@
+"""A sweep's schedule deployed and measured against the best fixed setting at each load.
+
+``specmon sweep ... --concurrency 1,4,16 --measure-schedule``: after the sweep, the schedule it
+derived (:mod:`specmon.model.schedule`) is started as the engine's own configuration, shown
+first, and measured at every concurrency the way the fixed settings were (fresh launches,
+the same load, the same objective). At each load the verdict says how the deployed schedule
+does against the best fixed setting there, with a 95% interval over launches (the launch
+spread pooled with the fixed settings': a launch CV belongs to the host and engine). A
+schedule that gives a load the same K as its best fixed setting should come out level; a
+gap there is what switching costs, or noise, and the interval says which.
+
+Only vLLM takes its schedule on the command line (``num_speculative_tokens_per_batch_size``
+inside ``--speculative-config``); :func:`schedule_profile` writes that into the profile's
+own config. SGLang reads its adaptive tiers from a file on the host: not built here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specmon.control.launch import LaunchProfile
+from specmon.control.sweep_plan import SweepPlan
+from specmon.control.sweep_result import SweepResult
+from specmon.control.sweep_state import CellState
+from specmon.model.design import summaries
+from specmon.model.launches import Estimate, Launch
+from specmon.model.objective import Objective
+from specmon.model.schedule import Schedule
+from specmon.model.stats import Summary
+
+__all__ = ["ScheduleCheck", "compare_schedule", "measure_schedule", "schedule_plan", "schedule_profile",
+           "speculative_config", "vllm_base"]
+
+_PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
+
+
+def speculative_config(argv: Sequence[str]) -> tuple[int, str] | None:
+    """Where the profile's ``--speculative-config`` value is: ``(index of the token, its JSON text)``."""
+    for i, token in enumerate(argv):
+        if token == "--speculative-config" and i + 1 < len(argv):
+            return i + 1, argv[i + 1]
+        if token.startswith("--speculative-config="):
+            return i, token.split("=", 1)[1]
+    return None
+
+
+def vllm_base(argv: Sequence[str]) -> dict[str, Any] | None:
+    """The profile's own vLLM speculative config without its step count (method, draft model, n-gram
+    window); None when there is none or it cannot be read."""
+    found = speculative_config(argv)
+    if found is None:
+        return None
+    try:
+        # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
+        doc = json.loads(_PLACEHOLDER.sub("0", found[1]))
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {k: v for k, v in doc.items() if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
+
+
+def schedule_profile(profile: LaunchProfile, schedule: Schedule) -> tuple[LaunchProfile | None, str]:
+    """The launch profile that starts the engine on ``schedule`` (None and why when it cannot).
+
+    vLLM only: the profile's ``--speculative-config`` with the table written in, every other
+    flag as it is.
+    """
+    if schedule.speculation_off:
+        return None, "speculation does not pay at any measured load: there is no schedule to deploy"
+    if profile.engine != "vllm":
+        return None, (f"a schedule is deployed on vLLM profiles (its --speculative-config takes the table); "
+                      f"this profile's engine is {profile.engine}: SGLang reads its adaptive tiers from a file "
+                      "on the host, which specmon does not write yet")
+    if profile.mode != "managed" or not profile.argv:
+        return None, "a schedule is deployed through a managed profile's argv (custom commands are your own)"
+    found = speculative_config(profile.argv)
+    if found is None:
+        return None, "the profile's argv has no --speculative-config to put the schedule in"
+    index, text = found
+    extra = sorted(set(_PLACEHOLDER.findall(text)) - {"{steps}"})
+    if extra:
+        return None, (f"the profile's --speculative-config varies {', '.join(extra)} besides {{steps}}: a schedule "
+                      "sets the step count alone")
+    base = vllm_base(profile.argv)
+    keys = schedule.vllm_config()
+    if base is None or keys is None:
+        return None, "the profile's --speculative-config is not a JSON object specmon can read"
+    doc = json.dumps({**base, **keys}, separators=(", ", ": "))
+    argv = list(profile.argv)
+    argv[index] = doc if argv[index] == text else f"--speculative-config={doc}"
+    # Validated again as a whole: the schedule's JSON goes through the same checks as the user's argv.
+    return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
+
+
+# --------------------------------------------------------------------------- the comparison
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleCheck:
+    """The deployed schedule against the best fixed setting at one load (values in the objective's unit)."""
+
+    concurrency: int
+    schedule_steps: int
+    best_label: str
+    best_steps: int
+    schedule_value: float | None
+    best_value: float | None
+    #: The schedule against the best fixed setting, percent of the latter's figure, with its 95% interval.
+    change_pct: float | None
+    ci95: tuple[float, float] | None
+    launches: int
+    covers: str
+    sentence: str
+
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else round(x, 3)
+
+        return {"concurrency": self.concurrency, "schedule_steps": self.schedule_steps, "best": self.best_label,
+                "best_steps": self.best_steps, "schedule_value": r(self.schedule_value),
+                "best_value": r(self.best_value), "change_pct": r(self.change_pct),
+                "change_ci95": None if self.ci95 is None else [r(self.ci95[0]), r(self.ci95[1])],
+                "schedule_launches": self.launches, "interval_covers": self.covers, "sentence": self.sentence}
+
+
+def _launches(cell: CellState, obj: Objective) -> list[Launch]:
+    return cell.objective_launches(obj)
+
+
+def compare_schedule(obj: Objective, fixed: Sequence[CellState], deployed: Sequence[CellState], schedule: Schedule,
+                     launch_cv: float) -> list[ScheduleCheck]:
+    """At each load of ``schedule``: the deployed schedule's launches against the best fixed setting's.
+
+    ``fixed``: the sweep's settings (one workload); ``deployed``: the schedule's measured cells (one per
+    load). The launch spread is pooled over every setting at that load and the schedule.
+    """
+    out = []
+    better = "lower" if obj.lower_is_better else "higher"
+    for entry in schedule.entries:
+        c = entry.concurrency
+        here = [x for x in fixed if x.concurrency == c and x.status != "failed"]
+        mine = next((x for x in deployed if x.concurrency == c), None)
+        groups: dict[Hashable, Sequence[Launch]] = {x.key: _launches(x, obj) for x in here}
+        bases: dict[Hashable, Summary | None] = {x.key: x.summary() for x in here} if obj.is_tps else {}
+        if mine is not None:
+            groups["schedule"] = _launches(mine, obj)
+            if obj.is_tps:
+                bases["schedule"] = mine.summary()
+        _, sums = summaries(groups, launch_cv, bases or None)
+        fixed_sums = {k: s for k, s in sums.items() if k != "schedule"}
+        sched = sums.get("schedule")
+        if not fixed_sums:
+            continue
+        best_key = max(fixed_sums, key=lambda k: fixed_sums[k].mean)
+        best_cell = next(x for x in here if x.key == best_key)
+        best = fixed_sums[best_key]
+        label = best_cell.label or best_cell.setting_label
+        if sched is None:
+            out.append(ScheduleCheck(c, entry.steps, label, best_cell.steps, None, obj.shown(best.mean), None, None,
+                                     0, "no launch", f"concurrency {c}: the schedule has no measured launch here"))
+            continue
+        ci = None
+        pct_internal = (sched.mean / best.mean - 1.0) * 100.0
+        if isinstance(sched.model, Estimate) and isinstance(best.model, Estimate):
+            _, lo, hi = sched.model.ratio_pct(best.model, 0.95)
+            if lo is not None and hi is not None:
+                a, b = obj.change_pct(lo), obj.change_pct(hi)
+                ci = (min(a, b), max(a, b))
+        change = obj.change_pct(pct_internal)
+        covers = sched.model.covers() if isinstance(sched.model, Estimate) else f"{sched.batches} launches"
+        name = obj.name if not obj.is_tps else "throughput"
+        iv = f" (95% CI {ci[0]:+.1f}…{ci[1]:+.1f}%)" if ci else ""
+        if ci is not None and ci[0] <= 0 <= ci[1]:
+            word = "level with"
+        elif (change > 0) == (better == "higher"):
+            word = "better than"
+        else:
+            word = "worse than"
+        sentence = (f"concurrency {c}: the schedule (K={entry.steps}) is {word} the best fixed setting, {label}: "
+                    f"{name} {change:+.1f}%{iv}; the schedule's {covers}")
+        out.append(ScheduleCheck(c, entry.steps, label, best_cell.steps, obj.shown(sched.mean), obj.shown(best.mean),
+                                 change, ci, len(sched.model.launches) if isinstance(sched.model, Estimate)
+                                 else sched.batches, covers, sentence))
+    return out
+
+
+def schedule_plan(plan: SweepPlan, schedule: Schedule, launches: int) -> SweepPlan:
+    """The plan that measures a deployed schedule: its step cap, at every load it covers, in ``launches``
+    fresh launches per load, on the sweep's own objective, rule and limits."""
+    return SweepPlan((schedule.max_steps,), tuple(e.concurrency for e in schedule.entries), order="launches",
+                     seed=plan.seed, rule=plan.rule, max_minutes=plan.max_minutes, settle=plan.settle,
+                     stall_s=plan.stall_s, attach_s=plan.attach_s, poll_s=plan.poll_s, launch_cv=plan.launch_cv,
+                     resolve_pct=plan.resolve_pct, restart_s=plan.restart_s, objective=plan.objective,
+                     rounds=launches)
+
+
+async def measure_schedule(plan: SweepPlan, result: SweepResult, schedule: Schedule, *, launches: int,
+                           **sweep_kwargs: Any) -> tuple[SweepResult, list[ScheduleCheck]]:
+    """Measure the deployed schedule (``sweep_kwargs``: the :class:`~specmon.control.sweep_run.Sweep`'s
+    session, restart on the schedule's profile, load, ...) and compare it with ``result``'s settings."""
+    from specmon.control.sweep_run import Sweep
+
+    sweep = Sweep(schedule_plan(plan, schedule, launches), state_path=None, **sweep_kwargs)
+    measured = await sweep.run()
+    fixed = [c for c in result.cells if c.workload == schedule.workload]
+    return measured, compare_schedule(plan.objective, fixed, measured.cells, schedule, plan.launch_cv)

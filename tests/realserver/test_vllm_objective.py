@@ -1,0 +1,87 @@
+"""A sweep that decides on inter-token latency, on the real vLLM kit over a real OpenSSH sshd (issue 32).
+
+``specmon sweep --objective itl-p50``: no speculation against 2 n-gram tokens, two rounds of
+launches (the leader and the baseline launched twice), each launch measured until its load
+has completed the requests the percentile needs after its first wave. The verdict is on ITL
+p50 in milliseconds with its interval over launches; the test checks what the JSON says
+against what the client itself timed (each launch's requests), never which setting is
+faster on this toy model.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.realserver.test_vllm import SWEEP_WAIT_S, ssh_profile
+from tests.support.connecting import write_config
+from tests.support.realkits import (
+    free_port,
+    require,
+    run_specmon,
+    server_argv,
+    stop_server,
+    sweep_json,
+    vllm_missing,
+    vllm_profile,
+)
+from tests.support.sshd import ClientHome, OpenSSHServer
+
+pytestmark = pytest.mark.realserver
+
+
+def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    require(vllm_missing())
+    folder = tmp_path / "vllm"
+    folder.mkdir()
+    launch = vllm_profile(folder, free_port(), eager=True)
+    config = write_config(tmp_path / "config.toml", "cpu-vllm",
+                          ssh_profile(client_home, openssh_server, folder / "vllm_0.log"), launch)
+    try:
+        result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "0,2", "--yes",
+                              "--objective", "itl-p50", "--resolve-pct", "50", "--no-record", "--finish", "winner",
+                              "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--min-samples", "8", "--max-samples", "40", "--max-minutes", "10",
+                              "--concurrency", "1", "--max-tokens", "48", "--request-timeout", "60"],
+                             SWEEP_WAIT_S)
+        doc = sweep_json(result)
+        ov = doc["objective_verdict"]
+        print(f"\nreal vLLM sweep on ITL p50: {ov['sentence']}")
+        for row in ov["rows"]:
+            print(f"  {row['label']}: {row['value']} ms {row['ci95']} over {row['launches']} launches, "
+                  f"{row['requests']} requests")
+        assert result.returncode in (0, 1), result.stderr[-3000:]
+        assert doc["objective"]["objective"] == "itl-p50" and ov["unit"] == "ms"
+        assert "launches" in ov["sentence"] and "ITL p50" in ov["sentence"]
+        assert {r["steps"] for r in ov["rows"]} == {0, 2}
+        for row in ov["rows"]:
+            # Every counted launch had the ten requests a median needs, after its first wave.
+            assert row["launches"] >= 1 and row["requests"] >= 10 * row["launches"], row
+            lo, hi = row["ci95"]
+            assert 0 < lo <= row["value"] <= hi, row
+        for run in doc["runs"]:
+            assert run["client"]["errors"] == 0, run["client"]
+            # The objective's figure agrees with what the client timed otherwise: the median request's
+            # decode speed between its first and last chunk (a different clock span, the same requests).
+            speeds = run["client"]["decode_tps"]
+            if speeds and run["objective"].get("value"):
+                ms_from_chunks = 1000.0 / speeds["median"]
+                assert abs(run["objective"]["value"] - ms_from_chunks) / ms_from_chunks < 0.35, (run, speeds)
+        # --finish winner follows the objective's verdict, and the server really runs it.
+        left = doc["server_left_on"]
+        if ov["separated"]:
+            assert left["running"] is True and left["steps"] == ov["winner_steps"], left
+        argv = server_argv(launch.pidfile)
+        assert argv, "the server should be left running"
+        steps_left = left["steps"]
+        if steps_left:
+            assert any(f'"num_speculative_tokens": {steps_left}' in a for a in argv), argv
+        else:
+            assert not any("--speculative-config" in a for a in argv), argv
+        launches = statistics.fmean(r["launches"] for r in ov["rows"])
+        assert launches >= 1
+    finally:
+        stop_server(launch.pidfile)
