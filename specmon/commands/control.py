@@ -96,6 +96,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="after a sweep over two or more concurrencies, restart the server on the schedule it "
                         "derived (vLLM profiles: the table in --speculative-config; shown first) and measure it in "
                         "N fresh launches per load (default 2) against the best fixed setting at each load")
+    s.add_argument("--compare-adaptive", nargs="?", const="", default=None, metavar="TIERS",
+                   help="after the sweep, restart an SGLang server in its own adaptive mode (--speculative-adaptive; "
+                        "TIERS: its tier file on the host, else the engine's default tiers; shown first) and measure "
+                        "it at every concurrency against the best fixed setting: its regret, with a 95%% interval "
+                        "(2 launches per load, or --measure-schedule's N)")
     s.add_argument("--strategy", choices=("grid", "guided"), default="grid",
                    help="grid: every step count; guided: measure a few, fit the cost model, and restart only for "
                         "step counts it says could win (default grid)")

@@ -37,6 +37,7 @@ _NOT_FOR_FLEET = (
     ("order", "given", "--order", "the rotated layout sets the order"),
     ("prometheus_port", None, "--prometheus-port", "it serves one server's figures"),
     ("measure_schedule", None, "--measure-schedule", "it runs one concurrency"),
+    ("compare_adaptive", None, "--compare-adaptive", "not built for replicas: compare it on one server"),
     ("objective", None, "--objective", "its verdict is on tok/s from each replica's log (not built: latency "
                                        "objectives across replicas)"),
 )

@@ -96,7 +96,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         checks = extra.get("schedule_check")
         if checks:
-            text = "\n".join(["Deployed schedule against the best fixed setting at each load:",
+            text = "\n".join(["Deployed against the best fixed setting at each load:",
                               *(f"  {c['sentence']}" for c in checks)])
             sys.stdout.write(f"```\n{plain(text)}\n```\n" if args.format == "markdown" else plain(text) + "\n")
         for cell in result.cells:

@@ -95,9 +95,9 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
 
-    if args.measure_schedule:
-        return fail("--measure-schedule: the demo's simulated server takes no schedule (vLLM profiles do)",
-                    EXIT_INPUT)
+    if args.measure_schedule or args.compare_adaptive is not None:
+        return fail("--measure-schedule and --compare-adaptive restart a real server (vLLM, SGLang): the demo's "
+                    "simulated server has neither a schedule nor an adaptive mode", EXIT_INPUT)
     scale = min(args.time_scale, 1000.0)
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
         port = _free_port()
@@ -316,13 +316,22 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
     try:
         result = await _with_prometheus(args, session, sweep.run())
         left = None
-        on_schedule = None
-        if result is not None and args.measure_schedule and result.finished and not sweep.lost:
-            on_schedule, checks = await _measure_schedule(args, plan, result, session, restarter, load, rec,
-                                                          counters)
-        if on_schedule is not None and args.finish != "winner":
-            left = await _finish_on_schedule(args, on_schedule)
-            restarter = on_schedule[0]
+        on_deployed = None
+        done = result is not None and result.finished and not sweep.lost
+        if done and args.compare_adaptive is not None:
+            assert result is not None
+            on_deployed, adaptive = await _measure_adaptive(args, plan, result, session, restarter, load, rec,
+                                                            counters)
+            checks = (checks or []) + (adaptive or [])
+        if done and args.measure_schedule:
+            assert result is not None
+            on_schedule, scheduled = await _measure_schedule(args, plan, result, session, restarter, load, rec,
+                                                             counters)
+            on_deployed = on_schedule or on_deployed
+            checks = (checks or []) + (scheduled or [])
+        if on_deployed is not None and args.finish != "winner":
+            left = await _finish_on_deployed(args, on_deployed)
+            restarter = on_deployed[0]
         elif result is not None and sweep.server_setting is not None:
             left = await _finish(args, result, restarter, sweep.server_setting)
         # Checked on the host before it is said: PID *and* start time still running.
@@ -339,13 +348,26 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
     extra: dict[str, Any] = {"recording": str(rec.path) if rec else None, "server_left_on": left,
                              "_left_note": note[1] if note else None, "server_lost": sweep.lost,
                              "_launch": getattr(restarter, "profile", None)}
-    if args.measure_schedule:
+    if args.measure_schedule or args.compare_adaptive is not None:
         extra["schedule_check"] = checks
     return _print_result(args, result, extra)
 
 
 def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile) -> str | None:
-    """Why ``--measure-schedule`` cannot run with this plan and profile (None: it can), said before any restart."""
+    """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run with this plan and profile (None: they
+    can), said before any restart."""
+    if args.compare_adaptive is not None:
+        from specmon.control.schedule_check import adaptive_profile
+
+        if plan.workloads:
+            return "--compare-adaptive measures one workload: leave out --workload"
+        if args.no_load:
+            return "--compare-adaptive compares loads specmon drives: leave out --no-load"
+        if args.compare_adaptive and not args.compare_adaptive.startswith("/"):
+            return f"--compare-adaptive: the tier file is a path on the server's host, absolute: {args.compare_adaptive!r}"
+        _, why = adaptive_profile(launch, args.compare_adaptive or None)
+        if why:
+            return f"--compare-adaptive: {why}"
     if not args.measure_schedule:
         return None
     if len(plan.concurrency) < 2:
@@ -367,10 +389,8 @@ def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchP
 
 async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: SweepResult, session: Session,
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
-                            ) -> tuple[tuple[Any, Any] | None, list[dict[str, Any]] | None]:
+                            ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart on the sweep's schedule (shown first, confirmed) and measure it against the fixed settings."""
-    import sys
-
     from specmon.control.plan_restarter import PlanRestarter
     from specmon.control.schedule_check import measure_schedule, schedule_profile
 
@@ -386,18 +406,8 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
     deploy = PlanRestarter(profile, restarter.runner, host=restarter.host, follower=restarter.follower,
                            show=_err, record_servers=restarter.record_servers)
     n = args.measure_schedule
-    loads = len(schedule.entries)
-    _err(f"sweep: the schedule, deployed and measured in {n} launch(es) at each of {loads} loads "
-         f"({n * loads} restart(s)); the restart:")
-    _err(deploy.plan_for(schedule.max_steps).describe())
-    if not args.yes:
-        if not sys.stdin.isatty():
-            _err("sweep: the schedule is not deployed: pass --yes to confirm when not at a terminal")
-            return None, None
-        answer = input(f"Restart the server on the schedule {n * loads} times? [y/N] ").strip().lower()
-        if answer not in ("y", "yes"):
-            _err("sweep: the schedule is not deployed (cancelled)")
-            return None, None
+    if not _confirm_deployed(args, deploy, schedule.max_steps, "the schedule", n, len(schedule.entries)):
+        return None, None
     measured, checks = await measure_schedule(
         plan, result, schedule, launches=n, session=session, restart=deploy, load=load, recorder=rec,
         on_event=_on_event, counters=counters, server_check=deploy.check_server)
@@ -405,19 +415,69 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
         _err(f"sweep: {check.sentence}")
     if not measured.finished:
         _err("sweep: the schedule's measurement was cut short")
-    return (deploy, schedule), [c.to_json() for c in checks]
-
-
-async def _finish_on_schedule(args: argparse.Namespace, on_schedule: tuple[Any, Any]) -> dict[str, Any]:
-    """After the schedule was measured the server runs it: left so (or stopped with --finish none)."""
-    deploy, schedule = on_schedule
     ranges = [list(r) for r in schedule.ranges]
+    left = {"steps": schedule.max_steps, "schedule": ranges,
+            "text": f"the server is left running on the deployed schedule (K by batch size {ranges})"}
+    return (deploy, left), [c.to_json() for c in checks]
+
+
+async def _measure_adaptive(args: argparse.Namespace, plan: SweepPlan, result: SweepResult, session: Session,
+                            restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
+                            ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
+    """Restart in the engine's own adaptive mode (shown first, confirmed) and measure it at every load."""
+    from specmon.control.plan_restarter import PlanRestarter
+    from specmon.control.schedule_check import adaptive_profile, measure_deployed
+
+    profile, why = adaptive_profile(restarter.profile, args.compare_adaptive or None)
+    if profile is None:
+        _err(f"sweep: the adaptive mode is not measured: {why}")
+        return None, None
+    deploy = PlanRestarter(profile, restarter.runner, host=restarter.host, follower=restarter.follower,
+                           show=_err, record_servers=restarter.record_servers)
+    n = args.measure_schedule or 2
+    steps = max(plan.steps)  # its first tier; the engine moves between its candidate tiers from there
+    if not _confirm_deployed(args, deploy, steps, "the engine's adaptive mode", n, len(plan.concurrency)):
+        return None, None
+    measured, checks = await measure_deployed(
+        plan, result, steps, [(c, None) for c in plan.concurrency], launches=n, what="adaptive",
+        session=session, restart=deploy, load=load, recorder=rec, on_event=_on_event, counters=counters,
+        server_check=deploy.check_server)
+    for check in checks:
+        _err(f"sweep: {check.sentence}")
+    if not measured.finished:
+        _err("sweep: the adaptive mode's measurement was cut short")
+    left = {"steps": steps, "adaptive": True,
+            "text": "the server is left running in the engine's adaptive mode (--speculative-adaptive)"}
+    return (deploy, left), [c.to_json() for c in checks]
+
+
+def _confirm_deployed(args: argparse.Namespace, deploy: Any, steps: int, what: str, n: int, loads: int) -> bool:
+    """Show the deployed configuration's restart and get consent (``--yes``, or an answer at a terminal)."""
+    import sys
+
+    _err(f"sweep: {what}, measured in {n} launch(es) at each of {loads} load(s) ({n * loads} restart(s)); "
+         "the restart:")
+    _err(deploy.plan_for(steps).describe())
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        _err(f"sweep: {what} is not measured: pass --yes to confirm when not at a terminal")
+        return False
+    answer = input(f"Restart the server on {what} {n * loads} times? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        _err(f"sweep: {what} is not measured (cancelled)")
+        return False
+    return True
+
+
+async def _finish_on_deployed(args: argparse.Namespace, on_deployed: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
+    """After a deployed configuration was measured the server runs it: left so (or stopped with --finish none)."""
+    deploy, left = on_deployed
     if args.finish == "none":
         outcome = await deploy.stop_server()
         return {"finish": "none", "steps": None, "running": False,
                 "text": f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}"}
-    return {"finish": args.finish or "last", "steps": schedule.max_steps, "schedule": ranges, "running": True,
-            "text": f"the server is left running on the deployed schedule (K by batch size {ranges})"}
+    return {"finish": args.finish or "last", "running": True, **left}
 
 
 async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,

@@ -33,8 +33,8 @@ from specmon.model.objective import Objective
 from specmon.model.schedule import Schedule
 from specmon.model.stats import Summary
 
-__all__ = ["ScheduleCheck", "compare_schedule", "measure_schedule", "schedule_plan", "schedule_profile",
-           "speculative_config", "vllm_base"]
+__all__ = ["ScheduleCheck", "adaptive_profile", "compare_deployed", "compare_schedule", "deployed_plan",
+           "measure_deployed", "measure_schedule", "schedule_profile", "speculative_config", "vllm_base"]
 
 _PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 
@@ -98,32 +98,74 @@ def schedule_profile(profile: LaunchProfile, schedule: Schedule) -> tuple[Launch
     return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
 
 
+def adaptive_profile(profile: LaunchProfile, config_path: str | None = None) -> tuple[LaunchProfile | None, str]:
+    """The launch profile that runs the engine's own adaptive controller (None and why when it cannot).
+
+    SGLang only (``--speculative-adaptive``: its tiers switch by batch size and acceptance as it
+    runs; ``config_path`` a tier file on the host, else the engine's default tiers). vLLM's dynamic
+    mode is a table the user gives: ``--measure-schedule`` measures the one a sweep derives.
+    """
+    from specmon.model.schedule import sglang_unsupported
+
+    if profile.engine != "sglang":
+        return None, (f"the engine's own adaptive controller is SGLang's (--speculative-adaptive); this profile's "
+                      f"engine is {profile.engine} (vLLM's dynamic mode is a table: --measure-schedule measures "
+                      "the one a sweep derives)")
+    if profile.mode != "managed" or not profile.argv:
+        return None, "the adaptive configuration is added to a managed profile's argv (custom commands are your own)"
+    argv = list(profile.argv)
+    if any(t == "--speculative-adaptive" or t.startswith("--speculative-adaptive-config") for t in argv):
+        return None, "the profile's argv already runs SGLang's adaptive mode: its fixed settings would not be fixed"
+    algorithm = _flag_value(argv, "--speculative-algorithm")
+    topk = _flag_value(argv, "--speculative-eagle-topk")
+    why = sglang_unsupported(algorithm, int(topk) if topk is not None and topk.isdigit() else None)
+    if why:
+        return None, why
+    argv.append("--speculative-adaptive")
+    if config_path:
+        argv += ["--speculative-adaptive-config", config_path]
+    return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
 # --------------------------------------------------------------------------- the comparison
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduleCheck:
-    """The deployed schedule against the best fixed setting at one load (values in the objective's unit)."""
+    """A deployed configuration (the schedule, the engine's adaptive controller) against the best fixed
+    setting at one load (values in the objective's unit)."""
 
     concurrency: int
-    schedule_steps: int
+    #: The K the schedule runs at this load (None: the engine chooses, as an adaptive controller does).
+    schedule_steps: int | None
     best_label: str
     best_steps: int
     schedule_value: float | None
     best_value: float | None
-    #: The schedule against the best fixed setting, percent of the latter's figure, with its 95% interval.
+    #: The deployed configuration against the best fixed setting, percent of the latter's figure, with its
+    #: 95% interval (for the adaptive controller, minus this is its regret).
     change_pct: float | None
     ci95: tuple[float, float] | None
     launches: int
     covers: str
     sentence: str
+    what: str = "schedule"
 
     def to_json(self) -> dict[str, Any]:
         def r(x: float | None) -> float | None:
             return None if x is None or not math.isfinite(x) else round(x, 3)
 
-        return {"concurrency": self.concurrency, "schedule_steps": self.schedule_steps, "best": self.best_label,
-                "best_steps": self.best_steps, "schedule_value": r(self.schedule_value),
+        return {"concurrency": self.concurrency, "what": self.what, "schedule_steps": self.schedule_steps,
+                "best": self.best_label, "best_steps": self.best_steps, "schedule_value": r(self.schedule_value),
                 "best_value": r(self.best_value), "change_pct": r(self.change_pct),
                 "change_ci95": None if self.ci95 is None else [r(self.ci95[0]), r(self.ci95[1])],
                 "schedule_launches": self.launches, "interval_covers": self.covers, "sentence": self.sentence}
@@ -135,35 +177,44 @@ def _launches(cell: CellState, obj: Objective) -> list[Launch]:
 
 def compare_schedule(obj: Objective, fixed: Sequence[CellState], deployed: Sequence[CellState], schedule: Schedule,
                      launch_cv: float) -> list[ScheduleCheck]:
-    """At each load of ``schedule``: the deployed schedule's launches against the best fixed setting's.
+    """At each load of ``schedule``: the deployed schedule's launches against the best fixed setting's."""
+    return compare_deployed(obj, fixed, deployed, [(e.concurrency, e.steps) for e in schedule.entries], launch_cv)
 
-    ``fixed``: the sweep's settings (one workload); ``deployed``: the schedule's measured cells (one per
-    load). The launch spread is pooled over every setting at that load and the schedule.
+
+def compare_deployed(obj: Objective, fixed: Sequence[CellState], deployed: Sequence[CellState],
+                     loads: Sequence[tuple[int, int | None]], launch_cv: float,
+                     what: str = "schedule") -> list[ScheduleCheck]:
+    """At each load: the deployed configuration's launches against the best fixed setting's.
+
+    ``fixed``: the sweep's settings (one workload); ``deployed``: the configuration's measured cells (one
+    per load); ``loads``: each concurrency with the K the configuration runs there (None: its own choice).
+    The launch spread is pooled over every setting at that load and the deployed one.
     """
     out = []
     better = "lower" if obj.lower_is_better else "higher"
-    for entry in schedule.entries:
-        c = entry.concurrency
+    name = "the schedule" if what == "schedule" else "the adaptive controller"
+    for c, k in loads:
         here = [x for x in fixed if x.concurrency == c and x.status != "failed"]
         mine = next((x for x in deployed if x.concurrency == c), None)
         groups: dict[Hashable, Sequence[Launch]] = {x.key: _launches(x, obj) for x in here}
         bases: dict[Hashable, Summary | None] = {x.key: x.summary() for x in here} if obj.is_tps else {}
         if mine is not None:
-            groups["schedule"] = _launches(mine, obj)
+            groups["deployed"] = _launches(mine, obj)
             if obj.is_tps:
-                bases["schedule"] = mine.summary()
+                bases["deployed"] = mine.summary()
         _, sums = summaries(groups, launch_cv, bases or None)
-        fixed_sums = {k: s for k, s in sums.items() if k != "schedule"}
-        sched = sums.get("schedule")
+        fixed_sums = {key: s for key, s in sums.items() if key != "deployed"}
+        sched = sums.get("deployed")
         if not fixed_sums:
             continue
-        best_key = max(fixed_sums, key=lambda k: fixed_sums[k].mean)
+        best_key = max(fixed_sums, key=lambda key: fixed_sums[key].mean)
         best_cell = next(x for x in here if x.key == best_key)
         best = fixed_sums[best_key]
         label = best_cell.label or best_cell.setting_label
+        who = f"{name} (K={k})" if k is not None else name
         if sched is None:
-            out.append(ScheduleCheck(c, entry.steps, label, best_cell.steps, None, obj.shown(best.mean), None, None,
-                                     0, "no launch", f"concurrency {c}: the schedule has no measured launch here"))
+            out.append(ScheduleCheck(c, k, label, best_cell.steps, None, obj.shown(best.mean), None, None,
+                                     0, "no launch", f"concurrency {c}: {who} has no measured launch here", what))
             continue
         ci = None
         pct_internal = (sched.mean / best.mean - 1.0) * 100.0
@@ -174,7 +225,7 @@ def compare_schedule(obj: Objective, fixed: Sequence[CellState], deployed: Seque
                 ci = (min(a, b), max(a, b))
         change = obj.change_pct(pct_internal)
         covers = sched.model.covers() if isinstance(sched.model, Estimate) else f"{sched.batches} launches"
-        name = obj.name if not obj.is_tps else "throughput"
+        figure = obj.name if not obj.is_tps else "throughput"
         iv = f" (95% CI {ci[0]:+.1f}…{ci[1]:+.1f}%)" if ci else ""
         if ci is not None and ci[0] <= 0 <= ci[1]:
             word = "level with"
@@ -182,31 +233,39 @@ def compare_schedule(obj: Objective, fixed: Sequence[CellState], deployed: Seque
             word = "better than"
         else:
             word = "worse than"
-        sentence = (f"concurrency {c}: the schedule (K={entry.steps}) is {word} the best fixed setting, {label}: "
-                    f"{name} {change:+.1f}%{iv}; the schedule's {covers}")
-        out.append(ScheduleCheck(c, entry.steps, label, best_cell.steps, obj.shown(sched.mean), obj.shown(best.mean),
+        sentence = (f"concurrency {c}: {who} is {word} the best fixed setting, {label}: "
+                    f"{figure} {change:+.1f}%{iv}; {covers}")
+        out.append(ScheduleCheck(c, k, label, best_cell.steps, obj.shown(sched.mean), obj.shown(best.mean),
                                  change, ci, len(sched.model.launches) if isinstance(sched.model, Estimate)
-                                 else sched.batches, covers, sentence))
+                                 else sched.batches, covers, sentence, what))
     return out
 
 
-def schedule_plan(plan: SweepPlan, schedule: Schedule, launches: int) -> SweepPlan:
-    """The plan that measures a deployed schedule: its step cap, at every load it covers, in ``launches``
-    fresh launches per load, on the sweep's own objective, rule and limits."""
-    return SweepPlan((schedule.max_steps,), tuple(e.concurrency for e in schedule.entries), order="launches",
-                     seed=plan.seed, rule=plan.rule, max_minutes=plan.max_minutes, settle=plan.settle,
-                     stall_s=plan.stall_s, attach_s=plan.attach_s, poll_s=plan.poll_s, launch_cv=plan.launch_cv,
-                     resolve_pct=plan.resolve_pct, restart_s=plan.restart_s, objective=plan.objective,
-                     rounds=launches)
+def deployed_plan(plan: SweepPlan, steps: int, loads: Sequence[int], launches: int) -> SweepPlan:
+    """The plan that measures a deployed configuration: started with ``steps``, at every load, in
+    ``launches`` fresh launches per load, on the sweep's own objective, rule and limits."""
+    return SweepPlan((steps,), tuple(loads), order="launches", seed=plan.seed, rule=plan.rule,
+                     max_minutes=plan.max_minutes, settle=plan.settle, stall_s=plan.stall_s, attach_s=plan.attach_s,
+                     poll_s=plan.poll_s, launch_cv=plan.launch_cv, resolve_pct=plan.resolve_pct,
+                     restart_s=plan.restart_s, objective=plan.objective, rounds=launches)
 
 
 async def measure_schedule(plan: SweepPlan, result: SweepResult, schedule: Schedule, *, launches: int,
                            **sweep_kwargs: Any) -> tuple[SweepResult, list[ScheduleCheck]]:
     """Measure the deployed schedule (``sweep_kwargs``: the :class:`~specmon.control.sweep_run.Sweep`'s
     session, restart on the schedule's profile, load, ...) and compare it with ``result``'s settings."""
+    loads = [(e.concurrency, e.steps) for e in schedule.entries]
+    return await measure_deployed(plan, result, schedule.max_steps, loads, launches=launches, what="schedule",
+                                  workload=schedule.workload, **sweep_kwargs)
+
+
+async def measure_deployed(plan: SweepPlan, result: SweepResult, steps: int, loads: Sequence[tuple[int, int | None]],
+                           *, launches: int, what: str, workload: str | None = None,
+                           **sweep_kwargs: Any) -> tuple[SweepResult, list[ScheduleCheck]]:
+    """Measure a deployed configuration started with ``steps`` at ``loads`` and compare it with ``result``'s."""
     from specmon.control.sweep_run import Sweep
 
-    sweep = Sweep(schedule_plan(plan, schedule, launches), state_path=None, **sweep_kwargs)
+    sweep = Sweep(deployed_plan(plan, steps, [c for c, _ in loads], launches), state_path=None, **sweep_kwargs)
     measured = await sweep.run()
-    fixed = [c for c in result.cells if c.workload == schedule.workload]
-    return measured, compare_schedule(plan.objective, fixed, measured.cells, schedule, plan.launch_cv)
+    fixed = [c for c in result.cells if c.workload == workload]
+    return measured, compare_deployed(plan.objective, fixed, measured.cells, loads, plan.launch_cv, what)

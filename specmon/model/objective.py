@@ -11,6 +11,12 @@ ITL objective: AIPerf, llm-d, Dynamo's planner). ``--objective`` names one:
 - ``goodput:ttft=MS,itl=MS``: completed requests a second whose TTFT and ITL are within
   the limits (either may be left out): higher is better.
 
+A request is timed only when its tokens came in more than one chunk spread over at least half
+its latency (:attr:`specmon.control.load_report.RequestResult.timed`): a stream that arrived in
+one burst (a buffering hop, a client starved of CPU) says nothing of when its first token came or
+of the pace after it. Such requests are counted, not timed; goodput takes the share within the
+limits among the timed ones.
+
 The unit of evidence stays the **launch** (:mod:`specmon.model.launches`): each launch gives
 one value, from the requests the load driver completed on it, with its within-launch
 standard error, and the launches of every setting give the between-launch spread. So a
@@ -205,6 +211,11 @@ def request_figures(results: Sequence[Any], concurrency: int, time_scale: float 
         if not r.ok:
             out.append((False, None, None))
             continue
+        if not r.timed:
+            # One chunk, or the chunks came in one burst (a buffering hop, a starved client): when the
+            # first token arrived is not known, nor the pace after it. Counted, not timed.
+            out.append((True, None, None))
+            continue
         ttft = r.ttft_s * time_scale if r.ttft_s is not None else None
         itl = None
         if ttft is not None and r.output_tokens >= 2 and r.latency_s * time_scale > ttft:
@@ -235,10 +246,16 @@ def launch_value(obj: Objective, requests: Sequence[RequestFigures], seconds: fl
         n = len(requests)
         if n < obj.min_requests() or seconds <= 0:
             return None
-        good = sum(1 for ok, ttft, itl in requests if ok and _within(obj, ttft, itl))
-        # No request within the limits still has a rate to compare: half a request (shown as such).
-        count = good if good > 0 else 0.5
-        return Launch(count / seconds, math.sqrt(max(good, 1)) / seconds, float(n - 1), n, name)
+        completed = sum(1 for ok, _, _ in requests if ok)
+        timed = [(t, i) for ok, t, i in requests if ok and (t is not None or i is not None)]
+        if len(timed) < obj.min_requests():
+            return None
+        good = sum(1 for t, i in timed if _within(obj, t, i))
+        # The completed requests a second, times the share of the timed ones within the limits (an
+        # untimed request's latency is unknown, not bad). No request within them still has a rate to
+        # compare: half a request.
+        value = max(good, 0.5) / len(timed) * completed / seconds
+        return Launch(value, value / math.sqrt(max(good, 1)), float(n - 1), n, name)
     raise ValueError("tok/s launches come from the throughput samples")
 
 
@@ -349,6 +366,8 @@ def _better_word(obj: Objective) -> tuple[str, str]:
 
 
 def _value_text(obj: Objective, v: float) -> str:
+    if not math.isfinite(v):
+        return "unbounded"
     if obj.unit == "ms":
         return f"{v:.1f} ms" if v < 1000 else f"{v / 1000:.2f} s"
     return f"{v:.3g} {obj.unit}" if obj.unit == "req/s" else f"{v:.1f} {obj.unit}"

@@ -174,6 +174,24 @@ class SweepWorld:
 
         return restart
 
+    def adaptive_steps(self, batch: int, tiers: dict[int, list[int]] | None = None) -> int:
+        """Where an SGLang-like adaptive controller settles at ``batch``: it probes one step beyond the
+        drafts it sees accepted, among the candidate tiers of the batch's slot (SGLang's default tiers)."""
+        slots = tiers or {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
+        key = max((k for k in slots if k <= batch), default=min(slots))
+        cands = sorted(slots[key])
+        i = len(cands) // 2
+        for _ in range(2 * len(cands)):
+            k = cands[i]
+            accepted = self.model.expected_accept_len(SpecConfig.make(k)) - 1 if k else -1.0
+            if i + 1 < len(cands) and (k == 0 or accepted > k - 0.5):
+                i += 1
+            elif i > 0 and accepted <= (cands[i - 1] - 0.5 if cands[i - 1] else 0.5) - 0.25:
+                i -= 1
+            else:
+                break
+        return cands[i]
+
     def _k_at(self, batch: int) -> int | None:
         table = self._table
         if not table:

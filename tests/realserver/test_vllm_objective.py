@@ -45,7 +45,7 @@ def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
                               "--objective", "itl-p50", "--resolve-pct", "50", "--no-record", "--finish", "winner",
                               "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "8", "--max-samples", "40", "--max-minutes", "10",
-                              "--concurrency", "1", "--max-tokens", "48", "--request-timeout", "60"],
+                              "--concurrency", "1", "--max-tokens", "128", "--request-timeout", "60"],
                              SWEEP_WAIT_S)
         doc = sweep_json(result)
         ov = doc["objective_verdict"]
@@ -60,13 +60,15 @@ def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
         for row in ov["rows"]:
             # Every counted launch had the ten requests a median needs, after its first wave.
             assert row["launches"] >= 1 and row["requests"] >= 10 * row["launches"], row
-            lo, hi = row["ci95"]
-            assert 0 < lo <= row["value"] <= hi, row
+            lo, hi = row["ci95"]  # the upper end is None (unbounded) when the rate's interval reaches 0
+            assert 0 < lo <= row["value"] and (hi is None or row["value"] <= hi), row
         for run in doc["runs"]:
             assert run["client"]["errors"] == 0, run["client"]
             # The objective's figure agrees with what the client timed otherwise: the median request's
             # decode speed between its first and last chunk (a different clock span, the same requests).
             speeds = run["client"]["decode_tps"]
+            print(f"  {run['label']}: client median {speeds and speeds['median']} tok/s, "
+                  f"untimed {run['client']['untimed']} of {run['client']['requests']}")
             if speeds and run["objective"].get("value"):
                 ms_from_chunks = 1000.0 / speeds["median"]
                 assert abs(run["objective"]["value"] - ms_from_chunks) / ms_from_chunks < 0.35, (run, speeds)
@@ -83,5 +85,48 @@ def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
             assert not any("--speculative-config" in a for a in argv), argv
         launches = statistics.fmean(r["launches"] for r in ov["rows"])
         assert launches >= 1
+    finally:
+        stop_server(launch.pidfile)
+
+
+def test_a_real_vllm_runs_the_sweeps_schedule_and_it_is_measured_against_the_fixed_settings(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    # Two speculative settings (so a schedule is always there to deploy), two loads, one launch each
+    # (--launch-cv 0); then the schedule in two launches per load, over the real sshd.
+    require(vllm_missing())
+    folder = tmp_path / "vllm"
+    folder.mkdir()
+    launch = vllm_profile(folder, free_port(), eager=True)
+    config = write_config(tmp_path / "config.toml", "cpu-vllm",
+                          ssh_profile(client_home, openssh_server, folder / "vllm_1.log"), launch)
+    try:
+        result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "1,3", "--yes",
+                              "--concurrency", "1,4", "--launch-cv", "0", "--order", "launches",
+                              "--measure-schedule", "2", "--no-record", "--format", "json",
+                              "--state", str(tmp_path / "sweep.json"), "--min-samples", "8",
+                              "--max-samples", "30", "--max-minutes", "10", "--max-tokens", "48",
+                              "--request-timeout", "60"], SWEEP_WAIT_S)
+        doc = sweep_json(result)
+        assert result.returncode in (0, 1), result.stderr[-3000:]
+        (schedule,) = doc["schedules"]
+        checks = doc["schedule_check"]
+        print(f"\nreal vLLM schedule {schedule['vllm_speculative_config']}:")
+        for c in checks:
+            print(f"  {c['sentence']}")
+        assert [c["concurrency"] for c in checks] == [1, 4]
+        for c in checks:
+            assert c["schedule_launches"] == 2 and c["change_ci95"] is not None, c
+            lo, hi = c["change_ci95"]
+            assert lo <= c["change_pct"] <= hi and c["schedule_value"] > 0 and c["best_value"] > 0, c
+        # The server is left on the schedule, and vLLM took the table (it would refuse one it cannot read).
+        left = doc["server_left_on"]
+        assert left["running"] is True and left["schedule"] == schedule["ranges"], left
+        argv = server_argv(launch.pidfile)
+        table = schedule["vllm_speculative_config"]["num_speculative_tokens_per_batch_size"]
+        assert any('"num_speculative_tokens_per_batch_size": ' + str(table).replace("'", '"') in a
+                   for a in argv), argv
+        log = (folder / f"vllm_{schedule['vllm_speculative_config']['num_speculative_tokens']}.log").read_text(
+            errors="replace")
+        assert "num_speculative_tokens_per_batch_size" in log
     finally:
         stop_server(launch.pidfile)

@@ -102,20 +102,22 @@ class Req:
     latency_s: float
     ttft_s: float | None
     output_tokens: int
+    timed: bool = True
 
 
 @given(st.integers(1, 8), st.lists(st.tuples(st.floats(0.001, 5), st.floats(0.0005, 0.2), st.integers(1, 600),
-                                             st.booleans()), min_size=0, max_size=60),
+                                             st.booleans(), st.booleans()), min_size=0, max_size=60),
        st.sampled_from([1.0, 100.0]))
 def test_request_figures_leave_the_first_wave_out_and_time_per_token(
-        conc: int, raw: list[tuple[float, float, int, bool]], scale: float) -> None:
-    reqs = [Req(ok, float(i), ttft + itl * (n - 1), ttft, n) for i, (ttft, itl, n, ok) in enumerate(raw)]
+        conc: int, raw: list[tuple[float, float, int, bool, bool]], scale: float) -> None:
+    reqs = [Req(ok, float(i), ttft + itl * (n - 1), ttft, n, timed)
+            for i, (ttft, itl, n, ok, timed) in enumerate(raw)]
     random.Random(len(raw)).shuffle(reqs)  # results arrive in completion order
     out = request_figures(reqs, conc, scale)
     assert len(out) == max(0, len(raw) - conc)
-    for (ok, ttft, itl), (t0, i0, n, ok0) in zip(out, raw[conc:], strict=True):
+    for (ok, ttft, itl), (t0, i0, n, ok0, timed) in zip(out, raw[conc:], strict=True):
         assert ok == ok0
-        if not ok0:
+        if not ok0 or not timed:  # failed, or its chunks came in one burst: nothing to time
             assert ttft is None and itl is None
             continue
         assert ttft == pytest.approx(t0 * scale)
@@ -171,6 +173,9 @@ def test_goodput_counts_requests_within_both_limits_a_second() -> None:
             + [(False, None, None)] * 2 + [(True, 0.1, None)] * 2)
     x = launch_value(obj, reqs, 4.0)
     assert x is not None and x.mean == pytest.approx(6 / 4.0) and x.n == len(reqs)
+    # Untimed requests (a burst) are completed work of unknown latency: the share is taken among the timed.
+    y = launch_value(obj, reqs + [(True, None, None)] * 14, 4.0)
+    assert y is not None and y.mean == pytest.approx(6 / 12 * 26 / 4.0)
     none = launch_value(obj, [(True, 1.0, 0.02)] * 12, 4.0)
     assert none is not None and 0 < none.mean < 1 / 4.0  # half a request: still a rate, below any real one
 
