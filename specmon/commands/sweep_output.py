@@ -39,6 +39,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
 
     from specmon.control.sweep_result import analyses_from_cells
     from specmon.model.costmodel import build_cost_model
+    from specmon.output.objective import deployed_lines, objective_lines
 
     doc = result.to_json()
     verdict = result.verdict
@@ -75,7 +76,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                 console.print(table)
                 console.print(Text.assemble(("Verdict:", "bold"), " ", plain(v.sentence)))
         for ov in result.objective_verdicts:
-            text = "\n".join(objective_lines(ov))
+            text = "\n".join(objective_lines(ov.to_json()))
             if console is None:
                 sys.stdout.write(f"```\n{text}\n```\n**Decided on {markdown_text(ov.objective.name)}:** "
                                  f"{markdown_text(ov.sentence)}\n\n")
@@ -96,9 +97,8 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         checks = extra.get("schedule_check")
         if checks:
-            text = "\n".join(["Deployed against the best fixed setting at each load:",
-                              *(f"  {c['sentence']}" for c in checks)])
-            sys.stdout.write(f"```\n{plain(text)}\n```\n" if args.format == "markdown" else plain(text) + "\n")
+            text = "\n".join(deployed_lines(checks))
+            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         for cell in result.cells:
             if cell.status == "failed":
                 sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
@@ -124,19 +124,6 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if result.objective_verdicts and result.objective_verdicts[0].best is None:
         return EXIT_NOTHING
     return EXIT_OK
-
-
-def objective_lines(ov: Any) -> list[str]:
-    """An objective verdict's table in plain text, within 80 columns (values in the user's unit)."""
-    obj = ov.objective
-    on = f", {ov.workload} prompts" if ov.workload else ""
-    head = f"{obj.name} at concurrency {ov.concurrency}{on} ({'lower' if obj.lower_is_better else 'higher'} is better)"
-    out = [plain(head)[:80], f"  {'setting':<24} {'launches':>8} {'requests':>8} {obj.unit:>9}  {'95% CI':<17} vs best"]
-    for r in ov.rows:
-        ci = f"{r.ci95[0]:.4g}–{r.ci95[1]:.4g}" if r.ci95 else "n/a"
-        vs = "best" if r.vs_best_pct is None else f"{r.vs_best_pct:+.1f}%"
-        out.append(f"  {plain(r.label)[:24]:<24} {r.launches:>8} {r.requests:>8} {r.value:>9.4g}  {ci:<17} {vs}")
-    return out
 
 
 def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:

@@ -329,6 +329,9 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
                                                              counters)
             on_deployed = on_schedule or on_deployed
             checks = (checks or []) + (scheduled or [])
+        if rec is not None and checks and result is not None:
+            # The deployed measurements wrote their own verdicts: the sweep's comes last again, with them.
+            rec.verdict({**result.to_json(), "schedule_check": checks})
         if on_deployed is not None and args.finish != "winner":
             left = await _finish_on_deployed(args, on_deployed)
             restarter = on_deployed[0]

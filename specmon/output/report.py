@@ -391,6 +391,9 @@ def to_markdown(data: ReportData) -> str:
     lines += ["", "## Throughput over time", "", *markdown_code_block(text_chart(data))]
     if data.cost is not None:
         lines += ["", "## Cost model", "", *markdown_code_block(data.cost.lines())]
+    decided = objective_report_lines(data)
+    if decided:
+        lines += ["", "## Decided on the objective", "", *markdown_code_block(decided)]
     schedules = schedule_lines(data)
     if schedules:
         lines += ["", "## Schedule per load", "", *markdown_code_block(schedules)]
@@ -398,6 +401,23 @@ def to_markdown(data: ReportData) -> str:
     if restarts:
         lines += ["", "## Restarts", "", *(f"- {markdown_cell(t)}" for t in restarts)]
     return "\n".join(lines) + "\n"
+
+
+def objective_report_lines(data: ReportData) -> list[str]:
+    """The sweep's verdicts on its objective (``--objective``) and its deployed configurations, as recorded."""
+    from specmon.output.objective import deployed_lines, objective_lines
+
+    sv = data.sweep_verdict
+    if not isinstance(sv, dict):
+        return []
+    out: list[str] = []
+    for doc in sv.get("objective_verdicts") or []:
+        if isinstance(doc, dict):
+            out += ([""] if out else []) + objective_lines(doc) + [str(doc.get("sentence") or "")]
+    checks = [c for c in (sv.get("schedule_check") or []) if isinstance(c, dict)]
+    if checks:
+        out += ([""] if out else []) + deployed_lines(checks)
+    return out
 
 
 def schedule_lines(data: ReportData) -> list[str]:
@@ -502,6 +522,9 @@ def to_html(data: ReportData) -> str:
     cost = ""
     if data.cost is not None:
         cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"
+    decided = objective_report_lines(data)
+    if decided:
+        cost += "\n<h2>Decided on the objective</h2>\n<pre>" + esc("\n".join(decided)) + "</pre>"
     schedules = schedule_lines(data)
     if schedules:
         cost += "\n<h2>Schedule per load</h2>\n<pre>" + esc("\n".join(schedules)) + "</pre>"

@@ -288,3 +288,42 @@ def test_the_state_file_keeps_the_requests_and_a_resume_reads_them(tmp_path: obj
         assert [x.mean for x in back.objective_launches(sweep.plan.objective)] == pytest.approx(
             [x.mean for x in cell.objective_launches(sweep.plan.objective)], rel=1e-4)
     assert isinstance(tmp_path, Path)
+
+
+def test_the_report_of_the_recording_says_what_the_sweep_decided_on(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from specmon.output.report import load_report, render_report
+    from tests.unit.test_sweep_outcome import record
+
+    assert isinstance(tmp_path, Path)
+    sweep, _ = _objective_sweep(2, (0, 2), "itl-p50")
+    doc = sweep.result().to_json()
+    check = {"concurrency": 1, "what": "schedule", "sentence": "concurrency 1: the schedule (K=2) is level with "
+             "the best fixed setting, <b>x</b>: throughput +0.1% (95% CI -3.0…+3.2%); 2 launches"}
+    path = tmp_path / "sweep.jsonl"
+    record(path, {**doc, "schedule_check": [check]})
+    data = load_report(path)
+    md = render_report(data, "markdown")
+    part = md.split("## Decided on the objective", 1)[1]
+    (ov,) = doc["objective_verdicts"]
+    assert "ITL p50 at concurrency 1 (lower is better)" in part and ov["sentence"] in part
+    assert "Deployed against the best fixed setting at each load:" in part and "concurrency 1: the schedule" in part
+    html = render_report(data, "html")
+    assert "Decided on the objective" in html and "<b>x</b>" not in html  # server text is data, never markup
+
+
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=6),
+       st.lists(st.floats(1e-3, 1e7), min_size=6, max_size=6), st.integers(1, 100_000))
+def test_the_objective_table_fits_80_columns_whatever_the_labels_and_numbers(
+        labels: list[str], values: list[float], conc: int) -> None:
+    from specmon.output.objective import objective_lines
+
+    doc = {"name": "goodput (TTFT ≤ 500 ms, ITL ≤ 50 ms)", "unit": "req/s", "lower_is_better": False,
+           "concurrency": conc, "workload": labels[0],
+           "rows": [{"label": lab, "launches": 16, "requests": 99_999, "value": values[i],
+                     "ci95": [values[i], values[i + 1]], "vs_best_pct": None if i == 0 else -values[i]}
+                    for i, lab in enumerate(labels[:5])]}
+    for line in objective_lines(doc):
+        assert len(line) <= 80, line
+        assert "\x1b" not in line and "\n" not in line
