@@ -46,6 +46,8 @@ _NOT_FOR_FLEET = (
 def refused_option(args: argparse.Namespace) -> str | None:
     """The first one-server option given to a parallel sweep, with why (None: none given)."""
     for attr, default, flag, why in _NOT_FOR_FLEET:
+        if attr == "objective" and getattr(getattr(args, attr, None), "is_tps", True):
+            continue  # tok/s is what a parallel sweep decides on anyway
         if getattr(args, attr, default) not in (default, None) or (default is False and getattr(args, attr, False)):
             return f"{flag} does not apply to a parallel sweep over replicas: {why}"
     if len(args.concurrency) != 1:

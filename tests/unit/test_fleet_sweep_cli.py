@@ -159,6 +159,9 @@ def test_replicas_on_one_host_must_not_share_a_port_and_each_needs_one(tmp_path:
     (["--state", "x.json"], "--state does not apply"),
     (["--grid", "steps=1,2"], "--grid does not apply"),
     (["--steps", "2"], "two or more settings"),
+    (["--objective", "itl-p50"], "--objective does not apply"),
+    (["--measure-schedule"], "--measure-schedule does not apply"),
+    (["--compare-adaptive"], "--compare-adaptive does not apply"),
 ])
 def test_one_server_options_are_refused_before_anything_runs(tmp_path: Path, extra: list[str], says: str) -> None:
     config = fleet_config(tmp_path, [18001, 18002])
