@@ -26,6 +26,7 @@ import pytest
 
 from specmon.commands.remote import connect_app, plan_connect, with_restart
 from specmon.control.eta import EtaStore
+from specmon.control.launch import LaunchProfile
 from specmon.control.restart import Phase
 from specmon.model.session import Run
 from tests.support.connecting import connect_args, start_through_controller, write_config
@@ -138,14 +139,22 @@ async def test_dashboard_restarts_a_real_vllm_from_3_to_1_tokens_over_openssh(
         stop_server(launch.pidfile)
 
 
-def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the_winner(
-        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+def vllm_over_ssh(tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer,
+                  first_log: str) -> tuple[LaunchProfile, Path]:
+    """A managed vLLM profile (eager) over the real sshd, as ``cpu-vllm`` in a config file; the profile
+    and the config's path (the kit is required: the test skips, named, without it)."""
     require(vllm_missing())
     folder = tmp_path / "vllm"
     folder.mkdir()
     launch = vllm_profile(folder, free_port(), eager=True)
     config = write_config(tmp_path / "config.toml", "cpu-vllm",
-                          ssh_profile(client_home, openssh_server, folder / "vllm_2.log"), launch)
+                          ssh_profile(client_home, openssh_server, folder / first_log), launch)
+    return launch, config
+
+
+def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the_winner(
+        tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
+    launch, config = vllm_over_ssh(tmp_path, client_home, openssh_server, "vllm_2.log")
     try:
         result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "2,1", "--yes",
                               "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",

@@ -15,18 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.realserver.test_vllm import SWEEP_WAIT_S, ssh_profile
-from tests.support.connecting import write_config
-from tests.support.realkits import (
-    free_port,
-    require,
-    run_specmon,
-    server_argv,
-    stop_server,
-    sweep_json,
-    vllm_missing,
-    vllm_profile,
-)
+from tests.realserver.test_vllm import SWEEP_WAIT_S, vllm_over_ssh
+from tests.support.realkits import run_specmon, server_argv, stop_server, sweep_json
 from tests.support.sshd import ClientHome, OpenSSHServer
 
 pytestmark = pytest.mark.realserver
@@ -34,12 +24,7 @@ pytestmark = pytest.mark.realserver
 
 def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
-    require(vllm_missing())
-    folder = tmp_path / "vllm"
-    folder.mkdir()
-    launch = vllm_profile(folder, free_port(), eager=True)
-    config = write_config(tmp_path / "config.toml", "cpu-vllm",
-                          ssh_profile(client_home, openssh_server, folder / "vllm_0.log"), launch)
+    launch, config = vllm_over_ssh(tmp_path, client_home, openssh_server, "vllm_0.log")
     try:
         result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "0,2", "--yes",
                               "--objective", "itl-p50", "--resolve-pct", "50", "--no-record", "--finish", "winner",
@@ -91,17 +76,14 @@ def test_a_real_vllm_sweep_decides_on_itl_p50_with_an_interval_over_launches(
 
 def test_a_real_vllm_runs_the_sweeps_schedule_and_it_is_measured_against_the_fixed_settings(
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
-    # Two speculative settings (so a schedule is always there to deploy), two loads, one launch each
-    # (--launch-cv 0); then the schedule in two launches per load, over the real sshd.
-    require(vllm_missing())
+    # Two speculative settings (so a schedule is always there to deploy), two loads, one launch each (the
+    # sample rule); then the schedule in two launches per load, over the real sshd: its replicated
+    # launches give the launch spread the comparison uses (no assumption of launches alike).
+    launch, config = vllm_over_ssh(tmp_path, client_home, openssh_server, "vllm_1.log")
     folder = tmp_path / "vllm"
-    folder.mkdir()
-    launch = vllm_profile(folder, free_port(), eager=True)
-    config = write_config(tmp_path / "config.toml", "cpu-vllm",
-                          ssh_profile(client_home, openssh_server, folder / "vllm_1.log"), launch)
     try:
         result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "1,3", "--yes",
-                              "--concurrency", "1,4", "--launch-cv", "0", "--order", "launches",
+                              "--concurrency", "1,4",
                               "--measure-schedule", "2", "--no-record", "--format", "json",
                               "--state", str(tmp_path / "sweep.json"), "--min-samples", "8",
                               "--max-samples", "30", "--max-minutes", "10", "--max-tokens", "48",
@@ -116,6 +98,7 @@ def test_a_real_vllm_runs_the_sweeps_schedule_and_it_is_measured_against_the_fix
         assert [c["concurrency"] for c in checks] == [1, 4]
         for c in checks:
             assert c["schedule_launches"] == 2 and c["change_ci95"] is not None, c
+            assert "launch CV 0" not in c["sentence"] and "launches assumed alike" not in c["sentence"], c
             lo, hi = c["change_ci95"]
             assert lo <= c["change_pct"] <= hi and c["schedule_value"] > 0 and c["best_value"] > 0, c
         # The server is left on the schedule, and vLLM took the table (it would refuse one it cannot read).
