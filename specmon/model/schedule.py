@@ -210,7 +210,7 @@ class Schedule:
         undecided = [e.concurrency for e in self.entries if not e.decided]
         if undecided:
             out.append("  Undecided at concurrency " + ", ".join(str(c) for c in undecided)
-                       + ": the fastest by mean only; measure longer before deploying it.")
+                       + ": the best by mean only; measure longer before deploying it.")
         return out
 
     @classmethod
