@@ -164,6 +164,8 @@ class LaunchRounds:
 
     def plan_line(self, cells: Sequence[CellState]) -> str:
         """The plan in one line (updated as the sweep learns)."""
+        if self.fixed:
+            return f"plan: {self.rounds} launch(es) of each setting at each load, fixed in advance"
         rule = self.rule
         settings = len({c.key for c in self.sweep.cells})
         p = plan(self.resolve_pct, self.noise(cells), settings, self.judge_rule.test_level, rule.min_samples,

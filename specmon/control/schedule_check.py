@@ -263,8 +263,20 @@ async def measure_deployed(plan: SweepPlan, result: SweepResult, steps: int, loa
                            *, launches: int, what: str, workload: str | None = None,
                            **sweep_kwargs: Any) -> tuple[SweepResult, list[ScheduleCheck]]:
     """Measure a deployed configuration started with ``steps`` at ``loads`` and compare it with ``result``'s."""
+    from dataclasses import replace as _replace
+
+    from specmon.control.sweep_plan import SweepEvent
     from specmon.control.sweep_run import Sweep
 
+    inner = sweep_kwargs.pop("on_event", None)
+    if inner is not None:
+        def on_event(ev: SweepEvent) -> None:
+            # Its runs are named by the step count the engine announces (an adaptive server announces its
+            # first tier): every line says what is measured; its own verdict (one setting) is the comparison's.
+            if ev.kind != "verdict":
+                inner(_replace(ev, text=f"[{what}] {ev.text}"))
+
+        sweep_kwargs["on_event"] = on_event
     sweep = Sweep(deployed_plan(plan, steps, [c for c, _ in loads], launches), state_path=None, **sweep_kwargs)
     measured = await sweep.run()
     fixed = [c for c in result.cells if c.workload == workload]

@@ -193,9 +193,16 @@ def test_the_engines_adaptive_controller_is_graded_by_its_regret_at_each_load() 
     result = asyncio.run(Sweep(plan, session=world.session, restart=world.restart, load=world, clock=world.clock,
                                sleep=world.sleep).run())
     table = [(c, c, world.adaptive_steps(c)) for c in (1, 16)]
+    events: list[object] = []
     _, checks = asyncio.run(measure_deployed(plan, result, 3, [(1, None), (16, None)], launches=3, what="adaptive",
                                              session=world.session, restart=world.schedule_restart(table),
-                                             load=world, clock=world.clock, sleep=world.sleep))
+                                             load=world, clock=world.clock, sleep=world.sleep,
+                                             on_event=events.append))
+    # Its lines say what is measured (its runs announce their first tier: "3 steps"); its own one-setting
+    # verdict is not said: the comparison is the answer.
+    assert events and all(e.text.startswith("[adaptive] ") for e in events)  # type: ignore[attr-defined]
+    assert not any(e.kind == "verdict" for e in events)  # type: ignore[attr-defined]
+    assert any("launch(es) of each setting at each load, fixed in advance" in e.text for e in events)  # type: ignore[attr-defined]
     assert [c.concurrency for c in checks] == [1, 16]
     for check in checks:
         truth = 100 * (world.expected_at(world.adaptive_steps(check.concurrency), None, check.concurrency)
