@@ -188,6 +188,18 @@ class LaunchRounds:
         # The first wave (one request per client slot) is left out of the objective.
         return int(done) >= obj.min_requests() + cell.concurrency
 
+    def _say_short_launch(self, cell: CellState) -> None:
+        """A launch that ended (its time budget) before its load completed the requests its objective
+        needs is not counted: said, with what to change, rather than left to a silent "no value yet"."""
+        obj = self.sweep.plan.objective
+        if obj.is_tps or not cell.segments:
+            return
+        got, need = len(cell.segments[-1].requests), obj.min_requests()
+        if got < need:
+            self.sweep._emit("look", f"{cell.label or cell.setting_label}: this launch completed {got} requests "
+                                     f"after its first wave, fewer than the {need} its {obj.name} needs: not "
+                                     "counted (give it more time with --max-minutes, or a lower percentile)", cell)
+
     def _decision_text(self, d: Decision) -> str:
         """The decision in the objective's words (the rule's own sentences speak tok/s)."""
         obj = self.sweep.plan.objective
@@ -238,6 +250,7 @@ class LaunchRounds:
 
                     sw._server_steps = None  # a new launch, even of the setting running now
                     await sw._visit(cell, until_done=False, stop_when=enough)
+                    self._say_short_launch(cell)
                     if kept is not None and cell.status not in (FAILED,):
                         cell.status, cell.reason, cell.text = kept
             if self._stopped():

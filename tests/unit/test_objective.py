@@ -327,3 +327,21 @@ def test_the_objective_table_fits_80_columns_whatever_the_labels_and_numbers(
     for line in objective_lines(doc):
         assert len(line) <= 80, line
         assert "\x1b" not in line and "\n" not in line
+
+
+def test_a_launch_too_short_for_its_percentile_is_said_and_not_counted() -> None:
+    # p99 needs 300 requests a launch; half a simulated minute gives about 10 at concurrency 1.
+    from specmon.control.sweep_plan import SweepEvent
+
+    world = SweepWorld(1, launch_cv=0.05, restart_s=600.0, lines_per_poll=10, requests=True)
+    plan = SweepPlan((0, 2), (1,), order="launches", rule=StoppingRule(), max_minutes=0.5, poll_s=10.0,
+                     launch_cv=0.05, resolve_pct=50.0, objective=parse_objective("itl-p99"))
+    events: list[SweepEvent] = []
+    sweep = Sweep(plan, session=world.session, restart=world.restart, load=world, clock=world.clock,
+                  sleep=world.sleep, on_event=events.append)
+    result = asyncio.run(sweep.run())
+    short = [e.text for e in events if "fewer than the 300 its ITL p99 needs: not counted" in e.text]
+    assert len(short) == len(world.restarts) >= 2
+    (ov,) = result.objective_verdicts
+    assert ov.best is None and not ov.separated and "needs 300 requests" in ov.sentence
+    assert result.winner() is None
