@@ -505,9 +505,11 @@ class BackgroundLoad:
         self.workloads = dict(workloads or {})
         self._task: asyncio.Task[LoadReport] | None = None
         self._stop: asyncio.Event | None = None
-        #: Requests completed (or failed) in the current run: a launch measured on a latency objective
-        #: goes on until it has the requests that objective needs.
+        #: Requests completed (or failed) in the current run, and of them the timed ones (their tokens
+        #: spread over more than one chunk): a launch measured on a latency objective goes on until it
+        #: has the timed requests that objective needs.
         self.completed = 0
+        self.timed = 0
 
     @property
     def running(self) -> bool:
@@ -536,12 +538,13 @@ class BackgroundLoad:
             self.driver.config = replace(self.driver.config, prompts=self.workloads[workload])
             self.driver._next_prompt = 0
         self._stop = asyncio.Event()
-        self.completed = 0
+        self.completed = self.timed = 0
         self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop,
                                                            on_result=self._count))
 
-    def _count(self, _result: RequestResult) -> None:
+    def _count(self, result: RequestResult) -> None:
         self.completed += 1
+        self.timed += result.timed
 
     async def stop(self) -> LoadReport | None:
         """End the run; returns its report (None when nothing ran)."""

@@ -345,3 +345,16 @@ def test_a_launch_too_short_for_its_percentile_is_said_and_not_counted() -> None
     (ov,) = result.objective_verdicts
     assert ov.best is None and not ov.separated and "needs 300 requests" in ov.sentence
     assert result.winner() is None
+
+
+def test_the_background_load_counts_the_timed_requests_a_latency_launch_waits_for() -> None:
+    from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver
+    from specmon.control.load_report import RequestResult
+
+    load = BackgroundLoad(LoadDriver(LoadConfig(base_url="http://127.0.0.1:9")))
+    spread = RequestResult(0, 0, True, 0.0, 2.0, 0.1, 50, chunks=40, first_token_s=0.1, last_token_s=1.9)
+    burst = RequestResult(1, 0, True, 0.0, 2.0, 1.95, 50, chunks=40, first_token_s=1.95, last_token_s=1.99)
+    failed = RequestResult(2, 0, False, 0.0, 0.5)
+    for r in (spread, burst, failed, spread):
+        load._count(r)
+    assert (load.completed, load.timed) == (4, 2)
