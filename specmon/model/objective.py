@@ -361,6 +361,11 @@ class ObjectiveVerdict:
         }
 
 
+def _signed(x: float) -> str:
+    """``+12.3``; an interval with no end (a rate's bound at 0) reads ``+∞``."""
+    return f"{x:+.1f}" if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
+
+
 def _better_word(obj: Objective) -> tuple[str, str]:
     return ("lower", "higher") if obj.lower_is_better else ("higher", "lower")
 
@@ -433,10 +438,10 @@ def objective_verdict(obj: Objective, summaries: Mapping[Hashable, Summary], lab
                     "adjusted for repeated looks).")
         elif equivalent and bounds is not None:
             tail = (f"; {runner.label} is equivalent within ±{margin_pct:g}% ({lv} interval of the difference "
-                    f"{bounds[0]:+.1f}…{bounds[1]:+.1f}%): either will do.")
+                    f"{_signed(bounds[0])}…{_signed(bounds[1])}%): either will do.")
         elif bounds is not None:
             tail = (f"; {runner.label} is not distinguishable ({lv} interval of the difference "
-                    f"{bounds[0]:+.1f}…{bounds[1]:+.1f}%, wider than ±{margin_pct:g}%): no winner declared.")
+                    f"{_signed(bounds[0])}…{_signed(bounds[1])}%, wider than ±{margin_pct:g}%): no winner declared.")
         else:
             tail = f"; {runner.label} is not distinguishable: no winner declared."
     ests = [(r.label, r.summary.model) for r in rows if isinstance(r.summary.model, Estimate)]
