@@ -39,14 +39,19 @@ __all__ = ["ScheduleCheck", "adaptive_profile", "compare_deployed", "compare_sch
 _PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 
 
-def speculative_config(argv: Sequence[str]) -> tuple[int, str] | None:
-    """Where the profile's ``--speculative-config`` value is: ``(index of the token, its JSON text)``."""
+def flag_value(argv: Sequence[str], flag: str) -> tuple[int, str] | None:
+    """Where ``flag``'s value is in ``argv``: ``(index of the token, the value)`` (``--flag V`` or ``--flag=V``)."""
     for i, token in enumerate(argv):
-        if token == "--speculative-config" and i + 1 < len(argv):
+        if token == flag and i + 1 < len(argv):
             return i + 1, argv[i + 1]
-        if token.startswith("--speculative-config="):
+        if token.startswith(flag + "="):
             return i, token.split("=", 1)[1]
     return None
+
+
+def speculative_config(argv: Sequence[str]) -> tuple[int, str] | None:
+    """Where the profile's ``--speculative-config`` value is: ``(index of the token, its JSON text)``."""
+    return flag_value(argv, "--speculative-config")
 
 
 def vllm_base(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -116,8 +121,8 @@ def adaptive_profile(profile: LaunchProfile, config_path: str | None = None) -> 
     argv = list(profile.argv)
     if any(t == "--speculative-adaptive" or t.startswith("--speculative-adaptive-config") for t in argv):
         return None, "the profile's argv already runs SGLang's adaptive mode: its fixed settings would not be fixed"
-    algorithm = _flag_value(argv, "--speculative-algorithm")
-    topk = _flag_value(argv, "--speculative-eagle-topk")
+    algorithm = (flag_value(argv, "--speculative-algorithm") or (0, None))[1]
+    topk = (flag_value(argv, "--speculative-eagle-topk") or (0, None))[1]
     why = sglang_unsupported(algorithm, int(topk) if topk is not None and topk.isdigit() else None)
     if why:
         return None, why
@@ -125,15 +130,6 @@ def adaptive_profile(profile: LaunchProfile, config_path: str | None = None) -> 
     if config_path:
         argv += ["--speculative-adaptive-config", config_path]
     return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
-
-
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith(flag + "="):
-            return token.split("=", 1)[1]
-    return None
 
 
 # --------------------------------------------------------------------------- the comparison

@@ -248,23 +248,27 @@ def _requests_of(raw: object) -> list[RequestFigures]:
     return out
 
 
-def objective_launches(segments: Sequence[Segment], obj: Objective) -> list[Launch]:
-    """One launch value of ``obj`` per server launch (as :func:`launch_samples` groups them), each from
-    the requests completed on it; a launch with too few requests is left out."""
-    grouped: list[tuple[str, list[RequestFigures], float]] = []
+def launch_segments(segments: Sequence[Segment]) -> list[tuple[str, list[Segment]]]:
+    """The segments grouped by server launch, named: consecutive visits on one server run are one launch."""
+    out: list[tuple[str, list[Segment]]] = []
     last: tuple[str, int] | None = None
     for seg in segments:
         ident = (seg.source, seg.run_id) if seg.run_id is not None else None
-        if ident is not None and ident == last and grouped:
-            name, reqs, secs = grouped[-1]
-            grouped[-1] = (name, reqs + seg.requests, secs + seg.load_s)
+        if ident is not None and ident == last and out:
+            out[-1][1].append(seg)
         else:
-            grouped.append((f"{seg.source} run {seg.run_id}" if seg.run_id is not None else seg.source,
-                            list(seg.requests), seg.load_s))
+            out.append((f"{seg.source} run {seg.run_id}" if seg.run_id is not None else seg.source, [seg]))
         last = ident
+    return out
+
+
+def objective_launches(segments: Sequence[Segment], obj: Objective) -> list[Launch]:
+    """One launch value of ``obj`` per server launch, each from the requests completed on it; a launch
+    with too few requests is left out."""
     out = []
-    for name, reqs, secs in grouped:
-        x = launch_value(obj, reqs, secs, name)
+    for name, segs in launch_segments(segments):
+        reqs: list[RequestFigures] = [r for seg in segs for r in seg.requests]
+        x = launch_value(obj, reqs, sum(seg.load_s for seg in segs), name)
         if x is not None:
             out.append(x)
     return out
@@ -272,17 +276,7 @@ def objective_launches(segments: Sequence[Segment], obj: Objective) -> list[Laun
 
 def launch_samples(segments: Sequence[Segment]) -> list[tuple[str, list[float]]]:
     """The segments' throughput samples per launch: consecutive visits on one server run are one launch."""
-    out: list[tuple[str, list[float]]] = []
-    last: tuple[str, int] | None = None
-    for seg in segments:
-        ident = (seg.source, seg.run_id) if seg.run_id is not None else None
-        if ident is not None and ident == last and out:
-            out[-1][1].extend(seg.throughput)
-        else:
-            out.append((f"{seg.source} run {seg.run_id}" if seg.run_id is not None else seg.source,
-                        list(seg.throughput)))
-        last = ident
-    return out
+    return [(name, [v for seg in segs for v in seg.throughput]) for name, segs in launch_segments(segments)]
 
 
 def group_summaries(cells: Sequence[CellState], launch_cv: float,
