@@ -414,10 +414,7 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
     measured, checks = await measure_schedule(
         plan, result, schedule, launches=n, session=session, restart=deploy, load=load, recorder=rec,
         on_event=_on_event, counters=counters, server_check=deploy.check_server)
-    for check in checks:
-        _err(f"sweep: {check.sentence}")
-    if not measured.finished:
-        _err("sweep: the schedule's measurement was cut short")
+    _say_checks(measured, checks, "the schedule's")
     ranges = [list(r) for r in schedule.ranges]
     left = {"steps": schedule.max_steps, "schedule": ranges,
             "text": f"the server is left running on the deployed schedule (K by batch size {ranges})"}
@@ -445,13 +442,18 @@ async def _measure_adaptive(args: argparse.Namespace, plan: SweepPlan, result: S
         plan, result, steps, [(c, None) for c in plan.concurrency], launches=n, what="adaptive",
         session=session, restart=deploy, load=load, recorder=rec, on_event=_on_event, counters=counters,
         server_check=deploy.check_server)
-    for check in checks:
-        _err(f"sweep: {check.sentence}")
-    if not measured.finished:
-        _err("sweep: the adaptive mode's measurement was cut short")
+    _say_checks(measured, checks, "the adaptive mode's")
     left = {"steps": steps, "adaptive": True,
             "text": "the server is left running in the engine's adaptive mode (--speculative-adaptive)"}
     return (deploy, left), [c.to_json() for c in checks]
+
+
+def _say_checks(measured: Any, checks: Any, whose: str) -> None:
+    """A deployed measurement's comparisons on stderr, and whether it was cut short."""
+    for check in checks:
+        _err(f"sweep: {check.sentence}")
+    if not measured.finished:
+        _err(f"sweep: {whose} measurement was cut short")
 
 
 def _confirm_deployed(args: argparse.Namespace, deploy: Any, steps: int, what: str, n: int, loads: int) -> bool:
