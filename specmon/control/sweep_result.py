@@ -187,13 +187,18 @@ class SweepResult:
                 "not every verdict separates it from the runner-up, so this may be noise.")
 
     def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:
-        """The client-side view: which step count the client measured fastest, and whether it agrees."""
+        """The client-side view: which step count the client measured fastest, and whether it agrees.
+
+        The same measure as the verdict's ``client`` check (:func:`source_means`): the per-request
+        decode speed named another fastest setting than the check did (a demo sweep's JSON held
+        ``checks[0].best_steps = 5`` beside ``client_best_steps = 2``).
+        """
         if v is None:
             return {"client_best_steps": None, "client_agrees": None}
         means: dict[tuple[int, Point], float] = {}
         for cell in self.cells:
-            if cell.group == (v.concurrency, v.workload) and len(cell.client.get("decode_tps") or []) >= 3:
-                means[cell.setting] = sum(cell.client["decode_tps"]) / len(cell.client["decode_tps"])
+            if cell.group == (v.concurrency, v.workload) and (m := source_means(cell).get("client")) is not None:
+                means[cell.setting] = m
         if not means:
             return {"client_best_steps": None, "client_agrees": None}
         best = max(means, key=lambda s: means[s])

@@ -42,6 +42,7 @@ from specmon.model.stats import (
     summarize,
     t975,
 )
+from specmon.model.verdict import Answer, answer
 from specmon.records import iso_timestamp
 
 #: A configuration enters the verdict once its throughput has an interval: no other floor. At
@@ -93,6 +94,9 @@ class ConfigRow:
     within: Summary | None = None
     #: The two-level estimate behind ``throughput`` (None before ``assemble``).
     estimate: Estimate | None = None
+    #: The verdict's mark beside this row: ★ a declared winner, ☆ the leader not separated, "" none
+    #: (set by the verdict, :func:`specmon.model.verdict.answer`; ``best`` is only first by mean).
+    mark: str = ""
 
     @property
     def covers(self) -> str | None:
@@ -147,6 +151,9 @@ class Verdict:
     diff: tuple[float, float | None, float | None] | None  # best - runner-up, tok/s, with interval
     sentence: str
     concurrency_note: str | None = None
+    #: What every surface draws (mark, words, JSON); made once from the fields above.
+    answer: Answer = field(default_factory=lambda: answer(leader=None, runner_up=None, separated=False,
+                                                          equivalent=False, sentence=""))
 
 
 @dataclass(frozen=True)
@@ -397,12 +404,15 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None, between: Betwe
     candidates = [r for r in rows if r.throughput is not None and r.throughput.n >= MIN_SAMPLES_FOR_VERDICT
                   and r.throughput.se is not None and r.key != "baseline file"]
     if not candidates:
-        return Verdict(None, None, None, False, None,
-                       "Not enough data: no configuration has an interval yet (each needs at least "
-                       f"{MIN_SAMPLES_FOR_VERDICT} counted throughput samples).")
+        text = ("Not enough data: no configuration has an interval yet (each needs at least "
+                f"{MIN_SAMPLES_FOR_VERDICT} counted throughput samples).")
+        return Verdict(None, None, None, False, None, text,
+                       answer=answer(leader=None, runner_up=None, separated=False, equivalent=False, sentence=text))
     ranked = sorted(candidates, key=lambda r: r.throughput.mean, reverse=True)  # type: ignore[union-attr]
     best = ranked[0]
     best.best = True
+    for r in rows:
+        r.mark = ""
     runner = ranked[1] if len(ranked) > 1 else None
     speedup = None
     if baseline is not None and not best.is_baseline and baseline.against() is not None:
@@ -436,4 +446,8 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None, between: Betwe
         note = ("Configurations ran at different concurrency (" +
                 ", ".join(f"{k}: {v}" for k, v in doms.items()) +
                 "); throughput is only comparable at equal concurrency.")
-    return Verdict(best, runner, speedup, separated, diff, text, note)
+    made = answer(leader=best.label, runner_up=runner.label if runner else None, separated=separated,
+                  equivalent=False, sentence=text, leader_steps=best.steps,
+                  runner_up_steps=runner.steps if runner else None)
+    best.mark = made.mark
+    return Verdict(best, runner, speedup, separated, diff, text, note, made)

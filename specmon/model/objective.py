@@ -47,6 +47,7 @@ import numpy as np
 
 from specmon.model.launches import Estimate, Launch, rests_on
 from specmon.model.stats import Summary
+from specmon.model.verdict import Answer, answer
 
 __all__ = ["Objective", "ObjectiveError", "ObjectiveRow", "ObjectiveVerdict", "launch_value", "objective_verdict",
            "parse_objective", "request_figures"]
@@ -333,6 +334,15 @@ class ObjectiveVerdict:
     def winner_steps(self) -> int | None:
         return self.rows[0].steps if self.rows and self.separated else None
 
+    @property
+    def answer(self) -> Answer:
+        """What every surface draws: ★ only for a declared winner (:mod:`specmon.model.verdict`)."""
+        best, runner = self.best, self.runner_up
+        return answer(leader=best.label if best else None, runner_up=runner.label if runner else None,
+                      separated=self.separated, equivalent=self.equivalent, sentence=self.sentence,
+                      leader_steps=best.steps if best else None, runner_up_steps=runner.steps if runner else None,
+                      measure=self.objective.name, level=self.level)
+
     def candidates(self) -> list[tuple[int, Summary]]:
         """Every setting's step count and internal summary (what a schedule is chosen from)."""
         return [(r.steps, r.summary) for r in self.rows]
@@ -358,6 +368,7 @@ class ObjectiveVerdict:
             "margin_pct": self.margin_pct,
             "rows": [r.to_json() for r in self.rows],
             "sentence": self.sentence,
+            "answer": self.answer.to_json(),
         }
 
 
@@ -422,9 +433,10 @@ def objective_verdict(obj: Objective, summaries: Mapping[Hashable, Summary], lab
         runner = rows[1]
         rs = summaries[runner.key]
         d = adjusted_difference(best_s, rs, level)
-        separated = d.known and d.low > 0  # type: ignore[operator]
+        separated = d.known and d.low > 0 and rs.mean > 0  # type: ignore[operator]
         margin = margin_pct / 100.0 * best_s.mean
-        equivalent = not separated and d.known and -margin < d.low and d.high < margin  # type: ignore[operator]
+        equivalent = (not separated and d.known and rs.mean > 0 and -margin < d.low  # type: ignore[operator]
+                      and d.high < margin)  # type: ignore[operator]
         pct = obj.change_pct((best_s.mean / rs.mean - 1.0) * 100.0 if rs.mean > 0 else math.inf)
         bounds: tuple[float, float] | None = None
         if d.low is not None and d.high is not None and rs.mean > 0:

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow, launches_sentence
 from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
+from specmon.model.verdict import Answer, answer
 
 #: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
 _Key = TypeVar("_Key", bound=Hashable)
@@ -250,6 +251,15 @@ class SweepVerdict:
         return replace(self, source=source, checks=tuple(checks), sentence=self.sentence + text + ".")
 
     @property
+    def answer(self) -> Answer:
+        """What every surface draws: ★ only for a declared winner (:mod:`specmon.model.verdict`)."""
+        best, runner = self.best, self.runner_up
+        return answer(leader=best.label if best else None, runner_up=runner.label if best and runner else None,
+                      separated=self.separated, equivalent=self.equivalent, sentence=self.sentence,
+                      leader_steps=best.steps if best else None, runner_up_steps=runner.steps if runner else None,
+                      level=self.level)
+
+    @property
     def best(self) -> ConfigRow | None:
         """The fastest configuration by mean (a winner only when ``separated``)."""
         return self.analysis.verdict.best
@@ -291,6 +301,7 @@ class SweepVerdict:
             "sources_agree": self.sources_agree,
             "checks": [c.to_json() for c in self.checks],
             "sentence": self.sentence,
+            "answer": self.answer.to_json(),
         }
 
 
@@ -357,8 +368,12 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     rests = launches_sentence([r for r in analysis.rows if r.key != "baseline file"], analysis.between)
     if rests:
         tail += " " + rests
-    return SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct,
+    made = SweepVerdict(concurrency, analysis, separated, diff, level, head + tail, equivalent, rule.margin_pct,
                         workload=workload)
+    for r in analysis.rows:  # the rows' marks are this verdict's (its adjusted level), not the 95% one's
+        r.mark = ""
+    best.mark = made.answer.mark
+    return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +409,8 @@ class SourceCheck:
     tolerance_pct: float = 10.0
     #: Whether this source names the verdict's fastest setting (or the verdict separated nothing).
     same_best: bool = True
+    #: The verdict's fastest setting by mean (its winner when it separated one).
+    leader: int | str | None = None
 
     def phrase(self, primary_name: str = "the verdict's source") -> str:
         """What this source says, in words: "client agrees (...)" or "client disagrees: ..."."""
@@ -403,6 +420,11 @@ class SourceCheck:
             level = f"; its level is {abs(self.level_pct):.1f}% {'above' if self.level_pct > 0 else 'below'} {whose}"
         if self.max_gap_pct is None:
             return f"{self.name}: no settings in common"
+        if self.agrees and self.best_steps != self.leader and self.leader is not None:
+            # The verdict declared no winner, so another ranking does not contradict it: said as it is.
+            fastest = f"{self.best_steps}" if isinstance(self.best_steps, str) else f"{self.best_steps} steps"
+            return (f"{self.name} agrees as far as the verdict goes (which separates none; it ranks {fastest} "
+                    f"fastest; differences between settings within {self.max_gap_pct:.1f} points{level})")
         if self.agrees:
             return (f"{self.name} agrees (the same fastest setting; differences between settings within "
                     f"{self.max_gap_pct:.1f} points{level})")
@@ -410,7 +432,10 @@ class SourceCheck:
             fastest = ("nothing" if self.best_steps is None else f"{self.best_steps}" if isinstance(self.best_steps, str)
                        else f"{self.best_steps} steps")
             return f"{self.name} disagrees: it ranks {fastest} fastest"
-        return (f"{self.name} disagrees: the same fastest setting, but differences between settings "
+        ranking = "the same fastest setting" if self.leader is None or self.best_steps == self.leader else (
+            f"it ranks {self.best_steps if isinstance(self.best_steps, str) else f'{self.best_steps} steps'} "
+            "fastest (the verdict separates none)")
+        return (f"{self.name} disagrees: {ranking}, but differences between settings "
                 f"{self.max_gap_pct:.1f} points apart (tolerance {self.tolerance_pct:g}){level}")
 
     def to_json(self) -> dict[str, object]:
@@ -442,4 +467,4 @@ def check_source(name: str, means: Mapping[Any, float], primary: Mapping[Any, fl
         gap = max(abs(means[k] / means[ref] - primary[k] / primary[ref]) * 100 for k in common)
     same_best = best == verdict_best or not separated
     agrees = bool(common) and same_best and gap is not None and gap <= tolerance_pct
-    return SourceCheck(name, dict(means), best, gap, agrees, level, tolerance_pct, same_best)
+    return SourceCheck(name, dict(means), best, gap, agrees, level, tolerance_pct, same_best, verdict_best)
