@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -124,7 +125,32 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_INPUT, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: {_suggesting(message)} (see `{self.prog} --help`)\n")
+
+
+#: argparse's sentence for a word outside a fixed list (a command, a --format, a --strategy).
+_INVALID_CHOICE = re.compile(r"^(?P<head>.*)invalid choice: '(?P<given>.*)' \(choose from (?P<choices>.*)\)$", re.S)
+
+
+def _suggesting(message: str) -> str:
+    """argparse's "invalid choice" sentence with the nearest valid words first (``summarise``: summarize).
+
+    Other messages are returned as they are. The valid list stays, so a word with no near match
+    still shows what is accepted.
+    """
+    m = _INVALID_CHOICE.match(message)
+    if m is None:
+        return message
+    choices = re.findall(r"'([^']*)'", m.group("choices"))
+    given = m.group("given")
+    from specmon.suggest import close_words
+
+    near = close_words(given, choices)
+    head = f"{m.group('head')}invalid choice: {given!r}"
+    listed = ", ".join(choices)
+    if near:
+        return f"{head}: did you mean {' or '.join(near)}? (valid: {listed})"
+    return f"{head} (valid: {listed})"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -490,13 +490,73 @@ def _validation_error(exc: ValidationError, text: str, file: Path | None) -> Con
             first_line = line
         dotted = ".".join(keys) or "(top level)"
         if error["type"] == "extra_forbidden":
-            what = f"unknown key {keys[-1]!r}"
+            what = _unknown_key(keys)
         else:
             # The launch profile's own checks are sentences already: drop pydantic's prefix.
             what = error["msg"].removeprefix("Value error, ")
         prefix = f"line {line}: " if line is not None and len(exc.errors()) > 1 else ""
         messages.append(f"{prefix}{dotted}: {what}")
     return ConfigError("; ".join(messages), file, first_line)
+
+
+#: Keys people write for a field of another name (other tools' spelling): offered first when present.
+_MEANT = {"command": ("argv", "start"), "cmd": ("argv", "start"), "args": ("argv",), "exec": ("argv", "start"),
+          "hostname": ("host",), "address": ("host",), "username": ("user",), "ssh_port": ("port",),
+          "logfile": ("log",), "log_file": ("log",), "log_path": ("log",), "key": ("identity",),
+          "identity_file": ("identity",), "proxyjump": ("jump",), "proxy_jump": ("jump",)}
+
+
+def _unknown_key(keys: list[str]) -> str:
+    """``unknown key 'hots': did you mean 'host'? (valid keys here: ...)``: the keys of the table it is in."""
+    from specmon.suggest import close_words
+
+    given = keys[-1]
+    valid = valid_keys(keys[:-1])
+    if not valid:
+        return f"unknown key {given!r}"
+    meant = [k for k in _MEANT.get(given.lower(), ()) if k in valid]
+    near = list(dict.fromkeys([*meant, *close_words(given, valid)]))[:3]
+    hint = f": did you mean {' or '.join(repr(k) for k in near)}?" if near else ""
+    return f"unknown key {given!r}{hint} (valid keys here: {', '.join(valid)})"
+
+
+def valid_keys(loc: list[str]) -> list[str]:
+    """The keys the table at ``loc`` (pydantic's path, without the unknown key) accepts, in the model's order.
+
+    Walks the models from :class:`Config`: a profile's name (``profiles.kimi``) and a list's
+    index (``replicas.0``) are steps through a dict or a list. Empty when the path leads nowhere known.
+    """
+    import types
+    import typing
+
+    def unwrap(t: Any) -> Any:
+        while True:
+            origin = typing.get_origin(t)
+            if origin is typing.Annotated:
+                t = typing.get_args(t)[0]
+            elif origin in (typing.Union, types.UnionType):
+                args = [a for a in typing.get_args(t) if a is not type(None)]
+                t = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)
+                          or typing.get_origin(a) in (dict, list)), args[0] if args else None)
+            else:
+                return t
+
+    current: Any = Config
+    for part in loc:
+        current = unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return []
+            current = field.annotation
+        elif typing.get_origin(current) in (dict, list):
+            current = typing.get_args(current)[-1]  # a dict's value or a list's item
+        else:
+            return []
+    current = unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
 
 
 _HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")

@@ -98,6 +98,9 @@ class ConnectPlan:
     window: int
     launch: LaunchProfile | None = None
     metrics: str | None = None
+    #: The config's profiles and its file, for the sentence when the destination is neither a host nor one.
+    profile_names: tuple[str, ...] = ()
+    config_file: str = ""
 
     @property
     def local(self) -> bool:
@@ -145,6 +148,7 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
             log, an invalid value, or a missing baseline file; the message says
             what to do.
     """
+    from specmon import paths
     from specmon.config import ConfigError, load_config, split_destination
     from specmon.sources.logfiles import LogFileError, check_readable
     from specmon.sources.ssh_options import build_ssh_source
@@ -171,6 +175,12 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
                 jump=args.jump, ssh_config=args.ssh_config, lines=args.lines, line_cap=args.line_cap,
             )
     except ValueError as exc:
+        if destination is not None and profile is None and not args.log and config.profiles:
+            # `connect kimi` with no log: a profile's name was the likelier meaning than a host's.
+            named = _profile_sentence(destination, tuple(sorted(config.profiles)), str(args.config or paths.config_file()))
+            if named:
+                raise ConnectError(f"{destination!r} is not a profile{named}; to follow a host of that name, "
+                                   f"pass its log: specmon connect {destination} --log /path/to/server.log") from None
         raise ConnectError(str(exc)) from None
     baseline_files: list[str] = []
     if profile is not None and profile.baseline_file:
@@ -186,7 +196,38 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
     launch = profile.launch if profile is not None else None
     return ConnectPlan(source=source, baseline_files=baseline_files, baseline_tps=baseline_tps,
                        theme=args.theme, warmup=args.warmup, window=max(1, args.window),
-                       launch=launch, metrics=_metrics_url(args, profile, launch))
+                       launch=launch, metrics=_metrics_url(args, profile, launch),
+                       profile_names=tuple(sorted(config.profiles)),
+                       config_file=str(args.config or paths.config_file()))
+
+
+def not_a_profile(args: argparse.Namespace, plan: ConnectPlan) -> str:
+    """What to add when a bare destination does not resolve: it is no profile either (``connect kimi``).
+
+    A bare word (no user, port or dot) may have been meant as a profile's name: the sentence names
+    the profiles that exist, the nearest first. "" for anything else (an address, ``user@host``,
+    ``--profile`` given).
+    """
+    dest = args.destination
+    if dest is None or args.profile is not None:
+        return ""
+    named = _profile_sentence(dest, plan.profile_names, plan.config_file)
+    return f"; nor is {dest!r} a profile{named}" if named else ""
+
+
+def _profile_sentence(dest: str, names: tuple[str, ...], config_file: str) -> str:
+    """``: did you mean 'kimi-prod'? the profiles in FILE are ...`` for a bare word; "" for a host-like one."""
+    import re
+
+    from specmon.literal import plain
+    from specmon.suggest import did_you_mean
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", dest):
+        return ""  # user@host, host:port, a dotted name or an address: a host was meant
+    where = plain(config_file)
+    if not names:
+        return f" ({where} defines none)"
+    return f": {did_you_mean(dest, names)}the profiles in {where} are {', '.join(names)}"
 
 
 def _local_source(args: argparse.Namespace, profile: Any) -> LocalTailSource:
@@ -442,6 +483,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
     recorder = open_recorder(args, "connect", {"destination": args.destination, "log": args.log})
     counters = remote_counters(plan)  # before with_restart: it reads the SSH target of the plain source
+    tail = plan.source  # the SSH tail itself (with_restart wraps it): says why it failed for good
     plan, flow, runner = with_restart(plan)
     app = connect_app(plan, recorder=recorder, controller=flow, counters=counters,
                       export_dir=getattr(args, "out", None))
@@ -472,6 +514,10 @@ def cmd_connect(args: argparse.Namespace) -> int:
             recorder.close()
     if signals.signalled:
         outcome = ConnectOutcome(signals.exit_code(outcome.code))
+    from specmon.ssh.connect import ErrorKind
+
+    if outcome.message and getattr(tail, "failure_kind", None) is ErrorKind.UNKNOWN_NAME:
+        outcome = ConnectOutcome(outcome.code, outcome.message + not_a_profile(args, plan))
     if outcome.message:
         fail(outcome.message, outcome.code)
     for note in left:

@@ -94,7 +94,7 @@ from specmon.sources.ssh_helper import (
     tail_command_summary,
 )
 from specmon.sources.ssh_status import status_line
-from specmon.ssh.connect import SSHError, SSHLink, SSHTarget, connect
+from specmon.ssh.connect import ErrorKind, SSHError, SSHLink, SSHTarget, connect
 
 __all__ = [
     "Backoff", "Frame", "FrameReader", "Loss", "SSHTailSource", "helper_script", "status_line", "tail_command",
@@ -219,6 +219,9 @@ class SSHTailSource:
         self._opened_mtime: str | None = None  # the current file's mtime when the helper opened it (A)
         self._birth: str | None = None  # the current file's birth time, where the host can tell (A)
         self._modified_at: float | None = None  # see modified_at()
+        # A name that never answered and does not resolve is a mistake, said at once; once answered, a drop.
+        self.answered = False
+        self.failure_kind: ErrorKind | None = None  # the SSH error that failed the source for good
 
     @property
     def position(self) -> tuple[int | None, int]:
@@ -257,7 +260,13 @@ class SSHTailSource:
                 try:
                     link = await self._until_closed(connect(self.target))
                 except SSHError as exc:
+                    if exc.kind is ErrorKind.UNKNOWN_NAME and not self.answered:
+                        self.failure_kind = exc.kind
+                        self._fail(f"{exc}: check the spelling, or give its address or an ~/.ssh/config "
+                                   "Host alias (not retried: this name never answered)")
+                        return
                     if not exc.retryable:
+                        self.failure_kind = exc.kind
                         self._fail(str(exc))
                         return
                     if not await self._wait_retry(str(exc)):
@@ -265,6 +274,7 @@ class SSHTailSource:
                     continue
                 if link is None:
                     return  # closed while connecting
+                self.answered = True
                 self._link = link
                 reason: str | None = None
                 try:
