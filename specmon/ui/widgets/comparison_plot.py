@@ -3,7 +3,8 @@
 The verdict panel's ``p``: the same numbers as its table (each group's
 :class:`~specmon.output.tables.SweepOutcome`), drawn with plotext as the HTML report draws them
 with matplotlib: one column per setting in step order, a vertical bar for the interval and a
-mark at the mean, the baseline as a line, one colour per group (concurrency, workload).
+mark at the mean, the baseline as a line, one colour per group (concurrency, workload). The y axis
+spans the data with its intervals (:func:`axis_limits`), not 0 to the top.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from textual_plotext import PlotextPlot
 
 from specmon.output.tables import OutcomeRow, SweepOutcome
 from specmon.ui.literal import plain
-from specmon.ui.widgets.throughput_plot import y_ticks
 
-__all__ = ["ComparisonPlot", "settings_of"]
+__all__ = ["ComparisonPlot", "axis_limits", "settings_of"]
 
 #: Theme variables the groups are drawn in, in turn.
 GROUP_COLOURS = ("primary", "accent", "success", "warning", "secondary", "error")
@@ -49,15 +49,38 @@ def _tick(label: str) -> str:
     return words[0] if words else "?"
 
 
-def round_up(value: float, intervals: int = 4) -> float:
-    """A top for the axis at or above ``value``: a whole number of round steps (1, 2, 2.5 or 5 times a
-    power of ten), about ``intervals`` of them (120 for 111, not 200: the differences stay visible)."""
-    if value <= 0:
-        return 1.0
-    raw = value / max(1, intervals)
+def nice_step(raw: float) -> float:
+    """The round step (1, 2, 2.5 or 5 times a power of ten) at or above ``raw`` (> 0)."""
     exp = 10.0 ** math.floor(math.log10(raw))
-    step = float(next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw - 1e-12))
-    return math.ceil(value / step - 1e-9) * step
+    return float(next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw * (1 - 1e-12)))
+
+
+def axis_limits(values: Sequence[float], intervals: int = 4) -> tuple[float, float, list[float]]:
+    """The y axis for ``values`` (every interval's ends and the means): ``(bottom, top, ticks)``.
+
+    The axis spans the data, not 0 to the top: 85-94 tok/s filled a sixth of a 0-100 axis and
+    sat flat on one line; here they take most of it. The bottom and the top are round ticks
+    (1, 2, 2.5 or 5 times a power of ten apart, at most ``intervals`` of them), with a margin of
+    5% of the data's span each side (a span of at least 2% of the top), never below 0 (a throughput is not negative).
+    """
+    lo, hi = min(values), max(values)
+    # One value, or values a hair apart: a window of at least 2% of the top (or 0.1) around them.
+    span = max(hi - lo, 0.02 * abs(hi), 0.1)
+    if hi - lo < span:
+        lo, hi = lo - (span - (hi - lo)) / 2, hi + (span - (hi - lo)) / 2
+    lo, hi = max(0.0, lo - 0.05 * span), hi + 0.05 * span
+    step = nice_step((hi - lo) / max(1, intervals))
+    while True:
+        bottom = math.floor(lo / step + 1e-9) * step
+        top = math.ceil(hi / step - 1e-9) * step
+        count = round((top - bottom) / step)
+        if count <= max(1, intervals):
+            break
+        step = nice_step(step * 1.0001)  # the next round step up
+    top = max(top, bottom + step)
+    count = max(1, round((top - bottom) / step))
+    ticks = [round(bottom + i * step, 10) for i in range(count + 1)]
+    return ticks[0], ticks[-1], ticks
 
 
 class ComparisonPlot(PlotextPlot):
@@ -88,12 +111,15 @@ class ComparisonPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         labels = settings_of(self.groups)
-        top = max((r.tps_mean + (r.tps_half or 0.0) for g in self.groups for r in g.rows if r.tps_mean is not None),
-                  default=0.0)
-        if not labels or top <= 0:
+        n = len(self.groups)
+        # What is drawn: every interval's ends and mean, and the baseline's line when there is one.
+        values = [v for g in self.groups for r in g.rows if r.tps_mean is not None
+                  for v in (max(0.0, r.tps_mean - (r.tps_half or 0.0)), r.tps_mean + (r.tps_half or 0.0))]
+        values += [g.baseline.tps_mean for g in self.groups
+                   if n == 1 and g.baseline is not None and g.baseline.tps_mean is not None]
+        if not labels or not values or max(values) <= 0:
             plt.title("nothing measured")
             return
-        n = len(self.groups)
         width = 0.5 / max(1, n)  # groups side by side within a setting's column
         for gi, group in enumerate(self.groups):
             colour = self._rgb(GROUP_COLOURS[gi % len(GROUP_COLOURS)])
@@ -113,9 +139,8 @@ class ComparisonPlot(PlotextPlot):
             if group.baseline is not None and group.baseline.tps_mean is not None and n == 1:
                 plt.horizontal_line(group.baseline.tps_mean, color=self._rgb("secondary"))
         most = max(2, min(5, (self.size.height - 4) // 2))
-        ymax = round_up(top * 1.05, most)
-        ticks = y_ticks(ymax, most)
-        plt.ylim(0, ymax)
+        bottom, top, ticks = axis_limits(values, most)
+        plt.ylim(bottom, top)
         plt.yticks(ticks, [f"{t:g}" for t in ticks])
         plt.xlim(0.4, len(labels) + 0.6)
         plt.xticks(list(range(1, len(labels) + 1)), [plain(_tick(label)) for label in labels])
