@@ -63,6 +63,24 @@ class CommandRunner(Protocol):
         ...
 
 
+def default_signals() -> None:
+    """In a child of specmon, between fork and exec: every signal's default disposition, an empty mask.
+
+    A signal specmon inherited ignored (``nohup specmon sweep ... &``: HUP, INT and QUIT) stays
+    ignored across exec, and Python's ``restore_signals`` only resets PIPE, XFZ and XFSZ: what
+    specmon starts would inherit it, and a server started that way could not be stopped by
+    SIGINT. A server manager starts what it runs with the defaults; so does specmon. Only
+    ``signal.signal`` and ``pthread_sigmask`` run here (no allocation of locks another thread
+    may hold at the fork).
+    """
+    for number in range(1, signal.NSIG):
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            pass  # SIGKILL, SIGSTOP and the C library's own real-time signals cannot be set
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
 class LocalRunner:
     """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
 
@@ -91,6 +109,7 @@ class LocalRunner:
             # (sleep, grep) by the PID we just got, and nothing else. A server
             # it detached (setsid) lives in another group and is not touched.
             start_new_session=True,
+            preexec_fn=default_signals,
         )
         if stdin:
             assert proc.stdin is not None
@@ -128,7 +147,7 @@ class LocalRunner:
         """Start ``command`` and leave it running: see :class:`Held` (a lease held on this machine)."""
         proc = await asyncio.create_subprocess_exec(
             "bash", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True, preexec_fn=default_signals)
         assert proc.stdout is not None and proc.stdin is not None
         stdin, pid = proc.stdin, proc.pid
 

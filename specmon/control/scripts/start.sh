@@ -46,17 +46,46 @@ fi
 ( umask 077; : >> "$log" ) 2>/dev/null  # the new file, after the old one was moved aside
 # setsid -f forks in the foreground: a job started with `&` would get SIGINT
 # ignored for good. The new process records its own PID and start time, then
-# execs the server, so the recorded PID is the server's.
-setsid -f sh -c '
+# execs the server, so the recorded PID is the server's. Its own session: no
+# terminal's hang-up reaches it (no nohup, whose SIGHUP ignore the server kept).
+set -- sh -c '
   line=; read -r line < "/proc/$$/stat"; rest=${line##*) }
   # shellcheck disable=SC2086
   stt=$(set -f; set -- $rest; echo "${20}"); pidfile=$1; shift 2
   tmp=$(mktemp "$pidfile.XXXXXX") || exit 125
   echo "$$ $stt" > "$tmp" && mv -f -- "$tmp" "$pidfile" || exit 125
-  exec nohup "$@"' specmon-server "$pidfile" -- "$@" < /dev/null >> "$log" 2>&1
+  exec "$@"' specmon-server "$pidfile" -- "$@"
+# Default signal dispositions and an empty signal mask, whatever this shell inherited: under
+# `nohup specmon sweep ... &` HUP, INT and QUIT arrive ignored, an ignored signal stays ignored
+# across exec, and POSIX sh cannot undo an ignore it started with (`trap - INT` does not). So the
+# recording shell is started through perl (essential on Debian) or python3, which reset both and
+# exec it (the same PID); else coreutils' env --default-signal (8.31+: the dispositions only).
+# Said in the result: signals=default, dispositions (the mask as inherited) or inherited.
+# shellcheck disable=SC2016
+perl_reset='use POSIX (); POSIX::sigaction($_, POSIX::SigAction->new("DEFAULT")) for 1 .. 64;
+  POSIX::sigprocmask(POSIX::SIG_SETMASK(), POSIX::SigSet->new()) or exit 125;
+  exec { $ARGV[0] } @ARGV or exit 125'
+python_reset='import os, signal, sys
+for s in range(1, signal.NSIG):
+    try:
+        signal.signal(s, signal.SIG_DFL)
+    except (OSError, ValueError, RuntimeError):
+        pass
+signal.pthread_sigmask(signal.SIG_SETMASK, ())
+os.execvp(sys.argv[1], sys.argv[1:])'
+if command -v perl >/dev/null 2>&1 && perl -MPOSIX -e 1 >/dev/null 2>&1; then
+  signals=default; set -- perl -e "$perl_reset" "$@"
+elif command -v python3 >/dev/null 2>&1; then
+  signals=default; set -- python3 -c "$python_reset" "$@"
+elif env --default-signal true >/dev/null 2>&1; then
+  signals=dispositions; set -- env --default-signal "$@"
+else
+  signals=inherited
+fi
+setsid -f "$@" < /dev/null >> "$log" 2>&1
 i=0
 while [ ! -s "$pidfile" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 pid='' start=''
 if [ -s "$pidfile" ]; then read -r pid start _ < "$pidfile" || true; fi
 if ! isnum "$pid"; then say result=failed reason=no-pidfile; exit 1; fi
-say result=started pid=$pid starttime=$start
+say result=started pid=$pid starttime=$start signals=$signals
