@@ -447,13 +447,13 @@ def load_config(path: Path | str | None = None) -> Config:
     file = Path(path).expanduser() if path is not None else paths.config_file()
     try:
         # Bounded and non-blocking: /dev/zero, a FIFO or a huge file is refused at once.
-        text = read_small_text(file, limit=CONFIG_LIMIT)
+        text = read_small_text(file, limit=CONFIG_LIMIT, what="config file")
     except FileNotFoundError:
         if explicit:
             raise ConfigError("config file not found", file) from None
         return Config()
-    except SmallFileError as exc:
-        raise ConfigError(f"cannot use it as a config file: {exc}", file) from None
+    except SmallFileError as exc:  # its sentence names the file
+        raise ConfigError(str(exc)) from None
     except UnicodeDecodeError:
         raise ConfigError("cannot read config: not UTF-8 text", file) from None
     except OSError as exc:
@@ -486,6 +486,8 @@ def _validation_error(exc: ValidationError, text: str, file: Path | None) -> Con
     for error in exc.errors():
         keys = [str(part) for part in error["loc"]]
         line = locate_key(text, keys)
+        if line is not None and "control character" in error["msg"]:
+            line = control_line(text, line)  # where the character is, not where its table starts
         if first_line is None:
             first_line = line
         dotted = ".".join(keys) or "(top level)"
@@ -570,42 +572,109 @@ def _split_dotted(text: str) -> list[str]:
             for m in _KEY_PART.finditer(text)]
 
 
+def _toml_lines(text: str) -> list[str]:
+    """The lines as TOML counts them: split at ``\n`` only.
+
+    ``str.splitlines`` also splits at U+0085, U+2028 and U+2029, which TOML allows in strings
+    and comments: every line after one was reported one too far down.
+    """
+    return text.split("\n")
+
+
+def _depth(full: list[str], wanted: list[str]) -> tuple[int, bool]:
+    """How many parts of a definition's path ``full`` match ``wanted`` in order, and whether all of
+    ``wanted`` was used. An index in ``wanted`` that the definition does not spell (an inline
+    array's item: ``argv.4``) is stepped over; an array of tables' index must be the same."""
+    i = j = 0
+    while i < len(full) and j < len(wanted):
+        if full[i] == wanted[j]:
+            i, j = i + 1, j + 1
+        elif wanted[j].isdigit() and not full[i].isdigit():
+            j += 1
+        else:
+            break
+    while j < len(wanted) and wanted[j].isdigit():
+        j += 1
+    return i, j == len(wanted)
+
+
 def locate_key(text: str, keys: list[str]) -> int | None:
     """Find the 1-based line that defines the dotted key path ``keys`` in TOML text.
 
     Best effort, for error messages only: an exact key line wins; otherwise the
     line of the deepest table header or key that is a prefix of ``keys``
-    (a missing key is reported at its table's header).
+    (a missing key is reported at its table's header). In an array of tables
+    (``[[profiles.kimi.replicas]]``) the index in ``keys`` picks its entry.
 
     Args:
         text: The TOML source.
-        keys: Path from pydantic's error ``loc`` (list indexes are ignored).
+        keys: Path from pydantic's error ``loc``.
 
     Returns:
         The line number, or None when nothing matches.
     """
-    wanted = [k for k in keys if not k.isdigit()]
     best_line: int | None = None
     best_depth = 0
     table: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    arrays: dict[tuple[str, ...], int] = {}  # an array of tables (by its resolved path): its current index
+    for number, line in enumerate(_toml_lines(text), start=1):
         header = _HEADER.match(line)
         if header:
-            table = _split_dotted(header.group("name"))
+            name = _split_dotted(header.group("name"))
+            table = []
+            for part in name[:-1]:  # a parent that is an array of tables: its current entry
+                table.append(part)
+                if tuple(table) in arrays:
+                    table.append(str(arrays[tuple(table)]))
+            table.append(name[-1] if name else "")
+            if line.lstrip().startswith("[["):
+                index = arrays.get(tuple(table), -1) + 1
+                arrays[tuple(table)] = index
+                table = [*table, str(index)]
             full = table
         else:
             key = _KEY.match(line)
             if not key:
                 continue
             full = table + _split_dotted(key.group("key"))
-        depth = 0
-        for a, b in zip(full, wanted, strict=False):
-            if a != b:
-                break
-            depth += 1
+        depth, whole = _depth(full, keys)
         # Only a definition that is itself a prefix of the wanted path counts.
         if depth == len(full) and depth > best_depth:
             best_depth, best_line = depth, number
-            if depth == len(wanted):
+            if whole:
                 return number
     return best_line
+
+
+#: A control character written as a TOML escape (an even run of backslashes before it is text).
+_CONTROL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\(?:[btnfr]|u00[01][0-9A-Fa-f]|u007[Ff]|U0000(?:[01][0-9A-Fa-f]|7[Ff]))")
+
+
+#: A raw tab after a quote: inside a string (TOML allows one there; as whitespace it is no value's).
+_RAW_TAB = re.compile(r"[\"'][^\"'\t]*\t")
+
+
+def control_line(text: str, line: int) -> int:
+    """The line that holds the control character of an error located at ``line``.
+
+    A key's value may go on over more lines (an ``argv`` array, a multi-line string), and a
+    table's own check (the launch profile's) is located at its header: the character itself is
+    on the first line from ``line`` on, within that value or that table, that holds one, as a
+    TOML escape (``\\u0007``, ``\\t``) or a raw tab in a string. ``line`` when none is found.
+    """
+    lines = _toml_lines(text)
+    if not 1 <= line <= len(lines):
+        return line
+    header = _HEADER.match(lines[line - 1])
+    scope = _split_dotted(header.group("name")) if header else None
+    for number in range(line, len(lines) + 1):
+        current = lines[number - 1]
+        if number > line:
+            inner = _HEADER.match(current)
+            if inner and (scope is None or _split_dotted(inner.group("name"))[:len(scope)] != scope):
+                break  # the next table: the value (or the table) ended
+            if scope is None and _KEY.match(current):
+                break  # the next key: the value ended
+        if _CONTROL_ESCAPE.search(current) or _RAW_TAB.search(current):
+            return number
+    return line

@@ -110,11 +110,26 @@ def _recorded_warmup(path: str) -> int | None:
 
 
 def _not_a_log(path: str | None) -> str | None:
-    """A sentence when the path to watch names a directory (an empty dashboard otherwise)."""
+    """A sentence when the path to watch cannot be followed (an empty or deaf dashboard otherwise).
+
+    A directory, a device (``/dev/zero`` never ends), a socket, or a log whose folder does not
+    exist is refused at once; a missing log in an existing folder is waited for (``tail -F``),
+    and a FIFO is followed as a stream.
+    """
     import os
 
-    if path and os.path.isdir(os.path.expanduser(path)):
+    from specmon.smallfile import InputError, check_input
+
+    if not path:
+        return None
+    where = os.path.expanduser(path)
+    if os.path.isdir(where):
         return f"{path} is a directory, not a log file: pass the log itself, e.g. specmon watch {path}/server.log"
+    try:
+        check_input(where, "log file", stream=True, wait=True,
+                    hint="pass the log file (a FIFO is followed as a stream)")
+    except InputError as exc:
+        return str(exc)
     return None
 
 

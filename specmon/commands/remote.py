@@ -258,6 +258,13 @@ def _local_source(args: argparse.Namespace, profile: Any) -> LocalTailSource:
     lines = args.lines if args.lines is not None else (
         profile.lines if profile.lines is not None else DEFAULT_LINES)
     cap = args.line_cap or profile.line_cap or DEFAULT_MAX_LINE
+    from specmon.smallfile import InputError, check_input
+
+    try:  # a device, a directory or a missing folder: said now, not a deaf or silent dashboard
+        check_input(os.path.expanduser(path), "log file", stream=True, wait=True,
+                    hint="pass the log file (a FIFO is followed as a stream)")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
     return LocalTailSource(os.path.expanduser(path), lines=lines, max_line=cap)
 
 

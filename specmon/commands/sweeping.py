@@ -219,11 +219,18 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
     state = args.state or str(paths.sweeps_dir() /
                               f"{re.sub(r'[^A-Za-z0-9_.-]', '_', args.profile)}-{digest}.json")
-    if args.fresh:
-        import os
+    import os
 
-        if os.path.exists(state):
-            os.remove(state)
+    if os.path.lexists(state):  # a FIFO, a device or a huge file: said now, before any restart
+        from specmon.control.sweep_state import STATE_LIMIT
+        from specmon.smallfile import InputError, check_input
+
+        try:
+            check_input(state, "sweep state file", limit=STATE_LIMIT)
+        except InputError as exc:
+            return fail(str(exc))
+    if args.fresh and os.path.exists(state):
+        os.remove(state)
     if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
         upto = "up to " if plan.strategy == "guided" else ""
         _err(f"sweep: {upto}{len(plans)} restart(s) on {host}; the first one:")

@@ -54,6 +54,7 @@ from specmon.control.load_report import LoadReport as LoadReport
 from specmon.control.load_report import RequestResult as RequestResult
 from specmon.control.load_report import summarize_reports as summarize_reports
 from specmon.control.load_report import summary_or_none as summary_or_none
+from specmon.smallfile import InputError, read_small_text
 
 #: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
 BUNDLED_PROMPTS: tuple[str, ...] = (
@@ -84,6 +85,13 @@ class LoadError(Exception):
     """The load cannot run (bad URL, unreadable prompt file); the message says why."""
 
 
+#: Most bytes a prompts file may have: it is held in memory whole (ShareGPT's 90k conversations as
+#: prompts are about 100 MB); a bigger one is a mistake, or /dev/zero's sparse cousin.
+PROMPTS_LIMIT = 256_000_000
+#: Seconds its read may take (256 MB from a slow disk).
+PROMPTS_TIMEOUT_S = 60.0
+
+
 def load_prompts(path: str | Path) -> tuple[str, ...]:
     """Read prompts from a JSONL file: one ``{"prompt": "..."}`` object or JSON string per line.
 
@@ -92,7 +100,13 @@ def load_prompts(path: str | Path) -> tuple[str, ...]:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # Bounded and non-blocking (specmon.smallfile): a FIFO, /dev/zero or a sparse 2 GB file is
+        # refused in one sentence before anything is read.
+        text = read_small_text(p, limit=PROMPTS_LIMIT, timeout=PROMPTS_TIMEOUT_S, what="prompts file")
+    except FileNotFoundError:
+        raise LoadError(f"{p}: no such file") from None
+    except InputError as exc:  # its sentence names the file
+        raise LoadError(str(exc)) from None
     except OSError as exc:
         raise LoadError(f"{p}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -74,12 +74,14 @@ from specmon.control.sweep_state import (
     guided_setting,
     match_run,
     measurement,
+    read_state,
 )
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.session import Run, ServerState, Session
 from specmon.model.stats import Summary
 from specmon.model.stopping import StoppingRule, sweep_verdict
 from specmon.redact import redact_text
+from specmon.smallfile import InputError
 from specmon.wording import counted
 
 #: Seconds between two checks that the server measured is still the one the sweep started.
@@ -184,7 +186,9 @@ class Sweep:
     def _load_state(self) -> None:
         assert self.state_path is not None
         try:
-            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+            data = read_state(self.state_path)
+        except InputError as exc:  # a FIFO, a device, a huge file: its sentence names the file
+            raise SweepError(str(exc)) from None
         except (OSError, ValueError) as exc:
             raise SweepError(f"cannot read sweep state {self.state_path}: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:

@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from specmon.control import dims as dimensions
@@ -29,6 +28,7 @@ from specmon.model.objective import Objective, RequestFigures, launch_value, req
 from specmon.model.session import Run, RunConfig
 from specmon.model.stats import Summary
 from specmon.records import Engine
+from specmon.smallfile import read_small_text
 
 STATE_VERSION = 1
 
@@ -335,10 +335,25 @@ def config_matches(cfg: RunConfig, steps: int, point: Point = ()) -> bool:
     return True
 
 
+#: Most bytes a sweep's state file may have (every sample of every launch: a few MB for a long sweep).
+STATE_LIMIT = 256_000_000
+
+
+def read_state(path: str | os.PathLike[str]) -> Any:
+    """The JSON of a sweep's state file, read bounded and without blocking (:mod:`specmon.smallfile`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        InputError: a FIFO, a device, a directory or a file beyond :data:`STATE_LIMIT`; one sentence.
+        OSError, ValueError: unreadable, or not JSON.
+    """
+    return json.loads(read_small_text(path, limit=STATE_LIMIT, timeout=30.0, what="sweep state file"))
+
+
 def finished_state(path: str | os.PathLike[str], plan: SweepPlan) -> bool:
     """Whether ``path`` holds this plan's sweep, already finished (nothing left to restart)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_state(path)
     except (OSError, ValueError):
         return False
     return (isinstance(data, dict) and data.get("version") == STATE_VERSION and bool(data.get("finished"))

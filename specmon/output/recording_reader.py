@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, cast
 import orjson
 
 from specmon.recording_format import FORMAT, VERSION, RecordingError
+from specmon.smallfile import InputError, open_input
 
 
 @dataclass
@@ -45,13 +46,27 @@ def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None)
 
 
 def _open_recording(p: Path) -> BinaryIO:
-    """The file, opened to read bytes; RecordingError when it is missing or unreadable."""
+    """The file, opened to read bytes; RecordingError when it is missing or unreadable.
+
+    Opened through :func:`specmon.smallfile.open_input`: a FIFO (``open`` would block) or a
+    device (``/dev/zero`` never ends) is one sentence, before anything is read.
+    """
     try:
-        return open(p, "rb")
+        fd, _ = open_input(p, "recording", hint=RECORDING_HINT)
+    except InputError as exc:
+        raise RecordingError(str(exc)) from None
     except FileNotFoundError:
         raise RecordingError(f"{p}: no such file") from None
     except OSError as exc:
         raise RecordingError(f"{p}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "rb")
+
+
+#: Most bytes of the header line read (a few hundred in a real recording): beyond it, the first
+#: line is no header and the file no recording.
+HEAD_LIMIT = 1 << 20
+#: What a FIFO's or a device's sentence says to do instead.
+RECORDING_HINT = "a recording is read from a file (specmon writes one with --record)"
 
 
 def read_recording_batches(path: str | os.PathLike[str],
@@ -118,7 +133,7 @@ def _decode_chunk(data: bytes) -> Any:
 
 def _chunks(f: Any) -> Iterator[list[bytes]]:
     """The first line alone (the header is checked apart), then about _CHUNK_BYTES of lines at a time."""
-    head = f.readline()
+    head = f.readline(HEAD_LIMIT)  # bounded: a sparse file is gigabytes of NULs and no newline
     if not head:
         return
     yield [head]
@@ -138,7 +153,7 @@ def _raw_chunks(p: Path, stats: ReadStats, span: tuple[int, int] | None = None
     with f:
         start, end = span if span is not None else (0, None)
         if start == 0:
-            head = f.readline()
+            head = f.readline(HEAD_LIMIT)  # bounded: a sparse file is gigabytes of NULs and no newline
             if not head:
                 raise RecordingError(f"{p}: empty file, not a specmon recording")
             yield list(_read_lines(p, [head], stats, True))
@@ -194,10 +209,26 @@ def _read_lines(p: Path, chunk: list[bytes], stats: ReadStats, first: bool) -> I
         yield entry
 
 
+def check_header(path: str | os.PathLike[str]) -> None:
+    """Raise RecordingError unless ``path`` is a regular file that starts with a recording's header.
+
+    One bounded line is read: what is no recording (a FIFO, a device, a log, a sparse file of
+    NULs) is said before a reader splits the file into spans or starts a worker.
+    """
+    p = Path(path)
+    with _open_recording(p) as f:
+        head = f.readline(HEAD_LIMIT)
+    if not head:
+        raise RecordingError(f"{p}: empty file, not a specmon recording")
+    for _ in _read_lines(p, [head], ReadStats(), True):
+        pass
+
+
 def is_recording(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` starts like a specmon recording (cheap: reads the first line only)."""
     try:
-        with open(path, "rb") as f:
+        fd, _ = open_input(path, "recording")  # never blocks: a FIFO or a device is no recording
+        with os.fdopen(fd, "rb") as f:
             head = f.readline(1 << 16)
         entry = json.loads(head)
     except (OSError, ValueError):

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from specmon.model.session import Session
-from specmon.output.recording_reader import ReadStats, _decode_lines, _raw_chunks
+from specmon.output.recording_reader import RECORDING_HINT, ReadStats, _decode_lines, _raw_chunks, check_header
 from specmon.parsing import LineParser, detect_engine
 from specmon.recording_format import RecordingError, record_from_json
 from specmon.records import Engine, ParsedRecord
+from specmon.smallfile import InputError, check_input
 
 #: Raw lines replayed together: a block of plain stats lines goes through the bulk path.
 REPLAY_BLOCK = 8192
@@ -69,10 +70,12 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
         RecordingError: as for :func:`read_recording`.
     """
     bulk = on_samples is not None or on_record is None
-    try:
-        size = os.stat(path).st_size
-    except OSError:
-        size = 0
+    try:  # a FIFO or a device: one sentence before anything opens it (nor any worker process)
+        info = check_input(path, "recording", hint=RECORDING_HINT)
+    except InputError as exc:
+        raise RecordingError(str(exc)) from None
+    size = info.st_size if info is not None else 0
+    check_header(path)  # (one bounded line) a file that is no recording is said before any span or worker
     session: Session | None = None
     parsers: dict[str, LineParser] = {}
     #: Sources begun (a source entry, or lines of an undeclared name) whose first block is to come:

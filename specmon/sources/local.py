@@ -11,7 +11,15 @@ times a second needs nothing faster. It handles
   new file is followed from its start,
 * truncation: the size dropped below what was read. Reading restarts at 0 and
   an event says so (lines written and truncated between two polls are lost:
-  nothing can recover them).
+  nothing can recover them),
+* a FIFO (a named pipe, as log shippers use): read as a stream from what is written after
+  it opens (``--lines`` has no past to show), opened and read without ever blocking
+  (``O_NONBLOCK``: no writer yet, or none any more, is an empty poll; a new writer is read
+  on). A character device, a socket or a block device is refused with one sentence: a
+  ``/dev/zero`` never ends and would hold a core.
+
+The path is opened through :func:`specmon.smallfile.open_input`, so nothing here can block in
+``open`` whatever the path names.
 
 Reads are plain non-blocking-enough ``os.read`` calls on the event loop, at most
 ``chunk_size`` bytes per batch, with a yield to the loop between batches, so a
@@ -28,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from specmon.smallfile import InputError, open_input
 from specmon.sources.base import ConnectionState, LogProfile, SourceStatus
 from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
 from specmon.sources.preface import local_preface
@@ -122,6 +131,7 @@ class LocalTailSource:
         self._sleep = sleep
         self._fd: int | None = None
         self._inode: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
+        self._stream = False  # the open file is a FIFO: read as it comes, no offsets, no truncation
         self._split = LineSplitter(max_line=max_line)
         self._closed = asyncio.Event()
         self._first_open = True
@@ -218,7 +228,7 @@ class LocalTailSource:
                 self._open()
             return tail
         size = os.fstat(self._fd).st_size
-        if size < self._split.read_position:
+        if not self._stream and size < self._split.read_position:
             self._event(
                 f"{self.path} was truncated (size {size} < {self._split.read_position} read): "
                 "reading again from the start"
@@ -229,28 +239,30 @@ class LocalTailSource:
     def _open(self) -> bool:
         """Open the path if it exists; position according to ``lines`` on the first open."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd, info = open_input(self.path, "log file", stream=True,
+                                  hint="pass the log file (a FIFO is followed as a stream)")
         except FileNotFoundError:
             self._set_waiting(f"file not found: {self.path} (waiting for it)")
             return False
-        except OSError as exc:
-            # Permission errors may be fixed by the user while we wait: keep polling.
-            self._set_waiting(f"cannot open {self.path}: {exc.strerror}")
-            return False
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            os.close(fd)
-            self._set_waiting(f"{self.path} is a directory, not a log file: pass the log itself")
+        except InputError as exc:
+            # A directory, a device, a socket: said, never read (a /dev/zero never ends).
+            detail = str(exc) + (": pass the log itself" if self.path.is_dir() else "")
+            self._set_waiting(detail)
             if self._first_open:
                 # At start-up this is a mistake to say and stop at; later (the log replaced by
                 # a directory) it is shown and polled like a missing file.
                 self.status.state = ConnectionState.FAILED
                 self._closed.set()
             return False
+        except OSError as exc:
+            # Permission errors may be fixed by the user while we wait: keep polling.
+            self._set_waiting(f"cannot open {self.path}: {exc.strerror}")
+            return False
         self._fd = fd
         self._inode = (info.st_dev, info.st_ino)
+        self._stream = stat.S_ISFIFO(info.st_mode)
         start = 0
-        if self._first_open and self._lines is not None:
+        if self._first_open and self._lines is not None and not self._stream:
             start = start_of_last_lines(fd, info.st_size, self._lines)
             # The window starts mid-log: the latest launch's configuration lines above it come first.
             self._preface = local_preface(fd, start, self._split.max_line)
@@ -260,7 +272,7 @@ class LocalTailSource:
         self._first_open = False
         self._split.reset(start)
         self.status.state = ConnectionState.LIVE
-        self.status.detail = f"following {self.path}"
+        self.status.detail = f"following {self.path}" + (" (a FIFO: read as it is written)" if self._stream else "")
         return True
 
     def _set_waiting(self, detail: str) -> None:
@@ -272,8 +284,14 @@ class LocalTailSource:
         """Read up to ``chunk_size`` new bytes; return the lines they complete."""
         assert self._fd is not None
         while True:
-            data = os.pread(self._fd, self._chunk, self._split.read_position)
-            if not data:
+            if self._stream:
+                try:
+                    data = os.read(self._fd, self._chunk)
+                except BlockingIOError:  # a writer, nothing written yet
+                    return []
+            else:
+                data = os.pread(self._fd, self._chunk, self._split.read_position)
+            if not data:  # (a FIFO: no writer now; one that comes later is read on)
                 return []
             self.status.bytes += len(data)
             lines = self._split.feed(data)

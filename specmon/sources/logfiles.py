@@ -13,6 +13,10 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
+
+from specmon.smallfile import InputError, check_input, open_input
+from specmon.sources.lines import DEFAULT_MAX_LINE
 
 CHUNK = 1 << 20
 
@@ -21,16 +25,34 @@ class LogFileError(Exception):
     """A log file that cannot be read, with a message for the user."""
 
 
+#: What a log read whole says after a FIFO's or a device's sentence.
+WHOLE_LOG_HINT = "a log read whole must be a file (save the stream to a file first; specmon watch follows a FIFO)"
+
+
 def check_readable(path: str | Path) -> Path:
-    """The path, or a LogFileError saying clearly why it cannot be read."""
-    p = Path(path)
-    if not p.exists():
-        raise LogFileError(f"{p}: no such file")
-    if p.is_dir():
-        raise LogFileError(f"{p}: is a directory, not a log file")
-    if not os.access(p, os.R_OK):
-        raise LogFileError(f"{p}: permission denied")
-    return p
+    """The path, or a LogFileError saying in one sentence why it cannot be read whole.
+
+    Through :func:`specmon.smallfile.check_input`: a FIFO or a device (which would block the
+    reader, or never end) is refused before anything opens it.
+    """
+    try:
+        check_input(path, "log file", hint=WHOLE_LOG_HINT)
+    except InputError as exc:
+        raise LogFileError(str(exc)) from None
+    return Path(path)
+
+
+def _open_log(p: Path) -> BinaryIO:
+    """The log, opened without blocking and checked again once open (it may have changed)."""
+    try:
+        fd, _ = open_input(p, "log file", hint=WHOLE_LOG_HINT)
+    except InputError as exc:
+        raise LogFileError(str(exc)) from None
+    except FileNotFoundError:
+        raise LogFileError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise LogFileError(f"{p}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "rb")
 
 
 def file_year(path: str | Path) -> int:
@@ -74,18 +96,25 @@ def log_year(path: str | Path, head: list[str] | None = None) -> int:
     return date[0] if date is not None else file_year(path)
 
 
-def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str]]:
+def _text(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\r") else text
+
+
+def iter_line_batches(path: str | Path, chunk: int = CHUNK, max_line: int = DEFAULT_MAX_LINE) -> Iterator[list[str]]:
     """Yield lists of lines (without line endings) from a file, reading it in chunks.
 
-    A final line without a newline is yielded too: a file on disk is complete.
+    A final line without a newline is yielded too: a file on disk is complete. A line longer
+    than ``max_line`` bytes is cut there and the rest of it skipped, so memory stays bounded
+    whatever the file holds (a sparse file is gigabytes of NULs and no newline); while such a
+    line is skipped, an empty list is yielded per chunk, so a caller on an event loop gets its
+    turn back.
     """
     p = check_readable(path)
-    try:
-        f = open(p, "rb")
-    except OSError as exc:
-        raise LogFileError(f"{p}: {exc.strerror or exc}") from exc
+    f = _open_log(p)
     try:
         rest = b""
+        skipping = False  # inside a line already cut at max_line
         while True:
             try:
                 data = f.read(chunk)
@@ -93,23 +122,31 @@ def iter_line_batches(path: str | Path, chunk: int = CHUNK) -> Iterator[list[str
                 raise LogFileError(f"{p}: read failed: {exc.strerror or exc}") from exc
             if not data:
                 break
+            if skipping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    yield []
+                    continue
+                data, skipping = data[nl + 1:], False
             data = rest + data
             cut = data.rfind(b"\n")
             if cut < 0:
                 rest = data
-                continue
-            rest = data[cut + 1:]
-            text = data[:cut].decode("utf-8", errors="replace")
-            lines = text.split("\n")
-            yield [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+            else:
+                rest = data[cut + 1:]
+                text = data[:cut].decode("utf-8", errors="replace")
+                lines = text.split("\n")
+                yield [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+            if len(rest) > max_line:
+                yield [_text(rest[:max_line])]
+                rest, skipping = b"", True
         if rest:
-            text = rest.decode("utf-8", errors="replace")
-            yield [text[:-1] if text.endswith("\r") else text]
+            yield [_text(rest)]
     finally:
         f.close()
 
 
 def head_lines(path: str | Path, size: int = 1 << 20) -> list[str]:
     """The first lines of a file (up to ``size`` bytes), for engine detection."""
-    with open(check_readable(path), "rb") as f:
+    with _open_log(check_readable(path)) as f:
         return f.read(size).decode("utf-8", errors="replace").split("\n")

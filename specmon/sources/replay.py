@@ -302,6 +302,9 @@ class ReplaySource:
         self._jumped = False  # the clock jumps to this file's first timestamp
         try:
             for chunk in iter_line_batches(self.path):
+                # A turn for the loop per chunk read (a megabyte): a huge line being skipped, or
+                # a file read at max speed, never holds the keys.
+                await asyncio.sleep(0)
                 i, n = 0, len(chunk)
                 while i < n:
                     if self._closed:

@@ -34,7 +34,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from specmon.smallfile import read_small_text
+from specmon.smallfile import InputError, read_small_text
 
 __all__ = ["DEFAULT_THEME", "ThemeError", "ThemeFile", "builtin_theme_dirs", "load_theme", "load_themes"]
 
@@ -209,10 +209,13 @@ def load_themes(folders: Iterable[Traversable | Path]) -> tuple[dict[str, Theme]
             origin = str(entry)
             try:
                 # A user's file: bounded and non-blocking (a FIFO or a device named *.toml).
-                text = read_small_text(entry, limit=THEME_LIMIT) if isinstance(entry, Path) else \
+                text = read_small_text(entry, limit=THEME_LIMIT, what="theme") if isinstance(entry, Path) else \
                     entry.read_text(encoding="utf-8")
             except UnicodeDecodeError:
                 problems.append(f"{origin}: cannot read: not UTF-8 text")
+                continue
+            except InputError as exc:  # its sentence names the file
+                problems.append(str(exc))
                 continue
             except OSError as exc:
                 problems.append(f"{origin}: cannot read: {exc.strerror or exc}")
