@@ -224,6 +224,30 @@ def _concurrency_of(row: ConfigRow, wanted: int | None) -> int:
     return c if c > 0 else 1
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One configuration's measurement, as the cost model reads it (from an analysis row, or from a
+    sweep's table of one load: :func:`cost_model_of`).
+
+    Attributes:
+        steps: Speculative steps (0 = no speculation).
+        label: The configuration's label.
+        tps: Mean throughput (tok/s, whole batch).
+        tps_half_width: Its 95% half-width, when known.
+        accept_len: Mean accept length (None without speculation or when not logged).
+        per_position: Logged acceptance of each draft position (vLLM), when known.
+        concurrency: The concurrency it was measured at.
+    """
+
+    steps: int
+    label: str
+    tps: float
+    tps_half_width: float | None
+    accept_len: float | None
+    per_position: tuple[float, ...] | None
+    concurrency: int
+
+
 def build_cost_model(analysis: Analysis, *, concurrency: int | None = None) -> CostModelView | None:
     """The cost model of an analysis (rows with a known step count and a throughput).
 
@@ -236,20 +260,32 @@ def build_cost_model(analysis: Analysis, *, concurrency: int | None = None) -> C
     """
     rows = [r for r in analysis.rows if r.steps is not None and r.throughput is not None and r.throughput.mean > 0
             and r.key != "baseline file"]
+    return cost_model_of([Measured(int(r.steps), r.label, r.throughput.mean,  # type: ignore[arg-type, union-attr]
+                                   r.throughput.ci_half_width,  # type: ignore[union-attr]
+                                   r.accept_len.mean if r.accept_len is not None else None, r.per_position,
+                                   _concurrency_of(r, concurrency)) for r in rows])
+
+
+def cost_model_of(measured: Sequence[Measured]) -> CostModelView | None:
+    """The cost model of measured configurations (one load: a sweep's group, or one campaign).
+
+    Returns:
+        The view, or None when nothing has both a step count and a throughput.
+    """
+    rows = [m for m in measured if m.tps > 0 and math.isfinite(m.tps)]
     if not rows:
         return None
     points: list[CostPoint] = []
     conc_used: Counter[int] = Counter()
-    for row in sorted(rows, key=lambda r: r.steps):  # type: ignore[arg-type, return-value]
-        steps = int(row.steps)  # type: ignore[arg-type]
-        if steps > 0 and (row.accept_len is None or row.accept_len.mean <= 0):
+    for row in sorted(rows, key=lambda r: r.steps):
+        steps = row.steps
+        if steps > 0 and (row.accept_len is None or row.accept_len <= 0):
             continue  # a speculative row with no accept length says nothing about cycles
-        c = _concurrency_of(row, concurrency)
+        c = row.concurrency if row.concurrency > 0 else 1
         conc_used[c] += 1
-        a = 1.0 if steps == 0 else row.accept_len.mean  # type: ignore[union-attr]
-        tp = row.throughput
-        assert tp is not None
-        points.append(CostPoint(steps, row.label, c, a, tp.mean, tp.ci_half_width, 1000.0 * c * a / tp.mean))
+        a = 1.0 if steps == 0 else row.accept_len
+        assert a is not None
+        points.append(CostPoint(steps, row.label, c, a, row.tps, row.tps_half_width, 1000.0 * c * a / row.tps))
     if not points:
         return None
     view_conc = conc_used.most_common(1)[0][0]
@@ -324,11 +360,11 @@ def build_cost_model(analysis: Analysis, *, concurrency: int | None = None) -> C
     for row in rows:
         if row.per_position and row.steps and row.accept_len is not None:
             implied = 1.0 + sum(row.per_position[: row.steps])
-            measured = row.accept_len.mean
-            if measured > 0 and abs(implied - measured) / measured > 0.05:
+            logged = row.accept_len
+            if logged > 0 and abs(implied - logged) / logged > 0.05:
                 view.disagreements.append(
                     f"{row.label}: per-position acceptance adds up to {implied:.2f} tokens per cycle, "
-                    f"the logged accept length is {measured:.2f}")
+                    f"the logged accept length is {logged:.2f}")
     best = view.model_best_steps
     measured_best = max(view.points, key=lambda q: q.tps).steps
     if best is not None and best != measured_best and len(spec) >= 3:

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from specmon.literal import plain
+from specmon.output.report_loads import MARK_WORDS
+from specmon.output.report_series import LAID_APART, series_arrays, spread_indices
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -88,7 +90,20 @@ class ReportData(Protocol):
     def time_basis(self) -> str: ...
 
     @property
-    def cost(self) -> CostModelView | None: ...
+    def costs(self) -> Sequence[LoadCost]: ...
+
+
+class LoadCost(Protocol):
+    """One load's cost model (:class:`specmon.output.report_loads.LoadCost`)."""
+
+    @property
+    def concurrency(self) -> int | None: ...
+
+    @property
+    def workload(self) -> str | None: ...
+
+    @property
+    def view(self) -> CostModelView: ...
 
 #: One colour per configuration, in the order configurations are first seen (Tableau 10 and 20).
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -142,6 +157,8 @@ class Setting:
     half: float | None  # half width of the 95% interval (None: too few samples for one)
     baseline: bool
     best: bool
+    #: The best is a declared winner (★); else it leads, undecided (☆).
+    declared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,14 +267,16 @@ def settings_panels(data: ReportData) -> list[Panel]:
     if groups:
         panels = []
         for g in groups:
-            settings = tuple(Setting(r.label, r.steps, mean, r.tps_half, r.is_baseline, r.best)
+            won = g.separated and g.best is not None
+            settings = tuple(Setting(r.label, r.steps, mean, r.tps_half, r.is_baseline, r.best or r is g.best, won)
                              for r in sorted(g.rows, key=_steps_order)
                              if (mean := r.tps_mean) is not None and math.isfinite(mean))
             if settings:
                 panels.append(Panel(g.concurrency, g.workload, settings))
         return panels
-    settings = tuple(Setting(r.label, r.steps, r.throughput.mean, r.throughput.ci_half_width, r.is_baseline, r.best)
-                     for r in data.analysis.rows if r.throughput is not None)
+    won = data.analysis.verdict.separated
+    settings = tuple(Setting(r.label, r.steps, r.throughput.mean, r.throughput.ci_half_width, r.is_baseline, r.best,
+                             won) for r in data.analysis.rows if r.throughput is not None)
     return [Panel(None, None, settings)] if settings else []
 
 
@@ -300,11 +319,20 @@ def settings_chart(panels: Sequence[Panel], colours: dict[str, str]) -> str | No
                 if (r, c) not in used:
                     axes[r][c].set_visible(False)
         fig.supxlabel("setting (configuration, by speculative steps)", fontsize=9)
-        handles = [_legend_handle(NEUTRAL, marker="s", label="baseline (dashed line: its mean, shaded: its interval)"),
-                   _legend_handle(NEUTRAL, marker="*", label="the verdict's winner"),
-                   _legend_handle(NEUTRAL, marker="o", label="other settings (colour: configuration)")]
-        # One line of three where it fits (7.5 in at this size), else one entry a line.
-        fig.legend(handles=handles, loc="outside upper center", ncols=3 if width >= 7.5 else 1, fontsize=8)
+        # Only what is drawn has a legend entry: a baseline, a declared winner (★), an undecided leader (☆).
+        shown = [s for p in panels for s in p.settings]
+        handles = []
+        if any(s.baseline for s in shown):
+            handles.append(_legend_handle(NEUTRAL, marker="s", label="baseline (dashed line: its mean, shaded: its interval)"))
+        if any(s.best and s.declared for s in shown):
+            handles.append(_legend_handle(NEUTRAL, marker="*", label=f"★ {MARK_WORDS['★']}"))
+        if any(s.best and not s.declared for s in shown):
+            handles.append(_legend_handle(NEUTRAL, marker="*", label=f"☆ {MARK_WORDS['☆']}"))
+            handles[-1].set_markerfacecolor("none")
+        if any(not s.best and not s.baseline for s in shown):
+            handles.append(_legend_handle(NEUTRAL, marker="o", label="other settings (colour: configuration)"))
+        # One entry a line: the winner's and the leader's words are long (a row of them overflowed).
+        fig.legend(handles=handles, loc="outside upper center", ncols=1, fontsize=8)
         return _svg(fig, "settings", "throughput of each setting with its 95% interval")
 
 
@@ -316,9 +344,13 @@ def _settings_panel(ax: Axes, panel: Panel, p: int, colours: dict[str, str]) -> 
         ax.axhline(base.mean, color=NEUTRAL, lw=0.9, ls="--")
     for i, s in enumerate(panel.settings):
         marker = "*" if s.best else "s" if s.baseline else "o"
+        colour = colours.get(s.label, NEUTRAL)
         bars = ax.errorbar([i], [s.mean], yerr=None if s.half is None else [[s.half], [s.half]], fmt=marker,
-                           color=colours.get(s.label, NEUTRAL), markersize=13 if s.best else 7, capsize=5,
+                           color=colour, markersize=13 if s.best else 7, capsize=5,
                            elinewidth=1.8, capthick=1.8, markeredgecolor=NEUTRAL if s.best else None, zorder=3)
+        if s.best and not s.declared:  # ☆: the leader of an undecided verdict, hollow
+            bars.lines[0].set_markerfacecolor("white")
+            bars.lines[0].set_markeredgecolor(colour)
         bars.lines[0].set_gid(f"pt-{p}-{i}")
         if bars.lines[2]:
             bars.lines[2][0].set_gid(f"ci-{p}-{i}")
@@ -357,36 +389,48 @@ def acceptance_chart(rows: Sequence[ConfigRow], colours: dict[str, str]) -> str 
 # --------------------------------------------------------------------------- c. cost model
 
 
-def cost_chart(cost: CostModelView | None, colours: dict[str, str]) -> str | None:
-    """Measured tok/s (95% interval) and the cost model's prediction per step count; None without a prediction."""
-    if cost is None or not any(p.model_tps is not None for p in cost.points):
+def cost_chart(costs: Sequence[LoadCost], colours: dict[str, str]) -> str | None:
+    """Measured tok/s (95% interval) and the cost model's prediction per step count, one panel per load
+    (each load's own model, from its own settings); None without a prediction.
+
+    A point's error bar is the group ``cost-pt-<panel>-<point>``; a panel's prediction ``cost-model-<panel>``.
+    """
+    drawn = [c for c in costs if any(p.model_tps is not None for p in c.view.points)]
+    if not drawn:
         return None
-    points = sorted(cost.points, key=lambda p: p.steps)
+    ncols = min(2, len(drawn))
+    nrows = math.ceil(len(drawn) / ncols)
     with _drawing():
-        fig = _figure(7.5, 3.6)
-        ax = fig.subplots()
-        predicted = [(p.steps, p.model_tps) for p in points if p.model_tps is not None]
-        ax.plot([s for s, _ in predicted], [m for _, m in predicted], color=NEUTRAL, ls="--", lw=1,
-                marker="D", markerfacecolor="none", markersize=10, gid="model", zorder=5)
-        handles = []
-        for i, p in enumerate(points):
-            colour = colours.get(p.label, NEUTRAL)
-            half = p.tps_half_width
-            bars = ax.errorbar([p.steps], [p.tps], yerr=None if half is None else [[half], [half]], fmt="o",
-                               color=colour, capsize=5, elinewidth=1.8, capthick=1.8, zorder=4)
-            bars.lines[0].set_gid(f"pt-{i}")
-            if p.disagrees:
-                ax.annotate("≠ model", (p.steps, p.tps), xytext=(8, 6), textcoords="offset points", fontsize=8,
-                            color="#b00020")
-            handles.append(_legend_handle(colour, label=label_text(p.label)))
-        handles.append(_legend_handle(NEUTRAL, marker="D", linestyle="--", label="the model's prediction"))
-        handles[-1].set_markerfacecolor("none")
-        ax.set_xticks(sorted({p.steps for p in points}))
-        ax.set_xlabel("speculative steps (0 = no speculation)")
-        ax.set_ylabel("throughput (tok/s)")
-        ax.margins(x=0.08, y=0.15)
-        ax.set_title(f"concurrency {cost.concurrency}: measured (95% interval) against predicted", fontsize=9)
-        fig.legend(handles=handles, loc="outside right upper", fontsize=8)
+        fig = _figure(7.5 if ncols == 1 else 10.0, 0.8 + 3.0 * nrows)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        handles: dict[str, Line2D] = {}
+        for k, cost in enumerate(drawn):
+            ax = axes[k // ncols][k % ncols]
+            points = sorted(cost.view.points, key=lambda p: p.steps)
+            predicted = [(p.steps, p.model_tps) for p in points if p.model_tps is not None]
+            ax.plot([s for s, _ in predicted], [m for _, m in predicted], color=NEUTRAL, ls="--", lw=1,
+                    marker="D", markerfacecolor="none", markersize=10, gid=f"model-{k}", zorder=5)
+            for i, p in enumerate(points):
+                colour = colours.get(p.label, NEUTRAL)
+                half = p.tps_half_width
+                bars = ax.errorbar([p.steps], [p.tps], yerr=None if half is None else [[half], [half]], fmt="o",
+                                   color=colour, capsize=5, elinewidth=1.8, capthick=1.8, zorder=4)
+                bars.lines[0].set_gid(f"pt-{k}-{i}")
+                if p.disagrees:
+                    ax.annotate("≠ model", (p.steps, p.tps), xytext=(8, 6), textcoords="offset points", fontsize=8,
+                                color="#b00020")
+                handles.setdefault(p.label, _legend_handle(colour, label=label_text(p.label)))
+            ax.set_xticks(sorted({p.steps for p in points}))
+            ax.set_xlabel("speculative steps (0 = no speculation)")
+            ax.set_ylabel("throughput (tok/s)")
+            ax.margins(x=0.08, y=0.15)
+            where = f"concurrency {cost.view.concurrency}" + (f", {cost.workload} prompts" if cost.workload else "")
+            ax.set_title(label_text(f"{where}: measured (95% interval) against predicted", 70), fontsize=9)
+        for k in range(len(drawn), nrows * ncols):
+            axes[k // ncols][k % ncols].set_visible(False)
+        model = _legend_handle(NEUTRAL, marker="D", linestyle="--", label="the model's prediction")
+        model.set_markerfacecolor("none")
+        fig.legend(handles=[*handles.values(), model], loc="outside right upper", fontsize=8)
         return _svg(fig, "cost", "measured throughput against the cost model's prediction")
 
 
@@ -395,14 +439,9 @@ def cost_chart(cost: CostModelView | None, colours: dict[str, str]) -> str | Non
 
 def _series_arrays(series: Sequence[SeriesPoint], limit: int = TIME_POINTS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, tok/s, run) of at most ``limit`` evenly spaced samples (the report's arrays when it kept them)."""
-    n = len(series)
-    idx = np.arange(n) if n <= limit else (np.arange(limit) * (n / limit)).astype(np.int64)
-    t, tps, run = (getattr(series, k, None) for k in ("t", "tps", "run"))
-    if isinstance(t, np.ndarray) and isinstance(tps, np.ndarray) and isinstance(run, np.ndarray):
-        return t[idx], tps[idx], run[idx]
-    pts = [series[int(i)] for i in idx]
-    return (np.array([p.t for p in pts], dtype=float), np.array([p.tps for p in pts], dtype=float),
-            np.array([p.run for p in pts], dtype=np.int64))
+    t, tps, run = series_arrays(series)
+    idx = spread_indices(run, limit)  # every run keeps points of its own: each legend entry is drawn
+    return t[idx], tps[idx], run[idx]
 
 
 def time_chart(series: Sequence[SeriesPoint], run_labels: dict[int, str], time_basis: str,
@@ -420,8 +459,11 @@ def time_chart(series: Sequence[SeriesPoint], run_labels: dict[int, str], time_b
         fig = _figure(10.0, 3.8)
         ax = fig.subplots()
         seen: dict[str, str] = {}
+        apart = LAID_APART in time_basis
         for r in sorted(set(run.tolist())):
             keep = run == r
+            if apart and r != run[0]:  # where a run laid on its own span begins
+                ax.axvline(float(t[keep].min()), color="#bbbbbb", lw=0.6, ls=":", gid=f"start-{r}")
             label = run_labels.get(r, "?")
             colour = colours.get(label, NEUTRAL)
             seen.setdefault(label, colour)
@@ -454,23 +496,27 @@ def report_charts(data: ReportData) -> list[Chart]:
                  else "the sweep's measurement windows" if data.outcomes else "every counted sample of the recording")
         out.append(Chart("settings", "Throughput of each setting",
                          f"Mean tok/s of each setting with its 95% interval (error bar), from {where}; ordered by "
-                         "speculative steps. Square and dashed line: the baseline (its interval shaded); star: the "
-                         "verdict's winner. A setting with too few samples for an interval has no bar.", svg))
+                         "speculative steps. Square and dashed line: the baseline (its interval shaded); filled star ★: "
+                         f"{MARK_WORDS['★']}; hollow star ☆: {MARK_WORDS['☆']}. A setting with too few samples for an interval has no bar.", svg))
     svg = acceptance_chart(data.analysis.rows, colours)
     if svg is not None:
         out.append(Chart("acceptance", "Acceptance per draft position",
                          "The share of drafts whose k-th token was accepted, per configuration, as the engine "
                          "logged it (every counted sample).", svg))
-    svg = cost_chart(data.cost, colours)
+    svg = cost_chart(data.costs, colours)
     if svg is not None:
         out.append(Chart("cost", "Cost model: measured against predicted",
                          "Measured tok/s of each step count (95% interval) and what the cost model predicts from "
                          "its accept length and the fitted cycle time (the table under Cost model); ≠ marks a "
-                         "setting off the model by more than chance.", svg))
+                         "setting off the model by more than chance."
+                         + (" One panel per load, each from that load's own settings." if len(data.costs) > 1
+                            else ""), svg))
     svg = time_chart(data.series, data.run_labels, data.time_basis, colours)
     if svg is not None:
         out.append(Chart("time", "Throughput over time",
                          f"tok/s of every decode line ({data.time_basis}; at most {TIME_POINTS} evenly spaced "
                          "samples), one line per run, one colour per configuration; the thick line is a moving "
-                         "mean over 15 samples (a short run: each sample marked).", svg))
+                         "mean over 15 samples (a short run: each sample marked)."
+                         + (" The runs' log clocks overlapped: each run is on its own span of time, in the order "
+                            "they ran (dotted: where one begins)." if LAID_APART in data.time_basis else ""), svg))
     return out

@@ -45,11 +45,22 @@ from specmon.output.parallel_sweep import markdown_lines as parallel_markdown
 from specmon.output.parallel_sweep import text_report as parallel_text
 from specmon.output.recording_reader import ReadStats
 from specmon.output.recording_replay import replay_recording
+from specmon.output.report_loads import (
+    LoadCost,
+    group_cells,
+    groups_csv,
+    load_costs,
+    marks_legend,
+    pooled_note,
+    unmarked,
+    unpooled_json,
+)
+from specmon.output.report_series import LAID_APART, lay_runs_apart, text_chart
+from specmon.output.report_text import dropped_note, fit_table, table_row, wrap, wrap_block
 from specmon.output.tables import (
     HEADERS,
     SweepOutcome,
     crash_lines,
-    outcome_markdown,
     row_cells,
     sweep_outcome,
     sweep_outcomes,
@@ -62,7 +73,7 @@ from specmon.wording import counted
 REPORT_FORMATS = ("markdown", "html", "json", "csv")
 #: Most points a plot is given (more cannot be seen, and make the file heavy).
 MAX_POINTS = 1500
-CHART_WIDTH, CHART_HEIGHT = 72, 14
+__all__ = ["REPORT_FORMATS", "ReportData", "load_report", "render_report", "text_chart", "to_html", "to_markdown"]
 
 
 @dataclass
@@ -133,6 +144,17 @@ class ReportData:
         return sweep_outcomes(self.sweep_verdict)
 
     @property
+    def costs(self) -> list[LoadCost]:
+        """The cost model of each load the sweep measured, from that load's own settings (without a
+        sweep: the whole recording's, :attr:`cost`)."""
+        return load_costs(self.outcomes, self.cost, parallel=is_parallel(self.sweep_verdict))
+
+    @property
+    def pooled_note(self) -> str | None:
+        """Why the report has no table of the whole recording (a sweep over several loads), else None."""
+        return pooled_note(self.outcomes)
+
+    @property
     def winners_differ(self) -> str | None:
         """The sweep's finding that the winner depends on the load or the workload (None when it does not)."""
         sv = self.sweep_verdict
@@ -199,12 +221,23 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
     restarts: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
 
+    # When each run's samples were received (first, last): runs received one after another are laid
+    # apart on the time axis where their log clocks overlap; runs received side by side are not.
+    received: dict[int, tuple[float, float]] = {}
+
+    def on_received(run: int, first: float | None, last: float | None) -> None:
+        if first is None or last is None or first != first or last != last:
+            return
+        lo, hi = received.get(run, (first, last))
+        received[run] = (min(lo, first), max(hi, last))
+
     def on_record(t: float | None, rec: ParsedRecord, session: Session) -> None:
         if isinstance(rec, (Decode, EngineStats)) and rec.gen_throughput is not None and session.current:
             log_t.append(nan if rec.timestamp is None else rec.timestamp)
             recv_t.add(nan if t is None else float(t))
             tps_col.append(float(rec.gen_throughput))
             run_col.add(session.current.id)
+            on_received(session.current.id, t, t)
 
     def on_entry(entry: dict[str, Any]) -> None:
         kind = entry.get("type")
@@ -226,6 +259,8 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
         recv_t.extend(recv if set(map(type, recv)) <= {float} else [nan if v is None else float(v) for v in recv])  # type: ignore[arg-type]
         tps_col.extend(tps)
         run_col.add(run, len(tps))
+        if len(recv):
+            on_received(run, recv[0], recv[-1])
 
     session = replay_recording(path, warmup=warmup, year=year, stats=stats, on_record=on_record, on_entry=on_entry,
                                on_samples=on_samples)
@@ -241,6 +276,9 @@ def load_report(path: str | os.PathLike[str], *, warmup: int | None = None, year
     keep = ~np.isnan(when)
     if not keep.all():
         when, tps, runs = when[keep], tps[keep], runs[keep]
+    when, spans = lay_runs_apart(when, runs, received)
+    if any(sp.shift for sp in spans):
+        basis += f", {LAID_APART}"
     t0 = float(when.min()) if len(when) else 0.0
     when -= t0  # in place: a view of log_t, or a fresh array (one column fewer at the peak)
     if len(when) > 1 and not bool((when[1:] >= when[:-1]).all()):
@@ -263,60 +301,6 @@ def _when(entry: dict[str, Any] | None) -> str:
     if not entry or not isinstance(entry.get("t"), (int, float)):
         return "—"
     return datetime.fromtimestamp(entry["t"], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _duration(s: float) -> str:
-    s = int(round(s))
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
-
-
-# --------------------------------------------------------------------------- text chart
-
-
-def text_chart(data: ReportData, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> list[str]:
-    """Throughput over time as lines of text: one column per time slice, runs lettered A, B, ...
-
-    Each column shows the mean of the samples in its slice; the letter of the
-    run the slice belongs to is drawn at its height, so runs read apart.
-    """
-    series = data.series
-    if not series:
-        return ["(no throughput samples)"]
-    t_end = max(p.t for p in series) or 1.0
-    # Per column: the running sum, the count and the last run (not the points: there may be millions).
-    sums, counts, last = [0.0] * width, [0] * width, [0] * width
-    for p in series:
-        x = min(width - 1, int(p.t / t_end * (width - 1)))
-        sums[x] += p.tps
-        counts[x] += 1
-        last[x] = p.run
-    means = [(sums[x] / counts[x], last[x]) if counts[x] else None for x in range(width)]
-    values = [m[0] for m in means if m]
-    lo, hi = min(values), max(values)
-    if hi - lo < 1e-9:
-        lo, hi = lo - 1, hi + 1
-    pad = (hi - lo) * 0.05
-    lo, hi = lo - pad, hi + pad
-    runs = sorted({p.run for p in series})
-    letters = {r: chr(ord("A") + i) if i < 26 else "*" for i, r in enumerate(runs)}
-    grid = [[" "] * width for _ in range(height)]
-    for x, m in enumerate(means):
-        if m is None:
-            continue
-        y = int(round((m[0] - lo) / (hi - lo) * (height - 1)))
-        grid[height - 1 - y][x] = letters[m[1]]
-    out = []
-    for i, row in enumerate(grid):
-        value = hi - (hi - lo) * i / (height - 1)
-        label = f"{value:7.1f} │" if i in (0, height // 2, height - 1) else "        │"
-        out.append(label + "".join(row).rstrip())
-    out.append("        └" + "─" * width)
-    out.append(f"         0{'':>{width - 12}}{_duration(t_end):>10}  ({data.time_basis})")
-    out.append("tok/s per decode line; " + ", ".join(f"{letters[r]} = run {r}: {data.run_labels.get(r, '?')}"
-                                                    for r in runs))
-    return out
 
 
 # --------------------------------------------------------------------------- formats
@@ -363,44 +347,79 @@ def to_markdown(data: ReportData) -> str:
         lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
     if data.read.bad_lines:
         lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
-    lines += ["", "## Verdict", "", *(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_"
-                                      for i, t in enumerate(_verdict_lines(data)))]
+    lines += ["", "## Verdict", ""]
+    for i, t in enumerate(_verdict_lines(data)):
+        lines += [*([""] if i else []), *wrap(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_")]
     if is_parallel(data.sweep_verdict):
         assert data.sweep_verdict is not None
         lines += ["", "## Settings across the replicas (parallel sweep)", "", *parallel_markdown(data.sweep_verdict)]
     outcome = data.outcome
     for group in data.outcomes:
         lines += ["", f"## Configurations measured by the sweep{markdown_cell(group.group_text)}", "",
-                  *outcome_markdown(group)]
-    headers, keep = _session_columns(data)
-    lines += ["", "## All counted samples" if outcome is not None else "## Configurations", ""]
-    if outcome is not None:
-        lines += ["_Every counted sample of the recording, the sweep's settle time and the runs before and "
-                  "after it included; the speed-up is the sweep's, above._", ""]
-    lines += ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    for row in data.analysis.rows:
-        cells = [c for i, c in enumerate(row_cells(row)) if i in keep]
+                  *_md_table(HEADERS, [_md_cells(group_cells(group, r), r.best) for r in group.rows])]
+        legend = marks_legend(group)
+        if legend:
+            lines += ["", *wrap(f"_{markdown_cell(legend)}_")]
+    lines += ["", f"## {_session_heading(data)}", ""]
+    pooled = data.pooled_note
+    if pooled is not None:
+        lines += wrap(f"_{markdown_cell(pooled)}_")
+    else:
         if outcome is not None:
-            cells[0] = cells[0].removeprefix("★ ")
-        cells = [markdown_cell(c) for c in cells]
-        if row.best and outcome is None:
-            cells[0] = f"**{cells[0]}**"
-        lines.append("| " + " | ".join(cells) + " |")
+            lines += [*wrap("_Every counted sample of the recording, the sweep's settle time and the runs before and "
+                            "after it included; the speed-up is the sweep's, above._"), ""]
+        headers, keep = _session_columns(data)
+        rows = []
+        for row in data.analysis.rows:
+            cells = [c for i, c in enumerate(row_cells(row)) if i in keep]
+            if outcome is not None:
+                cells[0] = unmarked(cells[0])
+            rows.append(_md_cells(cells, row.best and outcome is None))
+        lines += _md_table(headers, rows)
     if data.analysis.crashes:
-        lines += ["", "## Crashes", "", *(f"- {markdown_cell(t)}" for t in crash_lines(data.analysis))]
-    lines += ["", "## Throughput over time", "", *markdown_code_block(text_chart(data))]
-    if data.cost is not None:
-        lines += ["", "## Cost model", "", *markdown_code_block(data.cost.lines())]
+        lines += ["", "## Crashes", ""]
+        for t in crash_lines(data.analysis):
+            lines += wrap(markdown_cell(t), first="- ", rest="  ")
+    lines += ["", "## Throughput over time", "", *markdown_code_block(wrap_block(text_chart(data)))]
+    for cost in data.costs:
+        lines += ["", f"## Cost model{markdown_cell(_at(cost))}", "",
+                  *markdown_code_block(wrap_block(cost.view.lines()))]
     decided = objective_report_lines(data)
     if decided:
-        lines += ["", "## Decided on the objective", "", *markdown_code_block(decided)]
+        lines += ["", "## Decided on the objective", "", *markdown_code_block(wrap_block(decided))]
     schedules = schedule_lines(data)
     if schedules:
-        lines += ["", "## Schedule per load", "", *markdown_code_block(schedules)]
+        lines += ["", "## Schedule per load", "", *markdown_code_block(wrap_block(schedules))]
     restarts = restart_lines(data)
     if restarts:
-        lines += ["", "## Restarts", "", *(f"- {markdown_cell(t)}" for t in restarts)]
+        lines += ["", "## Restarts", ""]
+        for t in restarts:
+            lines += wrap(markdown_cell(t), first="- ", rest="  ")
     return "\n".join(lines) + "\n"
+
+
+def _session_heading(data: ReportData) -> str:
+    return "All counted samples" if data.outcome is not None else "Configurations"
+
+
+def _at(cost: LoadCost) -> str:
+    return cost.group_text
+
+
+def _md_cells(cells: Sequence[str], strong: bool) -> list[str]:
+    """A table row's cells as literal Markdown, the first in bold when ``strong``."""
+    out = [markdown_cell(c) for c in cells]
+    if strong:
+        out[0] = f"**{out[0]}**"
+    return out
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table within 80 columns: its right-hand columns left out while too wide, and said."""
+    kept, body, dropped = fit_table(list(headers), [list(r) for r in rows])
+    out = [table_row(kept), "|" + "|".join("---" for _ in kept) + "|", *(table_row(r) for r in body)]
+    note = dropped_note(dropped)
+    return [*out, "", *wrap(note)] if note else out
 
 
 def objective_report_lines(data: ReportData) -> list[str]:
@@ -505,23 +524,26 @@ def to_html(data: ReportData) -> str:
     outcome = data.outcome
     for row in data.analysis.rows:
         cells = [c for i, c in enumerate(row_cells(row)) if i in keep]
+        if outcome is not None:
+            cells[0] = unmarked(cells[0])
         tag = ' class="best"' if row.best and outcome is None else ""
         rows.append(f"<tr{tag}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     sweep_table = ""
     for group in data.outcomes:
-        body = "".join(('<tr class="best">' if r.best else "<tr>") + "".join(f"<td>{esc(c)}</td>" for c in r.cells())
-                       + "</tr>" for r in group.rows)
+        body = "".join(('<tr class="best">' if r.best else "<tr>")
+                       + "".join(f"<td>{esc(c)}</td>" for c in group_cells(group, r)) + "</tr>" for r in group.rows)
+        legend = marks_legend(group)
         sweep_table += (f"<h2>Configurations measured by the sweep{esc(group.group_text)}</h2>\n<table><thead><tr>"
-                        + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>\n")
+                        + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>\n"
+                        + (f'<p class="legend">{esc(legend)}</p>\n' if legend else ""))
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
     if is_parallel(data.sweep_verdict):
         assert data.sweep_verdict is not None
         text = parallel_text(data.sweep_verdict).split("\n\n", 1)[-1]  # the heading is the page's
         sweep_table = "<h2>Settings across the replicas (parallel sweep)</h2>\n<pre>" + esc(text) + "</pre>\n" + sweep_table
-    cost = ""
-    if data.cost is not None:
-        cost = "<h2>Cost model</h2>\n<pre>" + esc("\n".join(data.cost.lines())) + "</pre>"
+    cost = "".join(f"<h2>Cost model{esc(c.group_text)}</h2>\n<pre>" + esc("\n".join(c.view.lines())) + "</pre>\n"
+                   for c in data.costs)
     decided = objective_report_lines(data)
     if decided:
         cost += "\n<h2>Decided on the objective</h2>\n<pre>" + esc("\n".join(decided)) + "</pre>"
@@ -535,6 +557,10 @@ def to_html(data: ReportData) -> str:
     crashes = ""
     if data.analysis.crashes:
         crashes = "<h2>Crashes</h2>\n<ul>" + "".join(f"<li>{esc(t)}</li>" for t in crash_lines(data.analysis)) + "</ul>"
+    pooled = data.pooled_note
+    session_table = (f'<p class="note">{esc(pooled)}</p>' if pooled is not None else
+                     f"<table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in headers)}</tr></thead>"
+                     f"<tbody>{''.join(rows)}</tbody></table>")
     title = esc(f"specmon report — {os.path.basename(data.path)}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -542,7 +568,9 @@ def to_html(data: ReportData) -> str:
 body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 60em; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; }} tr.best {{ font-weight: bold; }}
-p.verdict {{ font-size: 1.15em; font-weight: bold; }} pre {{ background: #f6f6f6; padding: 0.8em; }}
+p.verdict {{ font-size: 1.15em; font-weight: bold; }}
+pre {{ background: #f6f6f6; padding: 0.8em; white-space: pre-wrap; overflow-wrap: anywhere; }}
+p, li, td, th, h1, h2, figcaption {{ overflow-wrap: anywhere; }} p.legend, p.note {{ font-size: 0.9em; color: #333; }}
 figure {{ margin: 1.5em 0; }} figure svg {{ max-width: 100%; height: auto; }}
 figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 </style></head>
@@ -552,9 +580,8 @@ figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 <h2>Verdict</h2>
 {verdict}
 {sweep_table}
-<h2>{'All counted samples' if outcome is not None else 'Configurations'}</h2>
-<table><thead><tr>{''.join(f'<th>{esc(h)}</th>' for h in headers)}</tr></thead>
-<tbody>{''.join(rows)}</tbody></table>
+<h2>{_session_heading(data)}</h2>
+{session_table}
 {crashes}
 {_html_charts(data)}
 {cost}
@@ -565,8 +592,9 @@ figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 
 def to_json_doc(data: ReportData) -> dict[str, Any]:
     """The report as one JSON document (the table as ``summarize --format json``, plus the rest)."""
-    doc = table_json(data.session, data.analysis)
+    doc = unpooled_json(table_json(data.session, data.analysis), data.outcomes, data.sentence)
     series = _downsample(data.series)
+    costs = data.costs
     doc["report"] = {
         "recording": data.path,
         "recorded_at": data.meta.get("start", {}).get("t"),
@@ -578,7 +606,9 @@ def to_json_doc(data: ReportData) -> dict[str, Any]:
         "series": {"time_basis": data.time_basis, "t": [round(p.t, 3) for p in series],
                    "tps": [round(p.tps, 3) for p in series], "run": [p.run for p in series],
                    "runs": {str(k): v for k, v in data.run_labels.items()}},
-        "cost_model": data.cost.to_json() if data.cost else None,
+        # The first load's model (the one a sweep prints), and every load's with its group.
+        "cost_model": costs[0].view.to_json() if costs else None,
+        "cost_models": [{"concurrency": c.concurrency, "workload": c.workload, **c.view.to_json()} for c in costs],
         "restarts": [r for r in data.restarts if r.get("phase") == "finished"],
     }
     return doc
@@ -597,7 +627,8 @@ def render_report(data: ReportData, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(_finite(to_json_doc(data)), indent=2) + "\n"
     if fmt == "csv":
-        return to_csv(data.analysis)
+        # A sweep over several loads: one row per load and setting, as the sweep measured them (never pooled).
+        return groups_csv(data.outcomes, data.analysis) if data.pooled_note is not None else to_csv(data.analysis)
     raise ValueError(f"unknown report format {fmt!r} (choose from {', '.join(REPORT_FORMATS)})")
 
 

@@ -43,7 +43,8 @@ def test_markdown_report(recording: Path, capsys) -> None:
     chart = out.split("## Throughput over time", 1)[1].split("```")[1]
     # One letter per run, drawn where its samples are, and a legend naming them.
     assert all(letter in chart for letter in "ABCD")
-    assert "A = run 1: no speculation" in chart and "D = run 4: EAGLE3 3 steps" in chart
+    words = " ".join(chart.split())  # the legend wraps within 80 columns
+    assert "A = run 1: no speculation" in words and "D = run 4: EAGLE3 3 steps" in words
     assert "## Cost model" in out and "cycle ≈" in out
 
 
@@ -117,7 +118,8 @@ def test_a_sweep_verdict_in_the_recording_leads_the_report(tmp_path: Path) -> No
     data = load_report(path)
     assert data.sentence == sentence
     md = render_report(data, "markdown")
-    assert f"**{sentence}**" in md and "repeated looks" in md
+    words = " ".join(md.split())  # paragraphs wrap within 80 columns
+    assert f"**{sentence}**" in words and "repeated looks" in words
     assert "## Restarts" in md and md.count("— ready") == 4
     assert json.loads(render_report(data, "json"))["report"]["sweep_verdict"]["verdict"]["separated"] is False
 

@@ -144,7 +144,7 @@ def test_a_plain_recording_charts_its_table(plain_data: ReportData) -> None:
     assert [r.label for r in rows] == [t for t in texts(charts["settings"]) if t in {r.label for r in rows}]
     # One panel, no group titles; the cost chart's prediction is drawn next to the measurements.
     assert not any(t.startswith("concurrency ") for t in texts(charts["settings"]))
-    assert "cost-model" in by_id(charts["cost"]) and "the model's prediction" in texts(charts["cost"])
+    assert "cost-model-0" in by_id(charts["cost"]) and "the model's prediction" in texts(charts["cost"])
 
 
 def test_acceptance_per_position_when_the_engine_logs_it(tmp_path: Path) -> None:
@@ -178,13 +178,14 @@ def test_one_colour_per_configuration_across_charts(sweep_data: ReportData) -> N
     for p, group in enumerate(sweep_data.outcomes):
         ids = by_id(charts["settings"])
         for i, r in enumerate(sorted(group.rows, key=lambda r: r.steps)):
-            seen.setdefault(r.label, set()).add(colour(ids[f"settings-pt-{p}-{i}"], "fill"))
+            hollow = (r.best or r is group.best) and not group.separated  # ☆: undecided, drawn in outline
+            seen.setdefault(r.label, set()).add(colour(ids[f"settings-pt-{p}-{i}"], "stroke" if hollow else "fill"))
             seen[r.label].add(colour(ids[f"settings-ci-{p}-{i}"], "stroke"))
-    cost = sweep_data.cost
-    assert cost is not None
     ids = by_id(charts["cost"])
-    for i, point in enumerate(cost.points):
-        seen.setdefault(point.label, set()).add(colour(ids[f"cost-pt-{i}"], "fill"))
+    assert len(sweep_data.costs) == len(sweep_data.outcomes)  # a cost model per load, one panel each
+    for p, cost in enumerate(sweep_data.costs):
+        for i, point in enumerate(sorted(cost.view.points, key=lambda q: q.steps)):
+            seen.setdefault(point.label, set()).add(colour(ids[f"cost-pt-{p}-{i}"], "fill"))
     ids = by_id(charts["time"])
     for run, label in sweep_data.run_labels.items():
         seen.setdefault(label, set()).add(colour(ids[f"time-run-{run}"], "stroke"))

@@ -56,7 +56,7 @@ def test_the_report_gives_each_group_its_verdict_and_its_table(tmp_path: Path, s
         assert f"on the {g.workload} prompts" in g.sentence
 
     md = render_report(data, "markdown")
-    verdict = md.split("## Verdict", 1)[1].split("\n## ", 1)[0]
+    verdict = " ".join(md.split("## Verdict", 1)[1].split("\n## ", 1)[0].split())  # (wrapped within 80 columns)
     for g in groups:
         assert g.sentence.split(";")[0] in verdict  # every group's headline, its workload named
         heading = f"## Configurations measured by the sweep{g.group_text}"
