@@ -26,7 +26,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     """``specmon summarize FILE...``: the per-configuration table, headless."""
     from specmon.ingest.summarize import ingest_files
     from specmon.model.analysis import analyze
-    from specmon.output.tables import crash_lines, render, to_rich
+    from specmon.output.tables import crash_lines, print_analysis, render
     from specmon.sources.logfiles import LogFileError
 
     if args.baseline and args.baseline_tps is not None:
@@ -60,8 +60,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         console = Console()
         if not console.is_terminal:
             console.width = max(console.width, 110)  # piped: no terminal to fit, keep rows whole
-        console.print(to_rich(analysis, title=f"specmon summary — {session.lines} lines, "
-                                              f"engine {session.engine.value}"))
+        # The table fits the terminal (columns dropped with a note) and the verdict wraps at words.
+        print_analysis(console, analysis, title=f"specmon summary — {session.lines} lines, "
+                                                f"engine {session.engine.value}")
         if analysis.verdict.concurrency_note:
             console.print(f"[yellow]Note:[/] {escape(plain(analysis.verdict.concurrency_note))}")
         for text in crash_lines(analysis):

@@ -54,35 +54,37 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if args.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        from specmon.output.tables import to_markdown, to_rich
+        from specmon.output.tables import print_analysis, to_markdown, verdict_tag
 
         console = None
         if args.format != "markdown":
             from rich.console import Console
-            from rich.text import Text
+
+            from specmon.output.textfit import verdict_text
 
             console = Console()
             if not console.is_terminal:
                 console.width = max(console.width, 110)  # piped: keep rows whole
+        # With --objective the objective's verdict decides: the tok/s comparison is context, not a verdict.
+        lead = "Verdict" if result.plan.objective.is_tps else "tok/s, for context"
         for v in result.verdicts:
+            on = f", {v.workload} prompts" if v.workload else ""
             if console is None:
-                on = f", {v.workload} prompts" if v.workload else ""
-                sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n" + to_markdown(v.analysis).rsplit(
-                    "**Verdict:**", 1)[0] + f"**Verdict:** {markdown_text(v.sentence)}\n\n")
+                sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n"
+                                 + to_markdown(v.analysis, verdict=v.answer, lead=lead) + "\n")
             else:
-                on = f", {v.workload} prompts" if v.workload else ""
-                table = to_rich(v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}")
-                table.caption = None  # the sweep's own verdict (adjusted for its looks) is printed below
-                console.print(table)
-                console.print(Text.assemble(("Verdict:", "bold"), " ", plain(v.sentence)))
+                # The sweep's own verdict (adjusted for its looks) under a table that fits the terminal.
+                print_analysis(console, v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}",
+                               verdict=v.answer, lead=lead)
         for ov in result.objective_verdicts:
             text = "\n".join(objective_lines(ov.to_json()))
             if console is None:
-                sys.stdout.write(f"```\n{text}\n```\n**Decided on {markdown_text(ov.objective.name)}:** "
+                sys.stdout.write(f"```\n{text}\n```\n**Verdict on {markdown_text(ov.objective.name)} "
+                                 f"({verdict_tag(ov.answer)}):** "
                                  f"{markdown_text(ov.sentence)}\n\n")
             else:
                 sys.stdout.write(text + "\n")
-                console.print(Text.assemble((f"Decided on {ov.objective.name}:", "bold"), " ", plain(ov.sentence)))
+                console.print(verdict_text(ov.answer, lead=f"Verdict on {ov.objective.name}"))
         if cost is not None:
             text = "\n".join(cost.lines())
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")

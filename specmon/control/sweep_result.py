@@ -100,6 +100,7 @@ class SweepResult:
                     None if vs.ci95_low is None else round(vs.ci95_low, 2),
                     None if vs.ci95_high is None else round(vs.ci95_high, 2)],
                 "is_baseline": bool(row and row.is_baseline), "best": bool(row and row.best),
+                "mark": row.mark if row else "",
                 "source": "+".join(sorted({s.kind for s in cell.segments if s.throughput})) or None,
                 "tps_by_source": {k: round(v, 2) for k, v in source_means(cell).items()},
                 **({"objective": self._objective_row(cell)} if not self.plan.objective.is_tps else {}),

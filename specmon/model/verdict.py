@@ -131,6 +131,17 @@ class Answer:
             return f"{WINNER_MARK} {self.leader} is the winner"
         return f"{LEADER_MARK} {self.leader} {self.words}"
 
+    @property
+    def claim(self) -> str:
+        """The sentence without what it rests on (`` Rests on 6 launches ...``): the comparison alone,
+        for a surface with three lines for it (the dashboard at 80×24); the whole is in ``sentence``."""
+        return claim_of(self.sentence, (self.leader, self.runner_up))
+
+    @property
+    def tag(self) -> str:
+        """``☆ leads, undecided``, ``★ winner``: the mark and its words, as every surface shows them."""
+        return f"{self.mark} {self.words}" if self.mark else self.words
+
     def mark_for(self, name: str | None) -> str:
         """The mark beside a setting of this verdict's table (only the leader has one)."""
         return self.mark if name is not None and name == self.leader else ""
@@ -141,6 +152,16 @@ class Answer:
                 "leader_steps": self.leader_steps, "winner": self.winner, "winner_steps": self.winner_steps,
                 "runner_up": self.runner_up, "runner_up_steps": self.runner_up_steps, "measure": self.measure,
                 "level": round(self.level, 5), "sentence": self.sentence}
+
+
+def claim_of(sentence: str, names: tuple[str | None, ...]) -> str:
+    """``sentence`` up to its `` Rests on ...`` part (searched after the settings' names, which are log text)."""
+    start = 0
+    for name in names:
+        if name and name in sentence:
+            start = max(start, sentence.rindex(name) + len(name))
+    cut = sentence.find(" Rests on ", start)
+    return sentence if cut < 0 else sentence[:cut]
 
 
 def answer(*, leader: str | None, runner_up: str | None, separated: bool, equivalent: bool, sentence: str,

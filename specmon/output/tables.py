@@ -13,13 +13,15 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.literal import csv_cell, markdown_cell, markdown_text, plain
+from specmon.literal import csv_cell, markdown_cell, markdown_text
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json, claim_of
 from specmon.records import Engine, iso_timestamp
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -46,10 +48,15 @@ def _vs(row: ConfigRow) -> str:
     return pct_interval_text(r.pct, r.ci95_low, r.ci95_high, closing_pct=False)
 
 
+def marked(mark: str, label: str) -> str:
+    """``★ EAGLE3 2 steps``: a row's label behind the verdict's mark (★ winner, ☆ leads, undecided)."""
+    return f"{mark} {label}" if mark else label
+
+
 def row_cells(row: ConfigRow) -> list[str]:
     """The human cells of a row, shared by the rich table, Markdown and the dashboard."""
     return [
-        ("★ " if row.best else "") + row.label,
+        marked(row.mark, row.label),
         str(row.samples),
         _mean_ci(row.throughput),
         _vs(row),
@@ -58,8 +65,26 @@ def row_cells(row: ConfigRow) -> list[str]:
     ]
 
 
+#: What an interval covers, by the suffix of its header: every interval on
+#: screen says it (``tok/s ± CI (launch)``), so the dashboard's 85.1 ± 8.4 and the fleet's 85.1 ± 0.6
+#: can stand side by side.
+COVERS = {
+    "launch": "95% interval over launches: each server start is one unit, with the launch spread "
+              "measured (two or more starts of a setting) or assumed (--launch-cv)",
+    "sample": "95% interval over one run's samples (batch means): how precisely that one launch is known",
+    "replica": "95% interval over replicas: each replica is one launch of the setting",
+}
+
+
+def tps_header(covers: str) -> str:
+    """``tok/s ± CI (launch)``: the throughput column's header, naming what its interval covers."""
+    return f"tok/s ± CI ({covers})"
+
+
 #: Steps and draft tokens are in the label ("EAGLE3 2 steps draft 4"); JSON/CSV carry them apart.
-HEADERS = ["configuration", "n", "tok/s ± 95% CI", "vs baseline (95% CI)", "accept len", "accept rate"]
+HEADERS = ["configuration", "n", tps_header("launch"), "vs baseline (95% CI)", "accept len", "accept rate"]
+#: Columns a narrow terminal drops, first to last (a printed note names them); the rest always stay.
+DROP_ORDER = ("accept rate", "accept len", "n")
 
 
 def _row_engine(row: ConfigRow, session: Session) -> Engine:
@@ -116,6 +141,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
                                  None if vs.ci95_high is None else round(vs.ci95_high, 2)] if vs else None,
             "is_baseline": row.is_baseline,
             "best": row.best,
+            "mark": row.mark,
             "excluded_warmup": sum(r.excluded_warmup for r in row.runs),
             "excluded_idle": sum(r.excluded_idle for r in row.runs),
             "crashed": any(r.crash_detail for r in row.runs),
@@ -146,6 +172,7 @@ def to_json(session: Session, analysis: Analysis) -> dict[str, Any]:
             "separated": v.separated,
             "sentence": v.sentence,
             "concurrency_note": v.concurrency_note,
+            "answer": v.answer.to_json(),
         },
         "launch_model": _launch_model_json(analysis),
         "crashes": [c.to_json() for c in analysis.crashes],
@@ -212,17 +239,24 @@ def crash_lines(analysis: Analysis) -> list[str]:
     return [c.sentence for c in analysis.crashes]
 
 
-def to_markdown(analysis: Analysis) -> str:
-    """A GitHub-flavoured Markdown table and the verdict underneath."""
+def verdict_tag(a: Answer) -> str:
+    """``☆ leads, undecided``, ``★ winner``: the verdict's mark and its words."""
+    return a.tag
+
+
+def to_markdown(analysis: Analysis, *, verdict: Answer | None = None, lead: str = "Verdict") -> str:
+    """A GitHub-flavoured Markdown table and the verdict underneath (``verdict``: another than the
+    analysis' own, the sweep's; ``lead``: the words before it)."""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for row in analysis.rows:
         # Labels come from the log: literal Markdown (no HTML, no pipes, no code spans).
         cells = [markdown_cell(c) for c in row_cells(row)]
-        if row.best:
+        if row.mark:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"**Verdict:** {markdown_text(analysis.verdict.sentence)}")
+    a = verdict or analysis.verdict.answer
+    lines.append(f"**{lead} ({verdict_tag(a)}):** {markdown_text(a.sentence)}")
     if analysis.crashes:
         lines.append("")
         lines.append("**Crashes:**")
@@ -234,22 +268,30 @@ def to_markdown(analysis: Analysis) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_rich(analysis: Analysis, title: str | None = None) -> Table:
-    """A rich Table for the terminal."""
-    from rich.table import Table  # here: the other formats need none of rich (45 ms to import)
-    from rich.text import Text
+def to_rich(analysis: Analysis, title: str | None = None, width: int = 10_000) -> tuple[Table, str | None]:
+    """A rich Table for the terminal that fits ``width``, and the note naming any column left out."""
+    from specmon.output.textfit import fitted_table
 
-    # Rich reads a str as markup: every cell, the title and the caption are literal Text.
-    table = Table(title=None if title is None else Text(plain(title)),
-                  caption=Text(plain(analysis.verdict.sentence)), caption_justify="left")
-    for i, h in enumerate(HEADERS):
-        # The label may wrap; numbers never do (a wrapped number reads as two).
-        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i != 0,
-                         min_width=16 if i == 0 else None)
-    for row in analysis.rows:
-        style = "bold" if row.best else ("dim" if row.samples == 0 else None)
-        table.add_row(*(Text(plain(c)) for c in row_cells(row)), style=style)
-    return table
+    styles = ["bold" if row.mark else ("dim" if row.samples == 0 else None) for row in analysis.rows]
+    return fitted_table(HEADERS, [row_cells(row) for row in analysis.rows], width=width, drop_order=DROP_ORDER,
+                        title=title, styles=styles)
+
+
+def print_analysis(console: Console, analysis: Analysis, *, title: str | None = None,
+                   verdict: Answer | None = None, lead: str = "Verdict") -> None:
+    """The table and, under it, the verdict as a paragraph: whole at the console's width (80 columns too).
+
+    Args:
+        verdict: The answer to print (the sweep's, adjusted for its looks); default the analysis' own.
+        lead: The word before it (``tok/s, for context`` where an objective decides).
+    """
+    from specmon.output.textfit import verdict_text
+
+    table, note = to_rich(analysis, title=title, width=console.width)
+    console.print(table)
+    if note:
+        console.print(note, markup=False, highlight=False)
+    console.print(verdict_text(verdict or analysis.verdict.answer, lead=lead))
 
 
 def render(fmt: str, session: Session, analysis: Analysis) -> str:
@@ -322,6 +364,8 @@ class OutcomeRow:
     is_baseline: bool
     best: bool
     source: str | None
+    #: The verdict's mark: ★ a declared winner, ☆ the leader not separated, "" the others.
+    mark: str = ""
 
     @property
     def vs_text(self) -> str:
@@ -334,7 +378,7 @@ class OutcomeRow:
 
     def cells(self) -> list[str]:
         """The row in :data:`HEADERS` order."""
-        return [("★ " if self.best else "") + self.label, str(self.samples),
+        return [marked(self.mark, self.label), str(self.samples),
                 _mean_half_text(self.tps_mean, self.tps_half, 1), self.vs_text,
                 _mean_half_text(self.accept_len_mean, self.accept_len_half, 2),
                 _mean_half_text(self.accept_rate_mean, self.accept_rate_half, 2)]
@@ -363,6 +407,14 @@ class SweepOutcome:
     finished: bool
     #: The named prompt set of this verdict's group (a sweep over several workloads); None: one only.
     workload: str | None = None
+    #: The one verdict object (:mod:`specmon.model.verdict`): its mark and words are what is drawn.
+    answer: Answer | None = None
+
+    @property
+    def tag(self) -> str:
+        """``☆ leads, undecided``, ``★ winner``: the mark and its words, as every surface shows them."""
+        a = self.answer
+        return "nothing measured" if a is None else verdict_tag(a)
 
     @property
     def group_text(self) -> str:
@@ -398,6 +450,17 @@ class SweepOutcome:
     def sentence(self) -> str:
         """The headline and what the sweep said about the runner-up and the sources."""
         return self.headline + self.detail
+
+    @property
+    def claim(self) -> str:
+        """The sentence without its `` Rests on ...`` part (see :attr:`specmon.model.verdict.Answer.claim`)."""
+        return claim_of(self.sentence, (self.best.label if self.best else None,
+                                        self.runner_up.label if self.runner_up else None))
+
+    @property
+    def verdict_line(self) -> str:
+        """``☆ leads, undecided: <the sentence>``: the tag and the whole sentence, for one line of text."""
+        return f"{self.tag}: {self.sentence}"
 
     @property
     def source_text(self) -> str:
@@ -447,6 +510,7 @@ def sweep_outcomes(doc: Any) -> list[SweepOutcome]:
 def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     conc = v.get("concurrency")
     workload = v.get("workload") if isinstance(v.get("workload"), str) else None
+    made = answer_from_json(v)
     rows = []
     for r in doc["runs"]:
         if not isinstance(r, dict) or (conc is not None and r.get("concurrency") not in (None, conc)):
@@ -459,11 +523,13 @@ def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
         raw_ci = r.get("vs_baseline_ci95")
         ci: list[Any] = raw_ci if isinstance(raw_ci, list) and len(raw_ci) == 2 else [None, None]
         steps = r.get("steps")
+        raw_mark = r.get("mark")
+        mark = raw_mark if raw_mark in (WINNER_MARK, LEADER_MARK, "") else (made.mark if made is not None and r.get("best") else "")
         rows.append(OutcomeRow(str(r.get("label") or f"{steps} steps"), steps if isinstance(steps, int) else None,
                                int(r.get("samples") or 0), str(r.get("status", "")), tm, th,
                                _f(r.get("vs_baseline_pct")), _f(ci[0]), _f(ci[1]), am, ah, rm, rh,
                                bool(r.get("is_baseline")), bool(r.get("best")),
-                               r.get("source") if isinstance(r.get("source"), str) else None))
+                               r.get("source") if isinstance(r.get("source"), str) else None, mark))
     best = next((r for r in rows if r.best), None)
     if best is None and v.get("best_steps") is not None:
         best = next((r for r in rows if r.steps == v.get("best_steps")), None)
@@ -481,7 +547,7 @@ def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     return SweepOutcome(tuple(rows), best, runner, baseline, bool(v.get("separated")), bool(v.get("equivalent")),
                         conc if isinstance(conc, int) else None, str(v.get("source") or "log"),
                         v.get("sources_agree") if isinstance(v.get("sources_agree"), bool) else None, checks,
-                        detail, bool(doc.get("finished")), workload)
+                        detail, bool(doc.get("finished")), workload, made)
 
 
 def outcome_markdown(outcome: SweepOutcome) -> list[str]:
@@ -489,7 +555,7 @@ def outcome_markdown(outcome: SweepOutcome) -> list[str]:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for row in outcome.rows:
         cells = [markdown_cell(c) for c in row.cells()]
-        if row.best:
+        if row.mark:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
     return lines

@@ -454,7 +454,11 @@ class SnapshotBuilder:
             return EMPTY_TABLE
         rows = tuple(self._row_view(r, current) for r in a.rows)
         b = a.baseline
-        return TableView(rows, a.verdict.sentence, b.label if b else None, b.mean if b else None)
+        # The mark, its words and the comparison: whole in three lines at 80 columns (what it rests on is
+        # in the run details and the help); the marks in the rows are the same verdict's.
+        v = a.verdict.answer
+        line = f"{v.tag}: {v.claim}" if v.leader is not None else v.sentence
+        return TableView(rows, line, b.label if b else None, b.mean if b else None)
 
     @staticmethod
     def _row_view(row: ConfigRow, current: int | None) -> RowView:
@@ -484,7 +488,7 @@ class SnapshotBuilder:
             accept_len_mean=row.accept_len.mean if row.accept_len else None,
             accept_rate_mean=row.accept_rate.mean if row.accept_rate else None,
             vs_level=level, best=row.best, is_baseline=row.is_baseline,
-            current=current is not None and any(r.id == current for r in row.runs),
+            current=current is not None and any(r.id == current for r in row.runs), mark=row.mark,
         )
 
     def plot(self, session: Session) -> PlotView:

@@ -130,6 +130,8 @@ class RowView:
     best: bool
     is_baseline: bool
     current: bool
+    #: The verdict's mark: ★ a declared winner, ☆ the leader not separated ("leads, undecided"), "".
+    mark: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +190,10 @@ def outcome_table(outcome: SweepOutcome, current_label: str | None = None,
             vs_short="baseline" if r.is_baseline else ("—" if r.vs_pct is None else f"{r.vs_pct:+.1f}%"),
             accept_len=cells[4], accept_rate=cells[5], tps_mean=r.tps_mean, vs_pct=r.vs_pct,
             accept_len_mean=r.accept_len_mean, accept_rate_mean=r.accept_rate_mean, vs_level=level, best=r.best,
-            is_baseline=r.is_baseline, current=current_label is not None and r.label == current_label))
+            is_baseline=r.is_baseline, current=current_label is not None and r.label == current_label,
+            mark=r.mark))
     base = outcome.baseline
-    verdict = f"sweep: {outcome.headline} · the sweep's windows; live numbers return at the next restart"
+    # The sweep's verdict words stay with its mark (☆ beside "no winner declared", never ★) while its
+    # table does; what it rests on is in the panel and the report.
+    verdict = f"sweep: {outcome.tag}: {outcome.claim} (the sweep's windows, until the next restart)"
     return TableView(tuple(rows), verdict, base.label if base else None, base.tps_mean if base else None)

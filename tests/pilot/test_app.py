@@ -40,7 +40,11 @@ async def test_sweep_fills_every_panel_and_ends_with_two_steps_best(isolated_hom
         assert [r.steps for r in table.rows] == [0, 1, 2, 3, 5, 10]
         runs = app.query_one(RunTable)
         assert runs.row_count == 6
-        assert runs.get_row_at(2)[0].plain.startswith("★")
+        # The six-run campaign's leader is not separated: ☆ (leads, undecided), never ★ beside
+        # "no winner declared", and the line under the table says so with the same mark.
+        assert runs.get_row_at(2)[0].plain.startswith("☆")
+        assert table.verdict.startswith("☆ leads, undecided: EAGLE3 2 steps") and "no winner declared" in table.verdict
+        assert not any("★" in runs.get_row_at(i)[0].plain for i in range(runs.row_count))
         tp, al, ar = app._panels
         assert tp._view.current is not None and tp._view.mean is not None and tp._view.series
         assert al._view.ceiling == 11.0  # the 10-step run: steps + 1

@@ -322,9 +322,9 @@ async def test_restarting_to_the_running_setting_warns(isolated_home: Path) -> N
 
 
 def test_marks_have_one_slot_each() -> None:
-    assert mark_text(True, True, True) == "★B▸"
-    assert mark_text(False, True, False) == " B "
-    assert mark_text(True, False, True) == "★ ▸"
+    assert mark_text("★", True, True) == "★B▸"
+    assert mark_text("", True, False) == " B "
+    assert mark_text("☆", False, True) == "☆ ▸"
 
 
 async def test_the_baseline_row_shows_b_also_when_it_is_the_current_run(isolated_home: Path) -> None:

@@ -68,8 +68,14 @@ def test_summarize_markdown_marks_best(sweep_files: list[str], capsys) -> None:
     assert code == 0
     rows = [ln for ln in out.splitlines() if ln.startswith("| ")]
     assert len(rows) == 4  # header + 3 configurations
-    assert "**★ EAGLE3 2 steps**" in out
-    assert "**Verdict:** EAGLE3 2 steps" in out
+    _, doc, _ = run_cli(["summarize", *sweep_files, "--format", "json"], capsys)
+    answer = json.loads(doc)["verdict"]["answer"]
+    # ★ only for a declared winner, ☆ for a leader not separated: the mark and its words are the answer's.
+    mark, words = ("★", "winner") if answer["kind"] == "winner" else ("☆", "leads, undecided")
+    assert answer["mark"] == mark and answer["words"].startswith(words)
+    assert f"**{mark} EAGLE3 2 steps**" in out
+    assert f"**Verdict ({mark} {answer['words']}):** EAGLE3 2 steps" in out
+    assert ("no winner declared" in out) is (answer["kind"] == "undecided")
 
 
 def test_summarize_csv_parses(sweep_files: list[str], capsys) -> None:
@@ -84,7 +90,8 @@ def test_summarize_csv_parses(sweep_files: list[str], capsys) -> None:
 def test_summarize_table_default(sweep_files: list[str], capsys) -> None:
     code, out, _ = run_cli(["summarize", *sweep_files], capsys)
     assert code == 0
-    assert "EAGLE3 2 steps" in out and "baseline" in out and "★" in out
+    assert "EAGLE3 2 steps" in out and "baseline" in out and ("★" in out or "☆" in out)
+    assert not ("★" in out and "no winner declared" in out)
 
 
 def test_baseline_options(sweep_files: list[str], capsys) -> None:

@@ -67,7 +67,9 @@ def test_panel_table_and_report_show_one_verdict(seed: int, tmp_path: Path) -> N
     # The panel.
     panel = verdict_lines(live, report=path)
     assert numbers(panel["head"][0]) == want
-    best_line = next(line for line in panel["table"] if line.startswith("★"))
+    mark = live.answer.mark if live.answer else ""
+    assert mark == ("★" if live.separated else "☆")  # ★ only for a declared winner
+    best_line = next(line for line in panel["table"] if line.startswith(mark))
     assert numbers(best_line) == want
 
     # The run table after the sweep: the best row's cell, and the line under the table.
@@ -80,7 +82,7 @@ def test_panel_table_and_report_show_one_verdict(seed: int, tmp_path: Path) -> N
     verdict_part = md.split("## Verdict", 1)[1].split("##", 1)[0]
     assert numbers(verdict_part) == want
     sweep_part = md.split("## Configurations measured by the sweep", 1)[1].split("##", 1)[0]
-    assert numbers(next(line for line in sweep_part.splitlines() if line.startswith("| **★"))) == want
+    assert numbers(next(line for line in sweep_part.splitlines() if line.startswith(f"| **{mark}"))) == want
     whole = md.split("## All counted samples", 1)[1].split("##", 1)[0]
     assert "vs baseline" not in whole and not TRIPLE.search(whole)
     assert data.sentence == live.sentence

@@ -29,13 +29,15 @@ Each log is one replica, read on its own (as `specmon watch PATH` reads one).
 configuration of its current run, its state (*live*; *quiet* after {QUIET_AFTER_S:g} s without a
 new stats line; *no data yet*; *starting*; *crashed*; *stopped*; *no file yet* / *file gone*;
 *unreadable*), tok/s as the mean of the last window of counted samples (`--window`) and as the
-run's mean with its 95% interval (batch means, within that replica's run), accept length and rate
+run's mean with its 95% interval over that one run's samples (*CI (sample)*: batch means, within the
+replica's run; its own dashboard's *CI (launch)* adds the launch spread, so 85.1 ± 0.6 here and
+85.1 ± 8.4 there are both right), accept length and rate
 (the run's means), the source (`log`) and the outlier flags. The line under the table says more
 about the highlighted replica: its path, its state, why it is flagged.
 
 **Configurations** — one row each, pooled over the replicas running it with the two-level launch
-model: each replica is one launch, so the interval includes how much replicas differ, and
-*CI covers* says over what (`3 replicas`). A configuration on one replica shows that replica's own
+model: each replica is one launch, so the interval (*CI (replica)*) includes how much replicas differ,
+and *CI covers* says over what (`3 replicas`). A configuration on one replica shows that replica's own
 interval (`1 replica only`): it says nothing about another replica of it.
 
 **Outliers** — `slow` / `fast`: a replica's run mean tok/s more than {OUTLIER_K:g} robust deviations

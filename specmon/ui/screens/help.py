@@ -48,11 +48,24 @@ whose position is rarely accepted cost time and add little.
 
 **Run table** — one row per configuration seen (restarts with the same
 configuration are pooled). *n* counts throughput samples after warm-up;
-*tok/s ± CI* is the mean with a 95% interval from batch means (consecutive
-batches are correlated, so a naive interval would be too narrow); *vs
-baseline* is the speed-up with its interval. ★ marks the fastest
-configuration with enough samples, B the baseline, ▸ the current run. Click a
-column header to sort.
+*tok/s ± CI (launch)* is the mean with a 95% interval over launches: each
+server start is one unit, with the launch spread measured (two or more starts
+of a setting) or assumed (`--launch-cv`); within a launch, batch means
+(consecutive batches are correlated, so a naive interval would be too
+narrow). *vs baseline* is the speed-up with its interval. Click a column
+header to sort.
+
+**Marks** — ★ a declared winner: the fastest, separated from the runner-up
+(the only mark to deploy on). ☆ leads, undecided: the fastest by mean, not
+separated from the runner-up, "no winner declared". B the baseline, ▸ the
+current run. The line under the table says the same, with the mark.
+
+**What an interval covers** — every ± says it in its header: *CI (launch)*
+over launches (the run table, the sweep, `summarize`); *CI (sample)* over one
+run's samples, how precisely that one launch is known (the fleet's replica
+table); *CI (replica)* over replicas, each one launch (the fleet's
+configurations). So 85.1 ± 8.4 (launch) and 85.1 ± 0.6 (sample) can both be
+right: a launch is known to ±0.6, the next launch may land ±8 away.
 
 **Baseline** — by default the run without speculation (or `--baseline FILE`,
 or `--baseline-tps X`). Press **b** to make the current configuration the

@@ -90,16 +90,19 @@ class MeasuredStep:
     current: bool = False
     best: bool = False
     is_baseline: bool = False
+    #: The verdict's mark (★ winner, ☆ leads, undecided), as in the run table.
+    mark: str = ""
 
     @classmethod
     def from_row(cls, row: RowView) -> MeasuredStep:
         """The dialog's view of a run-table row."""
         return cls(row.steps, row.label, row.samples, row.tps, row.vs_short or row.vs, row.accept_len,
-                   row.current, row.best, row.is_baseline)
+                   row.current, row.best, row.is_baseline, row.mark)
 
 
 def measured_text(rows: Sequence[MeasuredStep], width: int = 80) -> Content:
-    """The measured configurations as aligned lines (marks as in the run table: ★ fastest, B baseline, ▸ now)."""
+    """The measured configurations as aligned lines (marks as in the run table: ★ winner, ☆ leads, undecided, B baseline,
+    ▸ now)."""
     if not rows:
         return Content.styled("nothing measured yet: every step count is new", "$text-muted")
     # Widths fit an 80-column terminal: ``1.65 ± 0.02`` is 11 cells and is never cut. Below 66
@@ -110,10 +113,10 @@ def measured_text(rows: Sequence[MeasuredStep], width: int = 80) -> Content:
     header = f"    {'configuration':<{name}}{count} {'tok/s ± CI':<13} {'vs base':<9} {'acc len':<11}"
     lines = [Content.styled(header, "$text-muted")]
     for r in rows:
-        mark = mark_text(r.best, r.is_baseline, r.current)
+        mark = mark_text(r.mark, r.is_baseline, r.current)
         n = "" if narrow else f" {r.samples:>6} "
         text = f"{mark} {plain(r.label)[:name]:<{name}}{n} {r.tps[:13]:<13} {r.vs[:9]:<9} {r.accept_len[:11]:<11}"
-        style = "bold $primary" if r.current else "$success" if r.best else ""
+        style = "bold $primary" if r.current else "$success" if r.mark else ""
         lines.append(Content.styled(text.rstrip(), style))
     return Content("\n").join(lines)
 

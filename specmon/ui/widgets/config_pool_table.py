@@ -23,7 +23,7 @@ class ConfigPoolTable(FittedTable):
         Column("config", "config", lambda p: p.label, lambda p: p.label),
         Column("replicas", "replicas", lambda p: str(p.replicas), lambda p: p.replicas, True, descending=True),
         # Each replica one launch of the two-level model; what the interval covers is said beside it.
-        Column("tps", "tok/s ± CI", lambda p: interval_text(p.tps_mean, p.tps_half), lambda p: p.tps_mean, True,
+        Column("tps", "tok/s ± CI (replica)", lambda p: interval_text(p.tps_mean, p.tps_half), lambda p: p.tps_mean, True,
                descending=True),
         Column("covers", "CI covers", lambda p: p.covers, lambda p: p.pooled),
         Column("acc_len", "acc len", lambda p: number_text(p.accept_len, 2), lambda p: p.accept_len, True,

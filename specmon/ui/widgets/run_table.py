@@ -10,15 +10,17 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widgets import DataTable
 
+from specmon.output.tables import tps_header
 from specmon.ui.literal import plain
 from specmon.ui.views import RowView, TableView
 
 __all__ = ["COLUMNS", "DROP_ORDER", "RunTable", "mark_text"]
 
 
-def mark_text(best: bool, baseline: bool, current: bool) -> str:
-    """``★B▸``: fastest, baseline, current run, each in its own slot (a space when not)."""
-    return ("★" if best else " ") + ("B" if baseline else " ") + ("▸" if current else " ")
+def mark_text(mark: str, baseline: bool, current: bool) -> str:
+    """``★B▸``: the verdict's mark (★ winner, ☆ leads, undecided), baseline, current run, each in its
+    own slot (a space when not)."""
+    return (mark or " ") + ("B" if baseline else " ") + ("▸" if current else " ")
 
 
 #: Columns a narrow table drops, first to last; the configuration, the step count, tok/s and the
@@ -32,16 +34,16 @@ def _none_last(value: Any) -> tuple[int, Any]:
 
 #: (key, header, cell getter, sort key, right-aligned)
 COLUMNS: tuple[tuple[str, str, Callable[[RowView, bool], str], Callable[[RowView], Any], bool], ...] = (
-    # One slot per mark: the fastest row may also be the baseline, or the current run.
-    ("mark", "   ", lambda r, _: mark_text(r.best, r.is_baseline, r.current),
-     lambda r: (not r.best, not r.is_baseline), False),
+    # One slot per mark: the leading row may also be the baseline, or the current run.
+    ("mark", "   ", lambda r, _: mark_text(r.mark, r.is_baseline, r.current),
+     lambda r: (not r.mark, not r.is_baseline), False),
     # The algorithm's name comes from the log: literal (a cell is a rich Text, never markup).
     ("config", "config", lambda r, _: plain(r.algorithm), lambda r: r.algorithm, False),
     ("steps", "steps", lambda r, _: "—" if r.steps is None else str(r.steps), lambda r: _none_last(r.steps), True),
     ("draft", "draft", lambda r, _: "—" if r.draft_tokens is None else str(r.draft_tokens),
      lambda r: _none_last(r.draft_tokens), True),
     ("n", "n", lambda r, _: f"{r.samples:,}", lambda r: r.samples, True),
-    ("tps", "tok/s ± CI", lambda r, _: r.tps, lambda r: _none_last(r.tps_mean), True),
+    ("tps", tps_header("launch"), lambda r, _: r.tps, lambda r: _none_last(r.tps_mean), True),
     ("vs", "vs baseline", lambda r, wide: r.vs if wide else r.vs_short, lambda r: _none_last(r.vs_pct), True),
     ("acc_len", "accept len", lambda r, _: r.accept_len, lambda r: _none_last(r.accept_len_mean), True),
     ("acc_rate", "accept rate", lambda r, _: r.accept_rate, lambda r: _none_last(r.accept_rate_mean), True),
@@ -170,7 +172,7 @@ class RunTable(DataTable[Text]):
             self.sort_by(key, key not in ("config", "steps", "draft", "mark"))
 
     def _style(self, row: RowView) -> str:
-        if row.best:
+        if row.mark:
             return "run-table--best"
         if row.is_baseline:
             return "run-table--baseline"
@@ -202,7 +204,7 @@ class RunTable(DataTable[Text]):
                 style = base
                 if key == "vs" and row.vs_level:
                     style = base + styles[f"run-table--{row.vs_level}"]
-                if key == "mark" and row.current and not (row.best or row.is_baseline):
+                if key == "mark" and row.current and not (row.mark or row.is_baseline):
                     style = styles["run-table--current"]
                 cells.append(Text(get(row, wide), style=style, justify="right" if right else "left"))
             self.add_row(*cells, key=row.key)
