@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("profile", nargs="?", metavar="PROFILE",
                    help="a profile of the config file with a [launch] section (not with --demo)")
     s.add_argument("--demo", action="store_true",
-                   help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 3 minutes)")
+                   help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 5 minutes): steps "
+                        "0,1,2,5,10 (the real campaign's), its launches 3%% apart")
     s.add_argument("--steps", type=step_list, default=None, metavar="LIST",
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
     s.add_argument("--grid", nargs="+", default=None, metavar="NAME=LIST",
@@ -78,16 +79,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--precision-pct", type=positive_float, default=0.5, metavar="P",
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
     s.add_argument("--launch-cv", type=launch_cv_pct, default=None, metavar="PCT",
-                   help=LAUNCH_CV_HELP + "; with --demo also the simulated server's own launch CV (default 0 there)")
+                   help=LAUNCH_CV_HELP + "; with --demo also the simulated server's own launch CV (default 3 there)")
     s.add_argument("--drift-pct-per-hour", type=float, default=0.0, metavar="D",
                    help="demo only: the simulated server's slow drift, percent per simulated hour (default 0)")
     s.add_argument("--resolve-pct", type=positive_float, default=None, metavar="P",
                    help="the difference worth resolving, percent: the sweep relaunches settings (--order launches) "
                         "until its intervals are about ±P%% or it runs out of launches")
-    s.add_argument("--order", choices=("given", "random", "interleave", "launches"), default="given",
-                   help="measuring order (random and interleave keep drift from favouring one setting; launches: "
-                        "rounds of launches, each setting relaunched, interleaved, until resolved — "
-                        "the default with --resolve-pct)")
+    s.add_argument("--order", choices=("given", "random", "interleave", "launches"), default=None,
+                   help="measuring order (default launches: rounds of launches, every setting launched at least "
+                        "twice, interleaved, clearly slower ones dropped, until decided or the stated budget is "
+                        "spent; given, random and interleave launch each setting once; guided's default: given)")
     s.add_argument("--objective", type=objective_arg, default=None, metavar="OBJ",
                    help="what the verdict decides on: tps (the default), itl-p50, itl-p99, ttft-p99 (any "
                         "percentile) or goodput:ttft=MS,itl=MS (requests a second within both limits); judged "
@@ -114,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
                    help="OpenAI-compatible endpoint for the load (default completions)")
     s.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
-                   help="tokens generated per load request (default 512; demo 1024)")
+                   help="tokens generated per load request (default 512; demo 4096)")
     s.add_argument("--prompts", metavar="FILE", default=None,
                    help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
     s.add_argument("--workload", nargs="+", default=None, metavar="SET",
@@ -239,7 +240,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.steps is None:
         if not args.demo:
             return fail("give the step counts to try: --steps 0,1,2,3,5 (0 = no speculation)")
-        args.steps = [0, 1, 2, 3, 5]
+        from specmon.control.demo import DEMO_SWEEP_STEPS
+
+        args.steps = list(DEMO_SWEEP_STEPS)
     if args.workload is not None:
         from specmon.control.load import LoadError, load_workloads
 
@@ -340,14 +343,17 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     workloads = tuple(getattr(args, "workload_sets", None) or ())
     launch_cv = DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv
     objective = getattr(args, "objective", None) or Objective()
-    wants_rounds = args.resolve_pct is not None or not objective.is_tps
-    order = "launches" if wants_rounds and args.order == "given" else args.order
+    # The launch design is the default: it launches every setting at least twice (the launch spread is
+    # measured, not assumed) and can reach a verdict; the guided strategy chooses its own order.
+    order = args.order or ("given" if args.strategy == "guided" else "launches")
     if args.demo:
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
+        scale = min(args.time_scale, 1000.0)
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
                          strategy=args.strategy, points=points, workloads=workloads, launch_cv=launch_cv,
-                         resolve_pct=args.resolve_pct, restart_s=1.0, objective=objective)
+                         resolve_pct=args.resolve_pct, restart_s=1.0, objective=objective, sample_rate=scale,
+                         clock=f"the simulated server runs {scale:g}× faster than a real one")
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                      max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
                      workloads=workloads, launch_cv=launch_cv, resolve_pct=args.resolve_pct,

@@ -105,8 +105,13 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     startup = args.startup_seconds if args.startup_seconds is not None else DEFAULT_STARTUP_S
     # The simulated server drives its own traffic (no --port): the sweep measures that, within a
     # demo-sized budget; `s` works as it would on a real server.
+    scale = args.time_scale if args.time_scale is not None else DEFAULT_TIME_SCALE
+    # The plan's times in the run's clock: a restart takes the simulated start-up, samples come
+    # `scale` times faster than a real server's.
     sweeper = app_kwargs.pop("sweeper", None) or SweepFlow(flow, plan_options={
-        "max_minutes": 1.0, "poll_s": 0.25, "stall_s": 60.0, "attach_s": max(60.0, 4 * startup)})
+        "max_minutes": 1.0, "poll_s": 0.25, "stall_s": 60.0, "attach_s": max(60.0, 4 * startup),
+        "restart_s": startup, "sample_rate": scale,
+        "clock": f"the simulated server runs {scale:g}× faster than a real one"})
     options = app_kwargs.pop("options", None) or DashboardOptions(
         theme=args.theme, prometheus_port=getattr(args, "prometheus_port", None))
     app = make_app(setup.source, options=options, controller=flow, sweeper=sweeper, **app_kwargs)

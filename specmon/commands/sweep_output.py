@@ -89,6 +89,10 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             text = "\n".join(cost.lines())
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         sys.stdout.write(result.restart_note + "\n")
+        from specmon.model.design import closing_advice
+
+        for advice in closing_advice(result.needs_more):  # an undecided verdict: what would decide it
+            sys.stdout.write((markdown_text(advice) if console is None else plain(advice)) + "\n")
         differ = result.winners_differ()
         if differ:
             sys.stdout.write(differ + "\n")

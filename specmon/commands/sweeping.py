@@ -84,7 +84,7 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     import sys
     import tempfile
 
-    from specmon.control.demo import DEMO_STEPS_MAX
+    from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_STEPS_MAX
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
     from specmon.control.plan_restarter import LogFollower, PlanRestarter
@@ -105,8 +105,13 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
                   "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
         if args.seed is not None:
             server += ["--seed", str(args.seed)]
-        if args.launch_cv:  # the simulated server's own launches differ by this much
-            server += ["--launch-cv", f"{100 * args.launch_cv:g}"]
+        # The simulated server's own launches differ by this much (a factor per launch drawn from the seed).
+        demo_cv = DEMO_LAUNCH_CV if args.launch_cv is None else args.launch_cv
+        if demo_cv:
+            server += ["--launch-cv", f"{100 * demo_cv:g}"]
+        _err(f"sweep: demo: a simulated SGLang server running {scale:g}× faster than a real one; its launches "
+             f"differ by a {100 * demo_cv:g}% launch spread (a speed factor per launch, drawn from the seed; real "
+             "servers: 2-20%; --launch-cv sets it)")
         if args.drift_pct_per_hour:
             import time
 
@@ -126,7 +131,11 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
         if problem:
             return fail(problem, EXIT_INPUT)
         try:
-            load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 1024)
+            # Long answers: at 100× the client's gap between two requests (milliseconds of wall time) is
+            # seconds of simulated idle in the log's throughput, the same for every setting, which shrinks
+            # their differences (with 1024 tokens 2 steps led no speculation by 4.0%, with 4096 by 4.8%;
+            # the truth: 5.3%).
+            load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 4096)
         except LoadError as exc:
             return fail(str(exc), EXIT_INPUT)
         session = Session()

@@ -28,19 +28,24 @@ from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segmen
 from specmon.model.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
+    Budget,
+    NeedsMore,
     Noise,
+    budget,
     extend,
     judge_round,
     launch_samples,
+    launch_seconds,
     plan,
     reschedule,
     summaries,
     to_launch,
+    what_would_decide,
     within_per_sample,
 )
 from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary
-from specmon.model.stopping import CONTINUE, EQUIVALENT, SLOWER, Decision, StoppingRule
+from specmon.model.stopping import CONTINUE, EQUIVALENT, SLOWER, Decision, StoppingRule, SweepVerdict
 
 
 class DrivenSweep(Protocol):
@@ -151,7 +156,7 @@ class LaunchRounds:
         w = within_per_sample(launches) or DEFAULT_WITHIN_PER_SAMPLE
         n = sum(c.n for c in sw.cells)
         secs = sum(c.elapsed_s for c in sw.cells)
-        rate = n / secs if n and secs > 0 else DEFAULT_RATE
+        rate = n / secs if n and secs > 0 else sw.plan.sample_rate
         restart = (sum(sw.restart_times) / len(sw.restart_times)) if sw.restart_times else sw.plan.restart_s
         return Noise(tau2, w, rate, restart)
 
@@ -163,14 +168,43 @@ class LaunchRounds:
         return p.launches
 
     def plan_line(self, cells: Sequence[CellState]) -> str:
-        """The plan in one line (updated as the sweep learns)."""
+        """The plan in one line, with its budget (updated as the sweep learns)."""
         if self.fixed:
             return f"plan: {self.rounds} launch(es) of each setting at each load, fixed in advance"
         rule = self.rule
         settings = len({c.key for c in self.sweep.cells})
         p = plan(self.resolve_pct, self.noise(cells), settings, self.judge_rule.test_level, rule.min_samples,
                  rule.max_samples)
-        return f"plan: {p.text}; at most {self.rounds} rounds"
+        return f"plan: {p.head}; {self.budget().text}"
+
+    def budget(self) -> Budget:
+        """The most this design spends: every setting at every load in every round it may run.
+
+        The rounds may stretch to :data:`~specmon.model.design.MAX_LAUNCHES` when the variance
+        estimates ask for more launches (:func:`~specmon.model.design.reschedule`), so that is
+        the bound stated; the time is at the measured restart cost, in the run's clock.
+        """
+        sw = self.sweep
+        p = sw.plan
+        rounds = self.rounds if self.fixed else max(self.rounds, MAX_LAUNCHES)
+        cap = p.max_minutes * 60.0 if p.max_minutes is not None else None
+        return budget(self.noise(sw.cells), len(sw.cells), rounds, self.rule.min_samples, self.rule.max_samples,
+                      cap_s=cap, clock=p.clock)
+
+    def launch_s(self) -> float:
+        """Measuring time of one launch so far (the design's launch length before any was measured)."""
+        sw = self.sweep
+        launches = sum(len(c.launches()) for c in sw.cells)
+        secs = sum(c.elapsed_s for c in sw.cells)
+        if launches and secs > 0:
+            return secs / launches
+        cap = sw.plan.max_minutes * 60.0 if sw.plan.max_minutes is not None else None
+        return launch_seconds(self.noise(sw.cells), self.rule.min_samples, self.rule.max_samples, cap)
+
+    def restart_s(self) -> float:
+        """A restart's cost: the mean of those measured, else the plan's assumed start-up time."""
+        sw = self.sweep
+        return sum(sw.restart_times) / len(sw.restart_times) if sw.restart_times else sw.plan.restart_s
 
     def _stop_when(self, cells: Sequence[CellState]) -> tuple[Noise, int]:
         noise = self.noise(cells)
@@ -320,3 +354,39 @@ class LaunchRounds:
                     c.status, c.reason, c.text = DONE, d.reason, text
                     sw._emit("done", f"{c.label} done after {len(c.launches())} launches, {c.n} samples: "
                                      f"{text or d.reason}", c)
+
+
+def needs_more_of(plan: SweepPlan, cells: Sequence[CellState], restart_times: Sequence[float],
+                  verdicts: Sequence[SweepVerdict]) -> list[NeedsMore]:
+    """What would decide each undecided throughput verdict (:func:`specmon.model.design.what_would_decide`),
+    at this sweep's measured restart cost and launch length, in the run's clock."""
+    if not plan.objective.is_tps:
+        return []  # the objective's verdict decides, on its own launches
+    restart = sum(restart_times) / len(restart_times) if restart_times else plan.restart_s
+    launches = sum(len(c.launches()) for c in cells)
+    secs = sum(c.elapsed_s for c in cells)
+    launch = secs / launches if launches and secs > 0 else 60.0 * (plan.max_minutes or 1.0)
+    out = []
+    for v in verdicts:
+        more = what_would_decide(v, restart_s=restart, launch_s=launch, clock=plan.clock)
+        if more is not None:
+            out.append(replace(more, at=_group_text(v)) if len(verdicts) > 1 else more)
+    return out
+
+
+def _group_text(v: SweepVerdict) -> str:
+    return (f"at concurrency {v.concurrency}" if v.concurrency else "") + (
+        f" on the {v.workload} prompts" if v.workload else "")
+
+
+def plan_budget(plan: SweepPlan) -> Budget | None:
+    """The budget a launch-design sweep states before its first restart (None for another order):
+    from the plan alone (its assumed launch CV, sample rate and restart time)."""
+    if plan.order != "launches":
+        return None
+    judge_rule, looks = effective_rule(plan.rule, plan.resolve_pct, plan.launch_cv, plan.restart_s, plan.rounds)
+    rounds = looks[-1] if plan.rounds is not None else max(looks[-1], MAX_LAUNCHES)
+    noise = Noise(plan.launch_cv**2, DEFAULT_WITHIN_PER_SAMPLE, plan.sample_rate, plan.restart_s)
+    cells = len(plan.settings) * len(plan.groups)
+    cap = plan.max_minutes * 60.0 if plan.max_minutes is not None else None
+    return budget(noise, cells, rounds, plan.rule.min_samples, plan.rule.max_samples, cap_s=cap, clock=plan.clock)

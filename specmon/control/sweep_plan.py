@@ -77,7 +77,7 @@ class LoadControl(Protocol):
 class SweepEvent:
     """A progress message for the user (stderr, the dashboard's event log)."""
 
-    kind: str  # plan, restart, ready, start, look, done, failed, resume, verdict
+    kind: str  # plan, restart, ready, start, look, done, failed, resume, verdict, advice
     text: str
     cell: str | None = None
 
@@ -135,6 +135,11 @@ class SweepPlan:
     #: Rounds of launches fixed in advance (the launch design plans its own when None): a deployed
     #: schedule is measured in as many launches as asked, whatever it finds.
     rounds: int | None = None
+    #: Samples a second assumed before any was measured, in the run's clock (the demo's runs faster).
+    sample_rate: float = 1.0
+    #: What the run's clock is when it is not a real server's (the demo: ``simulated ×100``): said beside
+    #: every time the plan states, so that a plan's time matches the clock the run uses.
+    clock: str = ""
 
     def __post_init__(self) -> None:
         if len(set(self.workloads)) != len(self.workloads):
@@ -187,6 +192,8 @@ class SweepPlan:
             raise SweepError("--resolve-pct must be between 0 and 100")
         if self.restart_s < 0:
             raise SweepError("restart_s must be >= 0")
+        if not self.sample_rate > 0:
+            raise SweepError("sample_rate must be positive")
         if self.order == "launches" and self.strategy == "guided":
             raise SweepError("the guided strategy chooses its own order: use --order given or random")
         if self.max_minutes is not None and not self.max_minutes > 0:

@@ -13,6 +13,7 @@ from specmon.control.dims import Point
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import SKIPPED, CellState, Segment, config_for
 from specmon.model.analysis import Analysis, ConfigRow, analyze
+from specmon.model.design import NeedsMore
 from specmon.model.design import summaries as design_summaries
 from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.objective import ObjectiveVerdict, objective_verdict
@@ -37,6 +38,9 @@ class SweepResult:
     restarts: int = 0
     #: The verdicts on the plan's objective when it is not tok/s (``--objective``): these decide.
     objective_verdicts: list[ObjectiveVerdict] = field(default_factory=list)
+    #: What would decide each undecided verdict (:class:`~specmon.model.design.NeedsMore`), at this
+    #: sweep's measured restart cost: which two settings, how many more launches of each, how long.
+    needs_more: list[NeedsMore] = field(default_factory=list)
 
     @property
     def deciding(self) -> list[SweepVerdict] | list[ObjectiveVerdict]:
@@ -131,6 +135,7 @@ class SweepResult:
             "finished": self.finished,
             "state": self.state_path,
             "restarts": self.restarts,
+            "needs_more": [n.to_json() for n in self.needs_more],
             "settings": len({c.setting for c in self.cells}),
             "skipped": sorted({c.setting_label for c in self.cells if c.status == SKIPPED}),
         }

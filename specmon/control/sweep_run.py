@@ -54,7 +54,7 @@ from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import LaunchError
-from specmon.control.rounds import LaunchRounds, effective_rule
+from specmon.control.rounds import LaunchRounds, effective_rule, needs_more_of
 from specmon.control.sweep_plan import LoadControl, Restarter, RestartOutcome, SweepError, SweepEvent, SweepPlan
 from specmon.control.sweep_result import SweepResult, analyses_from_cells, group_objective_verdict, verdict_sources
 from specmon.control.sweep_state import (
@@ -123,9 +123,7 @@ class Sweep:
     """
 
     def __init__(
-        self,
-        plan: SweepPlan,
-        *,
+        self, plan: SweepPlan, *,
         session: Session,
         restart: Restarter,
         load: LoadControl | None = None,
@@ -283,6 +281,8 @@ class Sweep:
             self.recorder.verdict(result.to_json())
         if result.verdict is not None:
             self._emit("verdict", result.verdict.sentence)
+        for more in result.needs_more:  # an undecided ending says what would decide it
+            self._emit("advice", more.text)
         return result
 
     async def _interleaved(self) -> None:
@@ -681,7 +681,8 @@ class Sweep:
                 objective.append(group_objective_verdict(self.plan, [x for x in cells if x.concurrency == c],
                                                          rule, c, w))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
-                           str(self.state_path) if self.state_path else None, self._restarts, objective)
+                           str(self.state_path) if self.state_path else None, self._restarts, objective,
+                           needs_more_of(self.plan, self.cells, self.restart_times, verdicts))
 
     def snapshot(self) -> dict[str, Any]:
         """Progress for a UI: every setting's status, samples and next look."""

@@ -35,9 +35,9 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from specmon.model.launches import Between, Launch, as_summary, fit, usable
+from specmon.model.launches import Between, Estimate, Launch, as_summary, fit, usable
 from specmon.model.stats import Summary, t_quantile
-from specmon.model.stopping import BUDGET, CONTINUE, Decision, StoppingRule
+from specmon.model.stopping import BUDGET, CONTINUE, Decision, StoppingRule, SweepVerdict
 
 #: Within-launch variance of one sample's worth assumed before any launch was measured
 #: (relative, per sample): the simulated Kimi campaign's decode lines give about 0.02.
@@ -128,13 +128,17 @@ class Plan:
     settings: int
 
     @property
-    def text(self) -> str:
-        """``to resolve ±3% with launch CV 5% and within-launch noise 1.1%/min: 6 launches × 2.0 minutes ...``."""
+    def head(self) -> str:
+        """``to resolve ±3% with launch CV 5% and within-launch noise 1.1%/min: 6 launches × 2.0 minutes per setting``."""
         each = self.samples / self.noise.rate
         return (f"to resolve ±{self.resolve_pct:g}% with launch CV {100 * self.noise.launch_cv:.1f}% and "
                 f"within-launch noise {100 * self.noise.minute_noise():.1f}% per minute: "
-                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {_duration(each, 1)} per setting, "
-                f"about {_duration(self.total_s)} in all ({self.settings} settings, "
+                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {_duration(each, 1)} per setting")
+
+    @property
+    def text(self) -> str:
+        """:attr:`head`, then ``about 4.3 h in all (4 settings, 10.0 minutes a restart)``."""
+        return (f"{self.head}, about {_duration(self.total_s)} in all ({self.settings} settings, "
                 f"{_duration(self.noise.restart_s, 1)} a restart)")
 
 
@@ -144,7 +148,7 @@ def _duration(s: float, digits: int = 0) -> str:
         return f"{s / 3600:.1f} h"
     if s >= 60:
         return f"{s / 60:.{digits}f} {'minutes' if digits else 'min'}"
-    return f"{s:.0f} s"
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
 
 
 def plan(resolve_pct: float, noise: Noise, settings: int, level: float, lo: int, hi: int) -> Plan:
@@ -281,3 +285,242 @@ def to_launch(active: Sequence[Hashable], launches: Mapping[Hashable, int], lead
             keys.append(extra)
     order = [k for k in launches if k in keys] + [k for k in keys if k not in launches]
     return order if round_no % 2 == 1 else list(reversed(order))
+
+
+# --------------------------------------------------------------------------- the budget and what is left
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The most a launch design will spend, stated before it starts (see :func:`budget`).
+
+    Attributes:
+        restarts: Restarts at most (every setting in every round; clearly slower ones leave early).
+        rounds: Rounds at most.
+        settings: Settings (times loads) launched in a round.
+        seconds: Time those restarts take at ``restart_s`` each, plus measuring, in the run's clock.
+        restart_s: The restart cost it is stated at (measured, or assumed before the first).
+        clock: What the seconds are: ``""`` for a real server, else the demo's note
+            (``"simulated ×100"``) so the time read matches the clock the run uses.
+    """
+
+    restarts: int
+    rounds: int
+    settings: int
+    seconds: float
+    restart_s: float
+    clock: str = ""
+
+    @property
+    def text(self) -> str:
+        """``budget: at most 80 restarts (16 rounds of 5 settings), about 20.3 h at 15.0 minutes a restart; ...``."""
+        where = f" ({self.clock})" if self.clock else ""
+        return (f"budget: at most {self.restarts} restart{'s' if self.restarts != 1 else ''} ({self.rounds} "
+                f"round{'s' if self.rounds != 1 else ''} of {self.settings} setting{'s' if self.settings != 1 else ''}"
+                f"), about {_duration(self.seconds)} at {_duration(self.restart_s, 1)} a restart{where}; every "
+                "setting is launched twice before any is judged, and settings clearly behind leave early")
+
+
+def launch_seconds(noise: Noise, lo: int, hi: int, cap_s: float | None = None) -> float:
+    """Seconds one launch measures (the design's launch length), at most ``cap_s``."""
+    m = launch_samples(noise, lo, hi)
+    secs = m / max(noise.rate, 1e-9)
+    return min(secs, cap_s) if cap_s is not None else secs
+
+
+def budget(noise: Noise, settings: int, rounds: int, lo: int, hi: int, *, cap_s: float | None = None,
+           clock: str = "") -> Budget:
+    """The most the design spends: ``settings × rounds`` restarts, each with one launch's measuring."""
+    restarts = settings * rounds
+    per = noise.restart_s + launch_seconds(noise, lo, hi, cap_s)
+    return Budget(restarts, rounds, settings, restarts * per, noise.restart_s, clock)
+
+
+#: The chance :class:`NeedsMore`'s launches decide, if the difference is the one seen.
+POWER = 0.8
+#: Beyond this many more launches of each, the answer is "too close to resolve" rather than a count.
+MAX_MORE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsMore:
+    """What would decide an undecided verdict: more launches of its two leading settings.
+
+    Computed from the measured spreads (:func:`more_launches`): with ``launches_each`` more
+    launches of each, the verdict's own test at its own level would decide with probability
+    ``power`` if the true difference is the one seen — separate them (``kind="separate"``), or
+    show them equivalent within the margin (``kind="equivalent"``), whichever takes fewer.
+
+    Attributes:
+        a: The leader (fastest by mean).
+        b: The runner-up.
+        launches_each: More launches of each of the two (``MAX_MORE`` when ``reachable`` is False).
+        seconds: Their time at ``restart_s`` restarts and ``launch_s`` of measuring each, in the
+            run's clock.
+        restart_s: The restart cost used.
+        launch_s: Measuring time per launch used.
+        diff_pct: The difference seen, ``a`` over ``b``, percent.
+        spread_pct: One launch's relative spread (launch CV with the within-launch part), percent.
+        power: The chance of a decision with that many more launches.
+        kind: ``separate`` or ``equivalent``.
+        reachable: False when more than :data:`MAX_MORE` launches each would be needed.
+        clock: As :attr:`Budget.clock`.
+    """
+
+    a: str
+    b: str
+    launches_each: int
+    seconds: float
+    restart_s: float
+    launch_s: float
+    diff_pct: float
+    spread_pct: float
+    power: float = POWER
+    kind: str = "separate"
+    reachable: bool = True
+    clock: str = ""
+    #: Which verdict it is about (``at concurrency 4``), empty for a sweep's only one.
+    at: str = ""
+
+    @property
+    def hours(self) -> float:
+        """:attr:`seconds` in hours."""
+        return self.seconds / 3600.0
+
+    @property
+    def restarts(self) -> int:
+        """Restarts the more launches take (both settings)."""
+        return 2 * self.launches_each
+
+    @property
+    def text(self) -> str:
+        """One sentence: which two, how many more launches of each, how long, and why that many."""
+        where = f" ({self.clock})" if self.clock else ""
+        head = f"What would decide it{' ' + self.at if self.at else ''}:"
+        if not self.reachable:
+            return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart with a "
+                    f"launch spread of {self.spread_pct:.1f}%: more than {MAX_MORE} more launches of each would be "
+                    "needed to separate them or show them equivalent; for practical purposes either will do.")
+        goal = ("separate them" if self.kind == "separate"
+                else "show them equivalent within the margin")
+        return (f"{head} about {self.launches_each} more launch{'es' if self.launches_each != 1 else ''}"
+                f" of each of {self.a} and {self.b} ({self.restarts} restarts, about {_duration(self.seconds)} at "
+                f"{_duration(self.restart_s, 1)} a restart{where}) for a chance of {100 * self.power:.0f}% to {goal}, "
+                f"if the difference is the {self.diff_pct:+.1f}% seen (launch spread {self.spread_pct:.1f}% "
+                "measured).")
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready (``needs_more`` of a sweep's document)."""
+        return {"a": self.a, "b": self.b, "launches_each": self.launches_each, "restarts": self.restarts,
+                "seconds": round(self.seconds, 1), "hours": round(self.hours, 3), "restart_s": round(self.restart_s, 2),
+                "launch_s": round(self.launch_s, 2), "diff_pct": round(self.diff_pct, 2),
+                "spread_pct": round(self.spread_pct, 2), "power": self.power, "kind": self.kind,
+                "reachable": self.reachable, "clock": self.clock or None, "at": self.at or None,
+                "text": self.text}
+
+
+def _z(p: float) -> float:
+    return t_quantile(p, math.inf)
+
+
+def more_launches(diff: float, spread2: float, ra: int, rb: int, df0: float, level: float, *,
+                  margin: float | None = None, power: float = POWER, cap: int = MAX_MORE) -> tuple[int, str]:
+    """More launches of each of two settings for their comparison to decide with probability ``power``.
+
+    A power calculation on the launch model (:mod:`specmon.model.launches`): a setting's mean over
+    ``r`` launches has relative variance ``s² / r``, where ``s²`` is one launch's (the launch CV and
+    its within-launch error, as measured: the pooled mean square of launch deviations). After ``k``
+    more launches of each, the difference relative to the runner-up has standard error
+    ``se_k = s · sqrt((1+d)²/(ra+k) + 1/(rb+k))`` on ``df0 + 2k`` degrees of freedom, and the verdict's
+    test at ``level`` separates the two when the interval ``|d| ± t·se_k`` excludes 0, with
+    probability about ``Φ(|d|/se_k − t)``; it shows them equivalent when the interval lies within
+    ``±margin``, with probability about ``Φ((margin − |d|)/se_k − t)``.
+
+    Args:
+        diff: The relative difference (a fraction; its sign does not matter).
+        spread2: ``s²``, one launch's relative variance.
+        ra, rb: Launches each has now.
+        df0: Degrees of freedom of the spread now (inf when assumed).
+        level: The verdict's two-sided confidence (its adjusted level).
+        margin: The equivalence margin (a fraction), None for separation only.
+        power: The chance asked for.
+        cap: The most launches of each considered.
+
+    Returns:
+        ``(k, kind)``: the smallest ``k`` and whether it ``separate``\\ s or shows them
+        ``equivalent``; ``(cap + 1, "separate")`` when neither is reached within ``cap``.
+    """
+    d = abs(diff)
+    zp = _z(power)
+    for k in range(cap + 1):
+        # On the runner-up's scale: the leader's mean is (1 + d) times it, its variance (1 + d)² times.
+        se = math.sqrt(max(spread2, 0.0) * ((1.0 + d) ** 2 / (ra + k) + 1.0 / (rb + k)))
+        df = df0 + 2 * k if math.isfinite(df0) else math.inf
+        t = t_quantile(1 - (1 - level) / 2, max(df, 1.0))
+        if se <= 0:
+            return k, "separate" if d > 0 else "equivalent"
+        if d > 0 and d / se - t >= zp:
+            return k, "separate"
+        if margin is not None and margin > d and (margin - d) / se - t >= zp:
+            return k, "equivalent"
+    return cap + 1, "separate"
+
+
+def launch_spread2(a: Estimate, b: Estimate) -> tuple[float, float]:
+    """One launch's relative variance and its degrees of freedom, from two settings' estimates.
+
+    Estimated (two launches or more somewhere): the pooled mean square of relative launch
+    deviations, which holds the launch CV and the within-launch part alike. Assumed: the assumed
+    launch CV squared plus the two settings' own within-launch part.
+    """
+    between = a.between
+    if between.estimated:
+        return max(between.ms_between, between.tau2), between.df
+    own = [(x.se / x.mean) ** 2 for e in (a, b) for x in e.launches if x.se is not None and x.mean > 0]
+    return between.tau2 + (sum(own) / len(own) if own else 0.0), math.inf
+
+
+def needs_more(a: Estimate, b: Estimate, names: tuple[str, str], *, level: float, margin_pct: float | None,
+               restart_s: float, launch_s: float, power: float = POWER, clock: str = "") -> NeedsMore:
+    """What would decide between the leader ``a`` and the runner-up ``b`` (see :func:`more_launches`).
+
+    Args:
+        a: The leader's estimate; b: the runner-up's.
+        names: Their names.
+        level: The verdict's two-sided confidence.
+        margin_pct: The equivalence margin, percent of the leader (None: separation only).
+        restart_s: A restart's cost, in the run's clock.
+        launch_s: Measuring time per launch, in the run's clock.
+        power: The chance of a decision asked for.
+        clock: As :attr:`Budget.clock`.
+    """
+    diff = a.mean / b.mean - 1.0 if b.mean > 0 else 0.0
+    spread2, df0 = launch_spread2(a, b)
+    margin = margin_pct / 100.0 if margin_pct is not None else None
+    k, kind = more_launches(diff, spread2, len(a.launches), len(b.launches), df0, level, margin=margin, power=power)
+    reachable = k <= MAX_MORE
+    k = min(k, MAX_MORE)
+    k = max(k, 1)  # undecided now: at least one more launch of each
+    return NeedsMore(names[0], names[1], k, 2 * k * (restart_s + launch_s), restart_s, launch_s, 100 * diff,
+                     100 * math.sqrt(spread2), power, kind, reachable, clock)
+
+
+def what_would_decide(verdict: SweepVerdict, *, restart_s: float, launch_s: float,
+                      clock: str = "") -> NeedsMore | None:
+    """What would decide a sweep's verdict that stopped undecided (None when it decided, or cannot say).
+
+    Its leader and runner-up, their launch estimates, and the verdict's own adjusted level and
+    margin go into :func:`needs_more`.
+    """
+    if verdict.separated or verdict.equivalent:
+        return None
+    best, runner = verdict.best, verdict.runner_up
+    if best is None or runner is None or best.estimate is None or runner.estimate is None:
+        return None
+    return needs_more(best.estimate, runner.estimate, (best.label, runner.label), level=verdict.level,
+                      margin_pct=verdict.margin_pct, restart_s=restart_s, launch_s=launch_s, clock=clock)
+
+
+def closing_advice(needs: Sequence[NeedsMore]) -> list[str]:
+    """The sweep's closing advice: what would decide each undecided verdict, one sentence each."""
+    return [n.text for n in needs]

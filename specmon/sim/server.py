@@ -200,6 +200,9 @@ class SimServer:
         except OSError:
             earlier = 0
         rng = random.Random(zlib.crc32(repr((self.seed, self.spec, earlier, "launch")).encode()))
+        # Each launch draws its own lines too: with one seed for every launch, the launches of a setting
+        # replayed the same noise, so their errors did not average out over launches as real ones do.
+        self.rng = random.Random(zlib.crc32(repr((self.seed, self.spec, earlier, "lines")).encode()))
         hours = (time.time() - a.drift_origin) / 3600.0 * a.time_scale if a.drift_origin else 0.0
         speed = launch_speed(rng, a.launch_cv / 100.0, hours=hours, drift_pct_per_hour=a.drift_pct_per_hour)
         if a.replica_cv:  # the machine's own factor: the same for every launch on this port
@@ -209,7 +212,8 @@ class SimServer:
 
     async def _serve(self) -> None:
         """Run the scheduler against the wall clock until stopped."""
-        engine = self.engine = SimEngine(self.spec, self.writer, self.clock.now(), self.rng, self.launch_model())
+        model = self.launch_model()  # first: a launch that differs draws its own lines (self.rng)
+        engine = self.engine = SimEngine(self.spec, self.writer, self.clock.now(), self.rng, model)
         builtin = self.args.port is None
         while not self.stop.is_set():
             if engine.idle:

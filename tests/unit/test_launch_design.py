@@ -113,9 +113,12 @@ def test_the_command_line_options(capsys: pytest.CaptureFixture[str]) -> None:
     p = _plan(args)
     assert p.order == "launches" and p.resolve_pct == 4.0 and p.launch_cv == pytest.approx(0.08)
     assert p.identity()["launch_cv"] == pytest.approx(0.08) and p.identity()["resolve_pct"] == 4.0
-    # Left alone: the sample sweep, with the default assumed launch CV (and an old state file's identity).
+    # Left alone: the launch design (the default), with the default assumed launch CV; --order given is
+    # the one-launch sample sweep (and an old state file's identity).
     plain = _plan(parser.parse_args(["sweep", "--demo", "--steps", "0,2"]))
-    assert plain.order == "given" and plain.launch_cv == 0.05 and "launch_cv" not in plain.identity()
+    assert plain.order == "launches" and plain.launch_cv == 0.05 and "launch_cv" not in plain.identity()
+    given_ = _plan(parser.parse_args(["sweep", "--demo", "--steps", "0,2", "--order", "given"]))
+    assert given_.order == "given" and given_.resolve_pct is None
     for argv in (["summarize", "x.log", "--launch-cv", "100"], ["summarize", "x.log", "--launch-cv", "-1"],
                  ["report", "r.jsonl", "--launch-cv", "nan"], ["sweep", "--demo", "--resolve-pct", "0"]):
         with pytest.raises(SystemExit):

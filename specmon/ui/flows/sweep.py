@@ -28,6 +28,7 @@ from specmon.control.launch import LaunchError, build_plan
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
 from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart_controller import RestartController
+from specmon.control.rounds import plan_budget
 from specmon.control.runner import LocalRunner
 from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
 from specmon.control.sweep_result import SweepResult
@@ -187,6 +188,9 @@ class SweepFlow(Widget):
         url = self._load_url(c)
         load = (f"Load: the built-in driver keeps requests going to {url}." if url else
                 "Load: none from specmon — the server's own traffic is measured.")
+        stated = plan_budget(plan)
+        if stated is not None:  # the launch design states its budget before it starts
+            load += f"\n{stated.text[0].upper()}{stated.text[1:]}."
         confirm = SweepConfirmScreen(c.host, choice.steps, text, load, settings=len(plan.settings),
                                      strategy=choice.strategy)
         if not await self._ask(confirm):
@@ -216,8 +220,11 @@ class SweepFlow(Widget):
     def _plan(self, c: RestartController, choice: SweepChoice) -> tuple[SweepPlan, str] | None:
         """The sweep's plan and the text of every restart it may run (None: it cannot, and the user was told)."""
         try:
+            # The launch design by default (every setting launched twice, clearly slower ones dropped,
+            # a stated budget); the guided strategy chooses its own order.
+            order = "given" if choice.strategy == "guided" else "launches"
             plan = SweepPlan(tuple(choice.steps), **{"strategy": choice.strategy, "points": tuple(choice.points),
-                                                     **self.plan_options})
+                                                     "order": order, **self.plan_options})
             # Built here only to be shown: the sweep builds (and shows again) each one as it runs.
             texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None,
                                 dims=dict(pt) or None).describe() for i, (s, pt) in enumerate(plan.settings)]
