@@ -267,6 +267,8 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    # The words as typed: advice that names a command to run again (a stopped sweep) repeats them.
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     if getattr(args, "read_only", False):
         from specmon.control.guard import set_read_only
 

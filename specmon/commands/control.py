@@ -292,7 +292,13 @@ def _again(args: argparse.Namespace) -> str:
     """What running the command again does: a parallel sweep is not resumed."""
     if getattr(args, "parallel", False):
         return "a parallel sweep is not resumed: running the same command again starts its rounds afresh"
-    return "run the same command again to continue where it stopped"
+    if getattr(args, "demo", False):
+        return "a demo sweep is not resumed: running it again starts afresh"
+    from specmon.commands.again import continue_command
+
+    command = continue_command(args)
+    return (f"continue it where it stopped with: {command}" if command else
+            "run the same command again to continue where it stopped")
 
 
 async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) -> int:

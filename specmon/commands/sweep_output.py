@@ -117,7 +117,11 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
         _err(f"sweep: {note}")
     if extra.get("server_lost"):
-        _err(f"sweep: stopped: {extra['server_lost']}; run the same command again to continue (exit "
+        from specmon.commands.again import continue_command
+
+        again = continue_command(args) if not getattr(args, "demo", False) else None
+        how = f"continue it with: {again}" if again else "run the same command again to continue"
+        _err(f"sweep: stopped: {extra['server_lost']}; {how} (exit "
              f"{EXIT_INCOMPLETE})")
         return EXIT_INCOMPLETE
     failed = [c for c in result.cells if c.status == "failed"]

@@ -13,6 +13,10 @@ happened with messages (``SweepFlow.Started``, ``SweepFlow.Finished``, ...).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +32,7 @@ from specmon.control.launch import LaunchError, build_plan
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
 from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import RestartProgress
 from specmon.control.rounds import plan_budget
 from specmon.control.runner import LocalRunner
 from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
@@ -39,6 +44,7 @@ from specmon.ui.flows import Dashboard
 from specmon.ui.flows.restart import GROUP, RestartFlow
 from specmon.ui.literal import literal
 from specmon.ui.messages import FlowChanged, FlowLogged
+from specmon.ui.screens.sweep_continue import SweepContinueScreen
 from specmon.ui.screens.sweep_screen import (
     SweepChoice,
     SweepConfirmScreen,
@@ -56,6 +62,39 @@ __all__ = ["SweepFlow"]
 
 #: Seconds between two refreshes of the progress line.
 PROGRESS_TICK_S = 0.5
+
+
+@dataclass(frozen=True)
+class StoppedSweep:
+    """A sweep that stopped before it measured every setting: what ``s`` offers to continue.
+
+    Attributes:
+        plan: Its plan (a continued sweep runs the same one: the state file checks it).
+        state: Its state file, saved as it ran (0600 in specmon's sweeps folder).
+        reason: Why it stopped, in one sentence (the server's exit, the restart that failed, a stop asked for).
+        commands: The text of every restart it may run, shown again before it goes on.
+        load: What drives the load (the confirmation's line).
+    """
+
+    plan: SweepPlan
+    state: Path
+    reason: str
+    commands: str
+    load: str
+
+
+def state_file(host: str, plan: SweepPlan) -> Path:
+    """The dashboard's state file for a sweep of ``plan`` on ``host``: one per host and plan, as the CLI's."""
+    digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
+    return paths.sweeps_dir() / f"dashboard-{re.sub(r'[^A-Za-z0-9_.-]', '_', host)}-{digest}.json"
+
+
+def progress_of(cells: list[dict[str, Any]]) -> str:
+    """``2 of 5 settings measured; left: 3 steps, 5 steps`` from a state file's cells."""
+    settled = ("done", "failed", "skipped")
+    left = [str(c.get("label") or c.get("key")) for c in cells if c.get("status") not in settled]
+    return (f"{len(cells) - len(left)} of {len(cells)} settings measured"
+            + (f"; left: {', '.join(left)}" if left else ""))
 
 
 class SweepFlow(Widget):
@@ -114,6 +153,10 @@ class SweepFlow(Widget):
         self.verdict_screen: SweepVerdictScreen | None = None
         self.last_verdict: SweepVerdictScreen | None = None  # kept after it is closed
         self._restarting: int | None = None
+        #: The last sweep, when it stopped before its verdict: ``s`` offers to continue it.
+        self.stopped: StoppedSweep | None = None
+        self._stop_asked = False
+        self._last_restart: RestartProgress | None = None
         #: Dialogs of this flow on screen now: a second ``s`` meanwhile would stack a second one.
         self._asking = 0
         self.line = Static("", id="sweep-progress", markup=False)
@@ -167,11 +210,20 @@ class SweepFlow(Widget):
             if await self.app.push_screen_wait(SweepStopScreen(sweep_progress_text(sweep.snapshot()))) \
                     and self.sweep is sweep:
                 sweep.request_stop()
+                self._stop_asked = True
                 self._event("warning", "sweep: stopping after the current poll (what was measured is kept)")
             return
         c = self.flow.controller
         if c is None:
             return
+        if self.stopped is not None:
+            stopped = self.stopped
+            choice = await self._ask(SweepContinueScreen(stopped.reason, self._left(stopped)))
+            if choice is None:
+                return
+            if choice == "continue":
+                await self._continue(stopped)
+                return
         lo, hi = c.steps_range
         minutes = self.plan_options.get("max_minutes", 10.0)
         budget = f", at most {minutes:g} min each" if minutes else ""
@@ -196,7 +248,33 @@ class SweepFlow(Widget):
         if not await self._ask(confirm):
             self._event("info", "sweep cancelled: nothing was run")
             return
-        result = await self._sweep(plan)
+        self.stopped = None  # a new sweep: the stopped one is no longer offered
+        result = await self._sweep(plan, commands=text, load_text=load)
+        if result is not None:
+            await self._verdict(result, await self._write_report(result), finished=result.finished)
+
+    def _left(self, stopped: StoppedSweep) -> str:
+        """What the stopped sweep measured and what is left, read from its state file."""
+        try:
+            cells = json.loads(stopped.state.read_text(encoding="utf-8"))["cells"]
+            text = progress_of([c for c in cells if isinstance(c, dict)])
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"its state file {stopped.state} cannot be read now"
+        return f"{text} (saved in {stopped.state})"
+
+    async def _continue(self, stopped: StoppedSweep) -> None:
+        """Go on with a stopped sweep from its state file: its commands confirmed again, then the rest of it."""
+        c = self.flow.controller
+        if c is None:
+            return
+        confirm = SweepConfirmScreen(c.host, stopped.plan.steps, stopped.commands, stopped.load,
+                                     settings=len(stopped.plan.settings), strategy=stopped.plan.strategy)
+        if not await self._ask(confirm):
+            self._event("info", "sweep not continued: nothing was run")
+            return
+        self._event("info", f"sweep: continuing from {stopped.state} ({self._left(stopped)})")
+        result = await self._sweep(stopped.plan, commands=stopped.commands, load_text=stopped.load,
+                                   state=stopped.state, resume=True)
         if result is not None:
             await self._verdict(result, await self._write_report(result), finished=result.finished)
 
@@ -233,12 +311,15 @@ class SweepFlow(Widget):
             return None
         return plan, "\n\n".join(texts)
 
-    async def _sweep(self, plan: SweepPlan) -> SweepResult | None:
-        """Run a confirmed sweep; its result (None: it could not start, or failed: the event log says why)."""
+    async def _sweep(self, plan: SweepPlan, *, commands: str = "", load_text: str = "",
+                     state: Path | None = None, resume: bool = False) -> SweepResult | None:
+        """Run a confirmed sweep (``resume``: go on from ``state``); its result (None: it could not start, or
+        failed: the event log says why). One that stops before its verdict is kept in :attr:`stopped`."""
         c = self.flow.controller
         dashboard = self.dashboard
         if c is None or dashboard is None:
             return None
+        state = state if state is not None else state_file(c.host, plan)
         load = None
         url = self._load_url(c)
         if url is not None:
@@ -255,15 +336,21 @@ class SweepFlow(Widget):
             return await shown_restart(steps, dims)
 
         try:
+            # Saved as it runs: a sweep that stops can be continued (s) from what it measured.
             sweep = Sweep(plan, session=dashboard.feeder.session, restart=restart, load=load,
-                          recorder=dashboard.recorder, on_event=self._on_event, server_check=c.check_server)
+                          recorder=dashboard.recorder, on_event=self._on_event, server_check=c.check_server,
+                          state_path=state, resume=resume)
         except SweepError as exc:
             self.notify(f"cannot sweep: {exc}", severity="error", timeout=8)
             return None
         self.sweep = sweep
         self.result = None
+        self.stopped = None
+        self._stop_asked = False
+        self._last_restart = None
         on_progress = self.flow.show_progress  # each restart of the sweep in the restart panel
         c.listeners.append(on_progress)
+        c.listeners.append(self._keep_restart)
         self._event("info", f"sweep of {', '.join(map(str, plan.steps))} steps on {c.host}: confirmed, running")
         self.line.display = True
         self._refresh()
@@ -275,16 +362,43 @@ class SweepFlow(Widget):
         except Exception as exc:
             self._event("error", f"sweep failed: {type(exc).__name__}: {exc}")
             self.notify(f"sweep failed: {exc}", severity="error", timeout=10)
+            self.stopped = StoppedSweep(plan, state, f"it failed: {type(exc).__name__}: {exc}", commands, load_text)
             self.post_message(self.Finished(None))
             return None
         finally:
-            if on_progress in c.listeners:
-                c.listeners.remove(on_progress)
+            for listener in (on_progress, self._keep_restart):
+                if listener in c.listeners:
+                    c.listeners.remove(listener)
             self.sweep = None
             self.line.display = False
         self.result = result
+        if not result.finished:
+            reason = self._why_stopped(sweep)
+            self.stopped = StoppedSweep(plan, state, reason, commands, load_text)
+            self._event("warning", f"sweep stopped: {reason}; s continues it from where it stopped")
         self._say_result(result)
         return result
+
+    def _keep_restart(self, view: RestartProgress) -> None:
+        self._last_restart = view  # the last restart's phase and log lines, for why a sweep stopped
+
+    def _why_stopped(self, sweep: Sweep) -> str:
+        """Why a sweep ended before its verdict, in one sentence: the server's exit, the restart that
+        failed with the log's last line, or the stop that was asked for."""
+        if sweep.lost:
+            return sweep.lost
+        if self._stop_asked:
+            return "you stopped it (s, then y); what was measured is kept"
+        failed = [cell for cell in sweep.cells if cell.status == "failed"]
+        if failed:
+            cell = failed[-1]
+            text = f"{cell.label or cell.setting_label}: {cell.text or cell.reason}"
+            view = self._last_restart
+            last = next((line for line in reversed(view.last_lines) if line.strip()), None) if view else None
+            if cell.reason == "restart" and last:
+                text += f" (the log's last line: {last.strip()})"
+            return text
+        return "it ended before every setting was measured"
 
     def _say_result(self, result: SweepResult) -> None:
         """The one verdict (the numbers the panel, the run table and the report all show), in the event log."""
@@ -313,7 +427,8 @@ class SweepFlow(Widget):
             await self._show_verdict(outcome, path, finished=finished)
         else:
             state = "finished" if result.finished else "stopped"
-            self.notify("no verdict: nothing was measured", title=f"sweep {state}", timeout=15)
+            why = f" (it stopped: {self.stopped.reason}; s continues it)" if self.stopped is not None else ""
+            self.notify(f"no verdict: nothing was measured{why}", title=f"sweep {state}", timeout=15)
         self.post_message(self.Finished(result))
 
     @work(name="sweep verdict", group=GROUP, description="the sweep's verdict panel", exit_on_error=False)
@@ -345,8 +460,10 @@ class SweepFlow(Widget):
             winner_note = "restart on the winner: no restart controller"
         elif best is not None and best.steps is not None and c.current_steps == best.steps:
             winner_note = f"the server runs {best.label} already: nothing to restart"
+        stopped = self.stopped.reason if self.stopped is not None and not finished else ""
         screen = SweepVerdictScreen(outcome, report=report, finished=finished, baseline_note=note,
-                                    winner_note=winner_note, groups=self.groups, finding=self.finding)
+                                    winner_note=winner_note, groups=self.groups, finding=self.finding,
+                                    stopped_reason=stopped)
         if isinstance(self.app.screen, SweepStopScreen):
             self.app.screen.dismiss(False)  # the offer to stop is moot: the sweep has ended
         self.verdict_screen = self.last_verdict = screen

@@ -133,6 +133,8 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         winner_note: Why restarting on the winner is not offered ("" when it is).
         groups: Every group's verdict, when the sweep had several (concurrencies, workloads).
         finding: The sweep's sentence when the winner depends on the load or the workload.
+        stopped_reason: Why a stopped sweep stopped (the server's exit, the restart that failed, a stop
+            asked for); shown first, with the key that continues it.
     """
 
     BINDINGS = [
@@ -179,7 +181,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
 
     def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
                  baseline_note: str = "", winner_note: str = "", groups: Sequence[SweepOutcome] = (),
-                 finding: str | None = None) -> None:
+                 finding: str | None = None, stopped_reason: str = "") -> None:
         super().__init__()
         self.outcome = outcome
         self.report = report
@@ -188,6 +190,10 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         self.lines = verdict_lines(outcome, report=report, baseline_note=baseline_note, winner_note=winner_note,
                                    groups=groups, finding=finding)
         self.groups = tuple(groups) if len(groups) > 1 else ()
+        if stopped_reason and not finished:
+            # Why it stopped stands first, and how it goes on (the dashboard's s, once this is closed).
+            self.lines["head"].insert(0, f"Why it stopped: {stopped_reason}")
+            self.lines["foot"].append("s, once this is closed: continue the sweep from where it stopped")
         if self.groups:
             self.add_class("-groups")
 
