@@ -20,6 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from specmon.wording import counted
+
 #: The text chart's size: 9 columns of axis labels ("  351.9 │") and the plot, 80 columns in all.
 CHART_WIDTH, CHART_HEIGHT = 71, 14
 #: What the time axis says when runs were moved to spans of their own.
@@ -169,7 +171,8 @@ def text_chart(data: SeriesLike, width: int = CHART_WIDTH, height: int = CHART_H
 
     Every run is drawn: runs that follow one another get columns of their own, and where runs share
     a column, the one with fewer points is drawn last. The legend names the runs drawn, and says
-    how many could not be (more runs than columns).
+    how many could not be (more runs than columns). Past 26 runs (a sweep's rounds of launches) a
+    letter stands for a configuration, and the legend counts its runs.
     """
     if not len(data.series):
         return ["(no throughput samples)"]
@@ -187,7 +190,11 @@ def text_chart(data: SeriesLike, width: int = CHART_WIDTH, height: int = CHART_H
         lo, hi = lo - 1, hi + 1
     pad = (hi - lo) * 0.05
     lo, hi = lo - pad, hi + pad
-    letters = {r: chr(ord("A") + i) if i < 26 else "*" for i, r in enumerate(ids)}
+    # A letter per run; past 26 runs (a sweep of launch rounds), a letter per configuration, its runs counted.
+    by_run = len(ids) <= 26
+    names = ids if by_run else list(dict.fromkeys(data.run_labels.get(r, "?") for r in ids))
+    code = {n: chr(ord("A") + i) if i < 26 else "*" for i, n in enumerate(names)}
+    letters = {r: code[r if by_run else data.run_labels.get(r, "?")] for r in ids}
     grid = [[" "] * width for _ in range(height)]
     cells: dict[int, list[tuple[int, int]]] = {}
     for k, m in zip(used.tolist(), means.tolist(), strict=True):
@@ -198,6 +205,11 @@ def text_chart(data: SeriesLike, width: int = CHART_WIDTH, height: int = CHART_H
         for x, y in cells[r]:
             grid[y][x] = letters[r]
     drawn = [r for r in ids if any(grid[y][x] == letters[r] for x, y in cells.get(r, []))]
+    if by_run:
+        legend = [f"{letters[r]} = run {r}: {data.run_labels.get(r, '?')}" for r in drawn]
+    else:
+        runs_of = {n: sum(data.run_labels.get(r, "?") == n for r in drawn) for n in names}
+        legend = [f"{code[n]} = {n} ({counted(runs_of[n], 'run')})" for n in names if runs_of[n]]
     out = []
     for i, row in enumerate(grid):
         value = hi - (hi - lo) * i / (height - 1)
@@ -206,8 +218,7 @@ def text_chart(data: SeriesLike, width: int = CHART_WIDTH, height: int = CHART_H
     out.append("        └" + "─" * width)
     out.append(f"         0{'':>{width - 12}}{_duration(float(t.max())):>10}")
     out.append(f"time: {data.time_basis}" + ("; a run at least one column" if LAID_APART in data.time_basis else ""))
-    out.append("tok/s per decode line; " + ", ".join(f"{letters[r]} = run {r}: {data.run_labels.get(r, '?')}"
-                                                    for r in drawn))
+    out.append("tok/s per decode line; " + ", ".join(legend))
     if len(drawn) < len(ids):
         out.append(f"({len(ids) - len(drawn)} more runs not drawn: more runs than columns)")
     return out
