@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,16 @@ from specmon.model.replica_effects import (
 from specmon.model.rotation import assign
 from specmon.model.session import ServerState, Session
 from specmon.redact import redact_text
+
+
+def _request_failures(report: Any) -> str:
+    """``; 88 of 88 requests failed: connection refused (is the server up?)`` (its most said error), or ""."""
+    failed = [r for r in report.results if not r.ok]
+    if not failed:
+        return ""
+    said = Counter(r.error or (f"HTTP {r.status}" if r.status else "no answer") for r in failed)
+    text, _n = said.most_common(1)[0]
+    return f"; {len(failed)} of {len(report.results)} requests failed: {redact_text(text)}"
 
 
 def steps_label(steps: int) -> str:
@@ -76,6 +87,9 @@ class FleetPlan:
         attach_s: Seconds to wait for a restarted server's new run in its log.
         stall_s: A launch with no new sample for this long ends (failed: the load is not reaching it).
         poll_s: How often the launches are checked.
+        check_s: A launch with no new sample for this long asks whether its server is still there
+            (:attr:`Arm.check`), and again every ``check_s`` while none comes: a replica that died
+            ends its launch with the cause when it is seen, not after the launch's whole budget.
     """
 
     steps: tuple[int, ...]
@@ -91,6 +105,7 @@ class FleetPlan:
     attach_s: float = 120.0
     stall_s: float = 120.0
     poll_s: float = 1.0
+    check_s: float = 10.0
 
     def __post_init__(self) -> None:
         if len(self.steps) < 2:
@@ -124,12 +139,21 @@ class Arm:
         restart: Restarts its server with a step count and waits for ready (commands shown first).
         session: The session its log feeds.
         load: Its workload (None: the traffic comes from elsewhere).
+        check: Says why the server measured is gone (its process exited, with its log's last
+            words; another one in its pidfile), or None while it runs or when that cannot be told.
+            By default the restarter's own ``check_server`` when it has one (a managed start
+            knows its server's PID).
     """
 
     name: str
     restart: Restarter
     session: Session
     load: LoadControl | None = None
+    check: Callable[[], Awaitable[str | None]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.check is None:
+            self.check = getattr(self.restart, "check_server", None)
 
 
 @dataclass
@@ -381,7 +405,9 @@ class FleetSweep:
         cap = plan.launch_minutes * 60.0
         measuring = self._clock()
         last_n, last_progress = len(run.throughput), measuring
+        last_check = measuring
         why = ""
+        gone = False
         try:
             while not self._stop:
                 await self._sleep(plan.poll_s)
@@ -389,27 +415,46 @@ class FleetSweep:
                 n = len(run.throughput)
                 if n != last_n:
                     last_n, last_progress = n, now
-                if run.state is ServerState.CRASHED:
-                    why = f"the server crashed: {run.crash_detail or 'see its log'}"
+                if run.state is ServerState.CRASHED and not run.crash_pending:
+                    why = f"the server crashed: {run.crash_cause or run.crash_detail or 'see its log'}"
                     break
                 if n - start >= plan.samples or now - measuring >= cap:
                     break
+                if (arm.check is not None and now - last_progress >= plan.check_s
+                        and now - last_check >= plan.check_s):
+                    # No sample for a while: is its server still there? A kill -9, the host's OOM
+                    # killer or a crash the log does not word leaves no line to read.
+                    last_check = now
+                    exited = await arm.check()
+                    if exited:
+                        why, gone = redact_text(exited), True
+                        break
                 if now - last_progress >= plan.stall_s:
-                    why = f"no new sample for {plan.stall_s:g} s (is the load reaching it?)"
+                    # An error with no serving after it (pending until now): the server's end.
+                    why = (f"the server crashed: {run.crash_cause or run.crash_detail or 'see its log'}"
+                           if run.state is ServerState.CRASHED else
+                           f"no new sample for {plan.stall_s:g} s (is the load reaching it?)")
                     break
         finally:
             report = await arm.load.stop() if arm.load is not None else None
+        if not why and run.state is ServerState.CRASHED:
+            # Its log ended in an error with no serving after it: the end of the input confirms it.
+            why = f"the server crashed: {run.crash_cause or run.crash_detail or 'see its log'}"
         values = list(run.throughput[start:start + plan.samples])
         rec.seconds = self._clock() - began
+        failed_requests = ""
         if report is not None:
             rec.requests, rec.errors = len(report.results), report.errors
+            failed_requests = _request_failures(report)
+        dead = gone or run.state is ServerState.CRASHED
         if why and len(values) < 3:
-            self.running[arm.name] = None if run.state is ServerState.CRASHED else steps
-            self._fail(arm, rec, steps, why, bar=run.state is ServerState.CRASHED)
+            self.running[arm.name] = None if dead else steps
+            self._fail(arm, rec, steps, why + ("" if dead else failed_requests), bar=dead)
             return
         launch = launch_of(values, name=f"{arm.name} round {rnd + 1}")
         if launch is None or launch.se is None:
-            self._fail(arm, rec, steps, f"only {len(values)} counted samples (3 needed)", bar=False)
+            # Say what its requests met (the connection refused of a replica that died unseen).
+            self._fail(arm, rec, steps, f"only {len(values)} counted samples (3 needed){failed_requests}", bar=False)
             return
         al = run.accept_len[-len(values):] if run.accept_len else []
         rec.ok, rec.mean, rec.samples = True, launch.mean, launch.n

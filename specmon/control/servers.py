@@ -194,9 +194,12 @@ async def check_with_cause(record: ServerRecord, runner: CommandRunner, timeout:
 def exit_cause(stdout: str) -> str:
     """The most telling of a gone server's last log lines (sent by ``alive.sh``/``ready.sh``), secrets hidden.
 
-    The last line of a traceback is the error itself; without one, the last non-blank line.
+    What ended it (:func:`specmon.model.last_words.death_cause`: the first fatal line of its last
+    run, a traceback's exception line, or the first line of a stop such as ``SIGTERM received``);
+    when the lines say nothing of an end, the last non-blank line.
     """
     from specmon.control.runner import log_tail_of
+    from specmon.model.last_words import death_cause
 
     tail = log_tail_of(stdout)
     if tail is None:
@@ -204,7 +207,7 @@ def exit_cause(stdout: str) -> str:
     lines = [line.strip() for line in tail[1] if line.strip()]
     if not lines:
         return ""
-    return redact_text(lines[-1])[:300]
+    return redact_text(death_cause(lines) or lines[-1])[:300]
 
 
 async def left_running_note(record: ServerRecord, runner: CommandRunner,

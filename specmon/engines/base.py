@@ -124,6 +124,10 @@ class EngineAdapter:
     # -- lifecycle ----------------------------------------------------------------------------
     #: Markers only this engine prints, tried before the shared ones of their group.
     lifecycle: ClassVar[tuple[tuple[str, Event], ...]] = ()
+    #: Fatal lines known by their shape rather than a fixed phrase: (a literal every match holds,
+    #: the regex, the event). A wrapper's report of its child's death ("cmd.Wait() returned error:
+    #: signal: killed") names the signal after the words, and some signals are a stop.
+    fatal_shapes: ClassVar[tuple[tuple[str, str, Event], ...]] = ()
     #: Ready markers other engines' logs also hold (uvicorn's): read only when the log is
     #: this engine's or not yet known.
     shared_ready: ClassVar[tuple[str, ...]] = ()

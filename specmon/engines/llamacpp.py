@@ -129,8 +129,12 @@ SPEC = LineKind(
 )
 EVAL = LineKind(
     name="llamacpp.eval", engine=Engine.LLAMACPP, marker=EVAL_MARKER, parse=parse_eval, record=EngineStats,
-    gate=lambda text: "tokens per second" in text and "prompt eval" not in text,
-    vetoes=("prompt eval",),
+    # llama.cpp's command-line tools (llama-cli, llama-bench, llama-speculative) print their run's
+    # totals through llama_perf_context_print (llama_print_timings before mid-2024): no server
+    # wrote them, so they are no server's sample. The server prints its own print_timing block.
+    gate=lambda text: "tokens per second" in text and "prompt eval" not in text and "_print_timings" not in text
+    and "llama_perf_" not in text,
+    vetoes=("prompt eval", "llama_perf_", "_print_timings"),
     fields=(FieldSpec("gen_throughput", (), _F, float),),
     body=lambda message: message.index(EVAL_MARKER),
     shapes=(rf"eval time = *{_F} ms / *{_I} (?:tokens|runs) *\( *{_F} ms per token, *"
@@ -182,7 +186,22 @@ class LlamaCpp(EngineAdapter):
         # What llama-server logs when SIGINT or SIGTERM stops it ("srv    operator(): operator():
         # cleaning up before exit..."), the end of every log of the kit's samples.
         ("cleaning up before exit", Event.SHUTDOWN),
+        # Servers that run llama.cpp as a child name its death in their own log. Ollama
+        # (llm/server.go, server/sched.go): 'error loading llama server" error="llama runner
+        # process has terminated: signal: killed' and 'msg="llama runner terminated"'.
+        ("runner process has terminated", Event.CRASH),
+        ("llama runner terminated", Event.CRASH),
+        # llama-swap (proxy/process.go) logs "<model> cmd.Wait() returned error: <err>" for every
+        # exit of its llama-server; "signal: terminated" / "signal: interrupt" are its own stops
+        # (its stop sends SIGTERM; it calls them "Process stopped OK").
+        ("cmd.Wait() returned error: signal: terminated", Event.SHUTDOWN),
+        ("cmd.Wait() returned error: signal: interrupt", Event.SHUTDOWN),
+        ("cmd.Wait() returned error: <nil>", Event.SHUTDOWN),
     )
+    # llama-swap's report of any other exit: a signal (killed, aborted (core dumped), segmentation
+    # fault) or an exit status.
+    fatal_shapes = (("cmd.Wait() returned error: ",
+                     r"cmd\.Wait\(\) returned error: (?!signal: (?:terminated|interrupt)\b|<nil>)\S", Event.CRASH),)
     # Said by other servers too: read only in llama.cpp's (or a not yet known) log.
     shared_ready = ("server is listening on http",)
     ready_marker = "server is listening on http"

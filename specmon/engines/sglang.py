@@ -424,9 +424,16 @@ class SGLang(EngineAdapter):
               re.compile(r"\A\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] "))
     shape_gates = ("] ",)
     lifecycle = (
+        # Every SGLang process loop that dies of an uncaught exception logs "<its name> hit an
+        # exception: <traceback>" and sends SIGQUIT to the parent, which kills the whole tree
+        # (managers/scheduler.py, detokenizer_manager.py, data_parallel_controller.py, the model
+        # worker clients' forward threads): the end of the server, whatever the exception.
         ("Scheduler hit an exception", Event.CRASH),
         ("TokenizerManager hit an exception", Event.CRASH),
+        ("hit an exception: ", Event.CRASH),
         ("Received sigquit from a child proces", Event.CRASH),
+        # data_parallel_controller.py, when a scheduler process it watches exits.
+        ("Scheduler or DataParallelController", Event.CRASH),
         ("Capture cuda graph failed", Event.CRASH),
         ("Decode out of memory. Try to lower", Event.OOM),
         ("KV cache pool is full. Retract requests", Event.RETRACT),

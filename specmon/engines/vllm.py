@@ -308,6 +308,15 @@ class VLLM(EngineAdapter):
         ("Capturing the model for CUDA graphs", Event.GRAPH_BEGIN),
         ("Graph capturing finished", Event.GRAPH_END),
     )
+    # The executors' and the client's watchers of a process that exited, named from the process:
+    # "Worker proc VllmWorker-0 died unexpectedly, shutting down executor." (multiproc_executor.py),
+    # "RayWorkerProc rank=[3] died unexpectedly, ..." (ray_executor_v2.py), "Engine core proc
+    # EngineCore_DP0 died unexpectedly, shutting down client." (core_client.py); V0's
+    # "Worker VllmWorkerProcess pid 1234 died, exit code: -9" (multiproc_worker_utils.py).
+    fatal_shapes = (
+        ("died unexpectedly", r"(?:(?:Worker proc|Engine core proc|RayWorkerProc) )?\S+ died unexpectedly", Event.CRASH),
+        ("died, exit code:", r"Worker \S+ pid \d+ died, exit code:", Event.CRASH),
+    )
     shared_ready = ("Application startup complete",)  # uvicorn's
     ready_marker = "Application startup complete."
     metric_prefix = "vllm:"

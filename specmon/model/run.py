@@ -131,19 +131,26 @@ class Run:
     last_at: float | None = None
     last_line: int = 0
     load_progress: tuple[int, int] | None = None
-    crash_detail: str | None = None  # the latest words of a crash (the dashboard's)
-    #: The line that best names what killed the run — an OOM, else the exception line, else the
-    #: first crash message; never a bare "Traceback" header or the parent's later sigquit — its
-    #: line number and log time.
+    crash_detail: str | None = None  # a crash's words on the dashboard: its cause
+    #: What killed the run: its first fatal line (a traceback that begins with it or right after
+    #: it is named by its exception line; never a bare "Traceback" header when the exception
+    #: line came, nor the parent's later sigquit) — its line number and log time.
     crash_cause: str | None = None
     crash_line: int | None = None
     crash_at: float | None = None
     _cause_weight: int = 0
-    #: The crash rests only on a Python traceback (its header or its exception line), which a
-    #: server also prints for an error it catches and survives: samples after it, with no new
-    #: start in between, say the process went on serving (an engine's fatal marker, a native
-    #: abort or an OOM is certain instead).
+    #: The cause is a traceback's header or the announcement of one: its exception line, when it
+    #: comes, names the crash instead.
+    _cause_open: bool = False
+    #: The crash is pending: it rests only on Python exceptions (a traceback's header or its
+    #: exception line, an OOM's included), which a server also prints for an error it catches and
+    #: survives: samples after it, with no new start in between, say the process went on serving.
+    #: An engine's word of a death, a signal, an abort or a wrapper's report is certain instead, and
+    #: the end of the input, a restart or the process's exit confirms a pending one.
     _crash_suspect: bool = False
+    #: The first line of a stop (``SIGTERM received ...``): why a stopped server ended.
+    stop_detail: str | None = None
+    stop_line: int | None = None
     #: Tracebacks the server printed and went on serving after: (line, what it said).
     errors_survived: list[tuple[int | None, str]] = field(default_factory=list)
     #: The engine whose stats lines this run's first samples carried (UNKNOWN until then).
@@ -181,6 +188,12 @@ class Run:
         if self.config is not None:
             return self.config.label
         return f"unknown config ({self.source})"
+
+    @property
+    def crash_pending(self) -> bool:
+        """Whether the run's crash rests only on exceptions so far (serving may still resume): a
+        display may say "error (serving stopped?)" until the end of input or a restart confirms it."""
+        return self.state is ServerState.CRASHED and self._crash_suspect
 
     @property
     def used(self) -> bool:

@@ -53,12 +53,22 @@ UNPARSED_KEPT = 200
 
 
 def _cause_weight(event: Event, detail: str) -> int:
-    """How well a crash line names the cause: OOM 3, an exception line 2, other words 1, a header 0."""
+    """How a crash line names the cause: an out-of-memory error 3, an exception line 2, other
+    words 1, a traceback's header 0 (its exception line, to come, names it)."""
     if event is Event.OOM:
         return 3
     if EXCEPTION_LINE.match(detail):
         return 2
     return 0 if "Traceback" in detail else 1
+
+
+def pending_fatal(event: Event, detail: str | None) -> bool:
+    """Whether a fatal line is only an exception (a traceback's header or its exception line) or an
+    out-of-memory error: a server also prints those for an error it catches and survives (a request
+    too big for the memory left), so serving that follows says it did. The engines' own words of a
+    death, a signal, an abort or a wrapper's report are certain."""
+    return event is Event.OOM or event is Event.CRASH and bool(
+        detail and (detail.startswith("Traceback") or EXCEPTION_LINE.match(detail)))
 
 
 class Session(ColumnIngest):
@@ -188,7 +198,7 @@ class Session(ColumnIngest):
         line, cause = run.crash_line, run.crash_cause or run.crash_detail or "a traceback"
         run.errors_survived.append((line, cause))
         run.crash_detail = run.crash_cause = run.crash_line = run.crash_at = None
-        run._cause_weight, run._crash_suspect = 0, False
+        run._cause_weight, run._crash_suspect, run._cause_open = 0, False, False
         run.state = self.state = ServerState.SERVING
         where = f" at line {line}" if line is not None else ""
         self._event(rec, "warning", f"the server went on serving after the error{where} ({cause}): "
@@ -369,27 +379,50 @@ class Session(ColumnIngest):
             level = "warning"
         elif ev in (Event.CRASH, Event.OOM):
             level = "error"
-            # Certain once any line of it is more than a traceback's header or exception line.
-            traceback_only = ev is Event.CRASH and bool(
-                rec.detail and (rec.detail.startswith("Traceback") or EXCEPTION_LINE.match(rec.detail)))
-            run._crash_suspect = traceback_only and (run.state is not ServerState.CRASHED or run._crash_suspect)
-            if run.state is not ServerState.CRASHED or rec.detail and "Traceback" not in rec.detail:
-                run.crash_detail = rec.detail
-            weight = _cause_weight(ev, rec.detail)
-            if run.crash_cause is None or weight > run._cause_weight:
-                run.crash_cause, run._cause_weight, run.crash_line = rec.detail, weight, rec.line
-                # An exception line inside a traceback has no time of its own: the traceback's.
-                run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
+            # Pending while every line of it is only a traceback's header or exception line (the
+            # next sample demotes it to an error the server caught); certain once any line is an
+            # engine's death, a signal, an abort or a wrapper's report (or the input ends).
+            pending = pending_fatal(ev, rec.detail)
+            run._crash_suspect = pending and (run.state is not ServerState.CRASHED or run._crash_suspect)
+            self._name_cause(run, ev, rec)
             run.state = ServerState.CRASHED
         elif ev is Event.RETRACT:
             level = "warning"
         elif ev is Event.SHUTDOWN and run.state is not ServerState.CRASHED:
             run._draining = run.state is ServerState.SERVING or run._draining
+            if run.state is not ServerState.STOPPED:
+                # The first word of the stop ("SIGTERM received ...") says why the server ended,
+                # not the lines it prints on the way out.
+                run.stop_detail, run.stop_line = rec.detail, rec.line
             run.state = ServerState.STOPPED
         self.state = run.state
         # Progress lines arrive by the hundred: the event log keeps the milestones only.
         if ev not in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS):
             self._event(rec, level, f"{ev.value.replace('_', ' ')}: {rec.detail}")
+
+    @staticmethod
+    def _name_cause(run: Run, ev: Event, rec: Lifecycle) -> None:
+        """The crash's cause is its FIRST fatal line (the lines after it are its consequences: the
+        parent's sigquit, the API server's EngineDeadError, other ranks' errors). A traceback that
+        begins with it or right after it (vLLM's "EngineCore encountered a fatal error." then the
+        traceback) is named by its exception line instead."""
+        weight = _cause_weight(ev, rec.detail)
+        if run.crash_cause is None:
+            take = True
+            run._cause_open = weight == 0
+        elif (weight == 0 and run._cause_weight < 2 and run.crash_line is not None
+              and rec.line == run.crash_line + 1):
+            take, run._cause_open = False, True  # the announcement's own traceback begins
+        else:
+            take = run._cause_open and weight >= 2
+        if take:
+            if run.crash_cause is not None:
+                run._cause_open = False
+            run.crash_cause, run._cause_weight, run.crash_line = rec.detail, weight, rec.line
+            # An exception line inside a traceback has no time of its own: the traceback's.
+            run.crash_at = rec.timestamp if rec.timestamp is not None else run.last_at
+        # The dashboard's words follow the cause.
+        run.crash_detail = run.crash_cause
 
     def _watch_acceptance(self, run: Run, rec: ParsedRecord, acc_len: float | None, acc_rate: float | None) -> None:
         """Feed the run's collapse guard one counted sample; a change goes to the event log."""

@@ -19,7 +19,7 @@ from specmon.engines import ADAPTERS, KINDS
 from specmon.grammar.common import strip_ansi, strip_outer
 from specmon.grammar.prefix import read_prefix
 from specmon.parsing.detect import detect_engine
-from specmon.parsing.lifecycle import EXCEPTION_LINE, match_lifecycle
+from specmon.parsing.lifecycle import EXCEPTION_LINE, SHORT_FATAL, match_lifecycle
 from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["FRAME_WORD", "LineParser", "detect_engine", "parse_lines"]
@@ -105,7 +105,7 @@ class LineParser:
         return rec
 
     def _slow(self, text: str, lineno: int) -> ParsedRecord | None:
-        if len(text) < 8:
+        if len(text) < 8 and text.strip() not in SHORT_FATAL:
             return None
         message, outer_ts = self._clean(text)
         for adapter, reader in self._configs:

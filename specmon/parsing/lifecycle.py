@@ -49,6 +49,38 @@ _GROUPS: tuple[frozenset[Event], ...] = (
 )
 
 
+#: Fatal lines known by their shape, any engine: (a literal every match holds, regex, event).
+_SHARED_SHAPES: tuple[tuple[str, str, Event], ...] = (
+    # ggml_abort (GGML_ABORT, and GGML_ASSERT through it) and other C/C++ aborts print
+    # "file.cpp:LINE: message" before abort(): "/src/ggml-cuda/ggml-cuda.cu:75: CUDA error".
+    # A column ("x.c:12:5: warning", a compiler's) or a "]" (glog's "file.cc:12]") is no abort.
+    (":", r"(?<![^\s(\[])[^\s:()\[\]\"']{0,300}\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|m|mm|metal):\d+: \S", Event.CRASH),
+    # A shell's report of its child's death: the whole line ("Killed", "Aborted"), or a script's
+    # job line ("./serve.sh: line 3: 12345 Killed                  llama-server -m ...").
+    ("", r"^(?:(?:[^\n:]{1,200}: line \d+: +)?\d+ +(?:Killed|Aborted|Bus error|Illegal instruction"
+         r"|Floating point exception|Trace/breakpoint trap|Segmentation fault)(?: +\S.*)?"
+         r"|(?:Killed|Aborted|Bus error|Illegal instruction|Floating point exception|Trace/breakpoint trap)"
+         r"(?: +\(core dumped\))?)$", Event.CRASH),
+    # Go's and the shells' names of a signal that dumped core ("signal: aborted (core dumped)",
+    # "Bus error (core dumped)"): the process is gone. The line from its start names what died.
+    ("(core dumped)", r"^.*\(core dumped\)", Event.CRASH),
+)
+
+
+#: The shells' words of a death shorter than the line parser's shortest line worth reading.
+SHORT_FATAL = ("Killed", "Aborted")
+
+
+def _shapes() -> tuple[tuple[str, re.Pattern[str], Event], ...]:
+    declared = [s for a in ADAPTERS for s in a.fatal_shapes] + list(_SHARED_SHAPES)
+    return tuple((gate, re.compile(rx), ev) for gate, rx, ev in declared)
+
+
+#: Every fatal shape, engines' first: (its literal, compiled regex, event), tried after the fatal
+#: phrases (a phrase names a line more precisely) and before every other group.
+SHAPES: tuple[tuple[str, re.Pattern[str], Event], ...] = _shapes()
+
+
 def _markers() -> tuple[tuple[str, Event, frozenset[Engine] | None], ...]:
     out: list[tuple[str, Event, frozenset[Engine] | None]] = []
     # A ready line other servers print too (uvicorn's) counts in the logs of the engines that
@@ -67,6 +99,8 @@ def _markers() -> tuple[tuple[str, Event, frozenset[Engine] | None], ...]:
 
 #: (substring, event, engines it applies to or None for all), in the order they are tried.
 MARKERS: tuple[tuple[str, Event, frozenset[Engine] | None], ...] = _markers()
+#: Where the fatal phrases end in MARKERS: the shapes are tried there.
+_FATAL_END = next(i for i, (_m, ev, _e) in enumerate(MARKERS) if ev not in _GROUPS[0])
 
 # "Capture cuda graph begin." / 2026 "Capture target decode CUDA graph begin." / draft variants.
 _CAPTURE = re.compile(r"Capture (?:[\w ]*?)(?:cuda|CUDA|NPU|CPU|XPU) graph (?P<what>begin|end)")
@@ -95,10 +129,10 @@ def usage_error(line: str) -> str | None:
     return None if _USAGE_ERROR.match(text) is None else _detail(text, 0)
 
 
-#: Cheap gate: a line with none of these substrings has no lifecycle marker.
+#: Cheap gate: a line with none of these substrings has no lifecycle marker (shapes apart).
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
          "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten", "erminate",
-         "ssert", "ASSERT", "bort", "egmentation", "before exit")
+         "ssert", "ASSERT", "bort", "egmentation", "before exit", "died", "dumped", "DataParallel")
 
 
 def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int, int] | None] | None:
@@ -107,12 +141,14 @@ def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int
         if g in message:
             break
     else:
-        return None
+        return _match_shape(message)
     m = _CAPTURE.search(message)
     if m is not None:
         ev = Event.GRAPH_BEGIN if m.group("what") == "begin" else Event.GRAPH_END
         return ev, _detail(message, m.start()), None
-    for marker, event, engines in MARKERS:
+    for i, (marker, event, engines) in enumerate(MARKERS):
+        if i == _FATAL_END and (shaped := _match_shape(message)) is not None:
+            return shaped
         at = message.find(marker)
         if at < 0:
             continue
@@ -128,6 +164,13 @@ def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int
                 if pc is not None:
                     progress = (int(pc.group("pct")), 100)
         return event, _detail(message, at), progress
+    return None
+
+
+def _match_shape(message: str) -> tuple[Event, str, None] | None:
+    for gate, rx, event in SHAPES:
+        if gate in message and (m := rx.search(message)) is not None:
+            return event, _detail(message, m.start()), None
     return None
 
 
