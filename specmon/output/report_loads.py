@@ -27,15 +27,12 @@ from typing import Any
 from specmon.literal import csv_cell
 from specmon.model.analysis import Analysis
 from specmon.model.costmodel import CostModelView, Measured, cost_model_of
+from specmon.model.verdict import LEADER_MARK, MARK_WORDS, WINNER_MARK
 from specmon.output.tables import OutcomeRow, SweepOutcome
 
-#: A declared winner: its difference from the runner-up holds up at the verdict's level.
-WINNER_MARK = "★"
-#: The leader by mean when no winner is declared.
-LEADER_MARK = "☆"
-#: What each mark means, in every legend of the report (the words of the verdict everywhere).
-MARK_WORDS = {WINNER_MARK: "winner (declared: separated from the runner-up)",
-              LEADER_MARK: "leads, undecided (fastest by mean, no winner declared)"}
+# The marks and their words are the verdict's own (model/verdict.py), the same in every legend.
+__all__ = ["LEADER_MARK", "MARK_WORDS", "WINNER_MARK", "LoadCost", "group_cells", "groups_csv", "load_costs",
+           "marks_legend", "pooled_note", "unmarked", "unpooled_json"]
 
 
 @dataclass(frozen=True, slots=True)

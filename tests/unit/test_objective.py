@@ -305,7 +305,7 @@ def test_the_report_of_the_recording_says_what_the_sweep_decided_on(tmp_path: ob
     record(path, {**doc, "schedule_check": [check]})
     data = load_report(path)
     md = render_report(data, "markdown")
-    part = md.split("## Decided on the objective", 1)[1]
+    part = " ".join(md.split("## Decided on the objective", 1)[1].split())  # (wrapped within 80 columns)
     (ov,) = doc["objective_verdicts"]
     assert "ITL p50 at concurrency 1 (lower is better)" in part and ov["sentence"] in part
     assert "Deployed against the best fixed setting at each load:" in part and "concurrency 1: the schedule" in part

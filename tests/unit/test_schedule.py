@@ -170,7 +170,7 @@ def test_the_report_carries_the_schedule_as_the_sweep_printed_it(tmp_path) -> No
     (schedule,) = result.schedules()
     md = render_report(data, "markdown")
     part = md.split("## Schedule per load", 1)[1]
-    assert "\n".join(schedule.describe()) in part
+    assert " ".join(" ".join(schedule.describe()).split()) in " ".join(part.split())  # (wrapped within 80 columns)
     html = render_report(data, "html")
     assert "Schedule per load" in html and "num_speculative_tokens_per_batch_size" in html
     # Read back from the document it is the same schedule.
