@@ -42,7 +42,7 @@ from specmon.model.stats import (
     summarize,
     t975,
 )
-from specmon.model.verdict import Answer, answer
+from specmon.model.verdict import Answer, answer, pct_bound, tps_bound
 from specmon.records import iso_timestamp
 
 #: A configuration enters the verdict once its throughput has an interval: no other floor. At
@@ -314,7 +314,7 @@ def build_rows(runs: Iterable[Run]) -> list[ConfigRow]:
 def _fmt_pct(r: Ratio) -> str:
     if r.ci95_low is None or r.ci95_high is None:
         return f"{r.pct:+.1f}%"
-    return f"{r.pct:+.1f}% ({r.ci95_low:+.1f}…{r.ci95_high:+.1f}%)"
+    return f"{r.pct:+.1f}% ({pct_bound(r.ci95_low)}…{pct_bound(r.ci95_high)}%)"
 
 
 def _dominant(row: ConfigRow) -> int | None:
@@ -434,7 +434,9 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None, between: Betwe
     if runner is None:
         text += "; no other configuration to compare with."
     elif separated:
-        text += f"; faster than the runner-up {runner.label} (by {diff[0]:.1f} tok/s, 95% interval {diff[1]:.1f}…{diff[2]:.1f})."  # type: ignore[index]
+        assert diff is not None and diff[1] is not None and diff[2] is not None
+        text += (f"; faster than the runner-up {runner.label} (by {diff[0]:.1f} tok/s, 95% interval "
+                 f"{tps_bound(diff[1], sign=False)}…{tps_bound(diff[2], sign=False)}).")
     else:
         text += f"; {runner.label} is not distinguishable (the data do not separate them): no winner declared."
     rests = launches_sentence(candidates, between)

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from specmon.model.analysis import Analysis, ConfigRow, launches_sentence
 from specmon.model.stats import Ratio, Summary, t_quantile, welch_df
-from specmon.model.verdict import Answer, answer
+from specmon.model.verdict import Answer, answer, pct_bound, tps_bound
 
 #: Whatever the caller names its settings by (a label, a (steps, concurrency) pair).
 _Key = TypeVar("_Key", bound=Hashable)
@@ -311,7 +311,7 @@ def _pct_text(r: Ratio) -> str:
     pct = round(r.pct, 2)
     if r.ci95_low is None or r.ci95_high is None:
         return f"{pct:+.1f}%"
-    return f"{pct:+.1f}% ({round(r.ci95_low, 2):+.1f}…{round(r.ci95_high, 2):+.1f}%)"
+    return f"{pct:+.1f}% ({pct_bound(round(r.ci95_low, 2))}…{pct_bound(round(r.ci95_high, 2))}%)"
 
 
 def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | None = None,
@@ -354,15 +354,17 @@ def sweep_verdict(analysis: Analysis, rule: StoppingRule, concurrency: int | Non
     elif separated:
         assert diff is not None
         tail = (f"; faster than {runner.label} by {diff.diff:.1f} tok/s "
-                f"({100 * level:.2f}% interval {diff.low:.1f}…{diff.high:.1f}, adjusted for repeated looks).")
+                f"({100 * level:.2f}% interval {tps_bound(diff.low, sign=False)}…{tps_bound(diff.high, sign=False)}, "  # type: ignore[arg-type]
+                "adjusted for repeated looks).")
     elif equivalent:
         assert diff is not None
         tail = (f"; {runner.label} is equivalent within ±{rule.margin_pct:g}% "
-                f"({100 * level:.2f}% interval of the difference {diff.low:+.1f}…{diff.high:+.1f} tok/s): "
+                f"({100 * level:.2f}% interval of the difference {tps_bound(diff.low)}…{tps_bound(diff.high)} tok/s): "  # type: ignore[arg-type]
                 "either will do.")
     elif diff is not None and diff.known:
         tail = (f"; {runner.label} is not distinguishable ({100 * level:.2f}% interval of the difference "
-                f"{diff.low:+.1f}…{diff.high:+.1f} tok/s, wider than ±{rule.margin_pct:g}%): no winner declared.")
+                f"{tps_bound(diff.low)}…{tps_bound(diff.high)} tok/s, wider than ±{rule.margin_pct:g}%): "  # type: ignore[arg-type]
+                "no winner declared.")
     else:
         tail = f"; {runner.label} is not distinguishable: no winner declared."
     rests = launches_sentence([r for r in analysis.rows if r.key != "baseline file"], analysis.between)

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = ["LEADER_MARK", "LEGEND", "MARK_WORDS", "NO_WINNER", "WINNER_MARK", "Answer", "Kind", "answer",
-           "answer_from_json"]
+           "answer_from_json", "claim_of", "pct_bound", "tps_bound"]
 
 #: A declared winner: the difference holds up at the verdict's level.
 WINNER_MARK = "★"
@@ -152,6 +152,28 @@ class Answer:
                 "leader_steps": self.leader_steps, "winner": self.winner, "winner_steps": self.winner_steps,
                 "runner_up": self.runner_up, "runner_up_steps": self.runner_up_steps, "measure": self.measure,
                 "level": round(self.level, 5), "sentence": self.sentence}
+
+
+#: Beyond this a percentage bound says only its side: an interval of ±10^40% (one launch each, one
+#: degree of freedom) is as uninformative as ±10^4%, and its digits took a whole 80-column line.
+PCT_BOUND = 9999.0
+
+
+def pct_bound(x: float) -> str:
+    """``+5.3``; ``>+9999`` / ``<-9999`` past :data:`PCT_BOUND` (the sentences and the tables alike)."""
+    if x > PCT_BOUND:
+        return f">+{PCT_BOUND:.0f}"
+    if x < -PCT_BOUND:
+        return f"<-{PCT_BOUND:.0f}"
+    return f"{x:+.1f}"
+
+
+def tps_bound(x: float, *, sign: bool = True) -> str:
+    """A tok/s bound in a sentence: ``+3.1``; past 10^5 in three digits (``-4.42e+77``), the width an
+    interval on a fraction of a degree of freedom reaches (its 80 digits were cut at the edge)."""
+    if abs(x) < 1e5:
+        return f"{x:+.1f}" if sign else f"{x:.1f}"
+    return f"{x:+.3g}" if sign else f"{x:.3g}"
 
 
 def claim_of(sentence: str, names: tuple[str | None, ...]) -> str:

@@ -17,7 +17,7 @@ from specmon.literal import csv_cell, markdown_cell, markdown_text
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
-from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json, claim_of
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json, claim_of, pct_bound
 from specmon.records import Engine, iso_timestamp
 
 if TYPE_CHECKING:
@@ -34,9 +34,13 @@ def _num(x: float | None, nd: int = 2) -> str:
 def _mean_ci(s: Summary | None, nd: int = 1) -> str:
     if s is None:
         return "—"
-    if s.ci_half_width is None:
-        return f"{s.mean:.{nd}f}"
-    return f"{s.mean:.{nd}f} ± {s.ci_half_width:.{nd}f}"
+    return _mean_half_text(s.mean, s.ci_half_width, nd)
+
+
+def _half_text(half: float, nd: int) -> str:
+    """A half width in the table's decimals; past 10^5 in three digits (``1.33e+44``): an interval on one
+    degree of freedom can be that wide, and all its digits took the table's whole width."""
+    return f"{half:.{nd}f}" if half < 1e5 else f"{half:.3g}"
 
 
 def _vs(row: ConfigRow) -> str:
@@ -317,7 +321,7 @@ def pct_interval_text(pct: float, low: float | None, high: float | None, *, clos
     """
     if low is None or high is None:
         return f"{pct:+.1f}%"
-    return f"{pct:+.1f}% ({low:+.1f}…{high:+.1f}{'%' if closing_pct else ''})"
+    return f"{pct:+.1f}% ({pct_bound(low)}…{pct_bound(high)}{'%' if closing_pct else ''})"
 
 
 #: What each source of a sweep's numbers is, in words.
@@ -341,7 +345,7 @@ def _half(summary: Any) -> tuple[float | None, float | None]:
 def _mean_half_text(mean: float | None, half: float | None, nd: int) -> str:
     if mean is None:
         return "—"
-    return f"{mean:.{nd}f}" if half is None else f"{mean:.{nd}f} ± {half:.{nd}f}"
+    return f"{mean:.{nd}f}" if half is None else f"{mean:.{nd}f} ± {_half_text(half, nd)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ def _run(i: int, steps: int, values: np.ndarray) -> Run:
     for v in values:
         run.throughput.append(float(v))
         run.concurrency.append(1)
+    run._spec_seen = len(values)  # the samples a session would have counted (Run.used)
     return run
 
 
@@ -75,6 +76,7 @@ def campaigns(draw: st.DrawFn) -> list[Run]:
 @given(campaigns(), st.sampled_from([0.0, 0.05]))
 def test_the_dashboard_and_sweep_verdicts_never_contradict_themselves(runs: list[Run], cv: float) -> None:
     rows = build_rows(runs)
+    assert len(rows) == len({r.config for r in runs})
     analysis = assemble(rows, launch_cv=cv or 0.05)
     v: Verdict = analysis.verdict
     _check(v.answer, {r.label: r.mark for r in analysis.rows})

@@ -21,39 +21,65 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from specmon.output.tables import SweepOutcome
+from specmon.output.tables import SweepOutcome, tps_header
 from specmon.ui.literal import literal
 from specmon.ui.widgets.comparison_plot import ComparisonPlot
 
 __all__ = ["SweepVerdictScreen", "verdict_lines"]
 
-#: Widths of the panel's table columns (label, n, tok/s, vs baseline): 76 columns with the gaps.
-_COLS = (22, 6, 13, 22)
+#: The panel's inner width when nothing else is known (an 80-column box less its border and padding).
+TABLE_WIDTH = 76
+#: The table's columns other than the setting, and the order a narrow panel drops them in.
+_HEADERS = ("n", tps_header("launch"), "vs baseline", "status")
+_DROP = ("n", "status", "vs baseline", tps_header("launch"))
 
 
-def _table_lines(outcome: SweepOutcome) -> list[str]:
-    w_label, w_n, w_tps, w_vs = _COLS
-    lines = [f"  {'setting':<{w_label}} {'n':>{w_n}} {'tok/s ± CI':>{w_tps}} {'vs baseline (95% CI)':>{w_vs}}"]
+def _table_lines(outcome: SweepOutcome, width: int = TABLE_WIDTH) -> list[str]:
+    """The settings as aligned lines within ``width`` columns: the setting whole (its mark in front:
+    ★ winner, ☆ leads, undecided, B baseline), the other columns dropped from :data:`_DROP` while too wide."""
+    rows = []
     for row in outcome.rows:
         cells = row.cells()
-        mark = "★ " if row.best else ("B " if row.is_baseline else "  ")
-        label = row.label if len(row.label) <= w_label else row.label[:w_label - 1] + "…"
-        status = "" if row.status in ("done", "") else f" ({row.status})"
-        lines.append(f"{mark}{label:<{w_label}} {cells[1]:>{w_n}} {cells[2]:>{w_tps}} {cells[3]:>{w_vs}}{status}")
-    return lines
+        mark = row.mark or ("B" if row.is_baseline else " ")
+        status = "" if row.status in ("done", "") else f"({row.status})"
+        rows.append((f"{mark} {row.label}", {"n": cells[1], _HEADERS[1]: cells[2], "vs baseline": cells[3],
+                                            "status": status}))
+    label_w = max([len("  setting"), *(len(label) for label, _ in rows)])
+    shown = [h for h in _HEADERS if h != "status" or any(c["status"] for _, c in rows)]
+
+    def widths() -> dict[str, int]:
+        return {h: max([len(h), *(len(c[h]) for _, c in rows)]) for h in shown}
+
+    for drop in _DROP:
+        if label_w + sum(w + 1 for w in widths().values()) <= width:
+            break
+        if drop in shown:
+            shown.remove(drop)
+    w = widths()
+    lines = [f"{'  setting':<{label_w}}" + "".join(f" {h:>{w[h]}}" for h in shown)]
+    for label, by_header in rows:
+        lines.append(f"{label:<{label_w}}" + "".join(f" {by_header[h]:>{w[h]}}" for h in shown))
+    gone = [h for h in _HEADERS if h not in shown and (h != "status" or any(c["status"] for _, c in rows))]
+    if gone:  # said, never cut at the edge
+        import textwrap
+
+        lines += textwrap.wrap(f"(not shown at this width: {', '.join(gone)}; the report has every column)",
+                               max(width, 20), break_long_words=False, break_on_hyphens=False)
+    return [line.rstrip() for line in lines]
+
+
+def table_width(outcome: SweepOutcome) -> int:
+    """The widest line of the table with every column (what a box as wide needs)."""
+    return max(len(line) for line in _table_lines(outcome, 10_000))
 
 
 def _winner_state(outcome: SweepOutcome) -> str:
-    if outcome.best is None:
-        return "nothing measured"
-    if outcome.separated:
-        return "the winner"
-    return "equivalent to the runner-up" if outcome.equivalent else "no winner declared"
+    return outcome.tag
 
 
 def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: str = "",
                   winner_note: str = "", groups: Sequence[SweepOutcome] = (),
-                  finding: str | None = None) -> dict[str, list[str]]:
+                  finding: str | None = None, width: int = TABLE_WIDTH) -> dict[str, list[str]]:
     """The panel's text, by part (``head``, ``table``, ``foot``): what a test reads.
 
     Args:
@@ -65,19 +91,23 @@ def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: 
             (:func:`~specmon.output.tables.sweep_outcomes`); each is shown with its table.
             The panel showed only the first group's.
         finding: The sweep's sentence when the winner depends on the load or the workload.
+        width: The columns the tables must fit (the panel's inner width).
     """
     if len(groups) > 1:
         return _group_lines(outcome, groups, finding, report=report, baseline_note=baseline_note,
-                            winner_note=winner_note)
+                            winner_note=winner_note, width=width)
     best = outcome.best
     head = [outcome.headline]
     if best is not None:
+        # The mark and its words are the verdict object's: ★ only for a declared winner.
         if outcome.separated:
-            head.append(f"{best.label} is the winner: the difference holds up after the sweep's repeated looks.")
+            head.append(f"{outcome.tag}: {best.label}, the difference holds up after the sweep's repeated looks.")
         elif outcome.equivalent:
-            head.append("No single winner: the runner-up is equivalent within the sweep's margin.")
+            head.append(f"{outcome.tag}: {best.label}; no single winner, the runner-up is equivalent "
+                        "within the sweep's margin.")
         else:
-            head.append("No winner declared: the fastest is not clearly ahead of the runner-up.")
+            head.append(f"{outcome.tag}: {best.label}; no winner declared, the fastest is not clearly "
+                        "ahead of the runner-up.")
     runner = outcome.runner_up
     if runner is not None:
         vs = "" if runner.is_baseline else f", {runner.vs_text} vs baseline"
@@ -86,12 +116,13 @@ def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: 
     head.append(outcome.source_text[0].upper() + outcome.source_text[1:] + " (the samples of each measurement window)")
     if baseline_note:
         head.append(baseline_note)
-    return {"head": head, "table": _table_lines(outcome),
+    return {"head": head, "table": _table_lines(outcome, width),
             "foot": _foot(outcome, report=report, winner_note=winner_note, several=False)}
 
 
 def _group_lines(outcome: SweepOutcome, groups: Sequence[SweepOutcome], finding: str | None, *,
-                 report: Path | None, baseline_note: str, winner_note: str) -> dict[str, list[str]]:
+                 report: Path | None, baseline_note: str, winner_note: str,
+                 width: int = TABLE_WIDTH) -> dict[str, list[str]]:
     """Several groups: the finding across them on top; each group's verdict (its headline names the
     group) over its own table, in the scrolling part, so that any number of groups fits 80x24."""
     head = [finding or f"{len(groups)} groups, one verdict each: the same setting is fastest in each"]
@@ -100,7 +131,7 @@ def _group_lines(outcome: SweepOutcome, groups: Sequence[SweepOutcome], finding:
         head.append(baseline_note)
     table: list[str] = []
     for i, g in enumerate(groups):
-        table += ([""] if i else []) + [f"{g.headline} ({_winner_state(g)})", *_table_lines(g)]
+        table += ([""] if i else []) + [f"{g.tag}: {g.headline}", *_table_lines(g, width)]
     return {"head": head, "table": table, "foot": _foot(outcome, report=report, winner_note=winner_note, several=True)}
 
 
@@ -111,7 +142,7 @@ def _foot(outcome: SweepOutcome, *, report: Path | None, winner_note: str, sever
     if winner_note:
         foot.append(winner_note)
     elif best is not None and best.steps is not None:
-        what = "winner" if outcome.separated else "fastest"
+        what = "winner" if outcome.separated else "leader (undecided)"
         where = outcome.group_text if several else ""
         keys.append(f"w: restart on the {what}{where} ({best.label}; commands shown first)")
     keys.append("p: chart")
@@ -133,8 +164,6 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         winner_note: Why restarting on the winner is not offered ("" when it is).
         groups: Every group's verdict, when the sweep had several (concurrencies, workloads).
         finding: The sweep's sentence when the winner depends on the load or the workload.
-        stopped_reason: Why a stopped sweep stopped (the server's exit, the restart that failed, a stop
-            asked for); shown first, with the key that continues it.
     """
 
     BINDINGS = [
@@ -148,7 +177,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
     DEFAULT_CSS = """
     SweepVerdictScreen { align: center middle; }
     SweepVerdictScreen > #verdict-box {
-        width: 80; max-width: 100%; height: auto; max-height: 100%;
+        width: 80; max-width: 100%; height: auto; max-height: 100%;  /* set to the table's width on mount */
         border: round $success; background: $surface; padding: 0 1;
     }
     SweepVerdictScreen #verdict-title { text-style: bold; color: $success; }
@@ -181,19 +210,18 @@ class SweepVerdictScreen(ModalScreen[str | None]):
 
     def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
                  baseline_note: str = "", winner_note: str = "", groups: Sequence[SweepOutcome] = (),
-                 finding: str | None = None, stopped_reason: str = "") -> None:
+                 finding: str | None = None) -> None:
         super().__init__()
         self.outcome = outcome
         self.report = report
         self.finished = finished
         self.winner_note = winner_note
-        self.lines = verdict_lines(outcome, report=report, baseline_note=baseline_note, winner_note=winner_note,
-                                   groups=groups, finding=finding)
+        self._text_args = {"report": report, "baseline_note": baseline_note, "winner_note": winner_note,
+                           "groups": groups, "finding": finding}
+        self.lines = verdict_lines(outcome, **self._text_args)  # type: ignore[arg-type]
         self.groups = tuple(groups) if len(groups) > 1 else ()
-        if stopped_reason and not finished:
-            # Why it stopped stands first, and how it goes on (the dashboard's s, once this is closed).
-            self.lines["head"].insert(0, f"Why it stopped: {stopped_reason}")
-            self.lines["foot"].append("s, once this is closed: continue the sweep from where it stopped")
+        #: The widest table with every column: the box grows to it where the screen allows.
+        self._natural = max([table_width(g) for g in (self.groups or (outcome,))] + [TABLE_WIDTH])
         if self.groups:
             self.add_class("-groups")
 
@@ -219,10 +247,30 @@ class SweepVerdictScreen(ModalScreen[str | None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.height < self.SHORT_ROWS, "-short")
+        self._fit(event.size.width)
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.height < self.SHORT_ROWS, "-short")
+        self._fit(self.app.size.width)
 
+    def _fit(self, screen_width: int) -> None:
+        """The box as wide as its table (80 at least), within the screen; the tables fit what is left.
+
+        It was 80 columns at every size: a status cut at "(pendin" on a wide screen, lines cut on a
+        narrow one. The head wraps at the box's width; a table drops columns (n first) to fit it.
+        """
+        frame = 4  # the border and the padding, each side
+        box = max(20, min(screen_width, max(80, self._natural + frame)))
+        self.query_one("#verdict-box").styles.width = box
+        # Only the tables change with the width (the head and the keys wrap in their Static).
+        fitted = verdict_lines(self.outcome, width=box - frame, **self._text_args)  # type: ignore[arg-type]
+        self.lines["table"] = fitted["table"]
+        if self.groups:
+            for i, group in enumerate(self.groups):
+                self.query_one(f"#verdict-table-{i}", Static).update(
+                    literal("\n".join(_table_lines(group, box - frame)), newlines=True))
+        else:
+            self.query_one("#verdict-table", Static).update(literal("\n".join(self.lines["table"]), newlines=True))
     @property
     def text(self) -> str:
         """Everything the panel says, as plain text."""
