@@ -49,36 +49,42 @@ _GROUPS: tuple[frozenset[Event], ...] = (
 )
 
 
-#: Fatal lines known by their shape, any engine: (a literal every match holds, regex, event).
-_SHARED_SHAPES: tuple[tuple[str, str, Event], ...] = (
+#: Fatal lines known by their shape, any engine: (what a line must hold first: a literal, some
+#: literals or a regex that starts with one — cheap, tried on every line the gate above lets
+#: through or not —, the regex, the event).
+_SHARED_SHAPES: tuple[tuple[str | tuple[str, ...] | re.Pattern[str], str, Event], ...] = (
     # ggml_abort (GGML_ABORT, and GGML_ASSERT through it) and other C/C++ aborts print
     # "file.cpp:LINE: message" before abort(): "/src/ggml-cuda/ggml-cuda.cu:75: CUDA error".
     # A column ("x.c:12:5: warning", a compiler's) or a "]" (glog's "file.cc:12]") is no abort.
-    (":", r"(?<![^\s(\[])[^\s:()\[\]\"']{0,300}\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|m|mm|metal):\d+: \S", Event.CRASH),
+    (re.compile(r"\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|m|mm|metal):\d+: \S"),
+     r"(?<![^\s(\[])[^\s:()\[\]\"']{0,300}\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|m|mm|metal):\d+: \S", Event.CRASH),
     # A shell's report of its child's death: the whole line ("Killed", "Aborted"), or a script's
     # job line ("./serve.sh: line 3: 12345 Killed                  llama-server -m ...").
-    ("", r"^(?:(?:[^\n:]{1,200}: line \d+: +)?\d+ +(?:Killed|Aborted|Bus error|Illegal instruction"
-         r"|Floating point exception|Trace/breakpoint trap|Segmentation fault)(?: +\S.*)?"
-         r"|(?:Killed|Aborted|Bus error|Illegal instruction|Floating point exception|Trace/breakpoint trap)"
-         r"(?: +\(core dumped\))?)$", Event.CRASH),
+    (("Killed", "Aborted", "Bus error", "Illegal instruction", "Floating point exception", "Trace/breakpoint",
+      "Segmentation fault"),
+     r"^(?:(?:[^\n:]{1,200}: line \d+: +)?\d+ +(?:Killed|Aborted|Bus error|Illegal instruction"
+     r"|Floating point exception|Trace/breakpoint trap|Segmentation fault)(?: +\S.*)?"
+     r"|(?:Killed|Aborted|Bus error|Illegal instruction|Floating point exception|Trace/breakpoint trap)"
+     r"(?: +\(core dumped\))?)$", Event.CRASH),
     # Go's and the shells' names of a signal that dumped core ("signal: aborted (core dumped)",
     # "Bus error (core dumped)"): the process is gone. The line from its start names what died.
     ("(core dumped)", r"^.*\(core dumped\)", Event.CRASH),
 )
 
-
 #: The shells' words of a death shorter than the line parser's shortest line worth reading.
 SHORT_FATAL = ("Killed", "Aborted")
 
+_Gate = tuple[str, ...] | re.Pattern[str]
 
-def _shapes() -> tuple[tuple[str, re.Pattern[str], Event], ...]:
+
+def _shapes() -> tuple[tuple[_Gate, re.Pattern[str], Event], ...]:
     declared = [s for a in ADAPTERS for s in a.fatal_shapes] + list(_SHARED_SHAPES)
-    return tuple((gate, re.compile(rx), ev) for gate, rx, ev in declared)
+    return tuple(((gate,) if isinstance(gate, str) else gate, re.compile(rx), ev) for gate, rx, ev in declared)
 
 
-#: Every fatal shape, engines' first: (its literal, compiled regex, event), tried after the fatal
-#: phrases (a phrase names a line more precisely) and before every other group.
-SHAPES: tuple[tuple[str, re.Pattern[str], Event], ...] = _shapes()
+#: Every fatal shape, engines' first: (what a line must hold first, compiled regex, event), tried
+#: after the fatal phrases (a phrase names a line more precisely) and before every other group.
+SHAPES: tuple[tuple[_Gate, re.Pattern[str], Event], ...] = _shapes()
 
 
 def _markers() -> tuple[tuple[str, Event, frozenset[Engine] | None], ...]:
@@ -169,7 +175,15 @@ def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int
 
 def _match_shape(message: str) -> tuple[Event, str, None] | None:
     for gate, rx, event in SHAPES:
-        if gate in message and (m := rx.search(message)) is not None:
+        if isinstance(gate, tuple):
+            for g in gate:  # (a loop, not any() of a generator: 1.5 µs a line less, on every line)
+                if g in message:
+                    break
+            else:
+                continue
+        elif gate.search(message) is None:
+            continue
+        if (m := rx.search(message)) is not None:
             return event, _detail(message, m.start()), None
     return None
 
