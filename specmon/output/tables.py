@@ -413,6 +413,8 @@ class SweepOutcome:
     workload: str | None = None
     #: The one verdict object (:mod:`specmon.model.verdict`): its mark and words are what is drawn.
     answer: Answer | None = None
+    #: What would decide an undecided verdict (the sweep's ``needs_more`` for these two settings).
+    advice: tuple[str, ...] = ()
 
     @property
     def tag(self) -> str:
@@ -548,10 +550,15 @@ def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     elif ". Rests on" in sentence:
         detail = sentence[sentence.index(". Rests on"):]
     checks = tuple(c for c in v.get("checks") or () if isinstance(c, dict))
+    # What would decide it (model/design.py's NeedsMore): the entries for this verdict's two settings.
+    pair = (best.label if best else None, runner.label if runner else None)
+    advice = tuple(n["text"] for n in doc.get("needs_more") or ()
+                   if isinstance(n, dict) and isinstance(n.get("text"), str) and (n.get("a"), n.get("b")) == pair
+                   and not bool(v.get("separated")))
     return SweepOutcome(tuple(rows), best, runner, baseline, bool(v.get("separated")), bool(v.get("equivalent")),
                         conc if isinstance(conc, int) else None, str(v.get("source") or "log"),
                         v.get("sources_agree") if isinstance(v.get("sources_agree"), bool) else None, checks,
-                        detail, bool(doc.get("finished")), workload, made)
+                        detail, bool(doc.get("finished")), workload, made, advice)
 
 
 def outcome_markdown(outcome: SweepOutcome) -> list[str]:

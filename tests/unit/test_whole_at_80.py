@@ -144,3 +144,25 @@ def test_the_sweep_panel_table_fits_its_width_with_every_name_whole(analysis: An
     assert not (WINNER_MARK in head + "\n".join(table) and NO_WINNER in head)
     if "(pending)" in "\n".join(table):
         assert all("(pending)" in line for line in table if "(pendin" in line)  # never cut
+
+
+def test_an_undecided_panel_says_what_would_decide_it_and_a_decided_one_does_not() -> None:
+    from specmon.ingest.summarize import ingest_files
+    from specmon.model.analysis import analyze
+
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    analysis = analyze(ingest_files(sorted(str(p) for p in root.glob("sim_eagle3_*.log"))).runs)
+    doc = sweep_doc(analysis)
+    verdict = doc["verdict"]
+    assert isinstance(verdict, dict) and verdict["separated"] is False
+    text = "What would decide it: about 3 more launches of each of EAGLE3 2 steps and EAGLE3 3 steps"
+    doc["needs_more"] = [{"a": verdict["best"], "b": verdict["runner_up"], "text": text},
+                         {"a": "EAGLE3 5 steps", "b": "EAGLE3 1 step", "text": "another pair's advice"}]
+    outcome = sweep_outcome(doc)
+    assert outcome is not None and outcome.advice == (text,)
+    head = verdict_lines(outcome, report=None)["head"]
+    assert text in head and "another pair's advice" not in head
+    # A separated verdict has nothing to decide: no advice drawn even if a document carried one.
+    decided = sweep_outcome({**doc, "verdict": {**verdict, "separated": True, "answer": None,
+                                                "sentence": verdict["sentence"].replace("no winner declared", "")}})
+    assert decided is not None and decided.advice == ()

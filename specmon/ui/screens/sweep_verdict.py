@@ -73,8 +73,9 @@ def table_width(outcome: SweepOutcome) -> int:
     return max(len(line) for line in _table_lines(outcome, 10_000))
 
 
-def _winner_state(outcome: SweepOutcome) -> str:
-    return outcome.tag
+def _group_head(group: SweepOutcome) -> str:
+    """A group's verdict over its table: its mark and words, its headline, what would decide it."""
+    return "\n".join([f"{group.tag}: {group.headline}", *group.advice])
 
 
 def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: str = "",
@@ -113,6 +114,7 @@ def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: 
         vs = "" if runner.is_baseline else f", {runner.vs_text} vs baseline"
         tps = "" if runner.tps_mean is None else f" {runner.tps_mean:.1f} tok/s"
         head.append(f"runner-up: {runner.label}{tps}{vs}")
+    head.extend(outcome.advice)  # undecided: which two, how many more launches of each, how long
     head.append(outcome.source_text[0].upper() + outcome.source_text[1:] + " (the samples of each measurement window)")
     if baseline_note:
         head.append(baseline_note)
@@ -131,7 +133,7 @@ def _group_lines(outcome: SweepOutcome, groups: Sequence[SweepOutcome], finding:
         head.append(baseline_note)
     table: list[str] = []
     for i, g in enumerate(groups):
-        table += ([""] if i else []) + [f"{g.tag}: {g.headline}", *_table_lines(g, width)]
+        table += ([""] if i else []) + [_group_head(g), *_table_lines(g, width)]
     return {"head": head, "table": table, "foot": _foot(outcome, report=report, winner_note=winner_note, several=True)}
 
 
@@ -164,6 +166,8 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         winner_note: Why restarting on the winner is not offered ("" when it is).
         groups: Every group's verdict, when the sweep had several (concurrencies, workloads).
         finding: The sweep's sentence when the winner depends on the load or the workload.
+        stopped_reason: Why a stopped sweep stopped (the server's exit, the restart that failed, a stop
+            asked for); shown first, with the key that continues it.
     """
 
     BINDINGS = [
@@ -210,7 +214,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
 
     def __init__(self, outcome: SweepOutcome, *, report: Path | None, finished: bool = True,
                  baseline_note: str = "", winner_note: str = "", groups: Sequence[SweepOutcome] = (),
-                 finding: str | None = None) -> None:
+                 finding: str | None = None, stopped_reason: str = "") -> None:
         super().__init__()
         self.outcome = outcome
         self.report = report
@@ -222,6 +226,10 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         self.groups = tuple(groups) if len(groups) > 1 else ()
         #: The widest table with every column: the box grows to it where the screen allows.
         self._natural = max([table_width(g) for g in (self.groups or (outcome,))] + [TABLE_WIDTH])
+        if stopped_reason and not finished:
+            # Why it stopped stands first, and how it goes on (the dashboard's s, once this is closed).
+            self.lines["head"].insert(0, f"Why it stopped: {stopped_reason}")
+            self.lines["foot"].append("s, once this is closed: continue the sweep from where it stopped")
         if self.groups:
             self.add_class("-groups")
 
@@ -238,8 +246,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
                                  markup=False)
                 for i, group in enumerate(self.groups):
                     # The group's verdict wraps at the panel's width; its table keeps its columns.
-                    yield Static(literal(f"{group.headline} ({_winner_state(group)})"), classes="group-head",
-                                 markup=False)
+                    yield Static(literal(_group_head(group), newlines=True), classes="group-head", markup=False)
                     yield Static(literal("\n".join(_table_lines(group)), newlines=True), classes="group-table",
                                  id=f"verdict-table-{i}", markup=False)
             yield ComparisonPlot(self.groups or (self.outcome,), id="verdict-chart")
