@@ -215,6 +215,15 @@ def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.Ar
     return parser
 
 
+def _near_options(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """``: did you mean --steps?`` for a mistyped option (``--stps``); "" when none is near."""
+    from specmon.suggest import close_words
+
+    known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    near = [w for word in extra if word.startswith("--") for w in close_words(word.split("=", 1)[0], known, n=1)]
+    return f": did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""
+
+
 #: Modules that add subcommands with a ``register(subparsers)`` function (imported lazily:
 #: ``summarize`` must not pay for Textual's import).
 COMMAND_MODULES = ("specmon.commands.dashboard", "specmon.commands.remote", "specmon.commands.control",
@@ -263,7 +272,7 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the subcommand that was given them, with its --help (argparse: the top one's)
         chosen = _subparser(parser, getattr(args, "command", None))
-        chosen.error(f"unrecognized arguments: {' '.join(extra)}")
+        chosen.error(f"unrecognized arguments: {' '.join(extra)}{_near_options(chosen, extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT

@@ -155,3 +155,10 @@ def test_connect_to_an_unresolved_bare_word_names_the_profiles_too(tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert "'kimi' does not resolve" in done.stderr
     assert "nor is 'kimi' a profile: did you mean 'kimi-prod'? the profiles in" in done.stderr
+
+
+def test_a_mistyped_option_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = exits(["summarize", "x.log", "--formt", "json"], capsys)
+    assert code == 2 and "unrecognized arguments: --formt json: did you mean --format?" in err
+    code, err = exits(["summarize", "x.log", "--zzzzzz"], capsys)
+    assert code == 2 and "did you mean" not in err
