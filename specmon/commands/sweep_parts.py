@@ -77,13 +77,54 @@ async def _left_note(restarter: Any) -> tuple[bool, str] | None:
     Only a process alive with the recorded start time is "left running"; a gone one is recorded
     as exited, with its cause; one the host cannot be asked about is said so.
     """
-    record = getattr(restarter, "started", None)
+    record = getattr(restarter, "started", None) or _unrecorded(restarter)
     if record is None:
         return None
     from specmon.control.servers import left_running_note
 
     state, text = await left_running_note(record, restarter.runner)
     return state == "running", text
+
+
+def _unrecorded(restarter: Any) -> Any:
+    """The server the last start launched when no record was written (a read-only home): from its
+    PID and start time, so that it too is checked before anything is said of it (None: none known)."""
+    import time
+
+    plan, who = getattr(restarter, "last_plan", None), getattr(restarter, "identity", None)
+    if plan is None or who is None or not getattr(plan, "pidfile", None):
+        return None
+    from specmon.control.servers import ServerRecord
+
+    return ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens, plan.log,
+                        time.time())
+
+
+#: What a sweep ended by a signal says of the server it started, checked on the host after the
+#: signal (the command's signal path prints the last one; nothing is said unchecked).
+LEFT_ON_SIGNAL: list[str] = []
+#: Seconds the check after a signal may take: the process has a second to end.
+SIGNAL_CHECK_S = 0.5
+
+
+async def left_note_on_signal(restarter: Any) -> None:
+    """After a signal cancelled the sweep: check the server it started and keep what to say.
+
+    Bounded by :data:`SIGNAL_CHECK_S`; a check that cannot finish in time is said so.
+    """
+    import asyncio
+
+    record = getattr(restarter, "started", None) or _unrecorded(restarter)
+    if record is None:
+        return
+    try:
+        note = await asyncio.wait_for(_left_note(restarter), SIGNAL_CHECK_S)
+    except (TimeoutError, OSError, ConnectionError):
+        LEFT_ON_SIGNAL.append(f"could not check the server specmon started on {record.host} (PID {record.pid}) "
+                              "in time; the next connect or sweep with this profile checks it")
+        return
+    if note is not None:
+        LEFT_ON_SIGNAL.append(note[1])
 
 
 def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:

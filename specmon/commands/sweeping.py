@@ -291,6 +291,9 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     other specmon restarts or stops it meanwhile, and this sweep does not start while another
     one, or a dashboard that restarted it, controls it.
     """
+    import asyncio
+
+    from specmon.commands.sweep_parts import left_note_on_signal
     from specmon.control.lease import LeaseHeld, lease_for
     from specmon.control.sweep_state import finished_state
 
@@ -309,6 +312,9 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         _err(f"sweep: {lease.host_note}")
     try:
         return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+    except asyncio.CancelledError:  # SIGTERM, SIGHUP: the server was not stopped; what it does is checked
+        await left_note_on_signal(restarter)
+        raise
     finally:
         await lease.release()
 

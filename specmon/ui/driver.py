@@ -14,6 +14,8 @@ is gone (a write or read failed, or the command's SIGHUP handler said so):
 * drops output instead of queueing it (nobody can see it), and never blocks on the queue;
 * does not restart application mode on SIGCONT;
 * stops its output thread with a bounded wait;
+* does not wait for the input thread, whose last ``select`` waited 0.1 s for keys that cannot
+  come (a tenth of the second a closed terminal has to end every process);
 * ends the input thread quietly and asks the app to exit.
 
 It relies on ``WriterThread._queue`` (textual is pinned to 8.2.8 exactly).
@@ -22,6 +24,7 @@ It relies on ``WriterThread._queue`` (textual is pinned to 8.2.8 exactly).
 from __future__ import annotations
 
 import queue
+import signal
 from typing import IO, Any
 
 from textual.drivers.linux_driver import LinuxDriver
@@ -109,17 +112,38 @@ class HangupSafeDriver(LinuxDriver):
         if not self.terminal_gone:
             super()._sigcont_application(*args)
 
+    def disable_input(self) -> None:
+        if not self.terminal_gone:
+            super().disable_input()  # a live terminal: Textual's own, its last keys read
+            return
+        # Gone: the input thread is told to stop, not waited for (it ends within 0.2 s, or with
+        # the process); nothing is flushed or restored on a terminal nobody has.
+        try:
+            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+        except ValueError:
+            pass  # not the main thread: the handler goes with the process
+        self.exit_event.set()
+
     def _run_input_thread(self) -> None:
         try:
             self.run_input_thread()
         except OSError:
             # EIO: the terminal closed. Not a crash to report (on a terminal nobody sees): leave.
             self._hung_up = True
-            self._app.call_later(self._app.exit)
+            self._call_app(self._app.exit)
         except BaseException:
+            if self.terminal_gone:
+                return  # its last events after the app closed: nobody to show them to
             import rich.traceback  # as Textual's own driver reports anything else
 
-            self._app.call_later(self._app.panic, rich.traceback.Traceback())
+            self._call_app(self._app.panic, rich.traceback.Traceback())
+
+    def _call_app(self, callback: Any, *args: Any) -> None:
+        """``app.call_later`` from the input thread, quiet when the app's loop has closed meanwhile."""
+        try:
+            self._app.call_later(callback, *args)
+        except RuntimeError:
+            pass  # the loop closed: the app is already gone
 
     def close(self) -> None:
         thread = self._writer_thread

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import select
 import subprocess
 import sys
 import termios
@@ -41,17 +42,24 @@ class HangupPty:
         os.close(slave)
         self.master: int | None = master
         self._chunks: list[bytes] = []
+        self._closing = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        while True:
+        # Never blocked in read(): a read in flight holds the master's file open after close(),
+        # so the hang-up (SIGHUP, EIO) came only once the app next wrote something, up to
+        # 1.2 s later (the demo), and that wait was counted as specmon's.
+        while not self._closing.is_set():
             master = self.master
             if master is None:
                 return
             try:
+                ready, _, _ = select.select([master], [], [], 0.02)
+                if not ready:
+                    continue
                 data = os.read(master, 65536)
-            except OSError:
+            except (OSError, ValueError):
                 return
             if not data:
                 return
@@ -74,6 +82,8 @@ class HangupPty:
 
     def close_terminal(self) -> float:
         """Close the master (the window closes); returns the monotonic time it happened."""
+        self._closing.set()
+        self._reader.join(1.0)  # its last select ends within 20 ms: then nothing holds the file
         master, self.master = self.master, None
         at = time.monotonic()
         if master is not None:
