@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="a profile of the config file with a [launch] section (not with --demo)")
     s.add_argument("--demo", action="store_true",
                    help="sweep the built-in simulated SGLang server (no GPU, no SSH, under 5 minutes): steps "
-                        "0,1,2,5,10 (the real campaign's), its launches 3%% apart")
+                        "0,1,2,5,10 (the real campaign's), its launches 2%% apart")
     s.add_argument("--steps", type=step_list, default=None, metavar="LIST",
                    help="step counts to try, e.g. 0,1,2,3,5 (0 = no speculation)")
     s.add_argument("--grid", nargs="+", default=None, metavar="NAME=LIST",
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--precision-pct", type=positive_float, default=0.5, metavar="P",
                    help="stop a setting once its 95%% interval is within ±P%% (default 0.5)")
     s.add_argument("--launch-cv", type=launch_cv_pct, default=None, metavar="PCT",
-                   help=LAUNCH_CV_HELP + "; with --demo also the simulated server's own launch CV (default 3 there)")
+                   help=LAUNCH_CV_HELP + "; with --demo also the simulated server's own launch CV (default 2 there)")
     s.add_argument("--drift-pct-per-hour", type=float, default=0.0, metavar="D",
                    help="demo only: the simulated server's slow drift, percent per simulated hour (default 0)")
     s.add_argument("--resolve-pct", type=positive_float, default=None, metavar="P",
@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--endpoint", choices=("completions", "chat"), default="completions",
                    help="OpenAI-compatible endpoint for the load (default completions)")
     s.add_argument("--max-tokens", type=positive_int, default=None, metavar="N",
-                   help="tokens generated per load request (default 512; demo 4096)")
+                   help="tokens generated per load request (default 512; demo 2048)")
     s.add_argument("--prompts", metavar="FILE", default=None,
                    help='JSONL file of prompts ({"prompt": "..."} per line) instead of the bundled set')
     s.add_argument("--workload", nargs="+", default=None, metavar="SET",

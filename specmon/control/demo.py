@@ -50,8 +50,8 @@ DEFAULT_STARTUP_S = 8.0
 DEMO_STEPS_MAX = 16
 #: The simulated server's launch spread (a speed factor per launch drawn from the seed): a steady,
 #: dedicated node. Real servers measure 2-20% (vLLM issue 53436: 7.5-19.7% at low concurrency with
-#: speculation); at 3% the demo's default sweep decides in a few minutes, as the sweep's design says.
-DEMO_LAUNCH_CV = 0.03
+#: speculation); at 2% the demo's default sweep decides in a minute or two on most seeds.
+DEMO_LAUNCH_CV = 0.02
 #: The settings ``sweep --demo`` measures by default: the real campaign's (3 steps, 1.9% behind 2 in
 #: the simulated truth, would take hundreds of launches to separate from it).
 DEMO_SWEEP_STEPS = (0, 1, 2, 5, 10)

@@ -23,6 +23,13 @@ shrinks both but costs a restart. So:
   each round every setting still measured is judged with the stopping rule
   (Bonferroni over its planned rounds, as the sample rule does over its looks),
   and the leader and the baseline are launched again even when already decided.
+* **The budget** (:func:`budget`): the most the design spends, every setting in every round it
+  may run, at the measured restart cost, stated before the first restart.
+* **What would decide it** (:func:`needs_more`, :class:`NeedsMore`): for a verdict that stops
+  undecided, how many more launches of its two leading settings would decide it with 80%
+  probability at the verdict's own level, from the measured launch spread; its time at the
+  measured restart cost. Which settings to launch next is :func:`to_launch` alone (a later
+  design, e.g. best-arm identification, replaces that one function).
 
 Everything here is pure: the sweep runner (:mod:`specmon.control.rounds`) and
 the fast simulated campaigns of ``bench/bench_launches.py`` call the same
@@ -395,7 +402,7 @@ class NeedsMore:
     @property
     def text(self) -> str:
         """One sentence: which two, how many more launches of each, how long, and why that many."""
-        where = f" ({self.clock})" if self.clock else ""
+        where = f"; {self.clock}" if self.clock else ""
         head = f"What would decide it{' ' + self.at if self.at else ''}:"
         if not self.reachable:
             return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart with a "

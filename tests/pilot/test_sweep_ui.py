@@ -96,8 +96,9 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
                                 sweeper=None)
     # Tiny budgets: ten samples per setting.
     assert isinstance(app.sweeper, SweepFlow)
+    # One launch per setting (--order given): this test is about the flow, not the launch design.
     app.sweeper.plan_options.update(rule=rule, max_minutes=0.5, poll_s=0.05, settle=1, stall_s=20.0,
-                                    attach_s=20.0)
+                                    attach_s=20.0, order="given")
     c = setup.controller
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -220,7 +221,7 @@ async def test_second_s_stops_the_sweep(isolated_home: Path, tmp_path: Path) -> 
     app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
                                 user_themes=None, export_dir=tmp_path)
     app.sweeper.plan_options.update(rule=StoppingRule(looks=1, min_samples=10, max_samples=5000), max_minutes=5.0,
-                                    poll_s=0.05, settle=1, stall_s=20.0, attach_s=20.0)
+                                    poll_s=0.05, settle=1, stall_s=20.0, attach_s=20.0, order="given")
     c = setup.controller
     try:
         async with app.run_test(size=SIZE) as pilot:

@@ -43,7 +43,7 @@ async def test_remote_sweep_over_ssh(asyncssh_server: AsyncSSHServer, tmp_path: 
         f"port = {port}\n"
         'health_url = "http://127.0.0.1:{port}/health"\n'
         "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
-    args = ["sweep", "gpu", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
+    args = ["sweep", "--order", "given", "gpu", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
             "--max-samples", "120", "--looks", "2", "--yes", "--state", str(tmp_path / "state.json"),
             "--format", "json", "--record", str(tmp_path / "rec.jsonl")]
     try:

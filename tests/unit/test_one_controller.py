@@ -84,7 +84,7 @@ def test_a_second_sweep_is_refused_while_the_first_measures(tmp_path: Path) -> N
         f"log = {json.dumps(str(tmp_path / 'sim_{steps}.log'))}\npidfile = {json.dumps(str(run / 'sim.pid'))}\n"
         "ready_marker = \"ready to roll\"\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")}
-    common = ["sweep", "sim", "--config", str(config), "--steps", "1,2", "--no-load", "--yes", "--no-record",
+    common = ["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "1,2", "--no-load", "--yes", "--no-record",
               "--no-metrics", "--finish", "none", "--min-samples", "100000", "--max-samples", "200000",
               "--max-minutes", "2"]
     first = subprocess.Popen([sys.executable, "-m", "specmon", *common, "--state", str(tmp_path / "a.json")],

@@ -68,7 +68,7 @@ def test_demo_stops_its_server_and_removes_its_folder(tmp_path: Path, sig: signa
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
 def test_demo_sweep_stops_its_server_and_removes_its_folder(tmp_path: Path, sig: signal.Signals) -> None:
     temp, env = _env(tmp_path)
-    p = PtyProcess(["sweep", "--demo", "--steps", "0,2,5", "--no-record", "--max-samples", "5000",
+    p = PtyProcess(["sweep", "--order", "given", "--demo", "--steps", "0,2,5", "--no-record", "--max-samples", "5000",
                     "--seed", "4"], env)
     pid = None
     try:
@@ -112,7 +112,7 @@ def test_a_profile_sweep_stopped_by_sigterm_leaves_the_real_server_running_and_r
         f"port = {port}\n"
         'health_url = "http://127.0.0.1:{port}/health"\n'
         "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
-    p = PtyProcess(["sweep", "sim", "--config", str(config), "--steps", "0,2", "--max-samples", "5000", "--yes",
+    p = PtyProcess(["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "0,2", "--max-samples", "5000", "--yes",
                     "--state", str(tmp_path / "state.json"), "--no-record"], env)
     pid = None
     try:

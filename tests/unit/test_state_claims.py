@@ -114,7 +114,7 @@ def test_finish_none_after_a_failed_start_claims_nothing(tmp_path: Path) -> None
         "ready_marker = \"ready to roll\"\nstart_timeout_s = 30\nstop_grace_s = 3\n")
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")}
     for finish in ("none", "last"):
-        proc = subprocess.run([sys.executable, "-m", "specmon", "sweep", "bad", "--config", str(config), "--steps",
+        proc = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--order", "given", "bad", "--config", str(config), "--steps",
                                "1", "--no-load", "--yes", "--no-record", "--fresh", "--finish", finish,
                                "--no-metrics"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)

@@ -56,9 +56,12 @@ def test_demo_sweep_prints_a_json_verdict(tmp_path: Path) -> None:
     assert doc["cost_model"]["points"] and doc["finished"] is True
     # Every command was shown on stderr before it ran, and every server it started is gone.
     err = proc.stderr
-    assert err.count("start: cd ") == 3 and "specmon.sim.server" in err
+    # The default design launches every setting at least twice: one start per launch.
+    launches = sum(r["launches"] for r in doc["runs"])
+    assert all(r["launches"] >= 2 for r in doc["runs"]) and doc["restarts"] == launches
+    assert err.count("start: cd ") == launches and "specmon.sim.server" in err
     pids = pids_started(err)
-    assert len(pids) == 3 and not any(alive(p) for p in pids)
+    assert len(pids) == launches and not any(alive(p) for p in pids)
     # The session was recorded under the user's data directory, and reports from it.
     rec = Path(doc["recording"])
     assert rec.parent == tmp_path / "data" / "specmon" / "recordings" and rec.exists()
@@ -91,7 +94,7 @@ def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
         "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
     state = tmp_path / "state.json"
     try:
-        proc = specmon(["sweep", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
+        proc = specmon(["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
                         "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
                         "--format", "markdown", "--no-record", "--finish", "winner"], tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -110,7 +113,7 @@ def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
         pid = int((work / "sim.pid").read_text().split()[0])
         assert alive(pid)
         # Run again: the finished sweep's verdict, without restarting anything.
-        again = specmon(["sweep", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
+        again = specmon(["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",
                          "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
                          "--format", "json", "--no-record"], tmp_path)
         assert again.returncode == 0 and "already finished" in again.stderr and "start:" not in again.stderr

@@ -70,8 +70,8 @@ def test_demo_sweep_over_workloads_gives_a_verdict_for_each(tmp_path: Path) -> N
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
            "HOME": str(tmp_path / "home")}
     proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "sweep", "--demo", "--steps", "0,2", "--workload", "chat,code",
-         "--min-samples", "20", "--max-samples", "60", "--looks", "2", "--format", "json", "--seed", "5",
+        [sys.executable, "-m", "specmon", "sweep", "--demo", "--order", "given", "--steps", "0,2", "--workload",
+         "chat,code", "--min-samples", "20", "--max-samples", "60", "--looks", "2", "--format", "json", "--seed", "5",
          "--no-record"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     doc = json.loads(proc.stdout)

@@ -114,7 +114,7 @@ def test_profile_steps_outside_its_range_fail_before_any_restart(tmp_path: Path,
     cfg = tmp_path / "c.toml"
     cfg.write_text('[profiles.p.launch]\nargv = ["srv", "--n", "{steps}"]\nlog = "/x.log"\n'
                    'ready_marker = "up"\nsteps_max = 8\n')
-    code, err = run_cli(["sweep", "p", "--config", str(cfg), "--steps", "2,9,12", "--yes", "--no-load",
+    code, err = run_cli(["sweep", "--order", "given", "p", "--config", str(cfg), "--steps", "2,9,12", "--yes", "--no-load",
                          "--no-record"], capsys)
     assert code == 2 and "--steps 9, 12: profile 'p' allows step counts 1 to 8; nothing was restarted" in err
     assert "start:" not in err
@@ -160,7 +160,7 @@ def test_a_sweep_with_a_crashed_setting_exits_3_and_shows_the_traceback(tmp_path
            "HOME": str(tmp_path / "home")}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "specmon", "sweep", "sim", "--config", str(config), "--steps", "0,2",
+            [sys.executable, "-m", "specmon", "sweep", "--order", "given", "sim", "--config", str(config), "--steps", "0,2",
              "--min-samples", "40", "--max-samples", "120", "--looks", "2", "--yes", "--state",
              str(tmp_path / "state.json"), "--format", "json", "--no-record"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=170, stdin=subprocess.DEVNULL)
