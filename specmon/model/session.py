@@ -398,7 +398,12 @@ class Session(ColumnIngest):
         self.state = run.state
         # Progress lines arrive by the hundred: the event log keeps the milestones only.
         if ev not in (Event.LOAD_PROGRESS, Event.GRAPH_PROGRESS):
-            self._event(rec, level, f"{ev.value.replace('_', ' ')}: {rec.detail}")
+            what = ev.value.replace("_", " ")
+            if ev is Event.CRASH and level == "error" and run._crash_suspect:
+                # Only an exception so far: the server may go on serving (then it was an error it
+                # caught, and the next event says so).
+                what = "error (serving stopped?)"
+            self._event(rec, level, f"{what}: {rec.detail}")
 
     @staticmethod
     def _name_cause(run: Run, ev: Event, rec: Lifecycle) -> None:

@@ -398,3 +398,19 @@ def test_the_crash_reaches_every_report_format_of_a_recording(tmp_path: Path) ->
     for fmt in ("markdown", "html", "csv"):
         # Markdown wraps the sentence at 80 columns: compare with the spaces folded.
         assert died in " ".join(report(fmt).split()), fmt
+
+
+def test_the_event_log_says_a_pending_error_until_the_server_is_gone() -> None:
+    session = Session()
+    lines = [*(_serving("vllm", i) for i in range(3)), "Traceback (most recent call last):",
+             '  File "/x/y.py", line 1, in f', "RuntimeError: boom"]
+    for rec in parse_lines(lines):
+        session.ingest(rec)
+    said = [e.text for e in session.events if e.level == "error"]
+    assert said and all(t.startswith("error (serving stopped?): ") for t in said)
+    pending = [session.runs[0].crash_pending]
+    killed = list(parse_lines([*lines, "Killed"]))[-1]  # the shell's word of its death, line 7
+    session.ingest(killed)
+    pending.append(session.runs[0].crash_pending)
+    assert pending == [True, False] and session.events[-1].text == "crash: Killed"
+    assert crashes(session.runs)[0].error == "RuntimeError: boom"
