@@ -414,3 +414,27 @@ def test_the_event_log_says_a_pending_error_until_the_server_is_gone() -> None:
     pending.append(session.runs[0].crash_pending)
     assert pending == [True, False] and session.events[-1].text == "crash: Killed"
     assert crashes(session.runs)[0].error == "RuntimeError: boom"
+
+
+def test_a_replica_that_logs_a_caught_error_mid_launch_goes_on_being_measured() -> None:
+    world = FleetWorld(4, {0: 100.0, 2: 130.0})
+    victim = world.replicas[0]
+    sleep = world.sleep
+    said = [False]
+
+    async def sleep_then_err(seconds: float) -> None:
+        await sleep(seconds)
+        if not said[0] and world.now > 4.0 and victim.loaded:
+            said[0] = True
+            for rec in parse_lines(["Traceback (most recent call last):", '  File "/x/serving.py", line 1, in f',
+                                    "ValueError: the prompt is too long"]):
+                victim.session.ingest(rec)
+
+    plan = FleetPlan((0, 2), samples=20, settle=1, seed=5, rounds=1, check_s=2.0)
+    result = asyncio.run(FleetSweep(plan, world.arms(), clock=world.clock, sleep=sleep_then_err).run())
+    assert said[0] and all(r.ok for r in result.records), [r.text for r in result.records]
+    # Not cut short at the error: the whole launch, with nothing said against it.
+    mine = next(r for r in result.records if r.replica == victim.name)
+    assert mine.samples == plan.samples and mine.text == ""
+    run = victim.session.runs[-1]
+    assert run.state is ServerState.SERVING and [c for _l, c in run.errors_survived] == ["ValueError: the prompt is too long"]
