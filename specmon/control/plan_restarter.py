@@ -249,9 +249,12 @@ class PlanRestarter:
         self.show(f"stop:  {stop.display}")
         result = await self.runner.run(stop.command, stop.timeout_s)
         line = (result.stdout.strip().splitlines() or [""])[-1]
-        if "no-pidfile" in line:
-            # A start cut short may record its server a moment later: one more look.
-            await asyncio.sleep(1.0)
+        # A start cut short (a signal during it) may record its server a moment later: looked for
+        # every 0.1 s for a second, not once after a fixed second (most of a SIGTERM'd sweep's exit).
+        for _ in range(10):
+            if "no-pidfile" not in line:
+                break
+            await asyncio.sleep(0.1)
             result = await self.runner.run(stop.command, stop.timeout_s)
             line = (result.stdout.strip().splitlines() or [""])[-1]
         if self.follower is not None:
