@@ -379,9 +379,10 @@ class Session(ColumnIngest):
             level = "warning"
         elif ev in (Event.CRASH, Event.OOM):
             level = "error"
-            # Pending while every line of it is only a traceback's header or exception line (the
-            # next sample demotes it to an error the server caught); certain once any line is an
-            # engine's death, a signal, an abort or a wrapper's report (or the input ends).
+            # Pending while every line of it is only an exception (a traceback's lines, an
+            # out-of-memory error): the next sample demotes it to an error the server caught.
+            # Certain once any line is an engine's word of a death, a signal, an abort or a
+            # wrapper's report; the end of the input or a restart leaves it as it is: a crash.
             pending = pending_fatal(ev, rec.detail)
             run._crash_suspect = pending and (run.state is not ServerState.CRASHED or run._crash_suspect)
             self._name_cause(run, ev, rec)
