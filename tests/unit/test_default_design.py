@@ -9,8 +9,13 @@ power.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -144,3 +149,27 @@ def test_an_undecided_ending_says_which_two_how_many_more_and_how_long() -> None
     doc = result.to_json()
     assert doc["needs_more"][0]["launches_each"] == more.launches_each
     assert doc["needs_more"][0]["hours"] == pytest.approx(more.hours, abs=1e-3)
+
+
+def test_the_demo_with_no_options_names_the_truths_best(tmp_path: Path) -> None:
+    """The suite's seed of ``bench/bench_demo_default.py``: the real command, its simulated server restarted
+    for every launch; the ten seeds and their wall times are in bench/RESULTS.md."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--demo", "--seed", "3", "--format", "json",
+                           "--no-record", "--finish", "last"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    v = doc["verdict"]
+    assert v["separated"] and v["best_steps"] == 2, v["sentence"]
+    assert [r["steps"] for r in doc["runs"]] == list(DEMO_SWEEP_STEPS)
+    assert all(r["launches"] >= 2 for r in doc["runs"]) and doc["needs_more"] == []
+    # Stated on screen: the simulated server's launch spread, and the budget before the first restart.
+    err = proc.stderr
+    assert f"differ by a {100 * DEMO_LAUNCH_CV:g}% launch spread" in err
+    first_plan = next(line for line in err.splitlines() if line.startswith("sweep: plan: "))
+    assert "budget: at most 80 restarts (16 rounds of 5 settings)" in first_plan
+    assert "the simulated server runs 100× faster than a real one" in first_plan
+    assert err.index(first_plan) < err.index("start: cd ")
+    assert doc["restarts"] <= 80
