@@ -89,6 +89,21 @@ def state_file(host: str, plan: SweepPlan) -> Path:
     return paths.sweeps_dir() / f"dashboard-{re.sub(r'[^A-Za-z0-9_.-]', '_', host)}-{digest}.json"
 
 
+def unfinished_state(path: Path, plan: SweepPlan) -> dict[str, Any] | None:
+    """The saved state of this plan's sweep at ``path`` when it stopped before its verdict (None: no such
+    file, another plan's, finished, or unreadable): a dashboard opened again offers to continue it."""
+    from specmon.control.sweep_state import STATE_VERSION, read_state
+
+    try:
+        data = read_state(path)
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(data, dict) or data.get("version") != STATE_VERSION or data.get("finished")
+            or data.get("identity") != plan.identity() or not isinstance(data.get("cells"), list)):
+        return None
+    return data
+
+
 def progress_of(cells: list[dict[str, Any]]) -> str:
     """``2 of 5 settings measured; left: 3 steps, 5 steps`` from a state file's cells."""
     settled = ("done", "failed", "skipped")
@@ -216,14 +231,16 @@ class SweepFlow(Widget):
         c = self.flow.controller
         if c is None:
             return
+        declined = False  # "n: a new sweep" was answered already: not asked twice
         if self.stopped is not None:
             stopped = self.stopped
-            choice = await self._ask(SweepContinueScreen(stopped.reason, self._left(stopped)))
-            if choice is None:
+            answer = await self._ask(SweepContinueScreen(stopped.reason, self._left(stopped.state)))
+            if answer is None:
                 return
-            if choice == "continue":
+            if answer == "continue":
                 await self._continue(stopped)
                 return
+            declined = True
         lo, hi = c.steps_range
         minutes = self.plan_options.get("max_minutes", 10.0)
         budget = f", at most {minutes:g} min each" if minutes else ""
@@ -240,6 +257,17 @@ class SweepFlow(Widget):
         url = self._load_url(c)
         load = (f"Load: the built-in driver keeps requests going to {url}." if url else
                 "Load: none from specmon — the server's own traffic is measured.")
+        state = state_file(c.host, plan)
+        saved = unfinished_state(state, plan)
+        resume = False
+        if saved is not None and not declined:
+            # The same sweep stopped before (in an earlier dashboard, say): go on from it?
+            when = datetime.fromtimestamp(float(saved.get("saved_at") or 0), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+            reason = f"it stopped before its verdict (last saved {when})"
+            answer = await self._ask(SweepContinueScreen(reason, self._left(state)))
+            if answer is None:
+                return
+            resume = answer == "continue"
         stated = plan_budget(plan)
         if stated is not None:  # the launch design states its budget before it starts
             load += f"\n{stated.text[0].upper()}{stated.text[1:]}."
@@ -249,18 +277,20 @@ class SweepFlow(Widget):
             self._event("info", "sweep cancelled: nothing was run")
             return
         self.stopped = None  # a new sweep: the stopped one is no longer offered
-        result = await self._sweep(plan, commands=text, load_text=load)
+        result = await self._sweep(plan, commands=text, load_text=load, state=state, resume=resume)
         if result is not None:
             await self._verdict(result, await self._write_report(result), finished=result.finished)
 
-    def _left(self, stopped: StoppedSweep) -> str:
-        """What the stopped sweep measured and what is left, read from its state file."""
+    def _left(self, state: Path) -> str:
+        """What a stopped sweep measured and what is left, read from its state file."""
+        from specmon.control.sweep_state import read_state
+
         try:
-            cells = json.loads(stopped.state.read_text(encoding="utf-8"))["cells"]
+            cells = read_state(state)["cells"]
             text = progress_of([c for c in cells if isinstance(c, dict)])
         except (OSError, ValueError, KeyError, TypeError):
-            return f"its state file {stopped.state} cannot be read now"
-        return f"{text} (saved in {stopped.state})"
+            return f"its state file {state} cannot be read now"
+        return f"{text} (saved in {state})"
 
     async def _continue(self, stopped: StoppedSweep) -> None:
         """Go on with a stopped sweep from its state file: its commands confirmed again, then the rest of it."""
@@ -272,7 +302,7 @@ class SweepFlow(Widget):
         if not await self._ask(confirm):
             self._event("info", "sweep not continued: nothing was run")
             return
-        self._event("info", f"sweep: continuing from {stopped.state} ({self._left(stopped)})")
+        self._event("info", f"sweep: continuing from {stopped.state} ({self._left(stopped.state)})")
         result = await self._sweep(stopped.plan, commands=stopped.commands, load_text=stopped.load,
                                    state=stopped.state, resume=True)
         if result is not None:
@@ -406,15 +436,16 @@ class SweepFlow(Widget):
         outcome = self.outcome = sweep_outcome(doc)
         self.groups = sweep_outcomes(doc)
         self.finding = doc.get("winners_differ")
-        sentence = outcome.sentence if outcome is not None else "no verdict: nothing was measured"
+        # With its mark and words (☆ leads, undecided): the event log says what the panel says.
+        sentence = outcome.verdict_line if outcome is not None else "no verdict: nothing was measured"
         state = "finished" if result.finished else "stopped"
         self._event("info", f"sweep {state}: {sentence}")
         if len(self.groups) > 1:  # every group's verdict in the log, not only the headline's
             if self.finding:
                 self._event("info", f"sweep: {self.finding}")
             for group in self.groups:
-                if group.sentence != sentence:
-                    self._event("info", f"sweep{group.group_text}: {group.sentence}")
+                if group.verdict_line != sentence:
+                    self._event("info", f"sweep{group.group_text}: {group.verdict_line}")
         for cell in result.cells:
             if cell.status == "failed":
                 self._event("warning", f"sweep: {cell.label or cell.key} failed: {cell.text}")
