@@ -400,8 +400,12 @@ class Config(BaseModel):
         try:
             return self.profiles[wanted]
         except KeyError:
+            from specmon.suggest import did_you_mean
+
             known = ", ".join(sorted(self.profiles)) or "none defined"
-            raise ConfigError(f"unknown profile {wanted!r} (known: {known})") from None
+            near = did_you_mean(wanted, self.profiles)
+            raise ConfigError(f"unknown profile {wanted!r}: {near}(known: {known})" if near else
+                              f"unknown profile {wanted!r} (known: {known})") from None
 
 
 def split_destination(

@@ -129,7 +129,7 @@ def test_missing_default_file_is_empty_config(tmp_path: Path, monkeypatch: pytes
 
 def test_unknown_profile_lists_known(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, GOOD))
-    with pytest.raises(ConfigError, match=r"unknown profile 'kimmi' \(known: kimi, local-vllm\)"):
+    with pytest.raises(ConfigError, match=r"unknown profile 'kimmi': did you mean 'kimi'\? \(known: kimi, local-vllm\)"):
         config.profile("kimmi")
     with pytest.raises(ConfigError, match="no default_profile"):
         Config(profiles={"a": Profile()}).profile()
