@@ -101,18 +101,18 @@ def check_input(path: str | os.PathLike[str], what: str, *, stream: bool = False
         The path's ``stat``, or None when it is missing and ``wait`` is set.
 
     Raises:
-        InputError: missing (or its folder, with ``wait``), not usable as this input (a FIFO, a
+        InputError: missing (with ``wait``: its folder), not usable as this input (a FIFO, a
             device, a directory), larger than ``limit``, or not accessible; one sentence.
     """
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
+        if not wait:
+            raise InputError(f"{path}: no such file") from None
         parent = Path(path).parent
-        if not parent.is_dir():
+        if not parent.is_dir():  # nothing will ever appear there: a mistake in the path
             raise InputError(f"the folder of {path} does not exist ({parent}): check the path") from None
-        if wait:
-            return None
-        raise InputError(f"{path}: no such file") from None
+        return None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
@@ -140,7 +140,20 @@ def open_input(path: str | os.PathLike[str], what: str, *, stream: bool = False,
         InputError: as for :func:`check_input`, from what was opened.
         OSError: any other failure to open it.
     """
-    fd = os.open(Path(path), _OPEN_FLAGS)
+    try:
+        fd = os.open(Path(path), _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        # A socket cannot be opened at all (ENXIO): say what it is, not the errno's words.
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+        problem = info and _problem(path, info.st_mode, info.st_size, what, stream=stream, limit=limit, hint=hint)
+        if problem:
+            raise InputError(problem) from None
+        raise
     try:
         info = os.fstat(fd)
         problem = _problem(path, info.st_mode, info.st_size, what, stream=stream, limit=limit, hint=hint)

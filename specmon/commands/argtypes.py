@@ -114,10 +114,13 @@ def check_theme(name: str | None) -> str | None:
     from specmon import paths
     from specmon.ui.theming import load_themes, theme_folders
 
-    themes, _ = load_themes(theme_folders(paths.themes_dir()))
+    themes, problems = load_themes(theme_folders(paths.themes_dir()))
     if name in themes:
         return None
-    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}"
+    # A theme file that could not be read (a FIFO, a device, too large) is why, more often than a typo.
+    about = [p for p in problems if name in p] or problems
+    why = f"; not loaded: {about[0]}" if about else ""
+    return f"unknown theme {name!r}; available: {', '.join(sorted(themes))}{why}"
 
 
 def out_dir(text: str) -> Path:
