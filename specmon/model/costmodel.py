@@ -193,27 +193,41 @@ class CostModelView:
         return out
 
 
-def _median(values: Sequence[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-
-
 def _fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Siegel's repeated-median line: intercept and slope.
+    """Siegel's repeated-median line (:func:`scipy.stats.siegelslopes`): intercept and slope.
 
     Least squares would let one configuration that is off the model (a
     missing CUDA graph at one size) drag the line and make its neighbours
     look wrong instead; the repeated median ignores up to half the points
-    being off, and through two points it is the line through them.
+    being off, and through two points it is the line through them. The
+    intercept is the median of ``y − slope·x`` (scipy's ``hierarchical``
+    method). Needs two distinct ``xs`` at least (scipy's median of no slopes
+    is NaN).
     """
-    slopes = []
-    for i, (xi, yi) in enumerate(zip(xs, ys, strict=False)):
-        own = [(yj - yi) / (xj - xi) for j, (xj, yj) in enumerate(zip(xs, ys, strict=False)) if j != i and xj != xi]
-        if own:
-            slopes.append(_median(own))
-    slope = _median(slopes)
-    return _median([y - slope * x for x, y in zip(xs, ys, strict=False)]), slope
+    # Imported here: scipy.stats costs 0.4-3 s to import, and a summary that never fits a line
+    # (one step count, or none) should not pay it.
+    from scipy.stats import siegelslopes
+
+    fit = siegelslopes(ys, xs)
+    return float(fit.intercept), float(fit.slope)
+
+
+def fit_cycle(steps: Sequence[int], cycle_ms: Sequence[float], plain_ms: float | None = None) -> CycleFit | None:
+    """The cost side of the model: ``cycle ≈ base + per_step · steps`` through speculative points.
+
+    The one line fit of specmon: the cost-model panel and the guided search
+    (:mod:`specmon.model.guided`) both use it. None with fewer than two
+    distinct step counts (a line through one step count is not determined).
+
+    Args:
+        steps: Each speculative point's step count (> 0).
+        cycle_ms: Its cycle time, ``1000·c·a/tps``.
+        plain_ms: The measured plain decode step, when there is one.
+    """
+    if len(set(steps)) < 2:
+        return None
+    base, slope = _fit_line([float(s) for s in steps], cycle_ms)
+    return CycleFit(base, slope, plain_ms, len(steps))
 
 
 def _concurrency_of(row: ConfigRow, wanted: int | None) -> int:
@@ -295,10 +309,8 @@ def cost_model_of(measured: Sequence[Measured]) -> CostModelView | None:
 
     spec = [p for p in points if p.steps > 0]
     plain = next((p.cycle_ms for p in points if p.steps == 0), None)
-    if len({p.steps for p in spec}) >= 2:
-        base, slope = _fit_line([p.steps for p in spec], [p.cycle_ms for p in spec])
-        view.fit = CycleFit(base, slope, plain, len(spec))
-    elif spec:
+    view.fit = fit_cycle([p.steps for p in spec], [p.cycle_ms for p in spec], plain)
+    if view.fit is None and spec:
         view.notes.append("measure at least two speculative step counts to fit the cost of one more step")
 
     # Per-position (marginal) acceptance: logged rates first, else growth of the accept length.

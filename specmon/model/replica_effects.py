@@ -25,7 +25,9 @@ analyses, chosen by the *layout* alone (never by which one gives the narrower an
 
 Intervals are Student t on the residual (or Satterthwaite) degrees of freedom. statsmodels is
 not a dependency (its import is ~1 s with pandas, see :mod:`specmon.model.launches`); the fit is
-one least-squares solve (numpy) and the quantiles are scipy's.
+numpy's least squares (``lstsq``, never an inverse of X'X) and the quantiles are scipy's. The
+test ``tests/unit/test_reference_stats.py`` checks the fit, its covariance, its intervals and
+the replicas' spread against statsmodels' ``OLS`` and ``MixedLM`` on generated layouts.
 
 Pure: no I/O.
 """
@@ -170,20 +172,27 @@ def _blocked(good: Sequence[FleetLaunch], settings: list[Hashable], replicas: li
         else:  # effect coding: the last replica is minus the sum of the others
             x[k, s_n:] = -1.0
         y[k] = math.log(launch.launch.mean)
-    if np.linalg.matrix_rank(x) < p:
+    # Least squares by an orthogonal factorisation (numpy's lstsq, SVD), never through X'X: forming
+    # X'X squares the design's condition number, so a lopsided layout loses twice the digits.
+    beta, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    if rank < p:
         return None  # the layout does not connect every setting to every replica
-    xtx_inv = np.linalg.inv(x.T @ x)
-    beta = xtx_inv @ x.T @ y
     resid = y - x @ beta
     s2 = float(resid @ resid) / df
-    cov = s2 * xtx_inv
-    effects = np.append(beta[s_n:], -beta[s_n:].sum())
-    # The replicas' spread: the variance of their fitted terms less what estimating them adds.
-    eff_var = np.zeros(r_n)
-    eff_var[:-1] = np.diag(cov)[s_n:]
-    last = np.full(r_n - 1, -1.0)
-    eff_var[-1] = float(last @ cov[s_n:, s_n:] @ last)
-    replica_var = float(np.var(effects, ddof=1) - eff_var.mean()) if r_n > 1 else 0.0
+    # The covariance needs (X'X)^-1 itself: from X = QR it is R^-1 R^-T, with R as well conditioned
+    # as X (not X'X); R is invertible since X has full column rank.
+    r_inv = np.linalg.inv(np.linalg.qr(x, mode="r"))
+    cov = s2 * (r_inv @ r_inv.T)
+    # Every replica's term, the last one's as minus the sum of the others (effect coding), with the
+    # variance of each as an estimate: V = L cov L' for the map L from the fitted terms.
+    to_effects = np.vstack([np.eye(r_n - 1), -np.ones(r_n - 1)])
+    effects = to_effects @ beta[s_n:]
+    eff_var = np.diag(to_effects @ cov[s_n:, s_n:] @ to_effects.T)
+    # The replicas' spread: the variance of their fitted terms less what estimating them adds. The terms
+    # sum to 0, so E[Σ effect²] = (r − 1)·σ²_replica + Σ Var(effect): the estimation part is their sum
+    # over r − 1, not their mean (the mean under-subtracts by r/(r − 1); equal to the ANOVA estimator
+    # (MS_replica − MS_error)/settings, and to MixedLM's REML, on a complete balanced layout).
+    replica_var = float(np.var(effects, ddof=1) - eff_var.sum() / (r_n - 1)) if r_n > 1 else 0.0
     within = float(np.mean([(g.launch.se / g.launch.mean) ** 2 for g in good]))  # type: ignore[operator]
     return FleetFit(BLOCKED, {s: math.exp(beta[col[s]]) for s in settings}, counts, r_n, float(df),
                     replica_cv=math.sqrt(max(replica_var, 0.0)), launch_cv=math.sqrt(max(s2 - within, 0.0)),
