@@ -1,0 +1,54 @@
+"""The dashboard's ``s`` runs the launch design by default, and its confirmation states the budget first."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+from pathlib import Path
+
+from specmon.commands.demo import build_demo_app, register
+from specmon.control.demo import DEMO_LAUNCH_CV, stop_demo_server
+from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen
+from tests.support.app_factory import FIXED_NOW, options, wait_for
+
+SIZE = (120, 40)
+
+
+def demo_args(folder: Path) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="specmon")
+    register(p.add_subparsers())
+    return p.parse_args(["demo", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5",
+                         "--dir", str(folder)])
+
+
+async def test_s_states_the_launch_designs_budget_before_anything_restarts(isolated_home: Path,
+                                                                         tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
+                                user_themes=None, export_dir=tmp_path, recorder=None)
+    c = setup.controller
+    # The demo's simulated server differs from launch to launch, as the sweep's plan says.
+    assert f"--launch-cv {100 * DEMO_LAUNCH_CV:g}" in " ".join(setup.profile.argv or [])
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: c.progress is not None and not c.busy, "the first start", rounds=1500)
+            await pilot.press("s")
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepScreen), "the step list")
+            app.screen.query_one("#sweep-steps").value = "0,2"  # type: ignore[attr-defined]
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, SweepConfirmScreen), "the commands")
+            screen = app.screen
+            assert isinstance(screen, SweepConfirmScreen)
+            # Two settings, up to 16 rounds each, in the demo's clock (its restart is the simulated start-up).
+            assert "Budget: at most 32 restarts (16 rounds of 2 settings), about " in screen.load
+            assert "0.5 s a restart (the simulated server runs 200× faster than a real one)" in screen.load
+            assert "every setting is launched twice before any is judged" in screen.load
+            assert app.sweeper.sweep is None  # nothing runs before the confirmation
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.sweeper.sweep is None
+    finally:
+        await asyncio.wait_for(stop_demo_server(c, lambda _: None), 30)
+        shutil.rmtree(folder, ignore_errors=True)
