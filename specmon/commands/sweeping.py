@@ -207,6 +207,14 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return fail(f"profile {args.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
+    from dataclasses import replace
+
+    from specmon.control.eta import EtaStore
+    from specmon.control.rounds import known_restart_s
+
+    known = known_restart_s(EtaStore(), host)
+    if known is not None:  # the budget stated up front at this host's remembered restart cost
+        plan = replace(plan, restart_s=known)
     problem = check_steps(launch, plan.steps, f"profile {args.profile!r}") or check_dims(
         launch, plan, f"profile {args.profile!r}")
     if problem:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from specmon.control.eta import EtaStore
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
 from specmon.model.design import (
@@ -390,3 +391,10 @@ def plan_budget(plan: SweepPlan) -> Budget | None:
     cells = len(plan.settings) * len(plan.groups)
     cap = plan.max_minutes * 60.0 if plan.max_minutes is not None else None
     return budget(noise, cells, rounds, plan.rule.min_samples, plan.rule.max_samples, cap_s=cap, clock=plan.clock)
+
+
+def known_restart_s(store: EtaStore | None, host: str) -> float | None:
+    """A restart's cost on ``host`` from the restart times remembered there (the median of each phase,
+    summed), for the budget stated before this sweep's first restart; None when none is remembered."""
+    medians = store.medians(host) if store is not None else {}
+    return sum(medians.values()) if medians else None

@@ -173,3 +173,17 @@ def test_the_demo_with_no_options_names_the_truths_best(tmp_path: Path) -> None:
     assert "the simulated server runs 100× faster than a real one" in first_plan
     assert err.index(first_plan) < err.index("start: cd ")
     assert doc["restarts"] <= 80
+
+
+def test_the_budget_before_the_first_restart_uses_the_hosts_remembered_restarts(tmp_path: Path) -> None:
+    from specmon.control.eta import EtaStore
+    from specmon.control.rounds import known_restart_s
+
+    store = EtaStore(tmp_path / "restart_times.json")
+    assert known_restart_s(store, "gpu-box") is None and known_restart_s(None, "gpu-box") is None
+    store.record("gpu-box", {"stopping": 10.0, "starting": 20.0, "loading": 600.0, "capturing": 270.0})
+    store.record("gpu-box", {"stopping": 30.0, "starting": 20.0, "loading": 500.0, "capturing": 250.0})
+    known = known_restart_s(EtaStore(tmp_path / "restart_times.json"), "gpu-box")
+    assert known == pytest.approx(20.0 + 20.0 + 550.0 + 260.0)  # each phase's median, summed
+    stated = plan_budget(SweepPlan((0, 2), order="launches", restart_s=known))
+    assert stated is not None and "at 14.2 minutes a restart" in stated.text and stated.restarts == 32

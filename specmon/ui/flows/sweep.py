@@ -33,7 +33,7 @@ from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadErr
 from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart_controller import RestartController
 from specmon.control.restart_progress import RestartProgress
-from specmon.control.rounds import plan_budget
+from specmon.control.rounds import known_restart_s, plan_budget
 from specmon.control.runner import LocalRunner
 from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
 from specmon.control.sweep_result import SweepResult
@@ -331,8 +331,10 @@ class SweepFlow(Widget):
             # The launch design by default (every setting launched twice, clearly slower ones dropped,
             # a stated budget); the guided strategy chooses its own order.
             order = "given" if choice.strategy == "guided" else "launches"
+            known = known_restart_s(c.eta_store, c.host)  # the budget at this host's remembered restarts
             plan = SweepPlan(tuple(choice.steps), **{"strategy": choice.strategy, "points": tuple(choice.points),
-                                                     "order": order, **self.plan_options})
+                                                     "order": order, **({"restart_s": known} if known else {}),
+                                                     **self.plan_options})
             # Built here only to be shown: the sweep builds (and shows again) each one as it runs.
             texts = [build_plan(c.profile, s, host=c.host, adopted=c.adopted if i == 0 else None,
                                 dims=dict(pt) or None).describe() for i, (s, pt) in enumerate(plan.settings)]
