@@ -262,8 +262,8 @@ class SSHTailSource:
                 except SSHError as exc:
                     if exc.kind is ErrorKind.UNKNOWN_NAME and not self.answered:
                         self.failure_kind = exc.kind
-                        self._fail(f"{exc}: check the spelling, or give its address or an ~/.ssh/config "
-                                   "Host alias (not retried: this name never answered)")
+                        self._fail(f"{exc}: check the spelling and the network, or give its address or an "
+                                   "~/.ssh/config Host alias (not retried: this name never answered)")
                         return
                     if not exc.retryable:
                         self.failure_kind = exc.kind

@@ -77,13 +77,14 @@ class ErrorKind(str, Enum):
     CONFIG = "config"
     PROTOCOL = "protocol"
     NETWORK = "network"
-    #: The name does not resolve (no such host in DNS or /etc/hosts): retryable, because a host that
-    #: answered before may drop out of DNS for a while; a caller that never reached it calls it a mistake.
+    #: The name did not resolve (no such host in DNS or /etc/hosts, or no name server answered): retryable,
+    #: because a host that answered before may drop out of DNS for a while; a caller that never reached
+    #: it calls it a mistake.
     UNKNOWN_NAME = "unknown_name"
 
 
 _RETRYABLE = {ErrorKind.NETWORK, ErrorKind.UNKNOWN_NAME}
-#: getaddrinfo's answers that mean "no such name" (not "the name server did not answer": EAI_AGAIN).
+#: getaddrinfo's answers that mean "no such name" (not "the name server did not answer": EAI_AGAIN), said so.
 _NO_SUCH_NAME = {getattr(socket, n) for n in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY") if hasattr(socket, n)}
 
 
@@ -531,11 +532,10 @@ async def _connect_hop(
         # The jump host could not reach the target.
         raise SSHError(ErrorKind.NETWORK, f"cannot reach {what} through the jump host: {exc.reason}") from None
     except socket.gaierror as exc:
-        if exc.errno in _NO_SUCH_NAME:
-            via_alias = "" if hop.host == hop.alias else f" (HostName of {hop.alias!r} in the SSH config)"
-            raise SSHError(ErrorKind.UNKNOWN_NAME,
-                           f"the host name {hop.host!r}{via_alias} does not resolve ({what}): {exc.strerror}") from None
-        raise SSHError(ErrorKind.NETWORK, f"cannot resolve host name {hop.host!r} ({what}): {exc.strerror}") from None
+        via_alias = "" if hop.host == hop.alias else f" (HostName of {hop.alias!r} in the SSH config)"
+        how = "does not resolve" if exc.errno in _NO_SUCH_NAME else "could not be resolved"
+        raise SSHError(ErrorKind.UNKNOWN_NAME,
+                       f"the host name {hop.host!r}{via_alias} {how} ({what}): {exc.strerror}") from None
     except TimeoutError:
         raise SSHError(ErrorKind.NETWORK, f"timed out connecting to {what}") from None
     except OSError as exc:

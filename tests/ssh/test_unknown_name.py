@@ -41,7 +41,8 @@ async def test_a_name_that_answered_once_is_retried_when_it_stops_resolving(
     await c.wait_lines(1)
     client_home.write_config(alias.format(NO_SUCH_NAME))  # the name drops out of DNS
     assert asyncssh_server.drop() == 1
-    await until(lambda: "does not resolve" in source.status.detail, "a retry on the unresolved name", source)
+    await until(lambda: "resolve" in source.status.detail and source.status.attempts > 0,
+                "a retry on the unresolved name", source)
     assert source.status.state is ConnectionState.RECONNECTING
     client_home.write_config(alias.format("127.0.0.1"))  # back: the tail goes on
     with log.open("a") as f:
