@@ -103,8 +103,6 @@ def load_prompts(path: str | Path) -> tuple[str, ...]:
         # Bounded and non-blocking (specmon.smallfile): a FIFO, /dev/zero or a sparse 2 GB file is
         # refused in one sentence before anything is read.
         text = read_small_text(p, limit=PROMPTS_LIMIT, timeout=PROMPTS_TIMEOUT_S, what="prompts file")
-    except FileNotFoundError:
-        raise LoadError(f"{p}: no such file") from None
     except InputError as exc:  # its sentence names the file
         raise LoadError(str(exc)) from None
     except OSError as exc:
