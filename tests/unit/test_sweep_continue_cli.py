@@ -76,3 +76,13 @@ def test_a_sweep_stopped_by_sigterm_names_the_command_that_continues_it(tmp_path
         pids.append(_server_pid(str(work / "sim.pid")))
         for pid in pids:
             _kill_leftover(pid)
+
+
+def test_the_advice_after_a_stop_names_the_command_or_says_why_none_continues() -> None:
+    from specmon.commands.control import _again
+
+    typed = ["sweep", "kimi", "--steps", "0,2", "--fresh"]
+    assert _again(argparse.Namespace(argv=typed, demo=False)) == \
+        "continue it where it stopped with: specmon sweep kimi --steps 0,2"
+    assert "not resumed" in _again(argparse.Namespace(argv=["sweep", "--demo"], demo=True))
+    assert "not resumed" in _again(argparse.Namespace(argv=["sweep", "fleet"], demo=False, parallel=True))
