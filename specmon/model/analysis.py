@@ -438,7 +438,7 @@ def verdict_for(rows: list[ConfigRow], baseline: Baseline | None, between: Betwe
         text += (f"; faster than the runner-up {runner.label} (by {diff[0]:.1f} tok/s, 95% interval "
                  f"{tps_bound(diff[1], sign=False)}…{tps_bound(diff[2], sign=False)}).")
     else:
-        text += f"; {runner.label} is not distinguishable (the data do not separate them): no winner declared."
+        text += f"; {runner.label} is not distinguishable: no winner declared."
     rests = launches_sentence(candidates, between)
     if rests:
         text += " " + rests

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specmon.literal import markdown_text, plain
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK
 
 WIDTH = 80
 _NAME_W = 12
@@ -37,9 +38,21 @@ def _num(x: Any, fmt: str) -> str:
     return format(x, fmt) if isinstance(x, (int, float)) else "—"
 
 
+def _marks(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """The leader's mark and the verdict's words: ★ a declared winner, ☆ a leader not separated."""
+    v = doc.get("verdict") or {}
+    if v.get("winner_steps") is not None:
+        return WINNER_MARK, f"{WINNER_MARK} winner"
+    if v.get("leader_steps") is not None:
+        return LEADER_MARK, f"{LEADER_MARK} leads, undecided"
+    return "", "nothing measured yet"
+
+
 def setting_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
-    """``(setting, launches, tok/s, 95% CI, leader ahead)`` per setting; the leader marked ``*``."""
+    """``(setting, launches, tok/s, 95% CI, leader ahead)`` per setting; the leader marked as every
+    verdict marks it (★ a declared winner, ☆ leads, undecided)."""
     leader = (doc.get("verdict") or {}).get("leader_steps")
+    mark = _marks(doc)[0]
     rows = []
     for s in doc.get("settings") or []:
         ci = s.get("ci95")
@@ -48,7 +61,8 @@ def setting_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]
         if isinstance(ahead, list) and len(ahead) == 3 and isinstance(ahead[0], (int, float)):
             ahead_text = (f"{ahead[0]:+.1f}% ({ahead[1]:+.1f}…{ahead[2]:+.1f})" if None not in ahead
                           else f"{ahead[0]:+.1f}%")
-        rows.append((_label(s.get("steps")) + (" *" if s.get("steps") == leader else ""), str(s.get("launches", 0)),
+        rows.append(((f"{mark} " if mark and s.get("steps") == leader else "") + _label(s.get("steps")),
+                     str(s.get("launches", 0)),
                      _num(s.get("tok_s"), ".1f"),
                      f"{ci[0]:.1f}–{ci[1]:.1f}" if isinstance(ci, list) and len(ci) == 2 else "—", ahead_text))
     return rows
@@ -102,7 +116,8 @@ def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
     lines.append(f"{'setting':<17}{'launches':>8}{'tok/s':>9}  {'95% CI':<15}  leader ahead ({_level(doc)})")
     lines += [f"{a:<17}{b:>8}{c:>9}  {d:<15}  {e}".rstrip() for a, b, c, d, e in setting_rows(doc)]
     lines += ["", *allocation_lines(doc), ""]
-    lines += textwrap.wrap("Verdict: " + plain((doc.get("verdict") or {}).get("sentence", "")), WIDTH)
+    lines += textwrap.wrap(f"Verdict ({_marks(doc)[1]}): " + plain((doc.get("verdict") or {}).get("sentence", "")),
+                           WIDTH, break_long_words=False, break_on_hyphens=False)
     for text in [*failure_lines(doc), *left]:
         lines += textwrap.wrap(plain(text), WIDTH, subsequent_indent="  ")
     return "\n".join(lines) + "\n"
@@ -126,6 +141,7 @@ def markdown_lines(doc: Mapping[str, Any]) -> list[str]:
 def markdown_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
     """``sweep --format markdown``: heading, tables, verdict, what is left running."""
     out = [f"### Parallel sweep: {len(doc.get('replicas') or [])} replicas, concurrency {doc.get('concurrency')}",
-           "", *markdown_lines(doc), "", f"**Verdict:** {markdown_text((doc.get('verdict') or {}).get('sentence', ''))}"]
+           "", *markdown_lines(doc), "",
+           f"**Verdict ({_marks(doc)[1]}):** {markdown_text((doc.get('verdict') or {}).get('sentence', ''))}"]
     out += [f"- {markdown_text(t)}" for t in left]
     return "\n".join(out) + "\n"

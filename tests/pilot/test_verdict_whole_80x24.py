@@ -57,15 +57,21 @@ def test_summarize_in_an_80_column_terminal_prints_the_whole_verdict() -> None:
     assert "Not shown at 80 columns: accept rate" in out
 
 
-async def test_the_replayed_dashboard_shows_the_whole_verdict_with_its_mark(isolated_home: Path) -> None:
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 40), (200, 60)])
+async def test_the_replayed_dashboard_shows_the_whole_verdict_with_its_mark(isolated_home: Path,
+                                                                           size: tuple[int, int]) -> None:
     app = sweep_app()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
         await pilot.pause()
         verdict = app.query_one("#verdict", Static)
         text = str(verdict.render())
         lines = shown_lines(verdict)
         assert words(" ".join(lines)) == words(text), (lines, text)  # every word on screen, in order
+        # ... and inside its box: the box's height cut the third line ("no winner" was the last shown).
+        shown = [line for line in lines if line.strip()]
+        box = app.query_one("#table-box")
+        assert verdict.region.y + len(shown) <= box.content_region.bottom, (verdict.region, box.content_region)
         assert text.startswith("☆ leads, undecided: EAGLE3 2 steps") and "no winner declared." in text
         table = app.query_one(RunTable)
         marks = [table.get_row_at(i)[0].plain for i in range(table.row_count)]

@@ -61,7 +61,8 @@ separated from the runner-up, "no winner declared". B the baseline, ▸ the
 current run. The line under the table says the same, with the mark.
 
 **What an interval covers** — every ± says it in its header: *CI (launch)*
-over launches (the run table, the sweep, `summarize`); *CI (sample)* over one
+(*±launch* in a narrow table) over launches (the run table, the sweep,
+`summarize`); *CI (sample)* over one
 run's samples, how precisely that one launch is known (the fleet's replica
 table); *CI (replica)* over replicas, each one launch (the fleet's
 configurations). So 85.1 ± 8.4 (launch) and 85.1 ± 0.6 (sample) can both be

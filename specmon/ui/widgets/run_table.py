@@ -26,6 +26,9 @@ def mark_text(mark: str, baseline: bool, current: bool) -> str:
 #: Columns a narrow table drops, first to last; the configuration, the step count, tok/s and the
 #: comparison always stay (their headers carry the units).
 DROP_ORDER = ("draft", "acc_rate", "n", "acc_len")
+#: The headers a narrow table uses before it drops a column: ``±launch`` still says what the interval
+#: covers (launches: `?` explains it beside the fleet's ``±sample`` and ``±replica``).
+SHORT_HEADERS = {"tps": "tok/s ±launch", "vs": "vs base"}
 
 
 def _none_last(value: Any) -> tuple[int, Any]:
@@ -68,7 +71,7 @@ class RunTable(DataTable[Text]):
         self.sort_column: str | None = None  # None: in order of appearance
         self.sort_reverse = False
         self._size = Size(-1, -1)
-        self._columns_shown: tuple[str, ...] = ()
+        self._columns_shown: tuple[tuple[str, str], ...] = ()
         #: The user moved the cursor onto a row (keys or a click) since the table got the focus:
         #: only then does ``r`` restart on the highlighted row (the table has the focus from the start).
         self.chosen = False
@@ -112,7 +115,7 @@ class RunTable(DataTable[Text]):
         self.clear(columns=True)
         for key, header, _, _, right in columns:
             self.add_column(Text(header, justify="right" if right else "left"), key=key)
-        self._columns_shown = tuple(c[0] for c in columns)
+        self._columns_shown = tuple((c[0], c[1]) for c in columns)
 
     def _columns_for(self, rows: list[RowView]) -> tuple[tuple[tuple[str, str, Any, Any, bool], ...], bool]:
         """The columns that fit the width, and whether the comparison has its interval.
@@ -138,7 +141,8 @@ class RunTable(DataTable[Text]):
         # The interval of the comparison only when nothing has to go for it.
         if needed(COLUMNS, True) <= room:
             return COLUMNS, True
-        columns = COLUMNS
+        # Then the short headers, before any column goes.
+        columns = tuple((k, SHORT_HEADERS.get(k, h), g, s, r) for k, h, g, s, r in COLUMNS)
         for drop in DROP_ORDER:
             if needed(columns, False) <= room:
                 break
@@ -190,7 +194,7 @@ class RunTable(DataTable[Text]):
             getter = next(c[3] for c in COLUMNS if c[0] == self.sort_column)
             rows.sort(key=getter, reverse=self.sort_reverse)
         columns, wide = self._columns_for(rows)
-        if tuple(c[0] for c in columns) != self._columns_shown:
+        if tuple((c[0], c[1]) for c in columns) != self._columns_shown:
             self._set_columns(columns)
         # Plain for the moment Textual lacks the component styles (its issues 5646, 6528): every
         # update rebuilds the rows, so the next one styles them; never a crash of the dashboard.
