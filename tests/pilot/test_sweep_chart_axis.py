@@ -12,11 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.app import App
 
+from specmon.control.sweep import Sweep, SweepPlan
+from specmon.model.stopping import StoppingRule
 from specmon.output.tables import sweep_outcome
+from specmon.sim.sweepworld import SweepWorld
 from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 from specmon.ui.widgets.comparison_plot import ComparisonPlot, axis_limits
-from tests.pilot.test_sweep_groups_panel import a_sweep
 from tests.support.app_factory import wait_for
+
+
+def a_sweep(seed: int) -> dict[str, object]:
+    """A sweep of 0-3 steps on the simulated world (its speeds sit in a narrow band far from 0)."""
+    world = SweepWorld(seed, workloads={"code": 1.35})
+    plan = SweepPlan((0, 1, 2, 3), seed=seed, rule=StoppingRule(), max_minutes=None, workloads=("code",),
+                     concurrency=(1,), launch_cv=0.0)
+    return asyncio.run(Sweep(plan, session=world.session, restart=world.restart, clock=world.clock,
+                             sleep=world.sleep, load=world).run()).to_json()
 
 
 def is_round(step: float) -> bool:
@@ -53,7 +64,7 @@ def test_the_axis_holds_every_interval_on_round_ticks_and_is_mostly_data(
 
 
 async def test_the_drawn_chart_starts_near_the_slowest_interval(tmp_path: Path) -> None:
-    doc = await asyncio.to_thread(a_sweep, 7, {"code": 1.35}, (1,))
+    doc = await asyncio.to_thread(a_sweep, 7)
     outcome = sweep_outcome(doc)
     assert outcome is not None
     low = min(r.tps_mean - (r.tps_half or 0.0) for r in outcome.rows if r.tps_mean is not None)
