@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
@@ -12,8 +13,28 @@ from pathlib import Path
 
 from specmon.commands.again import continue_command, program
 from tests.support.net import free_port
-from tests.support.ptyproc import PtyProcess
-from tests.unit.test_signals import _env, _kill_leftover, _server_pid
+from tests.support.ptyproc import PtyProcess, running
+
+
+def _env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """specmon's folders and the temp folder in the test's own (its state, records and servers)."""
+    temp = tmp_path / "t"
+    temp.mkdir()
+    return temp, {"TMPDIR": str(temp), "XDG_DATA_HOME": str(tmp_path / "data"),
+                  "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path / "home")}
+
+
+def _server_pid(pidfile: str) -> int | None:
+    try:
+        pid = int(Path(pidfile).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if running(pid) else None
+
+
+def _kill_leftover(pid: int | None) -> None:
+    if pid is not None and running(pid):
+        os.killpg(pid, signal.SIGKILL)  # the server leads its own process group (setsid)
 
 
 def test_the_command_is_what_was_typed_less_fresh() -> None:
