@@ -51,7 +51,7 @@ class Kind(StrEnum):
 
 
 _WORDS = {Kind.WINNER: "winner", Kind.EQUIVALENT: "leads, undecided (equivalent to the runner-up)",
-          Kind.UNDECIDED: "leads, undecided", Kind.ALONE: "leads, undecided (nothing to compare with)",
+          Kind.UNDECIDED: "leads, undecided", Kind.ALONE: "leads, undecided",
           Kind.EMPTY: "nothing measured yet"}
 
 
@@ -177,11 +177,12 @@ def tps_bound(x: float, *, sign: bool = True) -> str:
 
 
 def claim_of(sentence: str, names: tuple[str | None, ...]) -> str:
-    """``sentence`` up to its `` Rests on ...`` part (searched after the settings' names, which are log text)."""
+    """``sentence`` up to its `` Rests on ...`` part, searched after the settings' first mention (their
+    names are log text; the part it rests on names them again: "2 of EAGLE3 2 steps")."""
     start = 0
     for name in names:
         if name and name in sentence:
-            start = max(start, sentence.rindex(name) + len(name))
+            start = max(start, sentence.index(name) + len(name))
     cut = sentence.find(" Rests on ", start)
     return sentence if cut < 0 else sentence[:cut]
 

@@ -128,3 +128,15 @@ def test_an_old_document_without_an_answer_reads_back_from_its_flags() -> None:
     assert a.mark_for("EAGLE3 2 steps") == LEADER_MARK and a.mark_for("EAGLE3 3 steps") == ""
     # A document whose flags contradict its sentence draws no answer at all.
     assert answer_from_json({**old, "separated": True}) is None
+
+
+def test_the_claim_is_the_comparison_without_what_it_rests_on() -> None:
+    rests = " Rests on 4 launches (2 of EAGLE3 2 steps, 2 of EAGLE3 3 steps); launch CV 2.0% estimated."
+    head = "EAGLE3 2 steps: +5.9% over no speculation; EAGLE3 3 steps is not distinguishable: no winner declared."
+    a = answer(leader="EAGLE3 2 steps", runner_up="EAGLE3 3 steps", separated=False, equivalent=False,
+               sentence=head + rests)
+    assert a.claim == head
+    alone = answer(leader="EAGLE3 2 steps", runner_up=None, separated=False, equivalent=False,
+                   sentence="EAGLE3 2 steps: 94.2 tok/s; no other configuration to compare with." + rests)
+    assert alone.claim == "EAGLE3 2 steps: 94.2 tok/s; no other configuration to compare with."
+    assert alone.tag == "☆ leads, undecided"

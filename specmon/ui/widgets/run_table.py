@@ -141,7 +141,9 @@ class RunTable(DataTable[Text]):
         # The interval of the comparison only when nothing has to go for it.
         if needed(COLUMNS, True) <= room:
             return COLUMNS, True
-        # Then the short headers, before any column goes.
+        # Then the comparison without its interval; then the short headers, before any column goes.
+        if needed(COLUMNS, False) <= room:
+            return COLUMNS, False
         columns = tuple((k, SHORT_HEADERS.get(k, h), g, s, r) for k, h, g, s, r in COLUMNS)
         for drop in DROP_ORDER:
             if needed(columns, False) <= room:
