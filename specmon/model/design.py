@@ -388,6 +388,8 @@ class NeedsMore:
     clock: str = ""
     #: Which verdict it is about (``at concurrency 4``), empty for a sweep's only one.
     at: str = ""
+    #: Whether the launch spread was measured (a setting launched twice), or only assumed.
+    measured: bool = True
 
     @property
     def hours(self) -> float:
@@ -404,17 +406,19 @@ class NeedsMore:
         """One sentence: which two, how many more launches of each, how long, and why that many."""
         where = f"; {self.clock}" if self.clock else ""
         head = f"What would decide it{' ' + self.at if self.at else ''}:"
+        how = "measured" if self.measured else "assumed"
         if not self.reachable:
-            return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart with a "
-                    f"launch spread of {self.spread_pct:.1f}%: more than {MAX_MORE} more launches of each would be "
-                    "needed to separate them or show them equivalent; for practical purposes either will do.")
+            return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart with a launch spread of "
+                    f"{self.spread_pct:.1f}% ({how}): more than {MAX_MORE} more launches of each would be needed "
+                    "to separate them or show them equivalent; for practical purposes either will do.")
+        spread = f"launch spread {self.spread_pct:.1f}% {how}" + (
+            "" if self.measured else ": no setting was launched twice")
         goal = ("separate them" if self.kind == "separate"
                 else "show them equivalent within the margin")
         return (f"{head} about {self.launches_each} more launch{'es' if self.launches_each != 1 else ''}"
                 f" of each of {self.a} and {self.b} ({self.restarts} restarts, about {_duration(self.seconds)} at "
                 f"{_duration(self.restart_s, 1)} a restart{where}) for a chance of {100 * self.power:.0f}% to {goal}, "
-                f"if the difference is the {self.diff_pct:+.1f}% seen (launch spread {self.spread_pct:.1f}% "
-                "measured).")
+                f"if the difference is the {self.diff_pct:+.1f}% seen ({spread}).")
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready (``needs_more`` of a sweep's document)."""
@@ -423,6 +427,7 @@ class NeedsMore:
                 "launch_s": round(self.launch_s, 2), "diff_pct": round(self.diff_pct, 2),
                 "spread_pct": round(self.spread_pct, 2), "power": self.power, "kind": self.kind,
                 "reachable": self.reachable, "clock": self.clock or None, "at": self.at or None,
+                "spread_measured": self.measured,
                 "text": self.text}
 
 
@@ -509,7 +514,7 @@ def needs_more(a: Estimate, b: Estimate, names: tuple[str, str], *, level: float
     k = min(k, MAX_MORE)
     k = max(k, 1)  # undecided now: at least one more launch of each
     return NeedsMore(names[0], names[1], k, 2 * k * (restart_s + launch_s), restart_s, launch_s, 100 * diff,
-                     100 * math.sqrt(spread2), power, kind, reachable, clock)
+                     100 * math.sqrt(spread2), power, kind, reachable, clock, measured=a.between.estimated)
 
 
 def what_would_decide(verdict: SweepVerdict, *, restart_s: float, launch_s: float,

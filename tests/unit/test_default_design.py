@@ -187,3 +187,19 @@ def test_the_budget_before_the_first_restart_uses_the_hosts_remembered_restarts(
     assert known == pytest.approx(20.0 + 20.0 + 550.0 + 260.0)  # each phase's median, summed
     stated = plan_budget(SweepPlan((0, 2), order="launches", restart_s=known))
     assert stated is not None and "at 14.2 minutes a restart" in stated.text and stated.restarts == 32
+
+
+def test_what_would_decide_says_whether_the_spread_was_measured_or_assumed() -> None:
+    # One launch of each: the spread is the assumed launch CV, and the sentence says so.
+    world = SweepWorld(1, launch_cv=0.05, restart_s=60.0, lines_per_poll=10)
+    p = SweepPlan((2, 3), order="given", max_minutes=60, poll_s=10.0, settle=2)
+    result = asyncio.run(Sweep(p, session=world.session, restart=world.restart, load=world, clock=world.clock,
+                               sleep=world.sleep).run())
+    v = result.verdict
+    assert v is not None and not v.separated and not v.equivalent  # 1.9% apart: one launch each cannot tell
+    [more] = result.needs_more
+    assert not more.measured and "assumed: no setting was launched twice" in more.text
+    assert more.spread_pct == pytest.approx(100 * math.sqrt(0.05**2 + sum(
+        (x.se / x.mean) ** 2 for e in (v.best.estimate, v.runner_up.estimate) if e is not None  # type: ignore[union-attr]
+        for x in e.launches if x.se is not None) / 2), rel=1e-6)
+    assert more.to_json()["spread_measured"] is False
