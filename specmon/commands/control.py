@@ -374,13 +374,16 @@ def _plan(args: argparse.Namespace) -> SweepPlan:
     # measured, not assumed) and can reach a verdict; the guided strategy chooses its own order.
     order = args.order or ("given" if args.strategy == "guided" else "launches")
     if args.demo:
+        from specmon.control.demo import DEMO_LAUNCH_CV
+
         # Time compressed 100×: a decode line every ~9 ms, so polling fast keeps looks on time.
         scale = min(args.time_scale, 1000.0)
         return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                          max_minutes=args.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
                          strategy=args.strategy, points=points, workloads=workloads, launch_cv=launch_cv,
                          resolve_pct=args.resolve_pct, restart_s=1.0, objective=objective, sample_rate=scale,
-                         clock=f"the simulated server runs {scale:g}× faster than a real one")
+                         clock=f"the simulated server runs {scale:g}× faster than a real one, its launches "
+                               f"{100 * (DEMO_LAUNCH_CV if args.launch_cv is None else args.launch_cv):g}% apart")
     return SweepPlan(tuple(args.steps), tuple(args.concurrency), order, args.seed, rule,
                      max_minutes=args.max_minutes or 10.0, strategy=args.strategy, points=points,
                      workloads=workloads, launch_cv=launch_cv, resolve_pct=args.resolve_pct,

@@ -91,7 +91,7 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
 
     The first start happens when the dashboard is up (its commands go to the event log first).
     """
-    from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, make_demo
+    from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, DEMO_LAUNCH_CV, make_demo
     from specmon.ui.app import DashboardOptions, make_app
     from specmon.ui.flows.restart import RestartFlow
     from specmon.ui.flows.sweep import SweepFlow
@@ -111,7 +111,8 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     sweeper = app_kwargs.pop("sweeper", None) or SweepFlow(flow, plan_options={
         "max_minutes": 1.0, "poll_s": 0.25, "stall_s": 60.0, "attach_s": max(60.0, 4 * startup),
         "restart_s": startup, "sample_rate": scale,
-        "clock": f"the simulated server runs {scale:g}× faster than a real one"})
+        "clock": f"the simulated server runs {scale:g}× faster than a real one, its launches "
+                 f"{100 * DEMO_LAUNCH_CV:g}% apart"})
     options = app_kwargs.pop("options", None) or DashboardOptions(
         theme=args.theme, prometheus_port=getattr(args, "prometheus_port", None))
     app = make_app(setup.source, options=options, controller=flow, sweeper=sweeper, **app_kwargs)

@@ -43,7 +43,8 @@ async def test_s_states_the_launch_designs_budget_before_anything_restarts(isola
             assert isinstance(screen, SweepConfirmScreen)
             # Two settings, up to 16 rounds each, in the demo's clock (its restart is the simulated start-up).
             assert "Budget: at most 32 restarts (16 rounds of 2 settings), about " in screen.load
-            assert "0.5 s a restart (the simulated server runs 200× faster than a real one)" in screen.load
+            assert (f"0.5 s a restart (the simulated server runs 200× faster than a real one, its launches "
+                    f"{100 * DEMO_LAUNCH_CV:g}% apart)") in screen.load
             assert "every setting is launched twice before any is judged" in screen.load
             assert app.sweeper.sweep is None  # nothing runs before the confirmation
             await pilot.press("escape")
