@@ -45,6 +45,7 @@ from specmon.model.design import (
     within_per_sample,
 )
 from specmon.model.launches import Estimate, Launch
+from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stats import Summary
 from specmon.model.stopping import CONTINUE, EQUIVALENT, SLOWER, Decision, StoppingRule, SweepVerdict
 
@@ -358,24 +359,25 @@ class LaunchRounds:
 
 
 def needs_more_of(plan: SweepPlan, cells: Sequence[CellState], restart_times: Sequence[float],
-                  verdicts: Sequence[SweepVerdict]) -> list[NeedsMore]:
-    """What would decide each undecided throughput verdict (:func:`specmon.model.design.what_would_decide`),
-    at this sweep's measured restart cost and launch length, in the run's clock."""
-    if not plan.objective.is_tps:
-        return []  # the objective's verdict decides, on its own launches
+                  verdicts: Sequence[SweepVerdict],
+                  objective: Sequence[ObjectiveVerdict] = ()) -> list[NeedsMore]:
+    """What would decide each undecided deciding verdict (:func:`specmon.model.design.what_would_decide`):
+    the throughput's, or the objective's when it is not tok/s; at this sweep's measured restart cost
+    and launch length, in the run's clock."""
+    deciding: Sequence[SweepVerdict | ObjectiveVerdict] = verdicts if plan.objective.is_tps else objective
     restart = sum(restart_times) / len(restart_times) if restart_times else plan.restart_s
     launches = sum(len(c.launches()) for c in cells)
     secs = sum(c.elapsed_s for c in cells)
     launch = secs / launches if launches and secs > 0 else 60.0 * (plan.max_minutes or 1.0)
     out = []
-    for v in verdicts:
+    for v in deciding:
         more = what_would_decide(v, restart_s=restart, launch_s=launch, clock=plan.clock)
         if more is not None:
-            out.append(replace(more, at=_group_text(v)) if len(verdicts) > 1 else more)
+            out.append(replace(more, at=_group_text(v)) if len(deciding) > 1 else more)
     return out
 
 
-def _group_text(v: SweepVerdict) -> str:
+def _group_text(v: SweepVerdict | ObjectiveVerdict) -> str:
     return (f"at concurrency {v.concurrency}" if v.concurrency else "") + (
         f" on the {v.workload} prompts" if v.workload else "")
 

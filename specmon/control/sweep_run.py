@@ -682,7 +682,7 @@ class Sweep:
                                                          rule, c, w))
         return SweepResult(self.plan, list(self.cells), verdicts, self.finished,
                            str(self.state_path) if self.state_path else None, self._restarts, objective,
-                           needs_more_of(self.plan, self.cells, self.restart_times, verdicts))
+                           needs_more_of(self.plan, self.cells, self.restart_times, verdicts, objective))
 
     def snapshot(self) -> dict[str, Any]:
         """Progress for a UI: every setting's status, samples and next look."""

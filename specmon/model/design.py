@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specmon.model.launches import Between, Estimate, Launch, as_summary, fit, usable
+from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stats import Summary, t_quantile
 from specmon.model.stopping import BUDGET, CONTINUE, Decision, StoppingRule, SweepVerdict
 
@@ -390,6 +391,8 @@ class NeedsMore:
     at: str = ""
     #: Whether the launch spread was measured (a setting launched twice), or only assumed.
     measured: bool = True
+    #: The figure the difference is in when it is not tok/s (``ITL p50``: its difference in its own terms).
+    what: str = ""
 
     @property
     def hours(self) -> float:
@@ -408,7 +411,8 @@ class NeedsMore:
         head = f"What would decide it{' ' + self.at if self.at else ''}:"
         how = "measured" if self.measured else "assumed"
         if not self.reachable:
-            return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart with a launch spread of "
+            return (f"{head} {self.a} and {self.b} are {abs(self.diff_pct):.1f}% apart"
+                    f"{' in ' + self.what if self.what else ''} with a launch spread of "
                     f"{self.spread_pct:.1f}% ({how}): more than {MAX_MORE} more launches of each would be needed "
                     "to separate them or show them equivalent; for practical purposes either will do.")
         spread = f"launch spread {self.spread_pct:.1f}% {how}" + (
@@ -418,7 +422,8 @@ class NeedsMore:
         return (f"{head} about {self.launches_each} more launch{'es' if self.launches_each != 1 else ''}"
                 f" of each of {self.a} and {self.b} ({self.restarts} restarts, about {_duration(self.seconds)} at "
                 f"{_duration(self.restart_s, 1)} a restart{where}) for a chance of {100 * self.power:.0f}% to {goal}, "
-                f"if the difference is the {self.diff_pct:+.1f}% seen ({spread}).")
+                f"if the difference is the {self.diff_pct:+.1f}%{' in ' + self.what if self.what else ''} seen "
+                f"({spread}).")
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready (``needs_more`` of a sweep's document)."""
@@ -517,20 +522,34 @@ def needs_more(a: Estimate, b: Estimate, names: tuple[str, str], *, level: float
                      100 * math.sqrt(spread2), power, kind, reachable, clock, measured=a.between.estimated)
 
 
-def what_would_decide(verdict: SweepVerdict, *, restart_s: float, launch_s: float,
+def what_would_decide(verdict: SweepVerdict | ObjectiveVerdict, *, restart_s: float, launch_s: float,
                       clock: str = "") -> NeedsMore | None:
     """What would decide a sweep's verdict that stopped undecided (None when it decided, or cannot say).
 
     Its leader and runner-up, their launch estimates, and the verdict's own adjusted level and
-    margin go into :func:`needs_more`.
+    margin go into :func:`needs_more`. An objective's verdict (a latency is carried as a rate)
+    is computed on that scale, and its difference is said in the objective's own terms.
     """
     if verdict.separated or verdict.equivalent:
         return None
-    best, runner = verdict.best, verdict.runner_up
-    if best is None or runner is None or best.estimate is None or runner.estimate is None:
+    if isinstance(verdict, ObjectiveVerdict):
+        ob, orun = verdict.best, verdict.runner_up
+        if ob is None or orun is None:
+            return None
+        a, b, names = ob.summary.model, orun.summary.model, (ob.label, orun.label)
+    else:
+        best, runner = verdict.best, verdict.runner_up
+        if best is None or runner is None:
+            return None
+        a, b, names = best.estimate, runner.estimate, (best.label, runner.label)
+    if not isinstance(a, Estimate) or not isinstance(b, Estimate):
         return None
-    return needs_more(best.estimate, runner.estimate, (best.label, runner.label), level=verdict.level,
-                      margin_pct=verdict.margin_pct, restart_s=restart_s, launch_s=launch_s, clock=clock)
+    more = needs_more(a, b, names, level=verdict.level, margin_pct=verdict.margin_pct, restart_s=restart_s,
+                      launch_s=launch_s, clock=clock)
+    if isinstance(verdict, ObjectiveVerdict) and verdict.diff_pct is not None:
+        # The objective's own difference (a latency: percent lower), and which figure it is about.
+        more = replace(more, diff_pct=abs(verdict.diff_pct[0]), what=verdict.objective.name)
+    return more
 
 
 def closing_advice(needs: Sequence[NeedsMore]) -> list[str]:

@@ -203,3 +203,22 @@ def test_what_would_decide_says_whether_the_spread_was_measured_or_assumed() -> 
         (x.se / x.mean) ** 2 for e in (v.best.estimate, v.runner_up.estimate) if e is not None  # type: ignore[union-attr]
         for x in e.launches if x.se is not None) / 2), rel=1e-6)
     assert more.to_json()["spread_measured"] is False
+
+
+def test_an_undecided_objective_says_what_would_decide_it_in_its_own_terms() -> None:
+    from specmon.model.objective import parse_objective
+
+    # 2 and 3 steps, 1.9% apart in tok/s: two fixed rounds of ITL p50 cannot tell them.
+    world = SweepWorld(4, launch_cv=0.05, restart_s=600.0, lines_per_poll=10, requests=True)
+    p = SweepPlan((2, 3), (1,), order="launches", max_minutes=60, poll_s=10.0, launch_cv=0.05, rounds=2,
+                  objective=parse_objective("itl-p50"))
+    result = asyncio.run(Sweep(p, session=world.session, restart=world.restart, load=world, clock=world.clock,
+                               sleep=world.sleep).run())
+    [ov] = result.objective_verdicts
+    assert not ov.separated and not ov.equivalent and ov.diff_pct is not None
+    [more] = result.needs_more
+    assert ov.best is not None and ov.runner_up is not None and (more.a, more.b) == (ov.best.label, ov.runner_up.label)
+    assert more.what == "ITL p50" and more.measured and more.launches_each >= 1
+    assert more.diff_pct == pytest.approx(abs(ov.diff_pct[0]))  # the objective's own difference
+    assert (f"{abs(ov.diff_pct[0]):+.1f}% in ITL p50 seen" in more.text if more.reachable
+            else f"{abs(ov.diff_pct[0]):.1f}% apart in ITL p50" in more.text)
