@@ -81,6 +81,10 @@ def default_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
+#: Seconds a command gets to finish when specmon is ending before it is killed (see :meth:`LocalRunner.run`).
+CANCEL_GRACE_S = 0.3
+
+
 class LocalRunner:
     """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
 
@@ -98,7 +102,7 @@ class LocalRunner:
         Returns:
             The result; ``timed_out`` set when the timeout expired.
         """
-        proc = await asyncio.create_subprocess_exec(
+        creating = asyncio.ensure_future(asyncio.create_subprocess_exec(
             "bash",
             "-c",
             command,
@@ -110,28 +114,52 @@ class LocalRunner:
             # it detached (setsid) lives in another group and is not touched.
             start_new_session=True,
             preexec_fn=default_signals,
-        )
-        if stdin:
-            assert proc.stdin is not None
-            proc.stdin.write(stdin.encode("utf-8"))
-            try:
-                await proc.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # it exited without reading: its status says why
-            proc.stdin.close()
+        ))
+        try:
+            proc = await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            # Cancelled while asyncio was still connecting its pipes: its own clean-up then waits
+            # for every pipe to close, which a helper holding one delayed for as long as it ran
+            # (30 s of `sleep`). Made first, then ended with its group at once.
+            proc = await creating
+            _end_group(proc.pid)
+            await _reaped(proc)
+            raise
         out, err = bytearray(), bytearray()
-        assert proc.stdout is not None and proc.stderr is not None
-        pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
+        pumps: list[asyncio.Future[None]] = []
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            timed_out = True
+            if stdin:
+                assert proc.stdin is not None
+                proc.stdin.write(stdin.encode("utf-8"))
+                try:
+                    await proc.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # it exited without reading: its status says why
+                proc.stdin.close()
+            assert proc.stdout is not None and proc.stderr is not None
+            pumps = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except TimeoutError:
+                timed_out = True
+                _end_group(proc.pid)
+                await proc.wait()
+        except asyncio.CancelledError:
+            # specmon is ending (SIGTERM, a closed terminal): the command and its helpers end with
+            # it, not left to run unattended (a start script went on to start a server after
+            # specmon's stop had looked, and the stop waited a second for its pidfile). It gets
+            # CANCEL_GRACE_S to finish (a start then reports the PID the stop needs), then SIGKILL.
+            # A server it already detached (setsid) is its own group: the stop finds its pidfile.
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
+            except (TimeoutError, asyncio.CancelledError):
                 pass
-            await proc.wait()
+            for task in pumps:
+                task.cancel()
+            _end_group(proc.pid)
+            await _reaped(proc)
+            raise
         # Something the command left running may hold the pipes open: keep what
         # arrived, but do not wait for it forever.
         _, pending = await asyncio.wait(pumps, timeout=2.0)
@@ -167,6 +195,23 @@ class LocalRunner:
                 await proc.wait()
 
         return await _first_answer(readline, release, lambda: proc.returncode is None, timeout, until)
+
+
+def _end_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads (a command run with ``start_new_session``)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _reaped(proc: asyncio.subprocess.Process) -> None:
+    """Wait a moment for a killed command to be reaped and its pipes closed (nothing left open)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), 1.0)
+        await asyncio.sleep(0)  # its pipes' end-of-file closes the transport
+    except (TimeoutError, asyncio.CancelledError):
+        pass
 
 
 async def _first_answer(readline: Callable[[], Awaitable[str]], release: Callable[[], Awaitable[None]],

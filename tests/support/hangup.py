@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.proctree import all_gone_after, kill_marked, new_mark
 from tests.support.ptyproc import running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,15 +117,19 @@ BOUND_S = 3.0
 MOMENTS = (0.0, 0.3, 0.8)
 
 
-def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "specmon") -> list[float]:
-    """Seconds from closing the terminal to the process gone, once per moment of :data:`MOMENTS`."""
+def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "specmon",
+                  moments: tuple[float, ...] = MOMENTS) -> list[float]:
+    """Seconds from closing the terminal to every process of the run gone (the command, its
+    workers and helpers, the servers it started: :mod:`tests.support.proctree`), once per moment."""
     took = []
-    for moment in MOMENTS:
-        p = HangupPty(args, env)
+    for moment in moments:
+        marked_env = {**env, **new_mark()}
+        p = HangupPty(args, marked_env)
         try:
             p.wait_for(first_frame, 90)
             time.sleep(moment)
-            took.append(p.gone_after(p.close_terminal()))
+            took.append(all_gone_after(marked_env, p.close_terminal())[0])
         finally:
             p.kill()
+            kill_marked(marked_env)
     return took

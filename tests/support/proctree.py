@@ -40,7 +40,7 @@ def marked(env: dict[str, str]) -> dict[int, str]:
             continue
         if stat[stat.rindex(")") + 2:].split()[0] in ("Z", "X"):
             continue
-        found[int(entry)] = cmd.strip()[-160:]
+        found[int(entry)] = cmd.strip()
     return found
 
 

@@ -59,12 +59,13 @@ def _stop_demo_servers(tmp_path: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("command", ["demo", "watch", "watch-mid-ingest", "replay"])
+@pytest.mark.parametrize("command", ["demo", "watch", "watch-mid-ingest", "replay", "fleet-watch"])
 def test_closing_the_terminal_ends_specmon_within_a_second(tmp_path: Path, huge_log: Path, command: str) -> None:
     args = {"demo": ["demo", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5"],
             "watch": ["watch", str(SMALL)],
             "watch-mid-ingest": ["watch", str(huge_log)],
-            "replay": ["replay", str(SMALL), "--speed", "max"]}[command]
+            "replay": ["replay", str(SMALL), "--speed", "max"],
+            "fleet-watch": ["watch", str(SMALL), str(PROJECT / "sample_logs" / "sim_eagle3_3step.log")]}[command]
     # The demo's server first: a terminal closed during its start waits a second more for a late
     # pidfile (control/demo.py: stop_demo_server, so that no server is orphaned).
     first_frame = "serving" if command == "demo" else "specmon"
