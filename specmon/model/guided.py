@@ -14,7 +14,12 @@ The model (per request, at concurrency ``c``)::
 
 Cycle time grows linearly with the draft steps and the verified tokens (the
 real campaign in DESIGN.md: +1.1 ms per verified token, a draft pass per
-step). Tokens per cycle are ``1 + sum(q_k)`` over the usable draft positions:
+step). ``b0 + b1*steps`` is the cost model's line itself
+(:func:`specmon.model.costmodel.fit_cycle`, Siegel's repeated median through
+the measured chains, the line the cost-model panel shows); ``b2`` and ``b3``,
+what a tree costs beyond it, are least squares on the trees' distances from
+that line. Until two chain step counts are measured (a space of trees only),
+all four are fitted jointly by least squares. Tokens per cycle are ``1 + sum(q_k)`` over the usable draft positions:
 the chain's marginal acceptance ``p_k`` is read from the growth of the accept
 length between measured step counts (as in the cost-model panel) and
 extrapolated geometrically past the deepest one; a tree of ``topk`` branches
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specmon.model.costmodel import CycleFit, fit_cycle
 from specmon.wording import counted
 
 #: The prediction's own uncertainty, relative, per step of distance to the nearest measured setting.
@@ -226,11 +232,17 @@ def _features(s: Setting) -> list[float]:
     return [1.0, float(s.steps), float(s.draft_tokens - s.steps - 1), float((s.topk - 1) * s.steps)]
 
 
+def _on_line(s: Setting) -> bool:
+    """A chain that verifies every drafted token: its cycle is the cost model's line alone."""
+    return s.steps > 0 and s.topk == 1 and s.draft_tokens == s.steps + 1
+
+
 @dataclass
 class Surrogate:
     """The cost model fitted to the measured settings."""
 
     measured: list[Measurement]
+    line: CycleFit | None = field(init=False)
     coef: np.ndarray = field(init=False)
     known: list[bool] = field(init=False)
     marg: list[float] = field(init=False)
@@ -239,13 +251,29 @@ class Surrogate:
 
     def __post_init__(self) -> None:
         spec = [m for m in self.measured if m.setting.steps > 0]
-        x = np.array([_features(m.setting) for m in spec]) if spec else np.zeros((0, 4))
-        y = np.array([m.cycle_ms for m in spec])
-        # Least squares, minimum norm: only combinations of the coefficients the measured settings pin
-        # down are ever used (see identifiable), so the split of a collinear pair never matters.
+        # The chains' line (top-k 1, every draft token verified: cycle = base + per_step·steps) is the cost
+        # model's own fit (costmodel.fit_cycle, Siegel's repeated median), as the cost-model panel draws it:
+        # one odd chain cannot bend it. A tree's extra cost over that line (more verified tokens, more
+        # branches) is then least squares on the trees' residuals from it.
+        chains = [m for m in spec if _on_line(m.setting)]
+        self.line = fit_cycle([m.setting.steps for m in chains], [m.cycle_ms for m in chains])
         coef = np.zeros(4)
         self._proj = np.zeros((4, 4))
-        if len(x):
+        if self.line is not None:
+            coef[:2] = self.line.base_ms, self.line.per_step_ms
+            self._proj[:2, :2] = np.eye(2)
+            trees = [m for m in spec if not _on_line(m.setting)]
+            if trees:
+                x = np.array([_features(m.setting)[2:] for m in trees])
+                y = np.array([m.cycle_ms - self.line.cycle_ms(m.setting.steps) for m in trees])
+                coef[2:], *_ = np.linalg.lstsq(x, y, rcond=None)
+                self._proj[2:, 2:] = np.linalg.pinv(x) @ x
+        elif spec:
+            # Fewer than two chain step counts (a space of trees only): every term jointly by least squares,
+            # minimum norm: only combinations of the coefficients the measured settings pin down are ever
+            # used (see identifiable), so the split of a collinear pair never matters.
+            x = np.array([_features(m.setting) for m in spec])
+            y = np.array([m.cycle_ms for m in spec])
             coef, *_ = np.linalg.lstsq(x, y, rcond=None)
             self._proj = np.linalg.pinv(x) @ x
         self.known = [bool(abs(self._proj[j, j] - 1.0) < 1e-6) for j in range(4)]
