@@ -14,17 +14,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 
 class Engine(str, Enum):
-    """The inference engines specmon understands."""
+    """An engine's name: what a record, a run and a profile say made them.
+
+    The list of engines is :data:`specmon.engines.ADAPTERS`, not this class: an engine's module
+    joins it with ``Engine.register("name")`` (one line, in that module), and the name is then a
+    member like the four spelled here. Those four stay spelled for the code that means them (the
+    simulated SGLang server, the bulk path's SGLang columns); a new engine needs none. Code
+    outside :mod:`specmon.engines` never compares against an engine's name
+    (``tests/unit/test_engine_facts.py``): it asks the engine's adapter.
+    """
 
     SGLANG = "sglang"
     VLLM = "vllm"
     LLAMACPP = "llamacpp"
     TRTLLM = "trtllm"
     UNKNOWN = "unknown"
+
+    @classmethod
+    def register(cls, name: str) -> Engine:
+        """The member named ``name``, made one when the engine's module registers it.
+
+        Idempotent. The new member joins the enum's own maps, so ``Engine("name")``, iteration,
+        pickling (a forked or spawned worker imports the engines too) and pydantic's validation
+        (through :meth:`_missing_`) treat it as they treat the spelled ones.
+        """
+        found = cls._value2member_map_.get(name)
+        if found is not None:
+            return cast(Engine, found)
+        if not name or not name.isidentifier() or name != name.lower():
+            raise ValueError(f"an engine's name is a lower-case identifier, not {name!r}")
+        member = str.__new__(cls, name)
+        member._name_ = name.upper()
+        member._value_ = name
+        cls._member_map_[member._name_] = member
+        cls._member_names_.append(member._name_)
+        cls._value2member_map_[name] = member
+        return member
+
+    @classmethod
+    def _missing_(cls, value: object) -> Engine | None:
+        # pydantic builds its lookup from the members at class definition: a member registered
+        # later is found here.
+        return cast("Engine | None", cls._value2member_map_.get(value)) if isinstance(value, str) else None
 
 
 class Event(str, Enum):
@@ -83,7 +118,8 @@ class Record:
 
 @dataclass(slots=True)
 class Decode(Record):
-    """An SGLang ``Decode batch`` line: one stats-logging interval of one DP rank."""
+    """One stats-logging interval of one rank with its acceptance on the same line (SGLang's
+    ``Decode batch``, LMDeploy's ``Avg thr (in/out)``): :attr:`engine` says whose."""
 
     kind: ClassVar[str] = "decode"
     running_req: int | None = None
@@ -94,6 +130,9 @@ class Decode(Record):
     graph: bool | None = None
     gen_throughput: float | None = None
     queue_req: int | None = None
+    #: The engine whose line kind read it; set by the line parser and the bulk path; not part
+    #: of equality (the same numbers are the same record).
+    engine: Engine = field(default=Engine.UNKNOWN, compare=False)
 
 
 @dataclass(slots=True)

@@ -98,7 +98,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             sys.stdout.write(differ + "\n")
         launch = extra.get("_launch")
         for schedule in result.schedules():
-            lines = schedule.describe(vllm_base=_vllm_base(launch), sglang_problem=_sglang_problem(launch, result))
+            lines = schedule.describe(**schedule_context(launch, result))
             text = "\n".join(lines)
             sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
         checks = extra.get("schedule_check")
@@ -136,25 +136,12 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     return EXIT_OK
 
 
-def _vllm_base(launch: LaunchProfile | None) -> dict[str, Any] | None:
-    """The profile's own vLLM ``--speculative-config`` (method, draft model), for the schedule's flag;
-    None when the profile has none or it cannot be read (the flag then says what to add)."""
-    if launch is None or launch.engine != "vllm" or not launch.argv:
-        return None
-    from specmon.control.schedule_check import vllm_base
+def schedule_context(launch: LaunchProfile | None, result: SweepResult) -> dict[str, Any]:
+    """What each engine's form of a schedule is given: the profile's engine (None: not named) and
+    its argv (its own flags kept), and the swept setting (algorithm, top-k) its form checks."""
+    from specmon.engines import by_name  # light module-level imports only (the CLI's start-up)
 
-    return vllm_base(launch.argv)
-
-
-def _sglang_problem(launch: LaunchProfile | None, result: SweepResult) -> str | None:
-    """Why SGLang's adaptive mode would not run the swept setting (None when it would, or when unknown)."""
-    from specmon.model.schedule import sglang_unsupported
-
-    if launch is not None and launch.engine not in ("sglang", "unknown"):
-        return None  # another engine's profile: the SGLang form is shown as it is, for reference
-    for v in result.verdicts:
-        for row in v.analysis.rows:
-            cfg = row.config
-            if cfg is not None and cfg.steps:
-                return sglang_unsupported(cfg.algorithm, cfg.topk)
-    return None
+    own = by_name(launch.engine) if launch is not None else None
+    setting = next(((cfg.algorithm, cfg.topk) for v in result.verdicts for row in v.analysis.rows
+                    if (cfg := row.config) is not None and cfg.steps), None)
+    return {"own": own, "argv": launch.argv if launch is not None and launch.argv else None, "setting": setting}

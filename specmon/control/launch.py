@@ -266,9 +266,9 @@ def build_plan(
             dt = profile.draft_tokens_for(steps, topk)
         else:
             dt = check_int(draft_tokens, "draft_tokens", 1, DRAFT_TOKENS_HARD_MAX)
-        # SGLang: the draft tree holds at most steps*topk tokens plus the root.
-        limit = steps * topk + 1
-        if dt > limit:
+        # The engine's draft tree, when it has one (SGLang's: steps*topk tokens plus the root).
+        limit = adapter(profile.engine).draft_limit(steps, topk)
+        if limit is not None and dt > limit:
             raise LaunchError(
                 f"draft_tokens {dt} exceeds steps*topk+1 = {limit} (steps {steps}, topk {topk})"
             )

@@ -9,16 +9,14 @@ spread pooled with the fixed settings': a launch CV belongs to the host and engi
 schedule that gives a load the same K as its best fixed setting should come out level; a
 gap there is what switching costs, or noise, and the interval says which.
 
-Only vLLM takes its schedule on the command line (``num_speculative_tokens_per_batch_size``
-inside ``--speculative-config``); :func:`schedule_profile` writes that into the profile's
-own config. SGLang reads its adaptive tiers from a file on the host: not built here.
+The engine's module writes the schedule into a profile's argv (``schedule_argv``: vLLM's
+``num_speculative_tokens_per_batch_size`` inside ``--speculative-config``) or says why not
+(SGLang reads its adaptive tiers from a file on the host: not built here).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,8 @@ from specmon.control.launch import LaunchProfile
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_result import SweepResult
 from specmon.control.sweep_state import CellState
+from specmon.engines import ADAPTERS, adapter
+from specmon.engines.argv import ArgvError
 from specmon.model.design import summaries
 from specmon.model.launches import Estimate, Launch
 from specmon.model.objective import Objective
@@ -34,71 +34,28 @@ from specmon.model.schedule import Schedule
 from specmon.model.stats import Summary
 
 __all__ = ["ScheduleCheck", "adaptive_profile", "compare_deployed", "compare_schedule", "deployed_plan",
-           "measure_deployed", "measure_schedule", "schedule_profile", "speculative_config", "vllm_base"]
-
-_PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
-
-
-def flag_value(argv: Sequence[str], flag: str) -> tuple[int, str] | None:
-    """Where ``flag``'s value is in ``argv``: ``(index of the token, the value)`` (``--flag V`` or ``--flag=V``)."""
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            return i + 1, argv[i + 1]
-        if token.startswith(flag + "="):
-            return i, token.split("=", 1)[1]
-    return None
-
-
-def speculative_config(argv: Sequence[str]) -> tuple[int, str] | None:
-    """Where the profile's ``--speculative-config`` value is: ``(index of the token, its JSON text)``."""
-    return flag_value(argv, "--speculative-config")
-
-
-def vllm_base(argv: Sequence[str]) -> dict[str, Any] | None:
-    """The profile's own vLLM speculative config without its step count (method, draft model, n-gram
-    window); None when there is none or it cannot be read."""
-    found = speculative_config(argv)
-    if found is None:
-        return None
-    try:
-        # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
-        doc = json.loads(_PLACEHOLDER.sub("0", found[1]))
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    return {k: v for k, v in doc.items() if k not in ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")}
-
+           "measure_deployed", "measure_schedule", "schedule_profile"]
 
 def schedule_profile(profile: LaunchProfile, schedule: Schedule) -> tuple[LaunchProfile | None, str]:
     """The launch profile that starts the engine on ``schedule`` (None and why when it cannot).
 
-    vLLM only: the profile's ``--speculative-config`` with the table written in, every other
-    flag as it is.
+    The engine's module writes it into the profile's argv (vLLM's ``--speculative-config`` takes
+    the table), every other flag as it is.
     """
     if schedule.speculation_off:
         return None, "speculation does not pay at any measured load: there is no schedule to deploy"
-    if profile.engine != "vllm":
-        return None, (f"a schedule is deployed on vLLM profiles (its --speculative-config takes the table); "
-                      f"this profile's engine is {profile.engine}: SGLang reads its adaptive tiers from a file "
-                      "on the host, which specmon does not write yet")
+    ad = adapter(profile.engine)
+    if ad.schedule_flag is None:
+        takers = " or ".join(f"{a.label} profiles (its {a.schedule_flag} takes the table)"
+                             for a in ADAPTERS if a.schedule_flag) or "no engine's profiles"
+        return None, (f"a schedule is deployed on {takers}; this profile's engine is "
+                      f"{profile.engine}" + (f": {ad.no_schedule_reason}" if ad.no_schedule_reason else ""))
     if profile.mode != "managed" or not profile.argv:
         return None, "a schedule is deployed through a managed profile's argv (custom commands are your own)"
-    found = speculative_config(profile.argv)
-    if found is None:
-        return None, "the profile's argv has no --speculative-config to put the schedule in"
-    index, text = found
-    extra = sorted(set(_PLACEHOLDER.findall(text)) - {"{steps}"})
-    if extra:
-        return None, (f"the profile's --speculative-config varies {', '.join(extra)} besides {{steps}}: a schedule "
-                      "sets the step count alone")
-    base = vllm_base(profile.argv)
-    keys = schedule.vllm_config()
-    if base is None or keys is None:
-        return None, "the profile's --speculative-config is not a JSON object specmon can read"
-    doc = json.dumps({**base, **keys}, separators=(", ", ": "))
-    argv = list(profile.argv)
-    argv[index] = doc if argv[index] == text else f"--speculative-config={doc}"
+    try:
+        argv = ad.schedule_argv(profile.argv, schedule.ranges)
+    except ArgvError as exc:
+        return None, str(exc)
     # Validated again as a whole: the schedule's JSON goes through the same checks as the user's argv.
     return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
 
@@ -106,29 +63,22 @@ def schedule_profile(profile: LaunchProfile, schedule: Schedule) -> tuple[Launch
 def adaptive_profile(profile: LaunchProfile, config_path: str | None = None) -> tuple[LaunchProfile | None, str]:
     """The launch profile that runs the engine's own adaptive controller (None and why when it cannot).
 
-    SGLang only (``--speculative-adaptive``: its tiers switch by batch size and acceptance as it
-    runs; ``config_path`` a tier file on the host, else the engine's default tiers). vLLM's dynamic
-    mode is a table the user gives: ``--measure-schedule`` measures the one a sweep derives.
+    The engine's module adds it to the argv (SGLang's ``--speculative-adaptive``: its tiers switch by
+    batch size and acceptance as it runs; ``config_path`` a tier file on the host, else the engine's
+    default tiers). vLLM's dynamic mode is a table the user gives: ``--measure-schedule`` measures the
+    one a sweep derives.
     """
-    from specmon.model.schedule import sglang_unsupported
-
-    if profile.engine != "sglang":
-        return None, (f"the engine's own adaptive controller is SGLang's (--speculative-adaptive); this profile's "
-                      f"engine is {profile.engine} (vLLM's dynamic mode is a table: --measure-schedule measures "
-                      "the one a sweep derives)")
+    ad = adapter(profile.engine)
+    if ad.adaptive_flag is None:
+        owners = " or ".join(f"{a.label}'s ({a.adaptive_flag})" for a in ADAPTERS if a.adaptive_flag) or "none"
+        return None, (f"the engine's own adaptive controller is {owners}; this profile's engine is "
+                      f"{profile.engine} (--measure-schedule measures the schedule a sweep derives)")
     if profile.mode != "managed" or not profile.argv:
         return None, "the adaptive configuration is added to a managed profile's argv (custom commands are your own)"
-    argv = list(profile.argv)
-    if any(t == "--speculative-adaptive" or t.startswith("--speculative-adaptive-config") for t in argv):
-        return None, "the profile's argv already runs SGLang's adaptive mode: its fixed settings would not be fixed"
-    algorithm = (flag_value(argv, "--speculative-algorithm") or (0, None))[1]
-    topk = (flag_value(argv, "--speculative-eagle-topk") or (0, None))[1]
-    why = sglang_unsupported(algorithm, int(topk) if topk is not None and topk.isdigit() else None)
-    if why:
-        return None, why
-    argv.append("--speculative-adaptive")
-    if config_path:
-        argv += ["--speculative-adaptive-config", config_path]
+    try:
+        argv = ad.adaptive_argv(profile.argv, config_path)
+    except ArgvError as exc:
+        return None, str(exc)
     return LaunchProfile.model_validate({**profile.model_dump(), "argv": argv}), ""
 
 

@@ -12,6 +12,7 @@ from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import SKIPPED, CellState, Segment, config_for
+from specmon.engines import by_name
 from specmon.model.analysis import Analysis, ConfigRow, analyze
 from specmon.model.design import NeedsMore
 from specmon.model.design import summaries as design_summaries
@@ -232,6 +233,14 @@ def pooled_counters(segments: Sequence[Segment]) -> float | None:
     return tokens / seconds if seconds > 0 else None
 
 
+def _counts_streams(engine: object) -> bool:
+    """Whether an engine's counters give one request stream's decode speed: its own generation
+    seconds, no request count beside them (llama.cpp's ``tokens_predicted_seconds_total``)."""
+    ad = by_name(engine) if isinstance(engine, str) else None
+    c = ad.counters if ad is not None else None
+    return c is not None and c.gen_seconds is not None and c.gen_requests is None
+
+
 def source_means(cell: CellState) -> dict[str, float]:
     """Mean tok/s of one setting by each source that measured it (counters, log, client)."""
     out: dict[str, float] = {}
@@ -248,7 +257,7 @@ def source_means(cell: CellState) -> dict[str, float]:
     # llama.cpp's counters are that decode speed (generated tokens over generation seconds, per
     # stream): there the client's pooled decode speed is the like-for-like figure (on the kit,
     # output tok/s at concurrency 2 read 59-72% off a correct counters figure).
-    if ctr and any((s.config or {}).get("engine") == "llamacpp" for s in cell.segments if s.kind == "counters"):
+    if ctr and any(_counts_streams((s.config or {}).get("engine")) for s in cell.segments if s.kind == "counters"):
         dsecs, dtokens = cell.client.get("decode_seconds") or 0.0, cell.client.get("decode_tokens") or 0
         if dsecs > 0 and dtokens and cell.client.get("requests", 0) >= 3:
             out["client"] = dtokens / dsecs

@@ -2,14 +2,15 @@
 
 The rest of the program asks :func:`adapter` (or iterates :data:`ADAPTERS`) for what an
 engine prints, exports and needs, instead of naming engines itself. A new engine is one
-module here with an :class:`~specmon.engines.base.EngineAdapter` subclass, its name in
-:class:`specmon.records.Engine`, and a line below.
+module here with an :class:`~specmon.engines.base.EngineAdapter` subclass (its name made an
+:class:`specmon.records.Engine` there, with ``Engine.register``), and its line in :data:`ADAPTERS`.
 """
 
 from __future__ import annotations
 
 from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints
 from specmon.engines.llamacpp import LlamaCpp
+from specmon.engines.lmdeploy import LMDeploy
 from specmon.engines.sglang import SGLang
 from specmon.engines.trtllm import TensorRTLLM
 from specmon.engines.vllm import VLLM
@@ -18,13 +19,14 @@ from specmon.records import Engine
 
 __all__ = ["ADAPTERS", "KINDS", "NAMES", "CounterNames", "EngineAdapter", "EntryPoints", "adapter", "by_name"]
 
-#: Every engine, in the order the line parser tries their line kinds and configuration lines.
-ADAPTERS: tuple[EngineAdapter, ...] = (LlamaCpp(), SGLang(), VLLM(), TensorRTLLM())
+#: Every engine, in the order the line parser tries their line kinds and configuration lines: the
+#: registry (LMDeploy before vLLM: its stats line holds vLLM's "SpecDecoding metrics" words).
+ADAPTERS: tuple[EngineAdapter, ...] = (LlamaCpp(), SGLang(), LMDeploy(), VLLM(), TensorRTLLM())
 
 _BY_ENGINE: dict[Engine, EngineAdapter] = {a.engine: a for a in ADAPTERS}
 
 #: The engine names a profile may give (``engine = "vllm"``), "unknown" included.
-NAMES: tuple[str, ...] = tuple(e.value for e in Engine)
+NAMES: tuple[str, ...] = (*(e.value for e in Engine if e is not Engine.UNKNOWN), Engine.UNKNOWN.value)
 
 #: Every stats line kind, in the order the line parser tests their markers.
 KINDS: tuple[LineKind, ...] = tuple(k for a in ADAPTERS for k in a.kinds)
@@ -37,6 +39,11 @@ class _Unknown(EngineAdapter):
     label = "unknown engine"
     # The longest of the known warm-ups: an unknown engine may capture graphs.
     warmup = max(a.warmup for a in ADAPTERS)
+
+    def draft_limit(self, steps: int, topk: int) -> int | None:
+        # The tightest known engine's draft tree: a profile that names no engine is held to it.
+        limits = [n for a in ADAPTERS if (n := a.draft_limit(steps, topk)) is not None]
+        return min(limits) if limits else None
 
 
 UNKNOWN = _Unknown()

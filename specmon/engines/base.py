@@ -81,6 +81,25 @@ class Dimension:
     name: str
     what: str
     lo: int = 0
+#: A schedule as the engines take it: inclusive batch-size ranges ``(first, last, K)`` from 1 up.
+Ranges = Sequence[tuple[int, int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleForm:
+    """How one engine takes a step count per batch size: what a sweep prints and records of it."""
+
+    #: The exact flags or file text, as the sweep prints them under the engine's label (empty: not
+    #: offered, see :attr:`problem`).
+    lines: tuple[str, ...] = ()
+    #: Why the engine would not take it (None: it would).
+    problem: str | None = None
+    #: What a sweep's JSON records of it, under the engine's own keys.
+    fields: Mapping[str, object] | None = None
+    #: Words after the label on the first line (``(--extra_llm_api_options file; ...)``).
+    heading: str = ""
+
+
     hi: int = 0
     choices: tuple[str, ...] = ()
 
@@ -145,14 +164,23 @@ class EngineAdapter:
     # -- metrics ------------------------------------------------------------------------------
     #: How its Prometheus series begin, separator included (``vllm:`` for ``vllm:...``,
     #: ``trtllm_`` for ``trtllm_...``): a scrape holding one is this engine's.
+    #: What the dashboard says where per-position acceptance would be and its log gives none.
+    per_position_note: ClassVar[str | None] = None
     metric_prefix: ClassVar[str | None] = None
     #: Where its server serves the Prometheus text (beside its API, on the same port).
+    #: Its stats line's throughput divides the tokens since its previous line by the time since
+    #: then (SGLang's decode line): the first line after a pause spans idle time and is left out by
+    #: its gap. Otherwise the line covers one logging interval, idle when it ran nothing.
+    throughput_since_last_line: ClassVar[bool] = False
     metrics_path: ClassVar[str] = "/metrics"
     #: What its server needs to export them, said when a scrape finds none of its series.
     metrics_hint: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
     #: Its per-position counter has a series for every draft position from start-up on, so
+    #: Its draft tokens form a tree with a count of their own (SGLang's
+    #: ``--speculative-num-draft-tokens``): a run's label shows a count apart from steps + 1.
+    draft_tree: ClassVar[bool] = False
     #: counting them gives the configured draft tokens (vLLM's ``SpecDecodingProm``; llama.cpp
     #: adds a position only once a draft there was accepted).
     positions_from_start: ClassVar[bool] = False
@@ -213,6 +241,43 @@ class EngineAdapter:
         """Where a configuration line's marker starts in ``message``, or -1."""
         return -1
 
+    # -- a sweep's schedule and the engine's adaptive mode -----------------------------------
+
+    def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
+                      setting: tuple[str | None, int | None] | None = None,
+                      config_path: str = "specmon-schedule.json") -> ScheduleForm | None:
+        """How this engine would take ``ranges`` (None: it takes no schedule).
+
+        ``argv`` is a launch profile's command line when the profile is this engine's (its own
+        flags kept in the form), ``setting`` the swept (algorithm, top-k) when the profile is this
+        engine's or names none, ``config_path`` where a file the form reads would be.
+        """
+        return None
+
+    #: The flag its command line takes a schedule in (vLLM's ``--speculative-config``), else None.
+    schedule_flag: ClassVar[str | None] = None
+    #: The flag that runs its own adaptive controller (SGLang's ``--speculative-adaptive``), else None.
+    adaptive_flag: ClassVar[str | None] = None
+    #: Why a schedule is not deployed on its profiles, when the engine has its own way that specmon
+    #: does not write (None: its command line takes none).
+    no_schedule_reason: ClassVar[str | None] = None
+
+    def schedule_argv(self, argv: Sequence[str], ranges: Ranges) -> list[str]:
+        """``argv`` starting the server on ``ranges`` (a schedule deployed on a managed profile).
+
+        Raises:
+            ArgvError: this engine's command line takes no schedule, or this one cannot be written in.
+        """
+        raise ArgvError(f"{self.label} takes no schedule on its command line")
+
+    def adaptive_argv(self, argv: Sequence[str], config_path: str | None = None) -> list[str]:
+        """``argv`` running the engine's own adaptive controller instead of its fixed setting.
+
+        Raises:
+            ArgvError: the engine has none specmon runs, or this profile's setting cannot run it.
+        """
+        raise ArgvError(f"{self.label} has no adaptive controller of its own that specmon runs")
+
     def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
         """Why this engine would refuse or silently change a setting (None: it takes it as given)."""
         return None
@@ -229,6 +294,11 @@ class EngineAdapter:
         """Whether ``argv`` (after the interpreter and its options) starts this engine's server.
 
         ``argv`` is the command from the script or module on: ``["vllm", "serve", ...]``,
+    def draft_limit(self, steps: int, topk: int) -> int | None:
+        """The most draft tokens a launch of ``steps`` steps at ``topk`` may ask for (its draft
+        tree's size), or None when the engine has no such rule."""
+        return None
+
         ``["-m", "sglang.launch_server", ...]``, ``["/x/llama-server", ...]``.
         """
         if not argv:

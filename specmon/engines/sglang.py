@@ -11,11 +11,12 @@ a value we cannot attribute with certainty is not a value we report.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Mapping, Sequence
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, set_flag
-from specmon.engines.base import ConfigReader, Dimension, EngineAdapter, EntryPoints
+from specmon.engines.base import ConfigReader, Dimension, EngineAdapter, EntryPoints, Ranges, ScheduleForm
 from specmon.grammar.common import cut, split_fields, to_bool, to_float, to_int
 from specmon.grammar.kinds import (
     ANY,
@@ -414,6 +415,35 @@ class SGLang(EngineAdapter):
     kinds = (DECODE, PREFILL)
     config_words = SERVER_ARGS_MARKERS
     config_markers = SERVER_ARGS_MARKERS
+# -- its adaptive mode: the tiers it switches between as it runs ------------------------------
+
+#: SGLang's adaptive mode runs these algorithms only, with one draft token per step (top-k 1):
+#: sglang/srt/speculative/adaptive_spec_params.py, adaptive_unsupported_reason (0.5.23).
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+ADAPTIVE_FLAG = "--speculative-adaptive"
+ADAPTIVE_CONFIG_FLAG = "--speculative-adaptive-config"
+
+
+def adaptive_unsupported(algorithm: str | None, topk: int | None) -> str | None:
+    """Why SGLang's adaptive mode would not run this setting (None when it would)."""
+    if algorithm is not None and algorithm.upper() not in ADAPTIVE_ALGORITHMS:
+        return f"SGLang's adaptive mode runs EAGLE and EAGLE3 only, not {algorithm}"
+    if topk is not None and topk != 1:
+        return f"SGLang's adaptive mode runs top-k 1 only (this setting has top-k {topk})"
+    return None
+
+
+def tier_config(ranges: Ranges) -> dict[str, dict[str, list[int]]]:
+    """Its adaptive config for a schedule: a slot per range (its first batch size), one candidate
+    tier each, so the engine runs the measured K at that load rather than choosing by itself."""
+    return {str(first): {"candidate_steps": [k]} for first, _last, k in ranges}
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    values = flag_values(argv, flag)
+    return values[-1] if values else None
+
+
     signs = (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5), ("server_args={'", 5),
              ("fired up and ready to roll", 5), ("sglang", 1))
     # Its prefix with rank tags anywhere ("07:15:26 TP0] ", searched from its first colon: a
@@ -456,6 +486,10 @@ class SGLang(EngineAdapter):
         modules=(("sglang.launch_server", ""), ("sglang.cli.main", "serve")),  # the ``sglang`` script's
         script_paths=("sglang/launch_server.py",),
     )
+    draft_tree = True
+    no_schedule_reason = "SGLang reads its adaptive tiers from a file on the host, which specmon does not write yet"
+    per_position_note = "SGLang does not log per-position acceptance"
+    throughput_since_last_line = True  # tokens since the previous decode line over the time since
 
     def config_at(self, message: str) -> int:
         if SERVER_ARGS_MARKER not in message:
@@ -480,6 +514,35 @@ class SGLang(EngineAdapter):
 
     def read_spec(self, argv: Sequence[str]) -> SpecSettings:
         methods = flag_values(argv, "--speculative-algorithm")
+    def draft_limit(self, steps: int, topk: int) -> int | None:
+        # The draft tree holds at most steps*topk tokens plus the root.
+        return steps * topk + 1
+
+    def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
+                      setting: tuple[str | None, int | None] | None = None,
+                      config_path: str = "specmon-schedule.json") -> ScheduleForm:
+        top = max((k for _a, _b, k in ranges), default=0)
+        fields = {"sglang_adaptive_config": tier_config(ranges) if top else None}
+        problem = adaptive_unsupported(*setting) if setting is not None else None
+        if problem or not top:
+            return ScheduleForm(problem=problem, fields=fields)
+        flags = (f"{ADAPTIVE_FLAG} {ADAPTIVE_CONFIG_FLAG} {config_path} "
+                 f"--speculative-num-steps {top} --speculative-eagle-topk 1")
+        return ScheduleForm((flags, f"with {config_path}: {json.dumps(tier_config(ranges))}"), fields=fields)
+
+    adaptive_flag = ADAPTIVE_FLAG
+
+    def adaptive_argv(self, argv: Sequence[str], config_path: str | None = None) -> list[str]:
+        if any(t == ADAPTIVE_FLAG or t.startswith(ADAPTIVE_CONFIG_FLAG) for t in argv):
+            raise ArgvError("the profile's argv already runs SGLang's adaptive mode: its fixed settings would "
+                            "not be fixed")
+        topk = _flag_value(argv, "--speculative-eagle-topk")
+        why = adaptive_unsupported(_flag_value(argv, "--speculative-algorithm"),
+                                   int(topk) if topk is not None and topk.isdigit() else None)
+        if why:
+            raise ArgvError(why)
+        return [*argv, ADAPTIVE_FLAG, *((ADAPTIVE_CONFIG_FLAG, config_path) if config_path else ())]
+
         if not methods:
             return SpecSettings(steps=0)
         if methods[-1].upper() == "NGRAM":

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import re
 from calendar import timegm
+from collections.abc import Sequence
 
-from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints
+from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints, Ranges, ScheduleForm
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import LineKind
 from specmon.records import Engine, EngineStats, Unparsed
@@ -87,6 +88,38 @@ ITER = LineKind(
 )
 
 
+def draft_len_schedule(ranges: Ranges) -> dict[int, int] | None:
+    """Its ``draft_len_schedule`` for a schedule: each range's first batch size and its draft length
+    (a batch takes the entry at the largest threshold at or below it); None when off everywhere."""
+    if max((k for _a, _b, k in ranges), default=0) == 0:
+        return None
+    return {first: k for first, _last, k in ranges}
+
+
+def schedule_problem(ranges: Ranges) -> str | None:
+    """Why TensorRT-LLM would refuse this schedule (None when it takes it).
+
+    Its validator (``DecodingBaseConfig.validate_draft_len_schedule_and_sort``) wants batch size 1
+    in the schedule with the largest draft length: ``draft_len_schedule[1] == max_draft_len``.
+    """
+    top = max((k for _a, _b, k in ranges), default=0)
+    if ranges and ranges[0][2] != top:
+        peak = next(first for first, _last, k in ranges if k == top)
+        return (f"it wants the largest draft length at batch size 1 (draft_len_schedule[1] == "
+                f"max_draft_len); this schedule runs {ranges[0][2]} there and {top} from {peak}")
+    return None
+
+
+def schedule_options(ranges: Ranges) -> str | None:
+    """The ``speculative_config`` keys for its ``--extra_llm_api_options`` YAML file, in YAML's flow
+    style (integer keys stay integers); None when off everywhere or refused."""
+    table = draft_len_schedule(ranges)
+    if table is None or schedule_problem(ranges) is not None:
+        return None
+    entries = ", ".join(f"{b}: {k}" for b, k in table.items())
+    return f"speculative_config: {{max_draft_len: {max(table.values())}, draft_len_schedule: {{{entries}}}}}"
+
+
 class TensorRTLLM(EngineAdapter):
     """TensorRT-LLM's ``trtllm-serve``: lifecycle and iteration lines; a fourth engine in one module."""
 
@@ -120,4 +153,16 @@ class TensorRTLLM(EngineAdapter):
         position_label="token_position",
     )
     entry_points = EntryPoints(scripts=(("trtllm-serve", ""),),
+    def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
+                      setting: tuple[str | None, int | None] | None = None,
+                      config_path: str = "specmon-schedule.json") -> ScheduleForm:
+        problem = schedule_problem(ranges)
+        table = draft_len_schedule(ranges) if problem is None else None
+        # JSON keys are strings: the batch-size thresholds as text, each with its draft length.
+        fields = {"trtllm_draft_len_schedule": None if table is None else {str(b): k for b, k in table.items()},
+                  "trtllm_problem": problem}
+        options = schedule_options(ranges)
+        return ScheduleForm(() if options is None else (options,), problem, fields,
+                            heading="(--extra_llm_api_options file; add your decoding_type, draft)")
+
                                modules=(("tensorrt_llm.commands.serve", ""),))

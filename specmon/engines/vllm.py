@@ -9,11 +9,20 @@ the very first V1 build and V0 print fractions.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, load_json_flag, set_flag, set_json_key
-from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter, EntryPoints
+from specmon.engines.base import (
+    ConfigReader,
+    CounterNames,
+    Dimension,
+    EngineAdapter,
+    EntryPoints,
+    Ranges,
+    ScheduleForm,
+)
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import FLOAT, INT, FieldSpec, LineKind, scaled
 from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
@@ -282,6 +291,57 @@ class VLLM(EngineAdapter):
     engine = Engine.VLLM
     label = "vLLM"
     kinds = (STATS, *SPEC)
+# -- a schedule: its dynamic speculative decoding table ----------------------------------------
+
+SPEC_CONFIG_FLAG = "--speculative-config"
+_PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
+_TABLE_KEYS = ("num_speculative_tokens", "num_speculative_tokens_per_batch_size")
+
+
+def spec_config_at(argv: Sequence[str]) -> tuple[int, str] | None:
+    """Where ``--speculative-config``'s value is: ``(index of the token, its JSON text)``."""
+    for i, token in enumerate(argv):
+        if token == SPEC_CONFIG_FLAG and i + 1 < len(argv):
+            return i + 1, argv[i + 1]
+        if token.startswith(SPEC_CONFIG_FLAG + "="):
+            return i, token.split("=", 1)[1]
+    return None
+
+
+def spec_config_base(argv: Sequence[str]) -> dict[str, object] | None:
+    """The command line's own speculative config without its step count (method, draft model,
+    n-gram window); None when there is none or it cannot be read."""
+    found = spec_config_at(argv)
+    if found is None:
+        return None
+    try:
+        # The profile's placeholders ({steps}, {draft_tokens}) stand where numbers go.
+        doc = json.loads(_PLACEHOLDER.sub("0", found[1]))
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {k: v for k, v in doc.items() if k not in _TABLE_KEYS}
+
+
+def table_keys(ranges: Ranges) -> dict[str, object] | None:
+    """The keys a schedule puts in ``--speculative-config`` (None when speculation is off
+    everywhere: vLLM needs num_speculative_tokens > 0 to take a table)."""
+    top = max((k for _a, _b, k in ranges), default=0)
+    if top == 0:
+        return None
+    return {"num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
+
+
+def table_flag(ranges: Ranges, base: dict[str, object] | None = None) -> str | None:
+    """The exact ``--speculative-config '...'`` flag: ``base`` (the profile's own config: method,
+    draft model) with the schedule's keys set."""
+    keys = table_keys(ranges)
+    if keys is None:
+        return None
+    return f"{SPEC_CONFIG_FLAG} '{json.dumps({**(base or {}), **keys}, separators=(', ', ': '))}'"
+
+
     config_words = CONFIG_MARKERS
     config_markers = CONFIG_MARKERS
     signs = (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
@@ -396,3 +456,31 @@ class VLLM(EngineAdapter):
 
     def config_reader(self) -> ConfigReader:
         return parse_config
+    def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
+                      setting: tuple[str | None, int | None] | None = None,
+                      config_path: str = "specmon-schedule.json") -> ScheduleForm:
+        base = spec_config_base(argv) if argv else None
+        flag = table_flag(ranges, base)
+        lines = () if flag is None else (
+            flag + ("" if base else f" (add the method and the draft model of your {SPEC_CONFIG_FLAG})"),)
+        return ScheduleForm(lines, fields={"vllm_speculative_config": table_keys(ranges)})
+
+    schedule_flag = SPEC_CONFIG_FLAG
+
+    def schedule_argv(self, argv: Sequence[str], ranges: Ranges) -> list[str]:
+        found = spec_config_at(argv)
+        if found is None:
+            raise ArgvError(f"the profile's argv has no {SPEC_CONFIG_FLAG} to put the schedule in")
+        index, text = found
+        extra = sorted(set(_PLACEHOLDER.findall(text)) - {"{steps}"})
+        if extra:
+            raise ArgvError(f"the profile's {SPEC_CONFIG_FLAG} varies {', '.join(extra)} besides {{steps}}: a "
+                            "schedule sets the step count alone")
+        base, keys = spec_config_base(argv), table_keys(ranges)
+        if base is None or keys is None:
+            raise ArgvError(f"the profile's {SPEC_CONFIG_FLAG} is not a JSON object specmon can read")
+        doc = json.dumps({**base, **keys}, separators=(", ", ": "))
+        out = list(argv)
+        out[index] = doc if out[index] == text else f"{SPEC_CONFIG_FLAG}={doc}"
+        return out
+

@@ -44,7 +44,7 @@ from specmon.ingest.quiet import _QUIET, _drop_access, _quiet_source, _QuietText
 from specmon.ingest.scan import Pass
 from specmon.ingest.templates import _LEARNER, _TOKEN, _stamp_fn, _try_learn
 from specmon.parsing import LineParser
-from specmon.records import Engine, EngineStats, ParsedRecord, Spec
+from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Spec
 
 #: Lines of a kind tried per piece as samples to learn a template from.
 MAX_LEARN = 32
@@ -97,7 +97,7 @@ def _record(kind: LineKind, f: tuple[bytes, ...], offsets: list[int], line: int,
     vals = read(tpls[w], f[offsets[w]:offsets[w] + tpls[w].ngroups], _stamp_fn(year, day))
     ts, rank = vals.pop("timestamp"), vals.pop("rank")
     rec: ParsedRecord = kind.record(line, ts, rank, **vals)
-    if isinstance(rec, EngineStats | Spec):
+    if isinstance(rec, Decode | EngineStats | Spec):
         rec.engine = kind.engine  # as the line parser: two engines print these
     return rec
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from specmon.engines import adapter
 from specmon.model.fleet import RateInput, ReplicaInput, ReplicaState
 from specmon.records import Engine
 from specmon.sources.prometheus_fleet import InstanceFigures, Poll, PrometheusFleetSource
@@ -43,7 +44,8 @@ def config_of(engine: Engine | None, spec_tokens: int | None) -> tuple[str, Hash
     such series at all means it exports no speculative counters. The method (EAGLE, n-gram)
     never shows, and for other engines nothing does: "unknown config", grouped with none.
     """
-    if engine is Engine.VLLM:
+    # An engine whose per-position series exist from start-up (vLLM's): their count is its draft tokens.
+    if engine is not None and adapter(engine).positions_from_start:
         if spec_tokens is None:
             return "no spec counters", ("prometheus", engine.value, None)
         return (f"{spec_tokens} spec token{'s' if spec_tokens != 1 else ''} (method unknown)",

@@ -83,7 +83,8 @@ class RunConfig:
         text = f"{algo} {steps} {unit}{'' if self.steps == 1 else 's'}"
         if self.topk and self.topk > 1:
             text += f" topk {self.topk}"
-        if (self.draft_tokens is not None and self.steps is not None and self.engine is Engine.SGLANG
+        # A draft-token count apart from the engine's own rule (a tree's steps + 1) is shown.
+        if (self.draft_tokens is not None and self.steps is not None and adapter(self.engine).draft_tree
                 and self.draft_tokens != self.steps + 1):
             text += f" draft {self.draft_tokens}"
         for name, value in self.params:

@@ -6,7 +6,8 @@ K = 0 turns speculation off there) inside ``--speculative-config``, SGLang's ada
 mode (``--speculative-adaptive --speculative-adaptive-config FILE``: batch-size slots, each
 with its candidate step tiers) and TensorRT-LLM's ``draft_len_schedule`` (batch-size
 thresholds, each with its draft length, in ``speculative_config``). A sweep that measured several concurrencies has what such a
-schedule needs; this module turns its verdicts into one, by one rule at each concurrency:
+schedule needs; this module turns its verdicts into one, by one rule at each concurrency (each
+engine's form of it, the flags or file it takes, is its module's: ``schedule_form``):
 
 - the winner, when the sweep separated it from the runner-up (after its repeated looks);
 - else the smallest K whose throughput is *equivalent* to the fastest within the sweep's
@@ -25,11 +26,12 @@ a steady decode they are the same number of requests; say so wherever a schedule
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specmon.engines import ADAPTERS, EngineAdapter
+from specmon.engines.base import ScheduleForm
 from specmon.model.analysis import ConfigRow
 from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stopping import SweepVerdict, adjusted_difference
@@ -38,11 +40,6 @@ __all__ = ["Schedule", "ScheduleEntry", "schedules_from"]
 
 #: Why a concurrency got its K.
 WINNER, EQUIVALENT, OFF, UNDECIDED = "winner", "smallest equivalent", "off", "undecided"
-
-#: SGLang's adaptive mode runs these algorithms only, with one draft token per step (top-k 1):
-#: sglang/srt/speculative/adaptive_spec_params.py, adaptive_unsupported_reason (0.5.23).
-SGLANG_ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
-
 
 @dataclass(frozen=True, slots=True)
 class ScheduleEntry:
@@ -118,64 +115,6 @@ class Schedule:
         """No speculation at any measured load: nothing to schedule."""
         return self.max_steps == 0
 
-    def vllm_config(self) -> dict[str, object] | None:
-        """The keys to put in vLLM's ``--speculative-config`` (None when speculation is off everywhere:
-        vLLM needs num_speculative_tokens > 0 to take a table)."""
-        if self.speculation_off:
-            return None
-        return {"num_speculative_tokens": self.max_steps,
-                "num_speculative_tokens_per_batch_size": [list(r) for r in self.ranges]}
-
-    def vllm_flag(self, base: dict[str, object] | None = None) -> str | None:
-        """The exact ``--speculative-config '...'`` flag: ``base`` (the profile's own config: method,
-        draft model) with the schedule's keys set."""
-        keys = self.vllm_config()
-        if keys is None:
-            return None
-        doc = {**(base or {}), **keys}
-        return f"--speculative-config '{json.dumps(doc, separators=(', ', ': '))}'"
-
-    def sglang_config(self) -> dict[str, dict[str, list[int]]]:
-        """SGLang's adaptive config: a slot per range (its first batch size), one candidate tier each,
-        so the engine runs the measured K at that load rather than choosing by itself."""
-        return {str(first): {"candidate_steps": [k]} for first, _last, k in self.ranges}
-
-    def sglang_flags(self, path: str = "specmon-schedule.json") -> str | None:
-        """The SGLang flags for this schedule, reading its config from ``path`` (None when off everywhere)."""
-        if self.speculation_off:
-            return None
-        return (f"--speculative-adaptive --speculative-adaptive-config {path} "
-                f"--speculative-num-steps {self.max_steps} --speculative-eagle-topk 1")
-
-    def trtllm_schedule(self) -> dict[int, int] | None:
-        """TensorRT-LLM's ``draft_len_schedule``: each range's first batch size and its draft length (a
-        batch takes the entry at the largest threshold at or below it); None when off everywhere."""
-        if self.speculation_off:
-            return None
-        return {first: k for first, _last, k in self.ranges}
-
-    def trtllm_problem(self) -> str | None:
-        """Why TensorRT-LLM would refuse this schedule (None when it takes it).
-
-        Its validator (``DecodingBaseConfig.validate_draft_len_schedule_and_sort``) wants batch size 1
-        in the schedule with the largest draft length: ``draft_len_schedule[1] == max_draft_len``.
-        """
-        ranges = self.ranges
-        if ranges and ranges[0][2] != self.max_steps:
-            peak = next(first for first, _last, k in ranges if k == self.max_steps)
-            return (f"it wants the largest draft length at batch size 1 (draft_len_schedule[1] == "
-                    f"max_draft_len); this schedule runs {ranges[0][2]} there and {self.max_steps} from {peak}")
-        return None
-
-    def trtllm_options(self) -> str | None:
-        """The ``speculative_config`` keys for TensorRT-LLM's ``--extra_llm_api_options`` YAML file, in
-        YAML's flow style (integer keys stay integers); None when off everywhere or refused."""
-        table = self.trtllm_schedule()
-        if table is None or self.trtllm_problem() is not None:
-            return None
-        entries = ", ".join(f"{b}: {k}" for b, k in table.items())
-        return f"speculative_config: {{max_draft_len: {self.max_steps}, draft_len_schedule: {{{entries}}}}}"
-
     def lines(self) -> list[str]:
         """The schedule in words, one line per measured load."""
         out = []
@@ -184,7 +123,26 @@ class Schedule:
             out.append(f"concurrency {e.concurrency}: {k} ({e.note})")
         return out
 
-    def describe(self, *, vllm_base: dict[str, object] | None = None, sglang_problem: str | None = None,
+    def forms(self, *, own: EngineAdapter | None = None, argv: Sequence[str] | None = None,
+              setting: tuple[str | None, int | None] | None = None,
+              config_path: str = "specmon-schedule.json") -> list[tuple[EngineAdapter, ScheduleForm]]:
+        """Each engine's form of this schedule, in the registry's order (the engines that take one).
+
+        ``own`` is the launch profile's engine (None: not known), whose ``argv`` the form keeps;
+        ``setting`` the swept (algorithm, top-k), checked by its own engine's form, or by every
+        engine's when the profile names none (another engine's is shown as it is, for reference).
+        """
+        out = []
+        for ad in ADAPTERS:
+            form = ad.schedule_form(self.ranges, argv=argv if own is ad else None,
+                                    setting=setting if own is None or own is ad else None,
+                                    config_path=config_path)
+            if form is not None:
+                out.append((ad, form))
+        return out
+
+    def describe(self, *, own: EngineAdapter | None = None, argv: Sequence[str] | None = None,
+                 setting: tuple[str | None, int | None] | None = None,
                  config_path: str = "specmon-schedule.json") -> list[str]:
         """What the sweep prints: the schedule per load, then each engine's exact flags."""
         on = f" on the {self.workload} prompts" if self.workload else ""
@@ -193,20 +151,15 @@ class Schedule:
         if self.speculation_off:
             out.append("  Speculation does not pay at any measured load: run without it.")
             return out
-        flag = self.vllm_flag(vllm_base)
-        out.append(f"  vLLM: {flag}" + ("" if vllm_base else " (add the method and the draft model of your "
-                                                                "--speculative-config)"))
-        if sglang_problem:
-            out.append(f"  SGLang: not offered: {sglang_problem}")
-        else:
-            out.append(f"  SGLang: {self.sglang_flags(config_path)}")
-            out.append(f"    with {config_path}: {json.dumps(self.sglang_config())}")
-        trt_problem = self.trtllm_problem()
-        if trt_problem:
-            out.append(f"  TensorRT-LLM: not offered: {trt_problem}")
-        else:
-            out.append("  TensorRT-LLM (--extra_llm_api_options file; add your decoding_type, draft):")
-            out.append(f"    {self.trtllm_options()}")
+        for ad, form in self.forms(own=own, argv=argv, setting=setting, config_path=config_path):
+            if form.problem:
+                out.append(f"  {ad.label}: not offered: {form.problem}")
+            elif form.heading:
+                out.append(f"  {ad.label} {form.heading}:")
+                out += [f"    {line}" for line in form.lines]
+            elif form.lines:
+                out.append(f"  {ad.label}: {form.lines[0]}")
+                out += [f"    {line}" for line in form.lines[1:]]
         undecided = [e.concurrency for e in self.entries if not e.decided]
         if undecided:
             out.append("  Undecided at concurrency " + ", ".join(str(c) for c in undecided)
@@ -231,18 +184,15 @@ class Schedule:
         return cls(tuple(entries), workload if isinstance(workload, str) else None) if entries else None
 
     def to_json(self) -> dict[str, object]:
-        trt = self.trtllm_schedule() if self.trtllm_problem() is None else None
-        return {
+        doc: dict[str, object] = {
             "workload": self.workload,
             "entries": [e.to_json() for e in self.entries],
             "decided": self.decided,
             "ranges": [list(r) for r in self.ranges],
-            "vllm_speculative_config": self.vllm_config(),
-            "sglang_adaptive_config": None if self.speculation_off else self.sglang_config(),
-            # JSON keys are strings: the batch-size thresholds as text, each with its draft length.
-            "trtllm_draft_len_schedule": None if trt is None else {str(b): k for b, k in trt.items()},
-            "trtllm_problem": self.trtllm_problem(),
         }
+        for _ad, form in self.forms():
+            doc.update(form.fields or {})  # each engine's form under its own keys
+        return doc
 
 
 def _steps(row: ConfigRow) -> int | None:
@@ -310,12 +260,3 @@ def schedules_from(verdicts: Sequence[SweepVerdict | ObjectiveVerdict]) -> list[
         if len({e.concurrency for e in entries}) >= 2:
             out.append(Schedule(tuple(entries), workload))
     return out
-
-
-def sglang_unsupported(algorithm: str | None, topk: int | None) -> str | None:
-    """Why SGLang's adaptive mode would not run this setting (None when it would)."""
-    if algorithm is not None and algorithm.upper() not in SGLANG_ADAPTIVE_ALGORITHMS:
-        return f"SGLang's adaptive mode runs EAGLE and EAGLE3 only, not {algorithm}"
-    if topk is not None and topk != 1:
-        return f"SGLang's adaptive mode runs top-k 1 only (this setting has top-k {topk})"
-    return None

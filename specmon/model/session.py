@@ -24,6 +24,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from specmon.engines import KINDS, adapter
 from specmon.model.column_ingest import ColumnIngest
 from specmon.model.run import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S, _RankState
 from specmon.model.run import Run as Run
@@ -49,6 +50,27 @@ from specmon.records import (
 
 #: How many events and unparsed lines are kept for display (all are counted).
 EVENTS_KEPT = 500
+def _first_maker(record: type, skip: Engine | None = None) -> Engine:
+    """The first registered engine whose line kinds make ``record`` (``skip`` passed over)."""
+    return next((k.engine for k in KINDS if k.record is record and k.engine is not skip), Engine.UNKNOWN)
+
+
+# A record built without its engine (tests, the sweep's synthetic samples, the simulated server)
+# is taken as the registry's first maker of its kind: decode and prefill lines SGLang's; stats and
+# spec lines vLLM's as before (llama.cpp, listed first, prints them only per request and names its
+# own records).
+_DECODE_DEFAULT = _first_maker(Decode)
+_DEFAULTS: dict[type, Engine] = {
+    Decode: _DECODE_DEFAULT, Prefill: _first_maker(Prefill),
+    EngineStats: _first_maker(EngineStats, skip=_first_maker(Spec)),
+    Spec: _first_maker(Spec, skip=_first_maker(Spec)),
+}
+
+
+def _default_engine(rec: ParsedRecord) -> Engine:
+    return _DEFAULTS.get(type(rec), Engine.UNKNOWN)
+
+
 UNPARSED_KEPT = 200
 
 
@@ -143,8 +165,12 @@ class Session(ColumnIngest):
             # A tie the file's signature does not settle: the engines' own order, not the order the
             # votes came in. The bulk path counts a piece's votes kind by kind, the line path line
             # by line: "the first seen" named SGLang on one and vLLM on the other for the same file.
-            order = list(Engine)
+            order = list(Engine)  # the registry's order: a registered engine is a member
             self.engine = min(tied, key=order.index)
+            # Whether its throughput spans the time since its previous line (idle by the gap) or one
+            # interval (idle when it ran nothing) is its engine's fact.
+            by_gap = adapter(rec.engine if rec.engine is not Engine.UNKNOWN
+                             else _DECODE_DEFAULT).throughput_since_last_line
 
     # -- ingestion ---------------------------------------------------------------------------
 
@@ -153,7 +179,7 @@ class Session(ColumnIngest):
         self.counts[rec.kind] += 1
         if isinstance(rec, Decode):
             self._sample(rec, rec.gen_throughput, rec.running_req, rec.accept_len, rec.accept_rate,
-                         idle_by_gap=True)
+                         idle_by_gap=by_gap, idle=not by_gap and (rec.running_req == 0 or rec.gen_throughput == 0))
         elif isinstance(rec, EngineStats):
             # A vLLM interval with nothing running was idle (or partly: load ended inside it).
             idle = rec.running == 0 or rec.gen_throughput == 0
@@ -165,7 +191,7 @@ class Session(ColumnIngest):
         elif isinstance(rec, Config):
             self._config(rec)
         elif isinstance(rec, Prefill):
-            self._vote(Engine.SGLANG)
+            self._vote(_default_engine(rec))
         elif isinstance(rec, Unparsed):
             self.unparsed.append(rec)
             if self.counts["unparsed"] in (1, 10, 100, 1000) or self.counts["unparsed"] % 10000 == 0:
@@ -217,9 +243,9 @@ class Session(ColumnIngest):
     def _sample(self, rec: Decode | EngineStats, tput: float | None, conc: int | None,
                 acc_len: float | None, acc_rate: float | None, *, idle_by_gap: bool,
                 idle: bool = False) -> None:
-        # A record built without an engine (tests, the sweep's synthetic stats) is vLLM's, as before.
-        engine = Engine.SGLANG if isinstance(rec, Decode) else (rec.engine if rec.engine is not Engine.UNKNOWN
-                                                                else Engine.VLLM)
+        # The record says whose line it was. One built without an engine (tests, the sweep's
+        # synthetic samples) is the first registered engine's that makes its kind of record.
+        engine = rec.engine if rec.engine is not Engine.UNKNOWN else _default_engine(rec)
         self._vote(engine)
         run = self._run_for_sample(rec)
         if run.engine is Engine.UNKNOWN:
@@ -288,7 +314,7 @@ class Session(ColumnIngest):
             rs.gap_ema = 0.9 * rs.gap_ema + 0.1 * gap
 
     def _spec(self, rec: Spec) -> None:
-        engine = rec.engine if rec.engine is not Engine.UNKNOWN else Engine.VLLM
+        engine = rec.engine if rec.engine is not Engine.UNKNOWN else _default_engine(rec)
         self._vote(engine)
         run = self._run_for_sample(rec)
         if run.engine is Engine.UNKNOWN:

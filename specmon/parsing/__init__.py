@@ -20,7 +20,7 @@ from specmon.grammar.common import strip_ansi, strip_outer
 from specmon.grammar.prefix import read_prefix
 from specmon.parsing.detect import detect_engine
 from specmon.parsing.lifecycle import EXCEPTION_LINE, SHORT_FATAL, match_lifecycle
-from specmon.records import Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
+from specmon.records import Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
 
 __all__ = ["FRAME_WORD", "LineParser", "detect_engine", "parse_lines"]
 
@@ -96,8 +96,8 @@ class LineParser:
             ts = outer_ts
         rec = fn(message, lineno, ts, rank)
         if rec is not None and rec.kind != "unparsed":
-            if isinstance(rec, EngineStats | Spec):
-                rec.engine = engine  # spec / engine stats: two engines print them
+            if isinstance(rec, Decode | EngineStats | Spec):
+                rec.engine = engine  # the record says whose line it was: several engines print each
             if self.engine is Engine.UNKNOWN:
                 self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.

@@ -301,8 +301,11 @@ def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
     prefill and the gaps between requests. None when no request finished, or the
     engine does not export them.
     """
-    if cur.engine == "llamacpp":
-        tokens, seconds, requests = _delta(prev, cur, LLAMA_GEN), _delta(prev, cur, LLAMA_GEN_S), 0.0
+    names = _NAMES.get(cur.engine or "")
+    if names is not None and names.gen_seconds is not None and names.gen_requests is None:
+        # Its counters time generation itself (llama.cpp's tokens_predicted_seconds_total): the
+        # first token is in the seconds, so no request's first token is taken out.
+        tokens, seconds, requests = _delta(prev, cur, names.gen), _delta(prev, cur, names.gen_seconds), 0.0
     else:
         tokens, seconds = _delta(prev, cur, VLLM_REQ_TOKENS), _delta(prev, cur, VLLM_DECODE_S)
         requests = _delta(prev, cur, VLLM_REQUESTS) or 0.0
@@ -465,7 +468,7 @@ class MetricsScraper:
             if _went_down(self._before_gap, snap):
                 self.resets += 1
             self._before_gap = None
-        if snap.engine == "sglang":
+        if snap.engine not in _NAMES:  # no counters: its gauges give the interval's figures (SGLang)
             sample = gauge_sample(prev, snap)
             if prev is not None and _went_down(prev, snap):
                 self.resets += 1  # its finished-request counters went down: a restart

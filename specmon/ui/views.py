@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from specmon.engines import adapter
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
@@ -423,12 +424,9 @@ class SnapshotBuilder:
         if values is not None:
             return PositionsView(tuple(round(v, 4) for v in values), label, "")
         engine = session.engine
-        if engine is Engine.SGLANG:
-            note = "SGLang does not log per-position acceptance"
-        elif engine is Engine.UNKNOWN:
-            note = "no data yet"
-        else:
-            note = "not logged yet"
+        note = adapter(engine).per_position_note  # the engine's own word when its log gives none
+        if note is None:
+            note = "no data yet" if engine is Engine.UNKNOWN else "not logged yet"
         return PositionsView(None, label, note)
 
     def _event_views(self, session: Session) -> tuple[EventView, ...]:

@@ -18,6 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.control.sweep import Sweep, SweepPlan
+from specmon.engines import by_name
+from specmon.engines.trtllm import draft_len_schedule, schedule_options, schedule_problem
+from specmon.engines.vllm import spec_config_base, table_flag, table_keys
 from specmon.model.schedule import OFF, UNDECIDED, WINNER, Schedule, ScheduleEntry
 from specmon.model.stopping import StoppingRule
 from specmon.sim.sweepworld import SweepWorld
@@ -117,9 +120,9 @@ def test_ranges_are_what_vllm_accepts_and_give_each_load_its_k(points: list[tupl
         if k1 != k2 and not s.speculation_off:
             switch = next(lo for lo, _hi, kk in ranges if c1 < lo <= c2 and kk == k2)
             assert switch - 1 == min(c2 - 1, math.floor(math.sqrt(c1 * c2)))
-    config = s.vllm_config()
+    config = table_keys(ranges)
     assert (config is None) == s.speculation_off
-    flag = s.vllm_flag({"method": "eagle3", "model": "/m/d"})
+    flag = table_flag(ranges, {"method": "eagle3", "model": "/m/d"})
     if flag is not None:
         doc = json.loads(flag.split(" ", 1)[1].strip("'"))
         assert doc["method"] == "eagle3" and doc["num_speculative_tokens_per_batch_size"] == [list(r) for r in ranges]
@@ -132,31 +135,39 @@ def test_an_undecided_load_is_said_and_never_called_a_finding() -> None:
     text = "\n".join(s.describe())
     assert "Undecided at concurrency 16" in text and "measure longer" in text
     off = Schedule((ScheduleEntry(1, 0, OFF, 0, ""), ScheduleEntry(8, 0, OFF, 0, "")))
-    assert off.vllm_flag() is None and "run without it" in "\n".join(off.describe())
+    assert table_flag(off.ranges) is None and "run without it" in "\n".join(off.describe())
 
 
 def test_the_vllm_flag_keeps_the_profiles_method_and_model() -> None:
-    from specmon.commands.sweep_output import _sglang_problem, _vllm_base
+    from specmon.commands.sweep_output import schedule_context
     from specmon.control.launch import LaunchProfile
 
     vllm = LaunchProfile(engine="vllm", argv=[
         "vllm", "serve", "/m", "--speculative-config",
         '{"method": "eagle3", "model": "/drafts/e3", "num_speculative_tokens": {steps}}'],
         log="/tmp/v_{steps}.log", ready_marker="startup complete")
-    base = _vllm_base(vllm)
+    base = spec_config_base(vllm.argv)
     assert base == {"method": "eagle3", "model": "/drafts/e3"}
     schedule = Schedule((ScheduleEntry(1, 3, WINNER, 3, ""), ScheduleEntry(16, 1, WINNER, 1, "")))
-    flag = schedule.vllm_flag(base)
+    flag = table_flag(schedule.ranges, base)
     assert flag is not None
     doc = json.loads(flag.removeprefix("--speculative-config ").strip("'"))
     assert doc == {"method": "eagle3", "model": "/drafts/e3", "num_speculative_tokens": 3,
                    "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 16, 1]]}
     # Not JSON after its placeholders, or another engine: the flag says what to add instead.
     broken = vllm.model_copy(update={"argv": ["vllm", "serve", "/m", "--speculative-config", "{not json"]})
-    assert _vllm_base(broken) is None
-    assert "add the method and the draft model" in "\n".join(schedule.describe(vllm_base=None))
+    assert spec_config_base(broken.argv) is None
+    assert "add the method and the draft model" in "\n".join(schedule.describe())
+    # The profile's own flags are kept in its engine's form, as printed.
     _, _, result = sweep(6)  # SweepWorld runs EAGLE3 top-k 1 settings: SGLang's adaptive mode takes them
-    assert _sglang_problem(None, result) is None
+    text = "\n".join(schedule.describe(**schedule_context(vllm, result)))
+    assert '"model": "/drafts/e3"' in text and "add the method" not in text
+    # No profile: every engine's form checks the swept setting; SGLang's takes EAGLE3 top-k 1.
+    assert "SGLang: not offered" not in "\n".join(schedule.describe(**schedule_context(None, result)))
+    # A top-k 2 setting is refused by SGLang's form, with its reason; another engine's profile shows it as is.
+    refused = "\n".join(schedule.describe(setting=("EAGLE3", 2)))
+    assert "SGLang: not offered: SGLang's adaptive mode runs top-k 1 only" in refused
+    assert "SGLang: not offered" not in "\n".join(schedule.describe(own=by_name("vllm"), setting=("EAGLE3", 2)))
 
 
 def test_the_report_carries_the_schedule_as_the_sweep_printed_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -230,7 +241,7 @@ def test_the_tensorrt_llm_schedule_is_what_it_accepts_or_says_why_not(points: li
     s = Schedule(tuple(ScheduleEntry(c, k, WINNER if k else OFF, k, "") for c, k in points))
     text = "\n".join(s.describe())
     doc = s.to_json()
-    table, problem, options = s.trtllm_schedule(), s.trtllm_problem(), s.trtllm_options()
+    table, problem, options = draft_len_schedule(s.ranges), schedule_problem(s.ranges), schedule_options(s.ranges)
     if s.speculation_off:
         assert table is None and options is None and "TensorRT-LLM" not in text
         return

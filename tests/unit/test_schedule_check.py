@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.schedule_check import measure_schedule, schedule_profile, speculative_config
+from specmon.control.schedule_check import measure_schedule, schedule_profile
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_run import Sweep
+from specmon.engines.vllm import spec_config_at
 from specmon.model.objective import parse_objective
 from specmon.model.schedule import Schedule, ScheduleEntry
 from specmon.model.stopping import StoppingRule
@@ -49,7 +50,7 @@ def test_the_table_lands_in_the_profiles_own_config_and_nothing_else_moves(ks: l
         assert prof is None and "no schedule" in why
         return
     assert prof is not None and why == ""
-    found = speculative_config(prof.argv)
+    found = spec_config_at(prof.argv)
     assert found is not None
     doc = json.loads(found[1])
     # The profile's method and window kept; the cap and the table vLLM validates.
