@@ -74,13 +74,6 @@ class EntryPoints:
     binaries: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Dimension:
-    """One sweepable launch parameter besides the step count (an engine's flag)."""
-
-    name: str
-    what: str
-    lo: int = 0
 #: A schedule as the engines take it: inclusive batch-size ranges ``(first, last, K)`` from 1 up.
 Ranges = Sequence[tuple[int, int, int]]
 
@@ -100,6 +93,13 @@ class ScheduleForm:
     heading: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Dimension:
+    """One sweepable launch parameter besides the step count (an engine's flag)."""
+
+    name: str
+    what: str
+    lo: int = 0
     hi: int = 0
     choices: tuple[str, ...] = ()
 
@@ -152,35 +152,35 @@ class EngineAdapter:
     shared_ready: ClassVar[tuple[str, ...]] = ()
     #: The line a managed start waits for by default.
     ready_marker: ClassVar[str | None] = None
+    #: What the dashboard says where per-position acceptance would be and its log gives none.
+    per_position_note: ClassVar[str | None] = None
     #: Warm-up samples left out of a run's figures (graph capture, first compilations).
     warmup: ClassVar[int] = 1
+    #: Its stats line's throughput divides the tokens since its previous line by the time since
+    #: then (SGLang's decode line): the first line after a pause spans idle time and is left out by
+    #: its gap. Otherwise the line covers one logging interval, idle when it ran nothing.
+    throughput_since_last_line: ClassVar[bool] = False
 
     # -- its speculative settings ------------------------------------------------------------
     #: Whether a profile's ``draft_tokens = "steps+1"`` counts the verified root too (SGLang's
     #: tree: steps + 1 tokens), or the engine's step count already is its draft tokens (vLLM's
     #: ``num_speculative_tokens``: the bonus token is not drafted).
     draft_tokens_count_root: ClassVar[bool] = True
+    #: Its draft tokens form a tree with a count of their own (SGLang's
+    #: ``--speculative-num-draft-tokens``): a run's label shows a count apart from steps + 1.
+    draft_tree: ClassVar[bool] = False
 
     # -- metrics ------------------------------------------------------------------------------
     #: How its Prometheus series begin, separator included (``vllm:`` for ``vllm:...``,
     #: ``trtllm_`` for ``trtllm_...``): a scrape holding one is this engine's.
-    #: What the dashboard says where per-position acceptance would be and its log gives none.
-    per_position_note: ClassVar[str | None] = None
     metric_prefix: ClassVar[str | None] = None
     #: Where its server serves the Prometheus text (beside its API, on the same port).
-    #: Its stats line's throughput divides the tokens since its previous line by the time since
-    #: then (SGLang's decode line): the first line after a pause spans idle time and is left out by
-    #: its gap. Otherwise the line covers one logging interval, idle when it ran nothing.
-    throughput_since_last_line: ClassVar[bool] = False
     metrics_path: ClassVar[str] = "/metrics"
     #: What its server needs to export them, said when a scrape finds none of its series.
     metrics_hint: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
     #: Its per-position counter has a series for every draft position from start-up on, so
-    #: Its draft tokens form a tree with a count of their own (SGLang's
-    #: ``--speculative-num-draft-tokens``): a run's label shows a count apart from steps + 1.
-    draft_tree: ClassVar[bool] = False
     #: counting them gives the configured draft tokens (vLLM's ``SpecDecodingProm``; llama.cpp
     #: adds a position only once a draft there was accepted).
     positions_from_start: ClassVar[bool] = False
@@ -229,18 +229,6 @@ class EngineAdapter:
         """
         raise ArgvError(f"{self.label} servers are not adopted (no rule to rewrite their flags)")
 
-    def __deepcopy__(self, memo: dict[int, object]) -> EngineAdapter:
-        # Declarations, no state: a line parser copied before a batch (ingest/live.py) shares them.
-        return self
-
-    def config_reader(self) -> ConfigReader | None:
-        """A fresh reader of this engine's configuration lines (stateful per log), or None."""
-        return None
-
-    def config_at(self, message: str) -> int:
-        """Where a configuration line's marker starts in ``message``, or -1."""
-        return -1
-
     # -- a sweep's schedule and the engine's adaptive mode -----------------------------------
 
     def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
@@ -278,8 +266,25 @@ class EngineAdapter:
         """
         raise ArgvError(f"{self.label} has no adaptive controller of its own that specmon runs")
 
+    def __deepcopy__(self, memo: dict[int, object]) -> EngineAdapter:
+        # Declarations, no state: a line parser copied before a batch (ingest/live.py) shares them.
+        return self
+
+    def config_reader(self) -> ConfigReader | None:
+        """A fresh reader of this engine's configuration lines (stateful per log), or None."""
+        return None
+
+    def config_at(self, message: str) -> int:
+        """Where a configuration line's marker starts in ``message``, or -1."""
+        return -1
+
     def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
         """Why this engine would refuse or silently change a setting (None: it takes it as given)."""
+        return None
+
+    def draft_limit(self, steps: int, topk: int) -> int | None:
+        """The most draft tokens a launch of ``steps`` steps at ``topk`` may ask for (its draft
+        tree's size), or None when the engine has no such rule."""
         return None
 
     def counts_tokens(self, algorithm: str | None) -> bool:
@@ -294,11 +299,6 @@ class EngineAdapter:
         """Whether ``argv`` (after the interpreter and its options) starts this engine's server.
 
         ``argv`` is the command from the script or module on: ``["vllm", "serve", ...]``,
-    def draft_limit(self, steps: int, topk: int) -> int | None:
-        """The most draft tokens a launch of ``steps`` steps at ``topk`` may ask for (its draft
-        tree's size), or None when the engine has no such rule."""
-        return None
-
         ``["-m", "sglang.launch_server", ...]``, ``["/x/llama-server", ...]``.
         """
         if not argv:

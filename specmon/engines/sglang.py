@@ -16,7 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, set_flag
-from specmon.engines.base import ConfigReader, Dimension, EngineAdapter, EntryPoints, Ranges, ScheduleForm
+from specmon.engines.base import (
+    ConfigReader,
+    Dimension,
+    EngineAdapter,
+    EntryPoints,
+    Ranges,
+    ScheduleForm,
+)
 from specmon.grammar.common import cut, split_fields, to_bool, to_float, to_int
 from specmon.grammar.kinds import (
     ANY,
@@ -407,14 +414,6 @@ def tree_problem(steps: int, topk: int | None, draft_tokens: int | None) -> str 
     return None
 
 
-class SGLang(EngineAdapter):
-    """SGLang: ``Decode batch`` stats lines, ``server_args`` configuration, gauges on ``/metrics``."""
-
-    engine = Engine.SGLANG
-    label = "SGLang"
-    kinds = (DECODE, PREFILL)
-    config_words = SERVER_ARGS_MARKERS
-    config_markers = SERVER_ARGS_MARKERS
 # -- its adaptive mode: the tiers it switches between as it runs ------------------------------
 
 #: SGLang's adaptive mode runs these algorithms only, with one draft token per step (top-k 1):
@@ -444,6 +443,14 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     return values[-1] if values else None
 
 
+class SGLang(EngineAdapter):
+    """SGLang: ``Decode batch`` stats lines, ``server_args`` configuration, gauges on ``/metrics``."""
+
+    engine = Engine.SGLANG
+    label = "SGLang"
+    kinds = (DECODE, PREFILL)
+    config_words = SERVER_ARGS_MARKERS
+    config_markers = SERVER_ARGS_MARKERS
     signs = (("Decode batch", 3), ("Prefill batch", 3), ("server_args=ServerArgs(", 5), ("server_args={'", 5),
              ("fired up and ready to roll", 5), ("sglang", 1))
     # Its prefix with rank tags anywhere ("07:15:26 TP0] ", searched from its first colon: a
@@ -477,6 +484,10 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     ready_marker = "The server is fired up and ready to roll!"
     # CUDA-graph capture and the first batches' compilation make SGLang's first samples slow.
     warmup = 5
+    draft_tree = True
+    no_schedule_reason = "SGLang reads its adaptive tiers from a file on the host, which specmon does not write yet"
+    per_position_note = "SGLang does not log per-position acceptance"
+    throughput_since_last_line = True  # tokens since the previous decode line over the time since
     metric_prefix = "sglang:"
     metrics_hint = "SGLang needs --enable-metrics"
     latency = ("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds")
@@ -486,10 +497,6 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
         modules=(("sglang.launch_server", ""), ("sglang.cli.main", "serve")),  # the ``sglang`` script's
         script_paths=("sglang/launch_server.py",),
     )
-    draft_tree = True
-    no_schedule_reason = "SGLang reads its adaptive tiers from a file on the host, which specmon does not write yet"
-    per_position_note = "SGLang does not log per-position acceptance"
-    throughput_since_last_line = True  # tokens since the previous decode line over the time since
 
     def config_at(self, message: str) -> int:
         if SERVER_ARGS_MARKER not in message:
@@ -505,15 +512,6 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
         Dimension("draft_tokens", "draft tokens verified per cycle", 1, 64 * 64 + 1),
     )
 
-    def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
-        topk, dt = point.get("topk"), point.get("draft_tokens")
-        return tree_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
-
-    spec_flags = r"speculative"
-    env_prefixes = ("SGLANG_", "SGL_")
-
-    def read_spec(self, argv: Sequence[str]) -> SpecSettings:
-        methods = flag_values(argv, "--speculative-algorithm")
     def draft_limit(self, steps: int, topk: int) -> int | None:
         # The draft tree holds at most steps*topk tokens plus the root.
         return steps * topk + 1
@@ -543,6 +541,15 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
             raise ArgvError(why)
         return [*argv, ADAPTIVE_FLAG, *((ADAPTIVE_CONFIG_FLAG, config_path) if config_path else ())]
 
+    def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
+        topk, dt = point.get("topk"), point.get("draft_tokens")
+        return tree_problem(steps, topk if isinstance(topk, int) else None, dt if isinstance(dt, int) else None)
+
+    spec_flags = r"speculative"
+    env_prefixes = ("SGLANG_", "SGL_")
+
+    def read_spec(self, argv: Sequence[str]) -> SpecSettings:
+        methods = flag_values(argv, "--speculative-algorithm")
         if not methods:
             return SpecSettings(steps=0)
         if methods[-1].upper() == "NGRAM":

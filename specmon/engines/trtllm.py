@@ -152,7 +152,6 @@ class TensorRTLLM(EngineAdapter):
         drafted_per_position="trtllm_spec_decode_drafted_tokens_total",
         position_label="token_position",
     )
-    entry_points = EntryPoints(scripts=(("trtllm-serve", ""),),
     def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
                       setting: tuple[str | None, int | None] | None = None,
                       config_path: str = "specmon-schedule.json") -> ScheduleForm:
@@ -165,4 +164,5 @@ class TensorRTLLM(EngineAdapter):
         return ScheduleForm(() if options is None else (options,), problem, fields,
                             heading="(--extra_llm_api_options file; add your decoding_type, draft)")
 
+    entry_points = EntryPoints(scripts=(("trtllm-serve", ""),),
                                modules=(("tensorrt_llm.commands.serve", ""),))

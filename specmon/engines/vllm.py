@@ -282,15 +282,6 @@ def schedule_text(value: object) -> str | None:
     return " ".join(parts)
 
 
-# -- the engine's facts ------------------------------------------------------------------------
-
-
-class VLLM(EngineAdapter):
-    """vLLM (V0 and V1): periodic stats and ``SpecDecoding metrics`` lines, counters on ``/metrics``."""
-
-    engine = Engine.VLLM
-    label = "vLLM"
-    kinds = (STATS, *SPEC)
 # -- a schedule: its dynamic speculative decoding table ----------------------------------------
 
 SPEC_CONFIG_FLAG = "--speculative-config"
@@ -342,6 +333,15 @@ def table_flag(ranges: Ranges, base: dict[str, object] | None = None) -> str | N
     return f"{SPEC_CONFIG_FLAG} '{json.dumps({**(base or {}), **keys}, separators=(', ', ': '))}'"
 
 
+# -- the engine's facts ------------------------------------------------------------------------
+
+
+class VLLM(EngineAdapter):
+    """vLLM (V0 and V1): periodic stats and ``SpecDecoding metrics`` lines, counters on ``/metrics``."""
+
+    engine = Engine.VLLM
+    label = "vLLM"
+    kinds = (STATS, *SPEC)
     config_words = CONFIG_MARKERS
     config_markers = CONFIG_MARKERS
     signs = (("Avg prompt throughput", 3), ("SpecDecoding metrics", 3), ("non-default args", 5),
@@ -447,15 +447,6 @@ def table_flag(ranges: Ranges, base: dict[str, object] | None = None) -> str | N
             raise ArgvError("the server runs without speculative decoding; write a launch profile to add it")
         return out
 
-    def config_at(self, message: str) -> int:
-        for marker in CONFIG_MARKERS:
-            at = message.find(marker)
-            if at >= 0:
-                return at
-        return -1
-
-    def config_reader(self) -> ConfigReader:
-        return parse_config
     def schedule_form(self, ranges: Ranges, *, argv: Sequence[str] | None = None,
                       setting: tuple[str | None, int | None] | None = None,
                       config_path: str = "specmon-schedule.json") -> ScheduleForm:
@@ -484,3 +475,12 @@ def table_flag(ranges: Ranges, base: dict[str, object] | None = None) -> str | N
         out[index] = doc if out[index] == text else f"{SPEC_CONFIG_FLAG}={doc}"
         return out
 
+    def config_at(self, message: str) -> int:
+        for marker in CONFIG_MARKERS:
+            at = message.find(marker)
+            if at >= 0:
+                return at
+        return -1
+
+    def config_reader(self) -> ConfigReader:
+        return parse_config

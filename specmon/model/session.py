@@ -48,8 +48,6 @@ from specmon.records import (
 # What a run holds is in specmon.model.run; the names imported "as" themselves above stay
 # importable from here (the UI and many tests take them with the session).
 
-#: How many events and unparsed lines are kept for display (all are counted).
-EVENTS_KEPT = 500
 def _first_maker(record: type, skip: Engine | None = None) -> Engine:
     """The first registered engine whose line kinds make ``record`` (``skip`` passed over)."""
     return next((k.engine for k in KINDS if k.record is record and k.engine is not skip), Engine.UNKNOWN)
@@ -71,6 +69,8 @@ def _default_engine(rec: ParsedRecord) -> Engine:
     return _DEFAULTS.get(type(rec), Engine.UNKNOWN)
 
 
+#: How many events and unparsed lines are kept for display (all are counted).
+EVENTS_KEPT = 500
 UNPARSED_KEPT = 200
 
 
@@ -167,10 +167,6 @@ class Session(ColumnIngest):
             # by line: "the first seen" named SGLang on one and vLLM on the other for the same file.
             order = list(Engine)  # the registry's order: a registered engine is a member
             self.engine = min(tied, key=order.index)
-            # Whether its throughput spans the time since its previous line (idle by the gap) or one
-            # interval (idle when it ran nothing) is its engine's fact.
-            by_gap = adapter(rec.engine if rec.engine is not Engine.UNKNOWN
-                             else _DECODE_DEFAULT).throughput_since_last_line
 
     # -- ingestion ---------------------------------------------------------------------------
 
@@ -178,6 +174,10 @@ class Session(ColumnIngest):
         """Take one record (in input order)."""
         self.counts[rec.kind] += 1
         if isinstance(rec, Decode):
+            # Whether its throughput spans the time since its previous line (idle by the gap) or one
+            # interval (idle when it ran nothing) is its engine's fact.
+            by_gap = adapter(rec.engine if rec.engine is not Engine.UNKNOWN
+                             else _DECODE_DEFAULT).throughput_since_last_line
             self._sample(rec, rec.gen_throughput, rec.running_req, rec.accept_len, rec.accept_rate,
                          idle_by_gap=by_gap, idle=not by_gap and (rec.running_req == 0 or rec.gen_throughput == 0))
         elif isinstance(rec, EngineStats):
