@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specmon.literal import plain
+from specmon.model.verdict import answer_from_json
 
 __all__ = ["deployed_lines", "objective_lines"]
 
@@ -33,7 +34,10 @@ def objective_lines(doc: Mapping[str, Any]) -> list[str]:
     # 2 + 18 + 1 + 8 + 1 + 8 + 1 + 9 + 2 + 19 + 1 + 7 = 77 columns at the widest numbers.
     out = [f"{head} ({'lower' if lower else 'higher'} is better)"[:80],
            f"  {'setting':<18} {'launches':>8} {'requests':>8} {unit[:9]:>9}  {'95% CI':<19} vs best"]
-    for r in doc.get("rows") or []:
+    # The leader's mark is the verdict's: ★ a declared winner, ☆ leads, undecided (as in every table).
+    made = answer_from_json(doc)
+    for i, r in enumerate(doc.get("rows") or []):
+        mark = made.mark if made is not None and i == 0 else ""
         ci = r.get("ci95")
         ci_text = f"{_num(ci[0])}–{_num(ci[1])}" if isinstance(ci, list) and len(ci) == 2 else "n/a"
         vs = r.get("vs_best_pct")
@@ -43,7 +47,7 @@ def objective_lines(doc: Mapping[str, Any]) -> list[str]:
             vs_text = ">+999%" if isinstance(vs, (int, float)) and vs > 0 else "<-999%"
         else:
             vs_text = f"{vs:+.1f}%"
-        out.append(f"  {plain(str(r.get('label')))[:18]:<18} {_count(r.get('launches')):>8} "
+        out.append(f"{mark or ' '} {plain(str(r.get('label')))[:18]:<18} {_count(r.get('launches')):>8} "
                    f"{_count(r.get('requests')):>8} {_num(r.get('value')):>9}  {ci_text:<19} {vs_text}")
     return out
 
