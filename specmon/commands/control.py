@@ -163,7 +163,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import sys
 
     from specmon.output.recording import RecordingError
-    from specmon.output.report import load_report, render_report, write_failure
+    from specmon.output.report import load_report, read_notes, render_report, write_failure
 
     if args.warmup is not None and args.warmup < 0:
         return fail("--warmup must be >= 0")
@@ -173,11 +173,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_INPUT)
     text = render_report(data, args.format)
     failed = write_failure(data)
-    if failed:
-        print(plain(f"specmon: note: {args.recording}: {failed}"), file=sys.stderr)
-    elif data.read.truncated_tail:
-        print(plain(f"specmon: note: {args.recording} ends mid-line (the recorder was killed); the last entry was "
-                    "skipped"), file=sys.stderr)
+    # (what was skipped is said whatever the format, CSV too)
+    for note in ([failed] if failed else []) + read_notes(data, not failed):
+        print(plain(f"specmon: note: {args.recording}: {note}"), file=sys.stderr)
     if args.output:
         from specmon.control.guard import ReadOnlyError, refuse
 

@@ -10,9 +10,12 @@ detection depend on order. ``report`` reads a big recording's spans through the 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing as mp
 import os
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -41,7 +44,8 @@ PARALLEL_MIN_BYTES = 32 << 20
 Task = tuple[str, int, int, str, int, float]
 
 
-def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -> Piece:
+def parse_piece(args: Task, in_traceback: bool = False, records: bool = False,
+                awaiting_serving: bool = False) -> Piece:
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
     path, start, end, engine_value, year, day = args
     with open(path, "rb") as f:
@@ -54,7 +58,8 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False) -
         data = b"\n" + data[1:]  # (the file changed since it was cut: still its lines from start)
     if not data.endswith(b"\n"):
         data += b"\n"  # the file's last line, without its newline
-    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day, framed=True)
+    return bulk_piece(data, Engine(engine_value), year, in_traceback, records=records, day=day, framed=True,
+                      awaiting_serving=awaiting_serving)
 
 
 def line_ranges(path: str, size: int, piece: int | None = None) -> Iterator[tuple[int, int]]:
@@ -132,13 +137,37 @@ def _learn_from_head(path: str, engine: Engine, year: int, day: float) -> None:
         bulk_piece(data[:end + 1], engine, year, day=day)
 
 
-def _worker_start() -> None:
-    """A worker's set-up: freed blocks of a few pieces' size stay in its heap for the next piece.
+#: prctl's option that sends a process a signal when the thread that forked it ends (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Make this worker die with the process that forked it, on every path (issue 43, item 4).
+
+    A SIGTERM to ``report`` (a CI timeout, a process manager) ended only the parent: its workers
+    were left blocked on the result pipe for ever, their own SIGTERM handled by the parent's
+    handler they inherited. The kernel sends SIGKILL at the parent's death (``PR_SET_PDEATHSIG``);
+    a parent gone before that was set is seen by ``getppid``. The signals the parent handles
+    itself are the default again here.
+    """
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):  # (not Linux: the parent's handler kills us)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_start(parent: int | None = None) -> None:
+    """A worker's set-up: it dies with its parent (:func:`_die_with_parent`), and freed blocks of
+    a few pieces' size stay in its heap for the next piece.
 
     Each piece makes and drops several 4 MB blocks (its text, every pass's rest); glibc gave
     them back to the kernel, and each new one cost a page fault per page written. On a 346 MB
     SGLang log: 157,000 page faults → 32,000, CPU time 2.43 → 2.13 s, peak RSS 95 → 103 MB.
     """
+    if parent is not None:
+        _die_with_parent(parent)
     # No collections in a worker either: what it makes per piece is freed by reference counts
     # and what it keeps (templates, learned shapes) is small; it lives for one file's ingest.
     gc.disable()
@@ -199,10 +228,11 @@ def feeding_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     gc.freeze()  # (the workers are forked at the first piece handed out, still inside)
     was_enabled = gc.isenabled()
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_start)
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),))
         gc.disable()
         try:
-            yield pool
+            with _workers_end_on_signals(pool):
+                yield pool
         finally:
             # On the way out early (an error, ^C): the pieces not begun are dropped.
             pool.shutdown(wait=True, cancel_futures=True)
@@ -211,6 +241,45 @@ def feeding_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
             gc.enable()
         if not frozen_before:
             gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _workers_end_on_signals(pool: ProcessPoolExecutor) -> Iterator[None]:
+    """While the pool works: SIGTERM or SIGHUP to this process kills its workers first, then does
+    what it did before (the default: this process ends by the signal; a handler: it runs).
+
+    The workers die with this process anyway (:func:`_die_with_parent`); killed here first, a
+    handler that unwinds (``SystemExit``) does not wait for the spans they are reading (up to
+    a second each on a loaded machine) when the pool shuts down.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (handlers are set from the main thread only; the workers still die with us)
+        return
+    previous: dict[int, Any] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # (the pool's own record of its processes: no public one; the kernel's parent-death
+        # signal stands behind it)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                process.kill()
+        before = previous.get(signum, signal.SIG_DFL)
+        if callable(before):
+            before(signum, frame)
+        elif before != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)  # (ends this process as the signal would have)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        before = signal.getsignal(sig)
+        if before != signal.SIG_IGN:  # (nohup's SIGHUP stays ignored)
+            previous[sig] = before
+            signal.signal(sig, on_signal)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def windowed(pool: ProcessPoolExecutor, fn: Callable[..., Any], argss: Iterator[tuple[Any, ...]],
@@ -231,14 +300,14 @@ def windowed(pool: ProcessPoolExecutor, fn: Callable[..., Any], argss: Iterator[
 
 def _feed(session: Session, tasks: list[Task], pieces: Iterator[Piece], rollover: Rollover | None = None) -> None:
     offset = 0
-    carry = False
+    in_tb = waiting = False  # MUT
     for task, piece in zip(tasks, pieces, strict=False):
-        in_tb = carry
-        if carry:
-            # A traceback ran across the boundary: redo this piece here with that context (rare).
-            piece = parse_piece(task, in_traceback=True)
-        carry = piece.in_traceback
-        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True), rollover)
+        if in_tb or waiting:
+            # A traceback ran across the boundary, or an error was pending at it: redo this piece
+            # here with that context (rare).
+            piece = parse_piece(task, in_tb, False, waiting)
+        feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True, waiting), rollover)
+        in_tb, waiting = piece.in_traceback, False
         offset += piece.lines
     session.lines += offset
 

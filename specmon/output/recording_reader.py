@@ -1,7 +1,9 @@
 """Reading a recording: its entries in order, checked against the format's header.
 
-A killed writer leaves a truncated last line, which is skipped and noted; other damaged lines
-are skipped and counted (:class:`ReadStats`). Entries are decoded a chunk of whole lines at a
+A killed writer leaves a truncated last line, which is skipped and noted; other damaged lines,
+and entries whose fields are not what the writer writes (a wrong type, NaN, 1e999, a huge
+integer, deep nesting, a missing key: :func:`~specmon.recording_format.entry_problem`), are
+skipped and counted (:class:`ReadStats`), never raised. Entries are decoded a chunk of whole lines at a
 time (orjson where it reads exactly what json reads), so memory stays bounded whatever the size.
 """
 
@@ -14,11 +16,11 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import contains
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 import orjson
 
-from specmon.recording_format import FORMAT, VERSION, RecordingError
+from specmon.recording_format import FORMAT, VERSION, RecordingError, checked_entries, entry_problem
 from specmon.smallfile import InputError, open_input
 
 
@@ -27,8 +29,15 @@ class ReadStats:
     """What reading a recording skipped."""
 
     entries: int = 0
+    #: Entries skipped in the middle: lines that are not JSON, and entries whose fields are not
+    #: the writer's (a wrong type, a number out of range, nesting too deep, a missing field).
     bad_lines: int = 0
     truncated_tail: bool = False
+
+    @property
+    def skipped(self) -> int:
+        """Every entry skipped: the damaged ones and a truncated last line."""
+        return self.bad_lines + self.truncated_tail
 
 
 def read_recording(path: str | os.PathLike[str], stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
@@ -127,7 +136,7 @@ def _decode_chunk(data: bytes) -> Any:
             pass
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # (json recurses per level of nesting)
         return None
 
 
@@ -177,8 +186,10 @@ def _decode_lines(p: Path, lines: list[bytes], stats: ReadStats) -> list[dict[st
         # entry, not counted as the bad line it is), and a line holding two entries joined by a
         # comma made two.
         if items is not None and len(items) == len(lines) and _all_entries(items):
-            stats.entries += len(items)
-            return cast(list[dict[str, Any]], items)
+            kept, bad = checked_entries(items)
+            stats.entries += len(kept)
+            stats.bad_lines += bad
+            return kept
     return list(_read_lines(p, lines, stats, False))
 
 
@@ -190,7 +201,7 @@ def _read_lines(p: Path, chunk: list[bytes], stats: ReadStats, first: bool) -> I
             entry = json.loads(raw.decode("utf-8", errors="replace"))
             if not isinstance(entry, dict) or "type" not in entry:
                 raise ValueError("not an entry")
-        except ValueError:
+        except (ValueError, RecursionError):  # (json recurses per level of nesting)
             if first:
                 raise RecordingError(f"{p}: not a specmon recording (first line is not JSON)") from None
             if not complete:
@@ -198,13 +209,21 @@ def _read_lines(p: Path, chunk: list[bytes], stats: ReadStats, first: bool) -> I
             else:
                 stats.bad_lines += 1
             continue
+        problem = entry_problem(entry)
         if first:
             if entry.get("type") != "meta" or entry.get("format") != FORMAT:
                 raise RecordingError(f"{p}: not a specmon recording (no '{FORMAT}' header)")
-            if int(entry.get("version", 0)) > VERSION:
-                raise RecordingError(f"{p}: recording version {entry.get('version')} is newer than this "
+            version = entry.get("version")
+            if type(version) is int and version > VERSION:
+                raise RecordingError(f"{p}: recording version {version} is newer than this "
                                      f"specmon understands ({VERSION}); upgrade specmon")
+            if problem is not None:
+                # (without its header nothing of the file can be read: refused, not skipped)
+                raise RecordingError(f"{p}: the recording's header is damaged ({problem})")
             first = False
+        elif problem is not None:
+            stats.bad_lines += 1
+            continue
         stats.entries += 1
         yield entry
 
@@ -231,7 +250,7 @@ def is_recording(path: str | os.PathLike[str]) -> bool:
         with os.fdopen(fd, "rb") as f:
             head = f.readline(1 << 16)
         entry = json.loads(head)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(entry, dict) and entry.get("type") == "meta" and entry.get("format") == FORMAT
 

@@ -343,10 +343,7 @@ def to_markdown(data: ReportData) -> str:
     failed = write_failure(data)
     if failed:
         lines.append(f"- {markdown_cell(failed)}")
-    elif data.read.truncated_tail:
-        lines.append("- the recording ends mid-line (the recorder was killed): the last entry was skipped")
-    if data.read.bad_lines:
-        lines.append(f"- {data.read.bad_lines} damaged line(s) skipped")
+    lines += [f"- {markdown_cell(note)}" for note in read_notes(data, failed is None)]
     lines += ["", "## Verdict", ""]
     for i, t in enumerate(_verdict_lines(data)):
         lines += [*([""] if i else []), *wrap(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_")]
@@ -449,6 +446,23 @@ def schedule_lines(data: ReportData) -> list[str]:
         schedule = Schedule.from_json(doc)
         if schedule is not None:
             out += ([""] if out else []) + schedule.describe()
+    return out
+
+
+#: What a recording that ends mid-line says of why: a killed recorder and a full disk look alike.
+CUT_SHORT = "the recording ends mid-line (its writer stopped mid-entry: killed, or its disk full)"
+
+
+def read_notes(data: ReportData, tail: bool = True) -> list[str]:
+    """What reading the recording skipped, as sentences: the entries skipped as damaged (not JSON,
+    a field of the wrong type or out of range) and, with ``tail``, a last line cut short."""
+    out = []
+    if tail and data.read.truncated_tail:
+        out.append(f"{CUT_SHORT}: the last entry was skipped")
+    if data.read.bad_lines:
+        n = data.read.bad_lines
+        out.append(f"{n} damaged {'entry' if n == 1 else 'entries'} skipped (not JSON, or a field of the wrong "
+                   "type or out of range)")
     return out
 
 
@@ -577,6 +591,7 @@ figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 <body>
 <h1>{title}</h1>
 <p>Recorded {esc(_when(data.meta.get('start')))}; {s.lines} lines, {len(s.runs)} runs, engine {esc(s.engine.value)}.</p>
+{''.join(f"<p>{esc(n)}.</p>" for n in [write_failure(data) or "", *read_notes(data, write_failure(data) is None)] if n)}
 <h2>Verdict</h2>
 {verdict}
 {sweep_table}
@@ -601,6 +616,7 @@ def to_json_doc(data: ReportData) -> dict[str, Any]:
         "command": data.meta.get("start", {}).get("command"),
         "truncated_tail": data.read.truncated_tail,
         "bad_lines": data.read.bad_lines,
+        "skipped_entries": data.read.skipped,
         "sentence": data.sentence,
         "sweep_verdict": data.sweep_verdict,
         "series": {"time_basis": data.time_basis, "t": [round(p.t, 3) for p in series],

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from specmon.output import recording_reader, recording_replay
 from specmon.output.recording_reader import ReadStats
-from specmon.recording_format import FORMAT, VERSION
+from specmon.recording_format import FORMAT, VERSION, entry_problem
 
 HEADER = {"type": "meta", "event": "start", "format": FORMAT, "version": VERSION}
 
-src_names = st.sampled_from(["a.log", "b.log", "", 7])  # 7: a hand-made file's name that is not a string
+src_names = st.sampled_from(["a.log", "b.log", "", 7])  # 7: a name that is not a string: a damaged entry, skipped
 line = st.builds(lambda src, text, t: {"type": "line", "src": src, "text": text, "t": t},
                  src_names, st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=30),
                  st.one_of(st.none(), st.floats(0, 1e9)))
@@ -48,6 +48,8 @@ def plain_rule(entries: list[dict[str, Any]], block_size: int) -> list[tuple[Any
         block.clear()
 
     for e in entries:
+        if entry_problem(e) is not None:  # skipped and counted (issue 43)
+            continue
         if e["type"] == "line":
             src = str(e["src"])
             if src != block_src or len(block) >= block_size:
@@ -84,10 +86,14 @@ def test_runs_of_lines_give_the_blocks_of_the_plain_rule(tmp_path: Path, monkeyp
     monkeypatch.setattr(recording_replay, "REPLAY_BLOCK", block_size)
     monkeypatch.setattr(recording_reader, "_CHUNK_BYTES", chunk)
     got = []
-    for op in recording_replay._replay_ops(path, ReadStats(), bulk=False):
+    stats = ReadStats()
+    for op in recording_replay._replay_ops(path, stats, bulk=False):
         if op[0] == "block":
             _, src, block, *_ = op
             got.append(("block", src, block.ns, block.texts, block.ts))
         elif op[0] in ("implicit", "has_lines", "entry"):
             got.append(op)
+        elif op[0] == "stats":
+            stats = op[1]
     assert got == plain_rule([HEADER, *body], block_size)
+    assert stats.bad_lines == sum(entry_problem(e) is not None for e in body)
