@@ -65,6 +65,20 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             console = Console()
             if not console.is_terminal:
                 console.width = max(console.width, 110)  # piped: keep rows whole
+        def out(text: str) -> None:
+            """Plain text under the tables: in a terminal each line wrapped at its width between words,
+            continuation lines indented under their first (the cost model's sentences ran to 104 columns)."""
+            if console is None:
+                sys.stdout.write(text + "\n")
+                return
+            import textwrap
+
+            for line in text.split("\n"):
+                indent = " " * (len(line) - len(line.lstrip(" ")))
+                sys.stdout.write("\n".join(textwrap.wrap(line, console.width, subsequent_indent=indent + "  ",
+                                                          break_long_words=False, break_on_hyphens=False)
+                                            or [""]) + "\n")
+
         # With --objective the objective's verdict decides: the tok/s comparison is context, not a verdict.
         lead = "Verdict" if result.plan.objective.is_tps else "tok/s, for context"
         for v in result.verdicts:
@@ -83,33 +97,42 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                                  f"({verdict_tag(ov.answer)}):** "
                                  f"{markdown_text(ov.sentence)}\n\n")
             else:
-                sys.stdout.write(text + "\n")
+                out(text)
                 console.print(verdict_text(ov.answer, lead=f"Verdict on {ov.objective.name}"))
         if cost is not None:
             text = "\n".join(cost.lines())
-            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
-        sys.stdout.write(result.restart_note + "\n")
+            if args.format == "markdown":
+                sys.stdout.write(f"```\n{text}\n```\n")
+            else:
+                out(text)
+        out(result.restart_note)
         from specmon.model.design import closing_advice
 
         for advice in closing_advice(result.needs_more):  # an undecided verdict: what would decide it
-            sys.stdout.write((markdown_text(advice) if console is None else plain(advice)) + "\n")
+            out(markdown_text(advice) if console is None else plain(advice))
         differ = result.winners_differ()
         if differ:
-            sys.stdout.write(differ + "\n")
+            out(differ)
         launch = extra.get("_launch")
         for schedule in result.schedules():
             lines = schedule.describe(**schedule_context(launch, result))
             text = "\n".join(lines)
-            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+            if args.format == "markdown":
+                sys.stdout.write(f"```\n{text}\n```\n")
+            else:
+                out(text)
         checks = extra.get("schedule_check")
         if checks:
             text = "\n".join(deployed_lines(checks))
-            sys.stdout.write(f"```\n{text}\n```\n" if args.format == "markdown" else text + "\n")
+            if args.format == "markdown":
+                sys.stdout.write(f"```\n{text}\n```\n")
+            else:
+                out(text)
         for cell in result.cells:
             if cell.status == "failed":
-                sys.stdout.write(f"failed: {cell.label or cell.key}: {cell.text}\n")
+                out(f"failed: {cell.label or cell.key}: {cell.text}")
             elif cell.status == "skipped":
-                sys.stdout.write(f"skipped: {cell.setting_label}: {cell.text}\n")
+                out(f"skipped: {cell.setting_label}: {cell.text}")
     left = extra.get("server_left_on")
     if isinstance(left, dict) and left.get("text"):
         _err(f"sweep: {left['text']}")

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
@@ -166,3 +167,26 @@ def test_an_undecided_panel_says_what_would_decide_it_and_a_decided_one_does_not
     decided = sweep_outcome({**doc, "verdict": {**verdict, "separated": True, "answer": None,
                                                 "sentence": verdict["sentence"].replace("no winner declared", "")}})
     assert decided is not None and decided.advice == ()
+
+
+def test_the_sweep_text_in_an_80_column_terminal_is_whole(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``specmon sweep`` prints in an 80-column terminal (tables, verdict, cost model, restarts):
+    no line over 80, the verdict whole and marked as the verdict object says."""
+    import argparse
+
+    from specmon.commands.sweep_output import _print_result
+    from tests.support.sweepsim import run_sweep
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, as rich sees it
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    result = run_sweep(3, steps=(0, 1, 2, 3, 5), rule=StoppingRule(looks=2, min_samples=20, max_samples=120))
+    _print_result(argparse.Namespace(format="table"), result, {})
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    _check_lines(out.splitlines(), WIDTH)
+    v = result.verdict
+    assert v is not None
+    _check_verdict(out, v.answer)
+    assert f"Verdict ({v.answer.tag}):" in out
+    assert "Cost model" in out and "restarts:" in out
