@@ -47,7 +47,13 @@ directly for a local one) and turns each difference into a
   the log's accepted-tokens-per-verify).
 
 Counter resets (a restart) are found by any counter going down: that interval
-is dropped and counting starts again from the new values. Missing series are
+is dropped and counting starts again from the new values. A value out of its series' range
+(a counter below 0, infinite or NaN; an acceptance rate outside 0..1; see :data:`RANGES`) is
+refused where the text becomes numbers, as if the series were not there, and counted
+(:attr:`Snapshot.refused`, :attr:`MetricsScraper.refused_values`): never shown. A derived
+figure that cannot be (more tokens accepted than drafted) is left out the same way. An answer
+is read up to :data:`MAX_SCRAPE_BYTES` (an engine's is 20-300 KB): past that the scrape fails
+and says the cap, and memory stays bounded whatever a server sends. Missing series are
 simply absent figures (a server without speculation has no spec counters). A
 server without ``/metrics`` (404, connection refused, no known series) leaves
 :attr:`MetricsScraper.available` false with a reason: the caller falls back
@@ -103,6 +109,27 @@ VLLM_REQUESTS = "vllm:request_generation_tokens_count"
 _HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
 
 
+#: Bytes of one ``/metrics`` answer read at most (an engine's is 20-300 KB; a 200 MB answer was
+#: read whole and lifted memory to 349 MB). Asked for uncompressed: the cap is on what is parsed.
+MAX_SCRAPE_BYTES = 4 << 20
+#: The largest value a counter may hold (a float counts exactly to 2**53).
+MAX_COUNTER = float(2**53)
+#: Each read gauge's range, both ends included; a value outside is refused. Counters: 0..MAX_COUNTER.
+RANGES: dict[str, tuple[float, float]] = {
+    "sglang:gen_throughput": (0.0, 1e7),  # tok/s of a whole server
+    "sglang:spec_accept_length": (0.0, 65.0),  # 1 + accepted per step (0 before the first decode line)
+    "sglang:spec_accept_rate": (0.0, 1.0),
+    "sglang:spec_num_steps": (0.0, 1024.0),
+    "sglang:spec_num_draft_tokens": (0.0, 1024.0),
+}
+
+
+def value_ok(name: str, value: float) -> bool:
+    """Whether a series' value is in its range (:data:`RANGES`; a counter or bucket 0..MAX_COUNTER)."""
+    lo, hi = RANGES.get(name, (0.0, MAX_COUNTER))
+    return lo <= value <= hi  # (NaN fails both)
+
+
 #: Seconds of latency histograms a scraper keeps (a window of a minute, and room to find its start).
 LATENCY_KEEP_S = 180.0
 #: The latency histograms' bucket series, by the histogram's base name they belong to.
@@ -131,6 +158,9 @@ class Snapshot:
     buckets: dict[str, Buckets] = field(default_factory=dict)
     #: Drafted tokens by draft position, where the engine counts drafts so (TensorRT-LLM).
     drafted_pos: tuple[float, ...] | None = None
+    #: Values refused as out of their series' range (the first few, as ``name = value``), and how many.
+    refused: tuple[str, ...] = ()
+    refused_count: int = 0
 
     @property
     def engine(self) -> str | None:
@@ -166,8 +196,17 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     drafted_pos: dict[int, float] = {}
     gauge_seen: dict[str, float] = {}
     hist: dict[str, dict[float, float]] = {}
+    refused: list[str] = []
+    n_refused = 0
     for family in text_string_to_metric_families(text):
         for s in family.samples:
+            if (s.name in _BUCKETS or s.name in _PER_POS or s.name in wanted) and not value_ok(s.name, s.value):
+                # (out of range: as if the series were not there; a NaN gauge is "no value yet")
+                if not math.isnan(s.value) or s.name not in wanted:
+                    n_refused += 1
+                    if len(refused) < 3:
+                        refused.append(f"{s.name} = {s.value:g}")
+                continue
             if s.name in _BUCKETS:
                 try:
                     le = float(s.labels.get("le", ""))
@@ -183,7 +222,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
                     continue
                 into = drafted_pos if drafted else per_pos
                 into[pos] = into.get(pos, 0.0) + s.value
-            elif s.name in wanted and not math.isnan(s.value):
+            elif s.name in wanted:
                 if s.name in _GAUGES or s.name in _SETTING_GAUGES:
                     # A gauge per rank/DP group: their mean is the server's figure.
                     gauge_seen[s.name] = gauge_seen.get(s.name, 0.0) + 1
@@ -191,7 +230,7 @@ def parse_snapshot(text: str, t: float) -> Snapshot:
     for name, count in gauge_seen.items():
         values[name] /= count
     buckets = {name: tuple(sorted(by_le.items())) for name, by_le in hist.items()}
-    return Snapshot(t, values, _positions(per_pos), buckets, _positions(drafted_pos))
+    return Snapshot(t, values, _positions(per_pos), buckets, _positions(drafted_pos), tuple(refused), n_refused)
 
 
 def _positions(by_pos: dict[int, float]) -> tuple[float, ...] | None:
@@ -274,6 +313,16 @@ def difference(prev: Snapshot, cur: Snapshot) -> CounterSample | None:
             accept_len = 1.0 + sum(per_pos or ()) / drafts
     if drafts > 0 and per_pos is not None:
         per_position = tuple(v / drafts for v in per_pos)
+    # Counters that cannot be (more accepted than drafted, a position accepted more often than
+    # drafted): figures out of their range are left out, never shown.
+    if accept_rate is not None and not 0.0 <= accept_rate <= 1.0:
+        accept_rate = accept_len = None
+    if per_position is not None and not all(0.0 <= v <= 1.0 for v in per_position):
+        per_position = None
+    if accept_len is not None and not 1.0 <= accept_len <= RANGES[SGL_ACCEPT_LEN][1]:
+        accept_len = None
+    if throughput is not None and not 0.0 <= throughput <= RANGES[SGL_GEN_TPS][1]:
+        throughput = None
     return CounterSample(cur.t, dt, tokens, throughput, accept_len, accept_rate, per_position, drafts)
 
 
@@ -394,6 +443,9 @@ class MetricsScraper:
     engine: str | None = None
     scrapes: int = 0
     resets: int = 0
+    #: Values refused as out of range, over every scrape, and the last ones (``name = value``).
+    refused_values: int = 0
+    last_refused: tuple[str, ...] = ()
     #: Scrapes in a row that found nothing answering: refused, or the connection closed without an
     #: answer (what a forwarded port whose server is gone gives). A timeout is not counted: a busy
     #: server is slow, not gone.
@@ -416,7 +468,9 @@ class MetricsScraper:
     def label(self) -> str:
         """``counters`` or ``counters unavailable: ...`` for a status line."""
         if self.available:
-            return f"counters ({self.url}, every {self.interval_s:g} s)"
+            refused = (f"; {self.refused_values} out-of-range values refused ({', '.join(self.last_refused)})"
+                       if self.refused_values else "")
+            return f"counters ({self.url}, every {self.interval_s:g} s{refused})"
         return f"no counters: {self.problem or 'not read yet'}"
 
     def rebase(self) -> None:
@@ -436,21 +490,28 @@ class MetricsScraper:
         t = self.clock()
         self.scrapes += 1
         try:
-            resp = await self._client.get(self.url)
+            status, body = await self._read(self.url)
         except httpx.HTTPError as exc:
             gone = isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
             self.refused = self.refused + 1 if gone else 0
             self._fail(f"cannot read {self.url} ({type(exc).__name__}: {exc or 'no detail'})")
             return None
         self.refused = 0
-        if resp.status_code != 200:
-            self._fail(f"{self.url} answered HTTP {resp.status_code} (does the server export metrics? {_HINTS})")
+        if status != 200:
+            self._fail(f"{self.url} answered HTTP {status} (does the server export metrics? {_HINTS})")
+            return None
+        if body is None:
+            self._fail(f"{self.url} answered more than {MAX_SCRAPE_BYTES >> 20} MB, the most specmon reads of "
+                       "one scrape (an engine's metrics are a few hundred KB: is this the engine's address?)")
             return None
         try:
-            snap = parse_snapshot(resp.text, t)
+            snap = parse_snapshot(body.decode("utf-8", errors="replace"), t)
         except ValueError as exc:
             self._fail(f"{self.url} is not Prometheus text ({exc})")
             return None
+        if snap.refused_count:
+            self.refused_values += snap.refused_count
+            self.last_refused = snap.refused
         if snap.engine is None:
             self._fail(f"{self.url} has no {_ENGINES} series ({_HINTS})")
             return None
@@ -483,6 +544,23 @@ class MetricsScraper:
             if len(self.samples) > self.max_samples:
                 del self.samples[: len(self.samples) - self.max_samples]
         return sample
+
+    async def _read(self, url: str) -> tuple[int, bytes | None]:
+        """The answer's status and body, read as it streams in; None for a body past
+        :data:`MAX_SCRAPE_BYTES` (read no further: memory stays bounded)."""
+        assert self._client is not None
+        async with self._client.stream("GET", url, headers={"Accept-Encoding": "identity"}) as resp:
+            if resp.status_code != 200:
+                return resp.status_code, b""
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_SCRAPE_BYTES:
+                return resp.status_code, None
+            body = bytearray()
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_SCRAPE_BYTES:
+                    return resp.status_code, None
+            return resp.status_code, bytes(body)
 
     def _fail(self, why: str) -> None:
         self.problem = why

@@ -8,8 +8,11 @@ and ``up`` — all at once, and hands back one :class:`Poll`. Prometheus compute
 nothing here differences counters.
 
 Bounded: each request has a timeout, the whole poll has one too (:attr:`timeout_s`), an
-answer is read up to :data:`MAX_ANSWER_BYTES`, and at most :data:`MAX_INSTANCES` instances
-are kept. A Prometheus that is down, slow or refuses a query gives a Poll with a
+answer is read up to :data:`MAX_ANSWER_BYTES` as it streams in (refused past it, before its
+bytes are decoded: memory stays bounded whatever Prometheus sends), and at most
+:data:`MAX_INSTANCES` instances are kept. A figure out of its range (a negative rate, an
+acceptance rate outside 0..1: :data:`FIGURE_RANGES`) is left out, never shown, and counted
+(:attr:`Poll.refused`). A Prometheus that is down, slow or refuses a query gives a Poll with a
 ``problem`` sentence instead of raising: the fleet shows it as state and keeps its last figures.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,8 +32,14 @@ from specmon.sources.promql import FleetQuery, PromAnswerError, Selector, fleet_
 
 __all__ = ["MAX_ANSWER_BYTES", "MAX_INSTANCES", "InstanceFigures", "Poll", "PrometheusFleetSource"]
 
-#: Bytes one answer may have (a thousand instances take about 150 KB).
-MAX_ANSWER_BYTES = 16 << 20
+#: Bytes one answer may have (a thousand instances take about 150 KB, MAX_INSTANCES under 1 MB;
+#: json makes ten times its size in objects: 16 MB allowed a 200 MB peak).
+MAX_ANSWER_BYTES = 4 << 20
+#: Each figure's range, both ends included: a value outside is refused (None), not shown.
+FIGURE_RANGES: dict[str, tuple[float, float]] = {
+    "tps": (0.0, 1e7), "accept_len": (1.0, 65.0), "accept_rate": (0.0, 1.0), "spec_tokens": (0.0, 1024.0),
+    "up": (0.0, 1.0),
+}
 #: Instances read from one answer (more are left out, and the poll says so).
 MAX_INSTANCES = 5000
 
@@ -65,6 +75,7 @@ class Poll:
         instances: Per instance label, what it said (empty when it failed).
         problem: Why it failed (None: every query answered).
         dropped: Instances left out past :data:`MAX_INSTANCES`.
+        refused: Figures left out as out of their range (:data:`FIGURE_RANGES`).
     """
 
     at: float
@@ -72,6 +83,7 @@ class Poll:
     instances: dict[str, InstanceFigures] = field(default_factory=dict)
     problem: str | None = None
     dropped: int = 0
+    refused: int = 0
 
     @property
     def ok(self) -> bool:
@@ -130,7 +142,9 @@ class PrometheusFleetSource:
             return Poll(started, time.monotonic() - t0, problem=f"Prometheus at {self.url}: {exc}")
         instances: dict[str, InstanceFigures] = {}
         dropped: set[str] = set()
+        refused = 0
         for query, values in zip(self.queries, answers, strict=True):
+            lo, hi = FIGURE_RANGES.get(query.figure, (-math.inf, math.inf))
             for instance, value in values.items():
                 figures = instances.get(instance)
                 if figures is None:
@@ -138,12 +152,19 @@ class PrometheusFleetSource:
                         dropped.add(instance)
                         continue
                     figures = instances[instance] = InstanceFigures()
+                if value is not None and not lo <= value <= hi:
+                    value = None  # (a counter reset mid-window, a mislabelled series: not a figure)
+                    refused += 1
                 _put(figures, query, value)
-        return Poll(started, time.monotonic() - t0, instances, dropped=len(dropped))
+        return Poll(started, time.monotonic() - t0, instances, dropped=len(dropped), refused=refused)
 
     async def _ask(self, expr: str) -> dict[str, float | None]:
         assert self._client is not None
-        async with self._client.stream("POST", self.endpoint, data={"query": expr}) as response:
+        async with self._client.stream("POST", self.endpoint, data={"query": expr},
+                                       headers={"Accept-Encoding": "identity"}) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+                raise PromAnswerError(f"an answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
