@@ -217,7 +217,17 @@ class Unparsed(Record):
     text: str = ""  # the line, cut to a bounded length
 
 
-ParsedRecord = Decode | Prefill | EngineStats | Spec | Lifecycle | Config | Unparsed
+@dataclass(slots=True)
+class Serving(Record):
+    """A line that shows the server answering a request (an access line with a success status, a
+    llama.cpp slot's task), given only while an error the server may have caught is pending: the
+    session uses it to call that error caught (the server went on serving), nothing else."""
+
+    kind: ClassVar[str] = "serving"
+    detail: str = ""  # the line, cut to a bounded length
+
+
+ParsedRecord = Decode | Prefill | EngineStats | Spec | Lifecycle | Config | Unparsed | Serving
 
 #: The ``kind`` names, in the order ``summarize`` reports their counts.
 KINDS = ("decode", "prefill", "engine_stats", "spec", "lifecycle", "config", "unparsed")

@@ -387,7 +387,8 @@ def _managed_plan(
         shown += f"cd {shlex.quote(cwd)} && "
     if shown_env:
         shown += shlex.join(shown_env) + " "
-    shown += f"setsid nohup {shlex.join(_redacted(argv))} </dev/null >>{shlex.quote(log)} 2>&1 &"
+    # setsid: its own session (no terminal's hang-up reaches it), default signal dispositions (start.sh).
+    shown += f"setsid {shlex.join(_redacted(argv))} </dev/null >>{shlex.quote(log)} 2>&1 &"
     shown += f"   (PID recorded in {pidfile})"
     shown = redact_text(shown, profile.secrets())  # a secret given as a plain argument too
     start = PlanStep(name="start", command=start_cmd, display=shown, timeout_s=30.0,

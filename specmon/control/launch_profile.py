@@ -183,7 +183,7 @@ class LaunchProfile(BaseModel):
     """How to (re)start one inference server with a given step count.
 
     Two modes. ``managed``: specmon starts ``argv`` detached on the host
-    (``setsid nohup``), records its PID and start time in ``pidfile`` and stops
+    (``setsid``, default signal dispositions), records its PID and start time in ``pidfile`` and stops
     it by that PID. ``custom``: the user's own ``stop`` and ``start`` commands
     (systemd, docker), with the same placeholders.
 

@@ -28,6 +28,13 @@ from specmon.records import Engine, Event, ParsedRecord
 ConfigReader = Callable[[str, int, float | None, str | None], ParsedRecord | None]
 
 
+#: uvicorn's access line for a request a server answered with a success status:
+#: 'INFO:     127.0.0.1:52764 - "POST /v1/chat/completions HTTP/1.1" 200 OK' (vLLM, SGLang and
+#: trtllm-serve all serve through uvicorn). A POST only: a GET of /metrics or /health is answered by
+#: the API server while its engine is dead.
+UVICORN_SERVED: tuple[str, str] = ('"POST ', r' - "POST [^"\s]{1,500} HTTP/[\d.]{1,3}" 2\d\d\b')
+
+
 @dataclass(frozen=True, slots=True)
 class CounterNames:
     """An engine's Prometheus counters: generated tokens, drafts (steps), draft tokens, accepted."""
@@ -147,6 +154,11 @@ class EngineAdapter:
     #: the regex, the event). A wrapper's report of its child's death ("cmd.Wait() returned error:
     #: signal: killed") names the signal after the words, and some signals are a stop.
     fatal_shapes: ClassVar[tuple[tuple[str, str, Event], ...]] = ()
+    #: Lines that show the server answering a request: (a literal every match holds, the regex).
+    #: Read only while an error the server may have caught is pending (a traceback, an
+    #: out-of-memory error): one of them after it says the server went on serving. A success
+    #: status only: a dead engine's API server still answers, with 500s (vLLM's EngineDeadError).
+    serving_shapes: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Ready markers other engines' logs also hold (uvicorn's): read only when the log is
     #: this engine's or not yet known.
     shared_ready: ClassVar[tuple[str, ...]] = ()

@@ -202,6 +202,15 @@ class LlamaCpp(EngineAdapter):
     # fault) or an exit status.
     fatal_shapes = (("cmd.Wait() returned error: ",
                      r"cmd\.Wait\(\) returned error: (?!signal: (?:terminated|interrupt)\b|<nil>)\S", Event.CRASH),)
+    # Requests answered, read while an error is pending: the HTTP log ("srv  log_server_r: request:
+    # POST /completion 127.0.0.1 200", "done request: ..."), a slot taking or ending a task
+    # ("slot launch_slot_: id  0 | task 5 | processing task"), Ollama's gin log of its runner's
+    # answer ('[GIN] 2024/05/01 - 12:00:00 | 200 |  1.2s | 127.0.0.1 | POST "/api/generate"').
+    serving_shapes = (
+        ("request: POST ", r"request: POST \S{1,500} \S{1,200} 2\d\d\b"),
+        ("| task ", r"\bslot +\w{1,40}: +id +\d{1,6} \| task \d{1,18} \| "),
+        ("[GIN] ", r"\[GIN\] [^|\n]{1,80}\| 2\d\d \|[^\n]{1,300}\| +POST +\""),
+    )
     # Said by other servers too: read only in llama.cpp's (or a not yet known) log.
     shared_ready = ("server is listening on http",)
     ready_marker = "server is listening on http"

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, set_flag
 from specmon.engines.base import (
+    UVICORN_SERVED,
     ConfigReader,
     Dimension,
     EngineAdapter,
@@ -460,6 +461,7 @@ class SGLang(EngineAdapter):
     shapes = (re.compile(r":(?<=\d\d:)\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z_]+\d+)+\] "),
               re.compile(r"\A\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?\] "))
     shape_gates = ("] ",)
+    serving_shapes = (UVICORN_SERVED,)  # its HTTP server's access log
     lifecycle = (
         # Every SGLang process loop that dies of an uncaught exception logs "<its name> hit an
         # exception: <traceback>" and sends SIGQUIT to the parent, which kills the whole tree

@@ -40,7 +40,7 @@ import re
 from calendar import timegm
 from collections.abc import Sequence
 
-from specmon.engines.base import CounterNames, EngineAdapter, EntryPoints, Ranges, ScheduleForm
+from specmon.engines.base import UVICORN_SERVED, CounterNames, EngineAdapter, EntryPoints, Ranges, ScheduleForm
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import LineKind
 from specmon.records import Engine, EngineStats, Unparsed
@@ -134,6 +134,7 @@ class TensorRTLLM(EngineAdapter):
     shapes = (re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\]"),
               re.compile(r"\[TensorRT-LLM\]\[(?:INFO|WARNING|ERROR|DEBUG|VERBOSE)\]"))
     shape_gates = ("TRT-LLM", "TensorRT-LLM")
+    serving_shapes = (UVICORN_SERVED,)  # trtllm-serve's access log
     shared_ready = ("Application startup complete",)  # uvicorn's, as vLLM's
     ready_marker = "Application startup complete."
     default_port = 8000

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, load_json_flag, set_flag, set_json_key
 from specmon.engines.base import (
+    UVICORN_SERVED,
     ConfigReader,
     CounterNames,
     Dimension,
@@ -377,6 +378,7 @@ class VLLM(EngineAdapter):
         ("died unexpectedly", r"(?:(?:Worker proc|Engine core proc|RayWorkerProc) )?\S+ died unexpectedly", Event.CRASH),
         ("died, exit code:", r"Worker \S+ pid \d+ died, exit code:", Event.CRASH),
     )
+    serving_shapes = (UVICORN_SERVED,)  # its API server's access log
     shared_ready = ("Application startup complete",)  # uvicorn's
     ready_marker = "Application startup complete."
     metric_prefix = "vllm:"

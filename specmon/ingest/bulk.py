@@ -7,10 +7,11 @@ alternation of its learned templates runs over a whole piece at C speed and yiel
 the values as columns (SGLang decode; vLLM and llama.cpp interval stats and spec
 lines) or counts (SGLang prefill). Lines that provably give nothing (HTTP access
 lines, *quiet* shapes learned from lines without any marker or lifecycle word) are
-skipped outside tracebacks. The lines left — lifecycle lines, configurations,
-damaged or unusual stats lines — and only those go to the ordinary line parser, in
-order, with their line numbers, so the session receives exactly what the line path
-gives it (tests compare both); only the cost differs.
+skipped outside tracebacks and outside a pending error (after one, the line parser reads them
+until a request answered or a sample says the server went on serving). The lines left —
+lifecycle lines, configurations, damaged or unusual stats lines — and only those go to the
+ordinary line parser, in order, with their line numbers, so the session receives exactly
+what the line path gives it (tests compare both); only the cost differs.
 
 This module reads one piece (:func:`bulk_piece`). The templates are learnt in
 :mod:`specmon.ingest.templates`, the lines that give nothing found by :mod:`specmon.ingest.quiet`,
@@ -43,7 +44,7 @@ from specmon.ingest.column_blocks import (
 from specmon.ingest.quiet import _QUIET, _drop_access, _quiet_source, _QuietTexts
 from specmon.ingest.scan import Pass
 from specmon.ingest.templates import _LEARNER, _TOKEN, _stamp_fn, _try_learn
-from specmon.parsing import LineParser
+from specmon.parsing import SAMPLE_KINDS, LineParser
 from specmon.records import Decode, Engine, EngineStats, ParsedRecord, Spec
 
 #: Lines of a kind tried per piece as samples to learn a template from.
@@ -75,6 +76,9 @@ class Piece:
     counted: dict[str, int] = field(default_factory=dict)
     # The piece ended inside a traceback: the next piece's first lines may name the exception.
     in_traceback: bool = False
+    #: The piece ended with an error pending (LineParser.awaiting_serving): the next piece's
+    #: access and quiet lines go to the line parser until one of them is a request answered.
+    awaiting_serving: bool = False
     #: Lines read by a template (the rest went to the line parser).
     by_template: int = 0
 
@@ -111,7 +115,7 @@ def piece_records(data: bytes, engine: Engine = Engine.UNKNOWN, year: int = 2026
 
 def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = False,
                records: bool = False, parser: LineParser | None = None, mixed: bool = False,
-               day: float | None = None, framed: bool = False) -> Piece:
+               day: float | None = None, framed: bool = False, awaiting_serving: bool = False) -> Piece:
     """Parse one piece (whole lines, ``\\n``-separated): templates where they fit, the line parser elsewhere.
 
     Args:
@@ -125,6 +129,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         day: the midnight of time-of-day stamps without a date (default: the parser's).
         framed: ``data`` already begins with the newline before its first line (and ends
             with its last line's): taken as it is, not copied with one added.
+        awaiting_serving: the previous piece ended with an error pending (the parser's other
+            context across pieces).
     """
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
@@ -136,6 +142,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     if parser is None:
         parser = LineParser(year=year, engine=engine, day=day)
         parser.in_traceback = in_traceback
+        parser.awaiting_serving = awaiting_serving
     day = parser.day
     probe = LineParser(year=year, engine=engine, day=day)
     # Who takes what: columns for one family (SGLang decode with prefill counted, or one
@@ -151,6 +158,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     rest = text
     nq = 0
     quiet_texts = _QuietTexts(b"", b"")
+    access_texts = _AccessTexts(b"")
     for step in _pass_order(engine if engine is not Engine.UNKNOWN else parser.engine):
         if step is None:
             # Lines known to give nothing (shapes learned as quiet), taken out before the other
@@ -164,6 +172,7 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                     quiet_texts = _QuietTexts(before, rest)
             # HTTP access lines give nothing either (the line parser's first test): out here,
             # not after the other engines' searches, which read them all (0.56 ms of an SGLang piece).
+            access_texts = _AccessTexts(rest)
             rest = _drop_access(rest)
             continue
         i, kind = step
@@ -226,7 +235,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
         if ((stats_k or spec_k) and (col_kinds & _DECODE_KINDS or len(stats_k) > 1 or len(spec_k) > 1
                                      or len({k.split(".")[0] for k in stats_k | spec_k}) > 1)):
             # SGLang decode beside vLLM / llama.cpp stats, or two engines' stats: records for those.
-            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day, framed=framed)
+            return bulk_piece(data, engine, year, in_traceback, records, parser, mixed=True, day=day, framed=framed,
+                              awaiting_serving=awaiting_serving)
     counted: dict[str, int] = {}
     for name in count_kinds:
         kind = next(k for k in kinds if k.name == name)
@@ -239,7 +249,8 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
     piece.by_template = sum(v[0] for v in matched.values())
     by_kind = {k.name: t for t, k in tokens.items()}
     start_in_tb = parser.in_traceback
-    if (not records and not rec_kinds and not (nq and start_in_tb)
+    # An error pending from the piece before: its access and quiet lines may answer for it (walk).
+    if (not records and not rec_kinds and not (nq and start_in_tb) and not parser.awaiting_serving
             and len(rest) == count_newlines(rest) + piece.by_template * len(_TOKEN) + nq * len(_QUIET)):
         # Nothing but template-read, quiet and access lines: one block, no line parser.
         block = _whole_block(rest, col_kinds, cols, by_kind)
@@ -252,8 +263,9 @@ def bulk_piece(data: bytes, engine: Engine, year: int, in_traceback: bool = Fals
                     parser.engine = next(iter(tokens.values())).engine
             piece.in_traceback = parser.in_traceback
             return piece
-    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, year, day)
+    _walk(piece, rest, parser, tokens, col_kinds, cols, found, quiet_texts, access_texts, year, day)
     piece.in_traceback = parser.in_traceback
+    piece.awaiting_serving = parser.awaiting_serving
     return piece
 
 
@@ -302,8 +314,12 @@ def _whole_block(rest: bytes, col_kinds: set[str], cols: dict[str, dict[str, lis
 
 def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, LineKind], col_kinds: set[str],
           cols: dict[str, dict[str, list[Any]]], found: dict[str, list[tuple[bytes, ...]]],
-          quiet_texts: _QuietTexts, year: int, day: float) -> None:
-    """Template-read lines join the current block (or become records); the others go to the line parser."""
+          quiet_texts: _QuietTexts, access_texts: _AccessTexts, year: int, day: float) -> None:
+    """Template-read lines join the current block (or become records); the others go to the line parser.
+
+    While an error is pending (``parser.awaiting_serving``) the access and quiet lines go to the
+    line parser too, as the line path gives it every line: one may show a request answered.
+    """
     lines = rest.split(b"\n")
     seen = {t: 0 for t in tokens}
     offsets = {k.name: _offsets(k) for k in tokens.values() if k.name in found}
@@ -334,11 +350,21 @@ def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, Lin
     for ln in range(1, len(lines) - 1):
         x = lines[ln]
         if not x:
+            if not parser.awaiting_serving or parser.in_traceback:
+                continue
+            x = access_texts[ln]  # (an access line, or an empty one)
+            if x:
+                rec = parser.parse(x.decode("utf-8", errors="replace"), ln)
+                if rec is not None:
+                    close()
+                    piece.items.append(rec)
             continue
         kind_x = tokens.get(x)
         if kind_x is not None:
-            # What the line parser does on a stats line it reads (its only state).
+            # What the line parser does on a stats line it reads (its state).
             parser.in_traceback = False
+            if getattr(kind_x.record, "kind", None) in SAMPLE_KINDS:
+                parser.awaiting_serving = False
             if parser.engine is Engine.UNKNOWN:
                 parser.engine = kind_x.engine
             j = seen[x]
@@ -358,10 +384,10 @@ def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, Lin
             continue
         if x == _QUIET:
             q += 1
-            if not parser.in_traceback:
+            if not parser.in_traceback and not parser.awaiting_serving:
                 continue  # gives nothing
             x = quiet_texts[q - 1]
-        elif learned is not None and not parser.in_traceback and learned.reads(x):
+        elif learned is not None and not parser.in_traceback and not parser.awaiting_serving and learned.reads(x):
             continue  # a quiet shape: gives nothing
         rec = parser.parse(x.decode("utf-8", errors="replace"), ln)
         if rec is not None:
@@ -374,6 +400,21 @@ def _walk(piece: Piece, rest: bytes, parser: LineParser, tokens: dict[bytes, Lin
                 _LEARNER.add_quiet(source)
                 learned = _LEARNER.quiet_rx
     close()
+
+
+class _AccessTexts:
+    """The text of line ``i`` before the access lines were taken out (they leave an empty line):
+    split only when the line parser needs one (an error pending in the piece)."""
+
+    def __init__(self, before: bytes) -> None:
+        self._before: bytes | None = before
+        self._lines: list[bytes] = []
+
+    def __getitem__(self, i: int) -> bytes:
+        if self._before is not None:
+            self._lines = self._before.split(b"\n")
+            self._before = None
+        return self._lines[i] if i < len(self._lines) else b""
 
 
 @dataclass

@@ -300,14 +300,14 @@ def windowed(pool: ProcessPoolExecutor, fn: Callable[..., Any], argss: Iterator[
 
 def _feed(session: Session, tasks: list[Task], pieces: Iterator[Piece], rollover: Rollover | None = None) -> None:
     offset = 0
-    in_tb = waiting = False  # MUT
+    in_tb = waiting = False
     for task, piece in zip(tasks, pieces, strict=False):
         if in_tb or waiting:
             # A traceback ran across the boundary, or an error was pending at it: redo this piece
             # here with that context (rare).
             piece = parse_piece(task, in_tb, False, waiting)
         feed_piece(session, piece, offset, partial(parse_piece, task, in_tb, True, waiting), rollover)
-        in_tb, waiting = piece.in_traceback, False
+        in_tb, waiting = piece.in_traceback, piece.awaiting_serving
         offset += piece.lines
     session.lines += offset
 

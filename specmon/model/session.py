@@ -32,6 +32,7 @@ from specmon.model.run import RunConfig as RunConfig
 from specmon.model.run import ServerState as ServerState
 from specmon.model.run import SessionEvent as SessionEvent
 from specmon.parsing.lifecycle import EXCEPTION_LINE
+from specmon.parsing.lifecycle import pending_fatal as pending_fatal
 from specmon.records import (
     Config,
     Decode,
@@ -41,6 +42,7 @@ from specmon.records import (
     Lifecycle,
     ParsedRecord,
     Prefill,
+    Serving,
     Spec,
     Unparsed,
 )
@@ -82,15 +84,6 @@ def _cause_weight(event: Event, detail: str) -> int:
     if EXCEPTION_LINE.match(detail):
         return 2
     return 0 if "Traceback" in detail else 1
-
-
-def pending_fatal(event: Event, detail: str | None) -> bool:
-    """Whether a fatal line is only an exception (a traceback's header or its exception line) or an
-    out-of-memory error: a server also prints those for an error it catches and survives (a request
-    too big for the memory left), so serving that follows says it did. The engines' own words of a
-    death, a signal, an abort or a wrapper's report are certain."""
-    return event is Event.OOM or event is Event.CRASH and bool(
-        detail and (detail.startswith("Traceback") or EXCEPTION_LINE.match(detail)))
 
 
 class Session(ColumnIngest):
@@ -192,6 +185,12 @@ class Session(ColumnIngest):
             self._config(rec)
         elif isinstance(rec, Prefill):
             self._vote(_default_engine(rec))
+        elif isinstance(rec, Serving):
+            # A request answered after a pending error: the server caught it (the parser gives
+            # these only then; after a certain crash, or a sample, there is nothing to demote).
+            run = self._current
+            if run is not None and run.crash_pending:
+                self._survived(run, rec)
         elif isinstance(rec, Unparsed):
             self.unparsed.append(rec)
             if self.counts["unparsed"] in (1, 10, 100, 1000) or self.counts["unparsed"] % 10000 == 0:

@@ -19,8 +19,8 @@ from specmon.engines import ADAPTERS, KINDS
 from specmon.grammar.common import strip_ansi, strip_outer
 from specmon.grammar.prefix import read_prefix
 from specmon.parsing.detect import detect_engine
-from specmon.parsing.lifecycle import EXCEPTION_LINE, SHORT_FATAL, match_lifecycle
-from specmon.records import Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Spec
+from specmon.parsing.lifecycle import EXCEPTION_LINE, SHORT_FATAL, match_lifecycle, match_serving, pending_fatal
+from specmon.records import Decode, Engine, EngineStats, Event, Lifecycle, ParsedRecord, Serving, Spec
 
 __all__ = ["FRAME_WORD", "LineParser", "detect_engine", "parse_lines"]
 
@@ -56,6 +56,11 @@ class LineParser:
         self.engine = engine
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
+        #: An error the server may have caught is pending (a traceback, an out-of-memory error) and
+        #: no sample came since: the next line of a request answered gives a ``Serving`` record
+        #: (which tells the session the server went on serving), every other time such a line
+        #: gives nothing. A sample clears it (the session takes a sample as serving already).
+        self.awaiting_serving = False
         #: Each engine's reader of its configuration lines (llama.cpp's pairs two lines: stateful).
         self._configs = tuple((a, reader) for a in ADAPTERS if (reader := a.config_reader()) is not None)
 
@@ -71,7 +76,8 @@ class LineParser:
         """
         # Fast exits first: the bulk of a busy log is stats lines and HTTP access lines.
         if ' - "' in text and "HTTP/" in text:
-            return None  # uvicorn access line
+            # uvicorn access line: nothing, unless it answers for a pending error.
+            return self._served(*self._clean(text), lineno) if self.awaiting_serving else None
         for kind in _DISPATCH:
             if kind.marker in text and (kind.gate is None or kind.gate(text)):
                 return self._stats(text, lineno, kind.marker, kind.parse, kind.engine)
@@ -100,6 +106,8 @@ class LineParser:
                 rec.engine = engine  # the record says whose line it was: several engines print each
             if self.engine is Engine.UNKNOWN:
                 self.engine = engine
+            if rec.kind in SAMPLE_KINDS:
+                self.awaiting_serving = False
         #: Inside a traceback, whose final ``SomeError: ...`` line names the crash.
         self.in_traceback = False
         return rec
@@ -125,10 +133,13 @@ class LineParser:
                 # A traceback whose header was cut off (a log that starts mid-way, a capture
                 # that lost lines): its frames say one is under way, its last line names it.
                 self.in_traceback = True
-            return None
+                return None
+            return self._served(message, outer_ts, lineno) if self.awaiting_serving else None
         event, detail, progress = found
         ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year, self.day)
         self.in_traceback = event is Event.CRASH and "Traceback" in message
+        if event is Event.CRASH or event is Event.OOM:
+            self.awaiting_serving = pending_fatal(event, detail)
         return Lifecycle(lineno, ts if ts is not None else outer_ts, rank,
                          event=event, detail=detail, progress=progress)
 
@@ -145,8 +156,29 @@ class LineParser:
             self.in_traceback = False
             detail = body if len(body) <= 160 else body[:157] + "..."
             event = Event.OOM if "out of memory" in body.lower() else Event.CRASH
+            self.awaiting_serving = True  # (an exception line is pending: pending_fatal)
             return Lifecycle(lineno, ts if ts is not None else outer_ts, None, event=event, detail=detail)
         return None
+
+
+    def _served(self, message: str, outer_ts: float | None, lineno: int) -> Serving | None:
+        """A ``Serving`` record for a line of a request answered (while an error is pending).
+
+        Not inside a traceback: a line of another thread printed between its frames says nothing
+        of the exception still to be named.
+        """
+        if self.in_traceback:
+            return None
+        detail = match_serving(message)
+        if detail is None:
+            return None
+        self.awaiting_serving = False
+        ts, rank = read_prefix(message[: max(0, message.find(detail[:20]))], self.year, self.day)
+        return Serving(lineno, ts if ts is not None else outer_ts, rank, detail=detail)
+
+
+#: The records the session takes as samples (a sample after a pending error says it was caught).
+SAMPLE_KINDS = frozenset({"decode", "engine_stats", "spec"})
 
 
 def parse_lines(lines: Iterable[str], *, year: int | None = None,

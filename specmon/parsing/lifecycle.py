@@ -118,6 +118,28 @@ _PCT_ONLY = re.compile(r"(?P<pct>\d{1,3})%\|")
 # The final line of a Python traceback: "RuntimeError: CUDA error: ...".
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)(?::|$)")
 
+
+def pending_fatal(event: Event, detail: str | None) -> bool:
+    """Whether a fatal line is only an exception (a traceback's header or its exception line) or an
+    out-of-memory error: a server also prints those for an error it catches and survives (a request
+    too big for the memory left), so serving that follows says it did. The engines' own words of a
+    death, a signal, an abort or a wrapper's report are certain."""
+    return event is Event.OOM or event is Event.CRASH and bool(
+        detail and (detail.startswith("Traceback") or EXCEPTION_LINE.match(detail)))
+
+
+#: Every engine's lines of a request answered (``EngineAdapter.serving_shapes``): (literal, regex).
+SERVING: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (gate, re.compile(rx)) for gate, rx in dict.fromkeys(s for a in ADAPTERS for s in a.serving_shapes))
+
+
+def match_serving(message: str) -> str | None:
+    """The part of ``message`` that shows a request answered (see SERVING), bounded; else None."""
+    for gate, rx in SERVING:
+        if gate in message and (m := rx.search(message)) is not None:
+            return _detail(message, m.start())
+    return None
+
 # A command-line parser's refusal, printed raw at the top of the log before the server
 # does anything: argparse ("prog: error: msg", where prog is vLLM's "vllm", "vllm serve",
 # SGLang's "launch_server.py", Python 3.14's "python -m pkg.mod") and llama.cpp's argument

@@ -60,7 +60,7 @@ def test_verdict_panel(snap_compare: Any, isolated_home: Path, outcome: Any, siz
 def test_run_details(snap_compare: Any, isolated_home: Path, size: tuple[int, int]) -> None:
     """Enter on the 2-step row: summary, samples over time, histogram, exclusions, arguments."""
     command = ("the start command specmon ran for it:\n"
-               "start: cd /srv/sglang && setsid nohup python3 -m sglang.launch_server --speculative-num-steps 2 "
+               "start: cd /srv/sglang && setsid python3 -m sglang.launch_server --speculative-num-steps 2 "
                "--speculative-num-draft-tokens 3 </dev/null >>/srv/sglang/logs/sglang_2step.log 2>&1 &")
 
     def make(app: Any) -> RunDetailsScreen:

@@ -326,7 +326,7 @@ def test_describe_shows_host_stop_start_and_readiness() -> None:
     plan = build_plan(managed(health_url="http://127.0.0.1:{port}/health"), 2, host="gpu-7")
     text = plan.describe()
     assert "gpu-7" in text and "2 steps, 3 draft tokens" in text
-    assert "cd /srv/sglang && NCCL_PROTO=LL setsid nohup python3 -m sglang.launch_server" in text
+    assert "cd /srv/sglang && NCCL_PROTO=LL setsid python3 -m sglang.launch_server" in text
     assert ">/logs/sglang_eagle3_2step.log 2>&1" in text
     assert "http://127.0.0.1:30000/health" in text
     assert "SIGINT" in text and "SIGKILL" in text
