@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from specmon.control.eta import EtaStore
 from specmon.control.sweep_plan import SweepPlan
 from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
+from specmon.model import bai
 from specmon.model.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
@@ -91,15 +92,20 @@ def rounds_for(rule: StoppingRule, resolve_pct: float | None, launch_cv: float, 
 
 
 def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv: float, restart_s: float,
-                   rounds: int | None = None) -> tuple[StoppingRule, tuple[int, ...]]:
+                   rounds: int | None = None, design: str = "today") -> tuple[StoppingRule, tuple[int, ...]]:
     """The rule the launch design judges with, and the rounds it judges after.
 
     The looks are rounds, geometric from 2 to the planned rounds (as the
     sample rule's looks are sample counts), so the Bonferroni split covers
-    every judgement; the sample budget is per launch, not per setting.
+    every judgement; the sample budget is per launch, not per setting. The
+    best-arm design (``design="bai"``, :mod:`specmon.model.bai`) has its own
+    looks, fixed in advance, and tests at ``α/K``.
     """
     if rounds is not None:  # fixed in advance: one look, after the last
         return replace(plan_rule, looks=1, max_samples=max(plan_rule.max_samples, 1 << 40)), (rounds,)
+    if design == bai.NAME:
+        looks_bai = bai.look_rounds()
+        return bai.rule_for(plan_rule, looks_bai), looks_bai
     last = rounds_for(plan_rule, resolve_pct, launch_cv, restart_s)
     looks = look_rounds(last, plan_rule.looks)
     return replace(plan_rule, looks=len(looks), max_samples=max(plan_rule.max_samples, 1 << 40)), looks
@@ -138,8 +144,13 @@ class LaunchRounds:
     def __init__(self, sweep: DrivenSweep) -> None:
         self.sweep = sweep
         p = sweep.plan
-        self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds)
+        #: ``today`` (every undecided setting each round) or ``bai`` (:mod:`specmon.model.bai`: the leader
+        #: and its most ambiguous challenger), from the sweep's ``design`` attribute.
+        self.design = str(getattr(sweep, "design", "today"))
+        self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds,
+                                                     self.design)
         self.fixed = p.rounds is not None
+        self.bai = self.design == bai.NAME and not self.fixed
         self.rounds = self.looks[-1]
         self.rule = p.rule
         self.resolve_pct = p.resolve_pct or DEFAULT_RESOLVE_PCT
@@ -188,10 +199,12 @@ class LaunchRounds:
         """
         sw = self.sweep
         p = sw.plan
-        rounds = self.rounds if self.fixed else max(self.rounds, MAX_LAUNCHES)
+        rounds = self.rounds if self.fixed or self.bai else max(self.rounds, MAX_LAUNCHES)
         cap = p.max_minutes * 60.0 if p.max_minutes is not None else None
+        groups = max(1, len(p.groups))
         return budget(self.noise(sw.cells), len(sw.cells), rounds, self.rule.min_samples, self.rule.max_samples,
-                      cap_s=cap, clock=p.clock)
+                      cap_s=cap, clock=p.clock,
+                      pairs=(bai.WARMUP, 2 * groups) if self.bai else None)
 
     def launch_s(self) -> float:
         """Measuring time of one launch so far (the design's launch length before any was measured)."""
@@ -272,7 +285,9 @@ class LaunchRounds:
                 leader = max(sums, key=lambda k: sums[k].mean) if sums else None
                 base = next((c.key for c in cells if c.steps == 0 and c.status != FAILED), None)
                 counts: dict[Hashable, int] = {c.key: len(c.launches()) for c in cells}
-                for key in to_launch(active, counts, leader, base, round_no):
+                pick = (bai.to_launch(active, counts, sums, base, round_no, self.judge_rule.test_level)
+                        if self.bai else to_launch(active, counts, leader, base, round_no))
+                for key in pick:
                     cell = next(c for c in cells if c.key == key)
                     if sw._stop_requested or cell.status == FAILED:
                         continue
@@ -297,7 +312,7 @@ class LaunchRounds:
                 return
             if round_no in self.looks:
                 self._judge(round_no)
-                if round_no < self.looks[-1] and not self.fixed:
+                if round_no < self.looks[-1] and not self.fixed and not self.bai:
                     self.looks = reschedule(self.looks, round_no, self.needed(), MAX_LAUNCHES)
                     self.rounds = self.looks[-1]
             sw._emit("plan", self.plan_line(sw.cells))

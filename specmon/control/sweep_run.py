@@ -665,7 +665,7 @@ class Sweep:
         if self.plan.order != "launches":
             return self.plan.rule
         p = self.plan
-        return effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds)[0]
+        return effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds, getattr(self, "design", "today"))[0]
 
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""

@@ -318,11 +318,19 @@ class Budget:
     seconds: float
     restart_s: float
     clock: str = ""
+    #: The best-arm design (:mod:`specmon.model.bai`): ``(warm-up rounds, settings a later round)``,
+    #: None for the design that launches every undecided setting each round.
+    pairs: tuple[int, int] | None = None
 
     @property
     def text(self) -> str:
         """``budget: at most 80 restarts (16 rounds of 5 settings), about 20.3 h at 15.0 minutes a restart; ...``."""
         where = f" ({self.clock})" if self.clock else ""
+        if self.pairs is not None:
+            return (f"budget: at most {self.restarts} restarts (every setting in the first {self.pairs[0]} rounds, "
+                    f"then the leader and its closest challenger, up to {self.rounds} rounds), about "
+                    f"{_duration(self.seconds)} at {_duration(self.restart_s, 1)} a restart{where}; settings clearly "
+                    "behind leave early")
         return (f"budget: at most {self.restarts} restart{'s' if self.restarts != 1 else ''} ({self.rounds} "
                 f"round{'s' if self.rounds != 1 else ''} of {self.settings} setting{'s' if self.settings != 1 else ''}"
                 f"), about {_duration(self.seconds)} at {_duration(self.restart_s, 1)} a restart{where}; every "
@@ -337,11 +345,19 @@ def launch_seconds(noise: Noise, lo: int, hi: int, cap_s: float | None = None) -
 
 
 def budget(noise: Noise, settings: int, rounds: int, lo: int, hi: int, *, cap_s: float | None = None,
-           clock: str = "") -> Budget:
-    """The most the design spends: ``settings × rounds`` restarts, each with one launch's measuring."""
-    restarts = settings * rounds
+           clock: str = "", pairs: tuple[int, int] | None = None) -> Budget:
+    """The most the design spends: ``settings × rounds`` restarts, each with one launch's measuring.
+
+    With ``pairs = (warm-up rounds, per round)`` (the best-arm design): every setting in the
+    warm-up rounds, then at most ``per round`` launches a round.
+    """
+    if pairs is not None:
+        warm, per_round = pairs
+        restarts = settings * min(warm, rounds) + min(per_round, settings) * max(0, rounds - warm)
+    else:
+        restarts = settings * rounds
     per = noise.restart_s + launch_seconds(noise, lo, hi, cap_s)
-    return Budget(restarts, rounds, settings, restarts * per, noise.restart_s, clock)
+    return Budget(restarts, rounds, settings, restarts * per, noise.restart_s, clock, pairs)
 
 
 #: The chance :class:`NeedsMore`'s launches decide, if the difference is the one seen.

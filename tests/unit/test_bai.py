@@ -1,0 +1,138 @@
+"""The best-arm launch design (specmon.model.bai): who is launched, when it is judged, at what level.
+
+The selection is checked on the class of inputs (any means and launch counts): the warm-up
+launches every undecided setting until it has two launches, after it a round launches the leader
+and the challenger whose upper bound on ``challenger − leader`` is highest, and no more. The
+level is the union bound over the looks. And the design through the real sweep runner on the
+simulated world: the clearly slower settings get fewer launches than the two contenders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Hashable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specmon.control.rounds import effective_rule
+from specmon.control.sweep import Sweep, SweepPlan
+from specmon.model import bai
+from specmon.model.design import Noise, budget, summaries
+from specmon.model.launches import Launch
+from specmon.model.stats import Summary
+from specmon.model.stopping import StoppingRule, adjusted_difference
+from specmon.sim.model import launch_speed
+from specmon.sim.sweepworld import SweepWorld
+
+
+def _sums(means: dict[str, float], counts: dict[Hashable, int], seed: int) -> dict[Hashable, Summary]:
+    rng = random.Random(seed)
+    groups: dict[Hashable, list[Launch]] = {}
+    for k, m in means.items():
+        groups[k] = [Launch(m * launch_speed(rng, 0.05), m * 0.004, 20.0, 400, f"{k}{j}") for j in range(counts[k])]
+    _, sums = summaries({k: v for k, v in groups.items() if v}, 0.05)
+    return sums
+
+
+settings_st = st.dictionaries(st.sampled_from("abcdef"), st.floats(50.0, 150.0), min_size=2, max_size=6)
+
+
+@given(means=settings_st, data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_after_the_warm_up_a_round_launches_the_leader_and_the_most_ambiguous_challenger(
+        means: dict[str, float], data: st.DataObject) -> None:
+    keys = list(means)
+    counts: dict[Hashable, int] = {k: data.draw(st.integers(bai.WARMUP, 8)) for k in keys}
+    active = data.draw(st.lists(st.sampled_from(keys), unique=True, min_size=1))
+    sums = _sums(means, counts, data.draw(st.integers(0, 10**6)))
+    level = 0.995
+    rnd = data.draw(st.integers(bai.WARMUP + 1, 40))
+    pick = bai.to_launch(active, counts, sums, None, rnd, level)
+    leader = max(sums, key=lambda k: sums[k].mean)
+    rivals = [k for k in active if k != leader]
+    assert len(pick) == len(set(pick)) <= 2
+    if not rivals:
+        assert pick == [] or pick == [leader]
+        return
+    assert leader in pick and len(pick) == 2
+    rival = next(k for k in pick if k != leader)
+    assert rival in active
+    # The challenger's upper bound on (challenger − leader) is the highest of every undecided rival's.
+    high = {k: adjusted_difference(sums[k], sums[leader], level).high for k in rivals}
+    assert high[rival] == max(high.values())  # type: ignore[type-var]
+
+
+@given(means=settings_st, data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_the_warm_up_launches_every_undecided_setting_until_it_has_two(means: dict[str, float],
+                                                                          data: st.DataObject) -> None:
+    keys = list(means)
+    counts: dict[Hashable, int] = {k: data.draw(st.integers(0, 4)) for k in keys}
+    active = data.draw(st.lists(st.sampled_from(keys), unique=True, min_size=1))
+    sums = _sums(means, counts, 1)
+    rnd = data.draw(st.integers(1, 40))
+    pick = bai.to_launch(active, counts, sums, None, rnd, 0.995)
+    short = {k for k in active if counts[k] < bai.WARMUP}
+    if short:
+        assert set(pick) == short
+        # Rounds alternate direction, so a slow drift favours no setting.
+        again = bai.to_launch(active, counts, sums, None, rnd + 1, 0.995)
+        assert again == list(reversed(pick))
+
+
+@given(last=st.integers(1, 80), looks=st.integers(1, 20))
+def test_the_looks_are_fixed_increasing_and_end_at_the_last_round(last: int, looks: int) -> None:
+    r = bai.look_rounds(last, looks)
+    assert r[-1] == max(last, 1)
+    assert list(r) == sorted(set(r)) and len(r) <= looks
+    assert all(x >= min(bai.WARMUP, last) for x in r)
+
+
+@given(k=st.integers(1, 30), alpha=st.floats(0.001, 0.2))
+def test_each_test_is_at_most_alpha_over_the_looks(k: int, alpha: float) -> None:
+    rule = bai.rule_for(StoppingRule(alpha=alpha), tuple(range(2, 2 + k)))
+    # The union bound over K simultaneous looks per pair: K tests at 1 − level each stay within alpha.
+    assert k * (1 - rule.test_level) <= alpha * (1 + 1e-9)
+    if k % 2 == 0:
+        assert abs(k * (1 - rule.test_level) - alpha) < 1e-9
+
+
+def test_the_verdict_and_the_rounds_use_the_same_rule() -> None:
+    rule, looks = effective_rule(StoppingRule(), 5.0, 0.05, 900.0, None, bai.NAME)
+    assert looks == bai.look_rounds()
+    assert rule.test_level == bai.rule_for(StoppingRule(), looks).test_level
+
+
+@given(settings_n=st.integers(2, 12), rounds=st.integers(1, 60), groups=st.integers(1, 3))
+def test_the_budget_counts_the_warm_up_then_two_a_round(settings_n: int, rounds: int, groups: int) -> None:
+    noise = Noise(0.0025, 0.01, 1.0, 900.0)
+    b = budget(noise, settings_n * groups, rounds, 40, 1600, pairs=(bai.WARMUP, 2 * groups))
+    per_round = min(2 * groups, settings_n * groups)
+    assert b.restarts == settings_n * groups * min(bai.WARMUP, rounds) + per_round * max(0, rounds - bai.WARMUP)
+    assert b.restarts <= settings_n * groups * rounds
+    assert "closest challenger" in b.text
+
+
+def test_through_the_sweep_runner_slower_settings_get_fewer_launches() -> None:
+    # The seeds' campaign on the simulated world (its own truth: 2 steps fastest, 10 steps far behind).
+    world = SweepWorld(0, launch_cv=0.05, restart_s=900.0, lines_per_poll=10)
+    plan = SweepPlan((0, 1, 2, 5, 10), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=10.0,
+                     settle=2, launch_cv=0.05, resolve_pct=5.0)
+    sweep = Sweep(plan, session=world.session, restart=world.restart, load=world,  # type: ignore[arg-type]
+                  clock=world.clock, sleep=world.sleep)
+    sweep.design = bai.NAME  # type: ignore[attr-defined]
+    result = asyncio.run(sweep.run())
+    per = {c.steps: len(c.launches()) for c in result.cells}
+    assert all(n >= bai.WARMUP for n in per.values())
+    truth = {k: world.expected(k) for k in per}
+    best = max(truth, key=lambda k: truth[k])
+    far = min(truth, key=lambda k: truth[k])
+    # The far slower setting leaves after its warm-up; the leader gets the most launches.
+    assert per[far] == bai.WARMUP
+    assert per[best] == max(per.values())
+    assert result.restarts == sum(per.values())
+    v = result.verdict
+    assert v is not None and v.level == bai.rule_for(StoppingRule(), bai.look_rounds()).test_level
+    assert not (v.separated and v.best is not None and v.best.steps != best)
