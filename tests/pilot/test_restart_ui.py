@@ -128,13 +128,15 @@ async def test_dialog_rejects_bad_input_and_accepts_a_valid_count() -> None:
 async def test_dialog_shows_what_was_measured_and_escape_cancels() -> None:
     rows = [MeasuredStep(0, "no speculation", 240, "88.8 ± 1.2", "baseline", "1.00", is_baseline=True),
             MeasuredStep(1, "EAGLE3 1 step", 200, "85.1 ± 1.5", "-4.2%", "1.61"),
-            MeasuredStep(2, "EAGLE3 2 steps", 180, "94.0 ± 1.4", "+5.9%", "2.10", current=True, best=True)]
+            MeasuredStep(2, "EAGLE3 2 steps", 180, "94.0 ± 1.4", "+5.9%", "2.10", current=True, best=True,
+                         mark="☆")]
     dialog = RestartDialog(host="gpu-box", lo=0, hi=16, current_steps=2, measured=rows)
     app = Host(screen=dialog)
     async with app.run_test(size=SIZE) as pilot:
         text = str(dialog.query_one("#restart-measured", Static).render())
         assert "no speculation" in text and "EAGLE3 1 step" in text and "+5.9%" in text and "94.0 ± 1.4" in text
-        assert "★ ▸ EAGLE3 2 steps" in text and " B  no speculation" in text  # ★ B ▸, one slot each
+        # The verdict's mark (☆: leads, undecided), B, ▸: one slot each.
+        assert "☆ ▸ EAGLE3 2 steps" in text and " B  no speculation" in text and "★" not in text
         assert "0 = no speculation" in str(dialog.query_one(".hint", Static).render())
         await pilot.press("escape")
         await pilot.pause()
