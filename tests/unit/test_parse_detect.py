@@ -2,7 +2,7 @@
 
 For each file in ``tests/data/real_logs`` (and ``vllm_cpu_kit/``, ``sglang_cpu_kit/``):
 
-- ``detect_engine`` names the engine that wrote it (UNKNOWN for TGI / TensorRT-LLM);
+- ``detect_engine`` names the engine that wrote it (UNKNOWN for TGI);
 - every line carrying a stats marker yields exactly one Decode/Spec/EngineStats or
   Unparsed record (never None, never an exception), with per-file counts counted by
   hand from the files;
@@ -23,12 +23,13 @@ from tests.support.realdata import DATA, read_lines
 ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.log"))
 
 STATS_MARKERS = ("Decode batch", "SpecDecoding metrics", "Speculative metrics", "Avg prompt throughput",
-                 "draft acceptance", "elapsed_time = ")
+                 "draft acceptance", "elapsed_time = ", "Avg thr (in/out)")
 
 
 def test_corpus_is_complete() -> None:
-    """All 55 shared excerpts, the 4 + 6 CPU-kit runs and the dynamic-schedule run are here, with their attribution."""
-    assert len(ALL_FILES) == 66
+    """All 56 shared excerpts (LMDeploy's one since), the 4 + 6 CPU-kit runs and the dynamic-schedule run are
+    here, with their attribution."""
+    assert len(ALL_FILES) == 67
     assert sum(1 for f in ALL_FILES if f.startswith("vllm_cpu_kit/")) == 4
     assert sum(1 for f in ALL_FILES if f.startswith("sglang_cpu_kit/")) == 6
     sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
@@ -63,6 +64,8 @@ def expected_engine(name: str) -> Engine | None:
         return Engine.LLAMACPP
     if base.startswith("trtllm"):
         return Engine.TRTLLM
+    if base.startswith("lmdeploy"):
+        return Engine("lmdeploy")
     return Engine.UNKNOWN  # tgi_*
 
 
@@ -128,6 +131,7 @@ EXPECTED_KINDS: dict[str, dict[str, int]] = {
     "vllm_v1_specdecode_early_2025_04.log": {"engine_stats": 1, "spec": 2},
     "vllm_v1_specdecode_pr_dev_format_1.log": {"spec": 1},
     "trtllm_iter_log_2025_04.log": {"engine_stats": 2},
+    "lmdeploy_metrics_log_pr4297_2026_02.log": {"decode": 1},
 }
 # Unparsed records per file, all lines (the npu file also has five glued Prefill lines).
 EXPECTED_UNPARSED = {"sglang_npu_truncated_lines_1.log": 6}

@@ -27,7 +27,7 @@ from tests.support.realdata import DATA, read_lines
 
 ALL_FILES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.log"))
 PREFIXES = {"sglang_": Engine.SGLANG, "vllm_": Engine.VLLM, "llamacpp_": Engine.LLAMACPP,
-            "tgi_": Engine.UNKNOWN, "trtllm_": Engine.TRTLLM}
+            "tgi_": Engine.UNKNOWN, "trtllm_": Engine.TRTLLM, "lmdeploy_": Engine("lmdeploy")}
 
 
 def expected(name: str) -> Engine:
