@@ -315,6 +315,11 @@ class SnapshotBuilder:
         }[state]
         level = {ServerState.CRASHED: ERROR, ServerState.READY: OK, ServerState.SERVING: OK,
                  ServerState.STOPPED: IDLE, ServerState.UNKNOWN: IDLE}.get(state, BUSY)
+        if state is ServerState.CRASHED and run is not None and run.crash_pending and not ended:
+            # Only an exception so far (a traceback, an OOM): a server also logs those for a
+            # request it fails and goes on serving. The next request or sample says which; the
+            # end of the input (a replay that ended) confirms the crash.
+            text, level = "error (serving stopped?)", BUSY
         since_ts: float | None = None
         if run is not None:
             if state is ServerState.LOADING and run.load_progress is not None:
