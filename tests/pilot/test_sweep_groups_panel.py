@@ -18,8 +18,7 @@ from specmon.control.sweep import Sweep, SweepPlan
 from specmon.model.stopping import StoppingRule
 from specmon.output.tables import sweep_outcome, sweep_outcomes
 from specmon.sim.sweepworld import SweepWorld
-from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
-from specmon.ui.screens.sweep_verdict import _winner_state as _state
+from specmon.ui.screens.sweep_verdict import SweepVerdictScreen, _group_head
 from tests.pilot.test_whole_at_sizes import shown_lines, words
 from tests.support.app_factory import wait_for
 
@@ -47,7 +46,7 @@ async def test_the_panel_gives_every_group_whole(tmp_path: Path, size: tuple[int
                                 finding=finding if isinstance(finding, str) else None)
     text = screen.text
     for g in groups:
-        assert any(line.startswith(g.headline) for line in screen.lines["table"]), g.headline
+        assert any(line.startswith(f"{g.tag}: {g.headline}") for line in screen.lines["table"]), g.headline
         for row in g.rows:
             assert row.label[:20] in text
     if isinstance(finding, str):
@@ -77,7 +76,9 @@ async def test_the_panel_gives_every_group_whole(tmp_path: Path, size: tuple[int
         assert len(heads) == len(groups)
         for g, widget in zip(groups, heads, strict=True):
             assert widget.region.width <= w  # wrapped inside the panel: no sideways scrolling to read it
-            assert words(" ".join(shown_lines(widget))) == words(f"{g.headline} ({_state(g)})")
+            # Its mark and words first (☆ leads, undecided / ★ winner), the headline, what would decide it.
+            assert words(" ".join(shown_lines(widget))) == words(_group_head(g))
+            assert _group_head(g).startswith(g.tag)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

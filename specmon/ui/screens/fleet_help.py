@@ -29,7 +29,7 @@ Each log is one replica, read on its own (as `specmon watch PATH` reads one).
 configuration of its current run, its state (*live*; *quiet* after {QUIET_AFTER_S:g} s without a
 new stats line; *no data yet*; *starting*; *crashed*; *stopped*; *no file yet* / *file gone*;
 *unreadable*), tok/s as the mean of the last window of counted samples (`--window`) and as the
-run's mean with its 95% interval over that one run's samples (*CI (sample)*: batch means, within the
+run's mean with its 95% interval over that one run's samples (*run tok/s ±sample*: batch means, within the
 replica's run; its own dashboard's *CI (launch)* adds the launch spread, so 85.1 ± 0.6 here and
 85.1 ± 8.4 there are both right), accept length and rate
 (the run's means), the source (`log`) and the outlier flags. The line under the table says more

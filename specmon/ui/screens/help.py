@@ -62,11 +62,11 @@ current run. The line under the table says the same, with the mark.
 
 **What an interval covers** — every ± says it in its header: *CI (launch)*
 (*±launch* in a narrow table) over launches (the run table, the sweep,
-`summarize`); *CI (sample)* over one
-run's samples, how precisely that one launch is known (the fleet's replica
-table); *CI (replica)* over replicas, each one launch (the fleet's
-configurations). So 85.1 ± 8.4 (launch) and 85.1 ± 0.6 (sample) can both be
-right: a launch is known to ±0.6, the next launch may land ±8 away.
+`summarize`); *±sample* over one run's samples, how precisely that one
+launch is known (the fleet's replica table); *CI (replica)* over replicas,
+each one launch (the fleet's configurations). So 85.1 ± 8.4 (launch) and
+85.1 ± 0.6 (sample) can both be right: a launch is known to ±0.6, the next
+launch may land ±8 away.
 
 **Baseline** — by default the run without speculation (or `--baseline FILE`,
 or `--baseline-tps X`). Press **b** to make the current configuration the

@@ -34,7 +34,7 @@ class ReplicaTable(FittedTable):
         Column("tps", "tok/s", lambda r: number_text(r.tps_recent), lambda r: r.tps_recent, True,
                title="tok/s (recent)", descending=True),
         # "(sample)": over this one run's samples, not over launches as the replica's own dashboard (`?`).
-        Column("run", "run tok/s ± CI (sample)", lambda r: interval_text(r.tps_mean, r.tps_half),
+        Column("run", "run tok/s ±sample", lambda r: interval_text(r.tps_mean, r.tps_half),
                lambda r: r.tps_mean, True, title="run tok/s", descending=True),
         Column("acc_len", "acc len", lambda r: number_text(r.accept_len, 2), lambda r: r.accept_len, True,
                descending=True),
