@@ -58,12 +58,47 @@ class CounterNames:
     drafted_per_position: str | None = None
     #: The label that names a draft position in the per-position series.
     position_label: str = "position"
+    #: Its per-request histograms' sums and count, where it exports them: generated tokens, and
+    #: decode seconds (a request's first token to its last): the engine's own per-request decode speed.
+    request_tokens: str | None = None
+    request_count: str | None = None
+    request_decode_s: str | None = None
 
     @property
     def counters(self) -> tuple[str, ...]:
         """The plain counters (the per-position series apart): a restart sends one of them down."""
         names = (self.gen, self.drafts, self.draft_tokens, self.accepted, self.gen_seconds, self.gen_requests)
         return tuple(n for n in names if n)
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeNames:
+    """An engine's gauges of its last logging interval, read where it exports no counters (SGLang's):
+    the figures its log line prints, its active setting, and the counters of finished requests a
+    restart sends down."""
+
+    gen_tps: str
+    accept_len: str
+    accept_rate: str
+    #: The active setting (its adaptive controller moves it): steps and draft tokens.
+    num_steps: str | None = None
+    num_draft_tokens: str | None = None
+    #: Counters of finished requests: generated tokens, verify passes, requests.
+    gen: str | None = None
+    verify: str | None = None
+    requests: str | None = None
+
+    @property
+    def figures(self) -> tuple[str, str, str]:
+        return self.gen_tps, self.accept_len, self.accept_rate
+
+    @property
+    def setting(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.num_steps, self.num_draft_tokens) if n)
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.gen, self.verify, self.requests) if n)
 
 
 #: Python entry points that run a server: ``python -m MODULE [ARG]`` or ``python SCRIPT``.
@@ -192,6 +227,8 @@ class EngineAdapter:
     metrics_hint: ClassVar[str | None] = None
     #: Its counters, when it exports them as counters (else gauges or nothing).
     counters: ClassVar[CounterNames | None] = None
+    #: Its gauges of the last logging interval, when it exports those instead of counters.
+    gauges: ClassVar[GaugeNames | None] = None
     #: Its per-position counter has a series for every draft position from start-up on, so
     #: counting them gives the configured draft tokens (vLLM's ``SpecDecodingProm``; llama.cpp
     #: adds a position only once a draft there was accepted).

@@ -150,6 +150,9 @@ class LMDeploy(EngineAdapter):
         draft_tokens="lmdeploy:spec_decode_num_draft_tokens_total",
         accepted="lmdeploy:spec_decode_num_accepted_tokens_total",
         per_position="lmdeploy:spec_decode_num_accepted_tokens_per_pos_total",
+        request_tokens="lmdeploy:request_generation_tokens_sum",
+        request_count="lmdeploy:request_generation_tokens_count",
+        request_decode_s="lmdeploy:request_decode_time_seconds_sum",
     )
     default_port = 23333
     env_prefixes = ("LMDEPLOY_",)

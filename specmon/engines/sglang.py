@@ -22,6 +22,7 @@ from specmon.engines.base import (
     Dimension,
     EngineAdapter,
     EntryPoints,
+    GaugeNames,
     Ranges,
     ScheduleForm,
 )
@@ -493,6 +494,14 @@ class SGLang(EngineAdapter):
     metric_prefix = "sglang:"
     metrics_hint = "SGLang needs --enable-metrics"
     latency = ("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds")
+    # Gauges of the last decode log interval, the very figures its line prints (checked on 0.5.23,
+    # tests/data/metrics/), its active setting, and its finished requests' counters.
+    gauges = GaugeNames(
+        gen_tps="sglang:gen_throughput", accept_len="sglang:spec_accept_length",
+        accept_rate="sglang:spec_accept_rate", num_steps="sglang:spec_num_steps",
+        num_draft_tokens="sglang:spec_num_draft_tokens", gen="sglang:generation_tokens_total",
+        verify="sglang:spec_verify_calls_total", requests="sglang:num_requests_total",
+    )
     default_port = 30000
     entry_points = EntryPoints(
         scripts=(("sglang", "serve"),),

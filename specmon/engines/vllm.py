@@ -390,6 +390,9 @@ class VLLM(EngineAdapter):
         draft_tokens="vllm:spec_decode_num_draft_tokens_total",
         accepted="vllm:spec_decode_num_accepted_tokens_total",
         per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        request_tokens="vllm:request_generation_tokens_sum",
+        request_count="vllm:request_generation_tokens_count",
+        request_decode_s="vllm:request_decode_time_seconds_sum",
     )
     default_port = 8000
     entry_points = EntryPoints(

@@ -77,6 +77,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.engines import ADAPTERS, CounterNames, adapter
+from specmon.engines.base import GaugeNames
 from specmon.model.adaptive import SettingTracker
 from specmon.model.latency import Buckets
 from specmon.records import Engine
@@ -88,25 +89,23 @@ _LLAMA_C = cast(CounterNames, adapter(Engine.LLAMACPP).counters)
 VLLM_GEN, VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED = (
     _VLLM_C.gen, cast(str, _VLLM_C.drafts), _VLLM_C.draft_tokens, _VLLM_C.accepted)
 VLLM_PER_POS = cast(str, _VLLM_C.per_position)
-SGL_GEN_TPS = "sglang:gen_throughput"
-SGL_ACCEPT_LEN = "sglang:spec_accept_length"
-SGL_ACCEPT_RATE = "sglang:spec_accept_rate"
-SGL_GEN = "sglang:generation_tokens_total"
-SGL_VERIFY = "sglang:spec_verify_calls_total"
-SGL_REQUESTS = "sglang:num_requests_total"
-SGL_NUM_STEPS = "sglang:spec_num_steps"
-SGL_NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
-#: SGLang's counters (finished requests): a restart is seen by them going down.
-_SGL_COUNTERS = (SGL_GEN, SGL_VERIFY, SGL_REQUESTS)
+#: Gauge names by engine name, for the engines read through gauges (SGLang's), and SGLang's own
+#: (its accept length from its counters, below).
+_GAUGE_NAMES = {a.engine.value: a.gauges for a in ADAPTERS if a.gauges is not None}
+_SGL = cast(GaugeNames, adapter(Engine.SGLANG).gauges)
+SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE = _SGL.figures
+SGL_GEN, SGL_VERIFY, SGL_REQUESTS = cast(tuple[str, str, str], _SGL.counters)
+SGL_NUM_STEPS, SGL_NUM_DRAFT_TOKENS = cast(tuple[str, str], _SGL.setting)
+#: The gauge engines' counters (finished requests): a restart is seen by them going down.
+_SGL_COUNTERS = tuple(n for g in _GAUGE_NAMES.values() for n in g.counters)
 LLAMA_GEN, LLAMA_GEN_S = _LLAMA_C.gen, cast(str, _LLAMA_C.gen_seconds)
 #: Per-position series of every engine that exports them: name -> (its position label, drafted?).
 _PER_POS = {name: (c.position_label, drafted) for a in ADAPTERS if (c := a.counters) is not None
             for name, drafted in ((c.per_position, False), (c.drafted_per_position, True)) if name}
-#: vLLM's per-request histograms (sums and counts): decode time is first to last token of a request.
-VLLM_DECODE_S = "vllm:request_decode_time_seconds_sum"
-VLLM_REQ_TOKENS = "vllm:request_generation_tokens_sum"
-VLLM_REQUESTS = "vllm:request_generation_tokens_count"
-_HISTOGRAMS = (VLLM_DECODE_S, VLLM_REQ_TOKENS, VLLM_REQUESTS)
+#: The engines' per-request histograms (sums and counts; vLLM's, LMDeploy's): decode time is first
+#: to last token of a request.
+_HISTOGRAMS = tuple(n for a in ADAPTERS if (c := a.counters) is not None
+                    for n in (c.request_tokens, c.request_count, c.request_decode_s) if n)
 
 
 #: Bytes of one ``/metrics`` answer read at most (an engine's is 20-300 KB; a 200 MB answer was
@@ -137,9 +136,9 @@ _BUCKETS = {f"{name}_bucket": name for a in ADAPTERS if a.latency for name in a.
 #: Counter names by engine name, for the engines that export counters.
 _NAMES = {a.engine.value: a.counters for a in ADAPTERS if a.counters is not None}
 _COUNTERS = tuple(n for names in _NAMES.values() for n in names.counters)
-_GAUGES = (SGL_GEN_TPS, SGL_ACCEPT_LEN, SGL_ACCEPT_RATE)
+_GAUGES = tuple(n for g in _GAUGE_NAMES.values() for n in g.figures)
 #: Gauges of the active speculative setting (averaged over ranks as the others; not samples).
-_SETTING_GAUGES = (SGL_NUM_STEPS, SGL_NUM_DRAFT_TOKENS)
+_SETTING_GAUGES = tuple(n for g in _GAUGE_NAMES.values() for n in g.setting)
 #: The engines whose series a scrape recognises, and what each needs to export them.
 _LABELS = [a.label for a in ADAPTERS if a.metric_prefix]
 _ENGINES = ", ".join(_LABELS[:-1]) + " or " + _LABELS[-1] if len(_LABELS) > 1 else "".join(_LABELS)
@@ -178,7 +177,10 @@ class Snapshot:
     def sglang_setting(self) -> tuple[int, int] | None:
         """SGLang's active (steps, draft tokens) from its gauges; None before the first decode
         line has set them (both 0) or without the series. NGRAM reports 0 steps."""
-        steps, tokens = self.get(SGL_NUM_STEPS), self.get(SGL_NUM_DRAFT_TOKENS)
+        g = _GAUGE_NAMES.get(self.engine or "")
+        if g is None or g.num_steps is None or g.num_draft_tokens is None:
+            return None
+        steps, tokens = self.get(g.num_steps), self.get(g.num_draft_tokens)
         if steps is None or tokens is None or (steps == 0 and tokens == 0):
             return None
         return round(steps), round(tokens)
@@ -355,11 +357,14 @@ def decode_speed(prev: Snapshot, cur: Snapshot) -> float | None:
         # Its counters time generation itself (llama.cpp's tokens_predicted_seconds_total): the
         # first token is in the seconds, so no request's first token is taken out.
         tokens, seconds, requests = _delta(prev, cur, names.gen), _delta(prev, cur, names.gen_seconds), 0.0
-    else:
-        tokens, seconds = _delta(prev, cur, VLLM_REQ_TOKENS), _delta(prev, cur, VLLM_DECODE_S)
-        requests = _delta(prev, cur, VLLM_REQUESTS) or 0.0
+    elif names is not None and names.request_tokens and names.request_decode_s and names.request_count:
+        # Its per-request histograms (vLLM's, LMDeploy's): the first token is not in the decode seconds.
+        tokens, seconds = _delta(prev, cur, names.request_tokens), _delta(prev, cur, names.request_decode_s)
+        requests = _delta(prev, cur, names.request_count) or 0.0
         if requests <= 0:
             return None
+    else:
+        return None  # no per-request figures exported
     if tokens is None or seconds is None or seconds <= 0 or tokens - requests <= 0:
         return None
     return (tokens - requests) / seconds
@@ -405,16 +410,17 @@ def sglang_accept_length(prev: Snapshot, cur: Snapshot) -> tuple[float, float, f
 
 
 def gauge_sample(prev: Snapshot | None, cur: Snapshot) -> CounterSample | None:
-    """An SGLang sample when its gauges moved since ``prev`` (a new decode log interval)."""
-    tps = cur.get(SGL_GEN_TPS)
+    """A sample of an engine read through its gauges (SGLang) when they moved since ``prev`` (a
+    new decode log interval)."""
+    g = _GAUGE_NAMES.get(cur.engine or "", _SGL)
+    tps = cur.get(g.gen_tps)
     if tps is None or tps <= 0:
         return None
-    key = tuple(cur.get(n) for n in _GAUGES)
-    if prev is not None and tuple(prev.get(n) for n in _GAUGES) == key:
+    key = tuple(cur.get(n) for n in g.figures)
+    if prev is not None and tuple(prev.get(n) for n in g.figures) == key:
         return None
     dt = cur.t - prev.t if prev is not None else 0.0
-    rate = cur.get(SGL_ACCEPT_RATE)
-    return CounterSample(cur.t, dt, None, tps, cur.get(SGL_ACCEPT_LEN), rate)
+    return CounterSample(cur.t, dt, None, tps, cur.get(g.accept_len), cur.get(g.accept_rate))
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Counter, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
 
 from specmon.config import Profile
 from specmon.control.launch import LaunchProfile
@@ -29,7 +29,7 @@ from specmon.ingest.bulk import piece_records
 from specmon.model.session import Session
 from specmon.parsing import LineParser, detect_engine, parse_lines
 from specmon.records import Config, Decode, Engine, Spec
-from specmon.sources.metrics import MetricsScraper, difference, metrics_url_for, parse_snapshot
+from specmon.sources.metrics import MetricsScraper, decode_speed, difference, metrics_url_for, parse_snapshot
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real_logs" / "lmdeploy_metrics_log_pr4297_2026_02.log"
 LMDEPLOY = Engine("lmdeploy")
@@ -251,6 +251,33 @@ def test_its_counters_give_its_own_definitions(k: int, drafts: int, seconds: flo
     assert sample.accept_rate == pytest.approx(sum(per_pos) / (drafts * k))
     assert sample.per_position == pytest.approx(tuple(p / drafts for p in per_pos))
     assert sample.throughput == pytest.approx(generated / seconds)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4000), st.floats(0.05, 120)), min_size=1, max_size=20))
+def test_its_request_histograms_give_the_decode_speed(requests: list[tuple[int, float]]) -> None:
+    """(Σ tokens − requests) / Σ decode seconds over the requests finished in between: its
+    ``request_generation_tokens`` and ``request_decode_time_seconds`` histograms, as vLLM's."""
+    ex = LMDeployExporter()
+    tokens = Histogram("lmdeploy:request_generation_tokens", "Number of generation tokens processed.",
+                       labelnames=["model_name", "engine"], registry=ex.registry).labels("internlm", "0")
+    decode = Histogram("lmdeploy:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                       labelnames=["model_name", "engine"], registry=ex.registry).labels("internlm", "0")
+    ex.step(5, 1, 1, (1,))
+    tokens.observe(5)
+    decode.observe(0.5)
+    before = parse_snapshot(ex.text(), 0.0)
+    for n, secs in requests:
+        tokens.observe(n)
+        decode.observe(secs)
+        ex.step(n, 1, 1, (0,))
+    after = parse_snapshot(ex.text(), 10.0)
+    want = (sum(n for n, _ in requests) - len(requests)) / sum(s for _, s in requests)
+    got = decode_speed(before, after)
+    if want <= 0:
+        assert got is None
+    else:
+        assert got == pytest.approx(want)
 
 
 def _free_port() -> int:
