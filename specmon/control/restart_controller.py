@@ -398,7 +398,8 @@ class RestartController:
             self._record_eta(a)
         elif ready.state == "exited":
             await self._last_words(ready)
-            detail = self._tracker.crash if self._tracker is not None else None
+            # The process is gone: a pending error (an exception not yet followed by serving) was its end.
+            detail = (self._tracker.crash or self._tracker.pending_error) if self._tracker is not None else None
             self._note_exited(plan, detail or exit_cause(ready.last.stdout if ready.last else ""))
             text = "the server process exited"
             self._finish(a, Phase.CRASHED, f"{text}: {detail}" if detail else f"{text} (no error in its log)")
@@ -484,7 +485,7 @@ class RestartController:
 
     async def _follow(self, path: str, *, from_start: bool) -> None:
         await self._stop_tail()
-        self._tracker = StartupTracker(engine=_engine(self.profile))
+        self._tracker = StartupTracker(engine=_engine(self.profile), clock=self._clock)
         if self.make_source is not None:
             tail = self._tail = self.make_source(path, from_start)
             tracker = self._tracker

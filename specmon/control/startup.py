@@ -1,12 +1,14 @@
 """Tracking a server's start-up from its new log: :class:`StartupTracker` (lifecycle, configuration,
-crash, the last raw lines), pure (no I/O, no clock).
+crash, the last raw lines), pure (no I/O; a clock only if given, for a pending error's wait).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from specmon.control.restart_progress import Phase
+from specmon.model.pending import PendingWatch
 from specmon.model.session import RunConfig, ServerState, Session
 from specmon.parsing import LineParser
 from specmon.parsing.lifecycle import usage_error
@@ -19,14 +21,18 @@ LINES_KEPT = 20
 class StartupTracker:
     """Reads the new log into a private session: lifecycle, configuration, crash, raw lines.
 
-    Pure (no I/O, no clock): feed it batches of lines.
+    Pure (no I/O): feed it batches of lines.
 
     Args:
         engine: The engine, when the profile says it (settles ambiguous markers).
         keep: Raw lines kept for display.
+        clock: Seconds, for how long a pending error has waited (:mod:`specmon.model.pending`);
+            without one a pending error is never called a crash by waiting (the process's exit,
+            which the caller sees, or an engine's word of a death confirms it).
     """
 
-    def __init__(self, *, engine: Engine = Engine.UNKNOWN, keep: int = LINES_KEPT) -> None:
+    def __init__(self, *, engine: Engine = Engine.UNKNOWN, keep: int = LINES_KEPT,
+                 clock: Callable[[], float] | None = None) -> None:
         self.session = Session()
         self.session.begin_source("restart")
         self._parser = LineParser(engine=engine)
@@ -38,25 +44,42 @@ class StartupTracker:
         self.load_progress: tuple[int, int] | None = None
         self.graph_progress: tuple[int, int] | None = None
         self.config: RunConfig | None = None
-        self._crash_details: list[tuple[Event, str]] = []
+        #: A command-line parser's refusal before start-up began: why the server is gone.
+        self._refused: str | None = None
+        self._clock = clock
+        self._watch = PendingWatch()
 
     @property
     def crash(self) -> str | None:
-        """Why the server died, once the log shows a crash or an out-of-memory error.
+        """Why the server died, once the log shows the end of serving: its first fatal line
+        (``Run.crash_cause``: a traceback named by its exception line).
 
-        The most telling line wins: an out-of-memory message, else the first
-        crash line that is not just a traceback header.
+        Certain at once: an engine's word of a death, a signal, an abort, a usage error, or a
+        crash that a new start in the same log confirmed. An exception alone (a traceback, an
+        out-of-memory error) is pending (:attr:`pending_error`): a server also logs those for a
+        request it fails, and a sample or a request answered after it makes it an error it caught.
+        It is the crash once it has waited ``PENDING_WAIT_S`` on the clock with nothing served.
         """
-        details = self._crash_details
-        if not details:
+        if self._refused is not None:
+            return self._refused
+        for earlier in self.session.runs[:-1]:  # (an earlier launch in this log: the start after it confirmed it)
+            if earlier.state is ServerState.CRASHED:
+                return earlier.crash_cause or earlier.crash_detail or "the server crashed"
+        run = self.session.current
+        if run is None or run.state is not ServerState.CRASHED:
+            self._watch.since = None
             return None
-        for event, text in details:
-            if event is Event.OOM:
-                return text
-        for _, text in details:
-            if "Traceback" not in text:
-                return text
-        return details[0][1]
+        if run.crash_pending and (self._clock is None or not self._watch.ended(run, self._clock())):
+            return None
+        return run.crash_cause or run.crash_detail or "the server crashed"
+
+    @property
+    def pending_error(self) -> str | None:
+        """The cause of an error that may yet be caught (no serving after it so far), else None."""
+        run = self.session.current
+        if run is None or not run.crash_pending:
+            return None
+        return run.crash_cause or run.crash_detail
 
     @property
     def last_lines(self) -> tuple[str, ...]:
@@ -78,7 +101,7 @@ class StartupTracker:
                 self._note(rec)
             elif self.reached is None and (refused := usage_error(text)) is not None:
                 # Before any start-up phase, a command-line parser's error is why the server is gone.
-                self._crash_details.append((Event.CRASH, refused))
+                self._refused = self._refused or refused
             self._lineno += 1
         self.session.lines += len(lines)
 
@@ -117,9 +140,6 @@ class StartupTracker:
                     self.graph_progress = rec.progress
             elif ev is Event.READY:
                 self._reach(Phase.READY)
-            elif ev in (Event.CRASH, Event.OOM) and run is not None and run.state is ServerState.CRASHED:
-                # A traceback during a requested stop is not a crash (the session knows).
-                self._crash_details.append((ev, rec.detail or ev.value))
         elif run is not None and run.config is not None:
             self.config = run.config
 

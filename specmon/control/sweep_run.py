@@ -77,6 +77,7 @@ from specmon.control.sweep_state import (
     read_state,
 )
 from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
+from specmon.model.pending import PendingWatch
 from specmon.model.session import Run, ServerState, Session
 from specmon.model.stats import Summary
 from specmon.model.stopping import StoppingRule, sweep_verdict
@@ -554,7 +555,7 @@ class Sweep:
         checked_at, mark = started, _mark(cell)  # the server was checked ready just before
         points = rule.look_points
         budget_s = self.plan.max_minutes * 60.0 if self.plan.max_minutes is not None else math.inf
-        report = None
+        report, watch = None, PendingWatch()  # (an exception waits for serving to resume: pending.py)
         try:
             while not self._stop_requested:
                 await self._sleep(self.plan.poll_s)
@@ -564,7 +565,7 @@ class Sweep:
                     last_progress = now
                 run = self._run
                 assert run is not None
-                if run.state is ServerState.CRASHED:
+                if watch.ended(run, now):
                     detail = run.crash_detail or "see the server log"
                     cell.status, cell.reason, cell.text = FAILED, "crash", f"the server crashed: {detail}"
                     self._emit("failed", f"{cell.label}: {cell.text}", cell)

@@ -30,6 +30,7 @@ from enum import Enum
 import numpy as np
 
 from specmon.model.launches import DEFAULT_LAUNCH_CV, Between, Launch, fit, launch_of, whole_df
+from specmon.model.pending import waiting
 from specmon.model.session import Run, RunConfig, ServerState, Session
 from specmon.model.stats import MIN_SAMPLES_FOR_BATCHING, t_quantile
 from specmon.records import Engine
@@ -484,6 +485,8 @@ def _state(inp: ReplicaInput, run: Run | None, now: float) -> tuple[ReplicaState
         return ReplicaState.MISSING, "file gone" if has_samples else "no file yet", inp.detail
     if current is not None and current.state is ServerState.CRASHED:
         cause = current.crash_cause or current.crash_detail or "the server crashed (no message)"
+        if current.used and inp.metrics_refused < DOWN_AFTER_REFUSED and waiting(current, inp.last_sample_at, now):
+            return ReplicaState.QUIET, "error (serving stopped?)", cause  # (it may be caught: pending.py)
         return ReplicaState.CRASHED, "crashed", cause
     if current is not None and current.state is ServerState.STOPPED:
         return ReplicaState.STOPPED, "stopped", "the server shut down"

@@ -374,8 +374,9 @@ class Session(ColumnIngest):
         run = self._current
         starts = ev in (Event.SERVER_START, Event.LOAD_BEGIN, Event.READY)
         # A launch's own ready line after samples served during its warm-up is still this launch.
+        # So is one after an error still pending in its start-up (a failed warm-up request it caught).
         own_ready = (ev is Event.READY and run is not None and run._launching
-                     and run.state not in (ServerState.CRASHED, ServerState.STOPPED))
+                     and (run.state not in (ServerState.CRASHED, ServerState.STOPPED) or run.crash_pending))
         if starts and not own_ready and (run is None or run.used
                                          or run.state in (ServerState.CRASHED, ServerState.STOPPED)):
             run = self._new_run(rec)
@@ -394,6 +395,8 @@ class Session(ColumnIngest):
         elif ev in (Event.GRAPH_BEGIN, Event.GRAPH_PROGRESS, Event.GRAPH_END):
             run.state = ServerState.CAPTURING
         elif ev is Event.READY:
+            if run.crash_pending:
+                self._survived(run, rec)
             run._launching = False
             # Samples served during the warm-up already made the run serving: it stays so.
             run.state = ServerState.SERVING if run.used else ServerState.READY
