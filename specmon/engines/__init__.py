@@ -4,6 +4,12 @@ The rest of the program asks :func:`adapter` (or iterates :data:`ADAPTERS`) for 
 engine prints, exports and needs, instead of naming engines itself. A new engine is one
 module here with an :class:`~specmon.engines.base.EngineAdapter` subclass (its name made an
 :class:`specmon.records.Engine` there, with ``Engine.register``), and its line in :data:`ADAPTERS`.
+
+The list is a tuple here rather than Python entry points (harlequin's ``harlequin.adapter``
+group): its order is part of it (the parser tries each engine's lines in this order, and an
+engine whose line holds another's words goes first), entry points have none, and they would
+need the package reinstalled to take a new module. An engine from outside this package would
+want them; none is, today.
 """
 
 from __future__ import annotations
