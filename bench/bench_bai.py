@@ -34,7 +34,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,7 +58,7 @@ from specmon.model.design import (
 )
 from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary
-from specmon.model.stopping import StoppingRule, adjusted_difference
+from specmon.model.stopping import SLOWER, StoppingRule, adjusted_difference
 from specmon.sim.model import launch_speed
 
 RESTART_S = 900.0
@@ -106,6 +106,8 @@ class Outcome:
     restarts: int
     hours: float
     per_setting: dict[int, int]
+    #: Settings dropped as slower along the way (with equal settings, each one a false call).
+    dropped: frozenset[int] = frozenset()
 
 
 def noise_of(launches: dict[Hashable, list[Launch]]) -> Noise:
@@ -130,17 +132,28 @@ def _one_launch(world: World, launches: dict[Hashable, list[Launch]], key: int, 
 Chooser = Callable[[list[Hashable], dict[Hashable, int], dict[Hashable, Summary], int], list[Hashable]]
 
 
-def campaign(world: World, design: str, rule: StoppingRule | None = None) -> Outcome:
-    """One campaign of ``design`` (``today`` or ``bai``), as :meth:`LaunchRounds.run` runs it."""
+def campaign(world: World, design: str, rule: StoppingRule | None = None, z: float | None = None) -> Outcome:
+    """One campaign of ``design`` (``today`` or ``bai``), as :meth:`LaunchRounds.run` runs it.
+
+    ``z`` (exploration only, not a shipped design): the best-arm design judged after every round
+    with each test at the two-sided level of a normal critical value ``z`` — what a looser level
+    would buy, with no union bound behind it.
+    """
     rule = rule or StoppingRule()
     keys: list[Hashable] = list(world.means)
-    if design == "bai":
+    if design == "bai" and z is not None:
+        from scipy.stats import norm
+
+        looks = tuple(range(bai.WARMUP, bai.MAX_ROUNDS + 1))
+        judge_rule = replace(rule, looks=1, alpha=4 * float(norm.sf(z)), max_samples=1 << 40)
+    elif design == "bai":
         looks = bai.look_rounds()
         judge_rule = bai.rule_for(rule, looks)
     else:
         judge_rule, looks = effective_rule(rule, RESOLVE_PCT, LAUNCH_CV_ASSUMED, RESTART_S)
     launches: dict[Hashable, list[Launch]] = {k: [] for k in keys}
     done: set[Hashable] = set()
+    slower: set[int] = set()
     round_no = 0
     while round_no < looks[-1]:
         round_no += 1
@@ -158,6 +171,7 @@ def campaign(world: World, design: str, rule: StoppingRule | None = None) -> Out
             _, sums = summaries(launches, LAUNCH_CV_ASSUMED)
             decisions = judge_round(judge_rule, sums, active, last=round_no == looks[-1])
             done |= {k for k, d in decisions.items() if d.stop}
+            slower |= {int(k) for k, d in decisions.items() if d.reason == SLOWER}  # type: ignore[call-overload]
             if len(done) == len(keys):
                 break
             if design != "bai" and round_no < looks[-1]:
@@ -165,7 +179,8 @@ def campaign(world: World, design: str, rule: StoppingRule | None = None) -> Out
                               rule.max_samples).launches
                 looks = reschedule(looks, round_no, needed, MAX_LAUNCHES)
     _, sums = summaries(launches, LAUNCH_CV_ASSUMED)
-    return verdict(world, sums, judge_rule, {int(k): len(v) for k, v in launches.items()})  # type: ignore[call-overload]
+    out = verdict(world, sums, judge_rule, {int(k): len(v) for k, v in launches.items()})  # type: ignore[call-overload]
+    return replace(out, dropped=frozenset(slower))
 
 
 def verdict(world: World, sums: dict[Hashable, Summary], rule: StoppingRule, per: dict[int, int]) -> Outcome:
@@ -185,8 +200,9 @@ def verdict(world: World, sums: dict[Hashable, Summary], rule: StoppingRule, per
     return Outcome(named, bool(equivalent), bool(covers_adj), covers_95, world.restarts, world.now / 3600, per)
 
 
-def run(means: dict[int, float], cv: float, seeds: int, w: float, design: str) -> list[Outcome]:
-    return [campaign(World(seed, dict(means), cv, w), design) for seed in range(seeds)]
+def run(means: dict[int, float], cv: float, seeds: int, w: float, design: str,
+        z: float | None = None) -> list[Outcome]:
+    return [campaign(World(seed, dict(means), cv, w), design, z=z) for seed in range(seeds)]
 
 
 def pct(xs: list[bool]) -> str:
@@ -200,6 +216,10 @@ def report(label: str, design: str, out: list[Outcome], best: int | None) -> Non
     wrong = [o.named is not None and o.named != best for o in out]
     per = {k: statistics.mean(o.per_setting.get(k, 0) for o in out) for k in CAMPAIGN}
     per_text = " ".join(f"{k}:{v:.1f}" for k, v in per.items())
+    if best is None:  # equal settings: a drop as slower is a false call
+        per_text += f" | some setting dropped as slower {pct([bool(o.dropped) for o in out])}"
+    else:
+        per_text += f" | {best} dropped {pct([best in o.dropped for o in out])}"
     print(f"{label:<18} {design:>5} | {pct(named_best):>7} {pct(wrong):>7} {pct([o.equivalent for o in out]):>6} "
           f"{pct([o.named is None and not o.equivalent for o in out]):>7} | {pct([o.covers_adjusted for o in out]):>7} "
           f"{pct([o.covers_95 for o in out]):>6} | {statistics.median(restarts):6.0f} {statistics.mean(restarts):6.1f} "
@@ -238,6 +258,8 @@ def main() -> None:
     ap.add_argument("--cv", type=float, nargs="*", default=[5.0, 2.0])
     ap.add_argument("--designs", nargs="*", default=["today", "bai"])
     ap.add_argument("--no-equal", action="store_true", help="skip the five-equal-settings condition")
+    ap.add_argument("--z", type=float, default=None,
+                    help="exploration: the best-arm design judged every round at critical value Z (no guarantee)")
     ap.add_argument("--runner", type=int, default=0, help="seeds of the bai design through the real runner")
     args = ap.parse_args()
     t0 = time.time()
@@ -251,11 +273,11 @@ def main() -> None:
     print("-" * len(head))
     for cv in args.cv:
         for design in args.designs:
-            report(f"campaign CV {cv:g}%", design, run(CAMPAIGN, cv / 100, args.seeds, w, design), BEST)
+            report(f"campaign CV {cv:g}%", design, run(CAMPAIGN, cv / 100, args.seeds, w, design, args.z), BEST)
         if not args.no_equal:
             equal = dict.fromkeys(CAMPAIGN, 88.7)
             for design in args.designs:
-                report(f"5 equal CV {cv:g}%", design, run(equal, cv / 100, args.seeds, w, design), None)
+                report(f"5 equal CV {cv:g}%", design, run(equal, cv / 100, args.seeds, w, design, args.z), None)
     if args.runner:
         runner_check(args.runner, 0.05)
     print(f"({time.time() - t0:.0f} s)")

@@ -31,12 +31,13 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.control.sweep_plan import LoadControl, Restarter, SweepError, SweepEvent
 from specmon.control.sweep_state import match_run
+from specmon.model import bai
 from specmon.model.launches import DEFAULT_LAUNCH_CV, launch_of
 from specmon.model.replica_effects import (
     CONTINUE,
@@ -106,6 +107,8 @@ class FleetPlan:
     stall_s: float = 120.0
     poll_s: float = 1.0
     check_s: float = 10.0
+    #: ``bai``: after two launches each, rounds fill with the leader and its closest challenger (model/bai.py).
+    design: str = "today"
 
     def __post_init__(self) -> None:
         if len(self.steps) < 2:
@@ -308,7 +311,7 @@ class FleetSweep:
             for k in range(plan.max_rounds):
                 if self._stop:
                     break
-                layout = assign(names, open_steps, k, self.seed, self.barred)
+                layout = assign(names, self._contenders(open_steps, ff, decision), k, self.seed, self.barred)
                 if not layout:
                     self._emit("failed", "no replica can run any open setting: every start failed")
                     break
@@ -354,6 +357,16 @@ class FleetSweep:
             self.recorder.verdict(result.to_json())
         self._emit("verdict", result.sentence())
         return result
+
+    def _contenders(self, open_steps: list[int], ff: FleetFit | None, d: FleetDecision | None) -> list[int]:
+        """The settings this round's rotation spreads the replicas over: every open one, or with the
+        best-arm design the leader and its closest challenger once each has two launches."""
+        if self.plan.design != bai.NAME or ff is None or d is None or d.leader is None:
+            return open_steps
+        lead = d.leader
+        high: dict[Hashable, float | None] = {s: ff.ratio_pct(s, lead, self.plan.level)[2] for s in open_steps
+                                              if s != lead and s in ff.means}
+        return [int(s) for s in bai.fleet_pick(open_steps, ff.launches, lead, high)]  # type: ignore[call-overload]
 
     def _look_text(self, rnd: int, ff: FleetFit, d: FleetDecision) -> str:
         parts = []

@@ -140,3 +140,27 @@ def to_launch(active: Sequence[Hashable], launches: Mapping[Hashable, int], sums
             return []
         keys = [k for k in order if k in keys]
     return keys if round_no % 2 == 1 else list(reversed(keys))
+
+
+def fleet_pick(open_settings: Sequence[Hashable], launches: Mapping[Hashable, int], leader: Hashable | None,
+               upper_pct: Mapping[Hashable, float | None]) -> list[Hashable]:
+    """The settings a parallel sweep's rotation fills its next round with (:mod:`specmon.model.rotation`).
+
+    Every open setting until each has :data:`WARMUP` launches (or while no leader is known); then the
+    leader and its most ambiguous open challenger — the one whose upper bound on ``challenger / leader
+    − 1`` (``upper_pct``, percent) is highest — so the replicas are spread over the two contenders,
+    rotated as before. A leader that left the open settings (equivalent, still fastest) still runs.
+
+    Args:
+        open_settings: The settings still undecided, in the sweep's order.
+        launches: Launches counted of each setting so far.
+        leader: The fastest setting now (None before a fit).
+        upper_pct: Each open setting's upper bound on its difference from the leader (None: not known).
+    """
+    if leader is None or any(launches.get(s, 0) < WARMUP for s in open_settings):
+        return list(open_settings)
+    rivals = [s for s in open_settings if s != leader]
+    if not rivals:
+        return list(open_settings)
+    rival = max(rivals, key=lambda s: math.inf if upper_pct.get(s) is None else float(upper_pct[s]))  # type: ignore[arg-type]
+    return [leader, rival]

@@ -28,8 +28,8 @@ shrinks both but costs a restart. So:
 * **What would decide it** (:func:`needs_more`, :class:`NeedsMore`): for a verdict that stops
   undecided, how many more launches of its two leading settings would decide it with 80%
   probability at the verdict's own level, from the measured launch spread; its time at the
-  measured restart cost. Which settings to launch next is :func:`to_launch` alone (a later
-  design, e.g. best-arm identification, replaces that one function).
+  measured restart cost. Which settings to launch next is :func:`to_launch` alone; the
+  best-arm design (:mod:`specmon.model.bai`) replaces that one function, its looks and its level.
 
 Everything here is pure: the sweep runner (:mod:`specmon.control.rounds`) and
 the fast simulated campaigns of ``bench/bench_launches.py`` call the same

@@ -10,7 +10,9 @@ simulated world: the clearly slower settings get fewer launches than the two con
 from __future__ import annotations
 
 import asyncio
+import math
 import random
+from collections import Counter
 from collections.abc import Hashable
 
 from hypothesis import given, settings
@@ -136,3 +138,41 @@ def test_through_the_sweep_runner_slower_settings_get_fewer_launches() -> None:
     v = result.verdict
     assert v is not None and v.level == bai.rule_for(StoppingRule(), bai.look_rounds()).test_level
     assert not (v.separated and v.best is not None and v.best.steps != best)
+
+
+@given(open_n=st.integers(2, 6), data=st.data())
+def test_a_parallel_round_fills_with_the_two_contenders_after_the_warm_up(open_n: int, data: st.DataObject) -> None:
+    open_settings: list[Hashable] = list(range(open_n))
+    launches: dict[Hashable, int] = {s: data.draw(st.integers(0, 6)) for s in open_settings}
+    leader = data.draw(st.sampled_from(open_settings))
+    upper: dict[Hashable, float | None] = {
+        s: data.draw(st.one_of(st.none(), st.floats(-50, 50))) for s in open_settings if s != leader}
+    pick = bai.fleet_pick(open_settings, launches, leader, upper)
+    if any(n < bai.WARMUP for n in launches.values()):
+        assert pick == open_settings
+    else:
+        assert pick[0] == leader and len(pick) == 2
+        scores = {s: math.inf if v is None else v for s, v in upper.items()}
+        assert scores[pick[1]] == max(scores.values())
+
+
+def test_a_parallel_sweep_with_the_best_arm_design_names_the_faster_in_fewer_launches() -> None:
+    from specmon.control.fleet_sweep import FleetPlan, FleetSweep
+    from tests.support.fleetsim import FleetWorld
+
+    truth = {0: 100.0, 2: 112.0, 3: 106.0, 6: 90.0}
+    total: dict[str, int] = {}
+    for design in ("today", bai.NAME):
+        total[design] = 0
+        for seed in (5, 6, 7):
+            world = FleetWorld(seed, truth, replica_cv=0.03)
+            sweep = FleetSweep(FleetPlan((0, 2, 3, 6), samples=30, settle=2, seed=11, rounds=12, design=design),
+                               world.arms(), clock=world.clock, sleep=world.sleep)
+            result = asyncio.run(sweep.run())
+            assert result.winner in (2, None), result.sentence()
+            launches = Counter(int(x["steps"]) for x in result.to_json()["launches"])
+            total[design] += sum(launches.values())
+            if design == bai.NAME:
+                # After the warm-up the replicas fill with the contenders, not the far slower one.
+                assert launches[6] < min(launches[2], launches[3])
+    assert total[bai.NAME] < total["today"], total
