@@ -98,7 +98,10 @@ def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
                         "--max-samples", "160", "--looks", "3", "--yes", "--state", str(state),
                         "--format", "markdown", "--no-record", "--finish", "winner"], tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "### Concurrency 1" in proc.stdout and "**Verdict:** EAGLE3 2 steps" in proc.stdout
+        # The verdict with its mark and words: ★ only for a declared winner, ☆ for a leader not separated.
+        assert "### Concurrency 1" in proc.stdout and re.search(
+            r"\*\*Verdict \((★ winner|☆ leads, undecided[^)]*)\):\*\* EAGLE3 2 steps", proc.stdout), proc.stdout
+        assert ("★ winner" in proc.stdout) is ("faster than no speculation" in proc.stdout)
         assert "Cost model (concurrency 1)" in proc.stdout
         # The simulator has no /metrics: the sweep says it falls back to the log, and rests on it.
         assert "falling back to the server log" in proc.stderr and "Rests on the server log" in proc.stdout
