@@ -176,3 +176,39 @@ def test_a_parallel_sweep_with_the_best_arm_design_names_the_faster_in_fewer_lau
                 # After the warm-up the replicas fill with the contenders, not the far slower one.
                 assert launches[6] < min(launches[2], launches[3])
     assert total[bai.NAME] < total["today"], total
+
+
+def _bai_sweep(plan: SweepPlan, world: SweepWorld) -> object:
+    sweep = Sweep(plan, session=world.session, restart=world.restart, load=world,  # type: ignore[arg-type]
+                  clock=world.clock, sleep=world.sleep)
+    sweep.design = bai.NAME  # type: ignore[attr-defined]
+    return asyncio.run(sweep.run())
+
+
+def test_per_load_each_load_has_its_own_contenders() -> None:
+    world = SweepWorld(3, launch_cv=0.03, restart_s=900.0, lines_per_poll=10)
+    plan = SweepPlan((0, 2, 10), (1, 4), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=10.0,
+                     settle=2, launch_cv=0.05, resolve_pct=5.0)
+    result = _bai_sweep(plan, world)
+    cells = result.cells  # type: ignore[attr-defined]
+    assert {c.concurrency for c in cells} == {1, 4}
+    for conc in (1, 4):
+        per = {c.steps: len(c.launches()) for c in cells if c.concurrency == conc}
+        # 10 steps is far behind at either load: it leaves after the warm-up; the contenders go on.
+        assert per[10] == bai.WARMUP and max(per.values()) > bai.WARMUP
+    for v in result.verdicts:  # type: ignore[attr-defined]
+        assert not (v.separated and v.best is not None and v.best.steps == 10)
+
+
+def test_on_an_objective_the_objectives_own_launches_pick_the_contenders() -> None:
+    from specmon.model.objective import parse_objective
+
+    world = SweepWorld(4, launch_cv=0.03, restart_s=600.0, lines_per_poll=10, requests=True)
+    plan = SweepPlan((0, 2, 10), (1,), order="launches", max_minutes=60, poll_s=10.0, launch_cv=0.05,
+                     resolve_pct=5.0, objective=parse_objective("itl-p50"))
+    result = _bai_sweep(plan, world)
+    per = {c.steps: len(c.launches()) for c in result.cells}  # type: ignore[attr-defined]
+    assert per[10] == bai.WARMUP
+    [ov] = result.objective_verdicts  # type: ignore[attr-defined]
+    assert ov.level == bai.rule_for(StoppingRule(), bai.look_rounds()).test_level
+    assert not (ov.separated and ov.best is not None and ov.best.label.endswith("10 steps"))
