@@ -163,6 +163,12 @@ def test_an_undecided_panel_says_what_would_decide_it_and_a_decided_one_does_not
     assert outcome is not None and outcome.advice == (text,)
     head = verdict_lines(outcome, report=None)["head"]
     assert text in head and "another pair's advice" not in head
+    # Once the panel is closed, the line under the run table keeps the verdict's mark and words.
+    from specmon.ui.views import outcome_table
+
+    line = outcome_table(outcome).verdict
+    assert line.startswith("sweep: ☆ leads, undecided: EAGLE3 2 steps") and "no winner declared" in line
+    assert "★" not in line and not any(r.mark == "★" for r in outcome_table(outcome).rows)
     # A separated verdict has nothing to decide: no advice drawn even if a document carried one.
     decided = sweep_outcome({**doc, "verdict": {**verdict, "separated": True, "answer": None,
                                                 "sentence": verdict["sentence"].replace("no winner declared", "")}})
