@@ -48,6 +48,7 @@ from specmon.records import (
     Lifecycle,
     ParsedRecord,
     Prefill,
+    Serving,
     Spec,
     Unparsed,
 )
@@ -70,7 +71,8 @@ class RecordingError(Exception):
     """A file that is not a readable recording; the message says why."""
 
 
-_KINDS: dict[str, type[ParsedRecord]] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed)}
+_KINDS: dict[str, type[ParsedRecord]] = {c.kind: c for c in (Decode, Prefill, EngineStats, Spec, Lifecycle, Config, Unparsed,
+                                                               Serving)}
 
 
 def line_text(raw: bytes) -> str | None:
@@ -252,8 +254,37 @@ def _run_problem(entry: dict[str, Any]) -> str | None:
     return None
 
 
+#: Keys of a sweep's document (``SweepResult.to_json``, its verdicts and rows) that its readers
+#: iterate or count, with the one type every writer gives them (a key name some writer uses for
+#: two types is not here): ``"verdicts": true`` made the report's ``doc.get("verdicts") or ()``
+#: raise (found by hypothesis). A missing key or null stays allowed.
+_DOC_LISTS = frozenset({"verdicts", "runs", "checks", "needs_more", "schedules", "dimensions", "skipped"})
+_DOC_DICTS = frozenset({"verdict", "plan", "rule", "answer"})
+_DOC_COUNTS = frozenset({"samples", "errors", "best_steps", "runner_up_steps", "leader_steps"})
+
+
+def _doc_problem(value: Any, depth: int = 0) -> str | None:
+    """The first key of a verdict document holding another type than its writers give it, or None."""
+    if depth > MAX_DEPTH:
+        return "it nests too deep"
+    items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    for key, v in items:
+        if v is None:
+            continue
+        if type(key) is str and ((key in _DOC_LISTS and type(v) is not list)
+                                 or (key in _DOC_DICTS and type(v) is not dict)
+                                 or (key in _DOC_COUNTS and not _count_ok(v))):
+            return f"a verdict whose {key} is of the wrong type"
+        if type(v) in (dict, list):
+            problem = _doc_problem(v, depth + 1)
+            if problem is not None:
+                return problem
+    return None
+
+
 def _verdict_problem(entry: dict[str, Any]) -> str | None:
-    return None if type(entry.get("verdict")) is dict else "a verdict entry without its verdict"
+    doc = entry.get("verdict")
+    return _doc_problem(doc) if type(doc) is dict else "a verdict entry without its verdict"
 
 
 _ENTRY_CHECKS: dict[str, Callable[[dict[str, Any]], str | None]] = {

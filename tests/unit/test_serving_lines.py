@@ -212,3 +212,14 @@ def test_the_parser_awaits_serving_only_after_an_exception() -> None:
     served = parser.parse(access, 5)
     assert waiting and isinstance(served, Serving)
     assert (parser.awaiting_serving, parser.parse(access, 6)) == (False, None)
+
+
+@settings(max_examples=50, deadline=None)
+@given(line=st.integers(1, 10**9), detail=st.text(max_size=160), stamped=st.booleans())
+def test_a_serving_record_reads_back_from_a_recording(line: int, detail: str, stamped: bool) -> None:
+    """A recording that keeps records (``--record`` with records) holds Serving ones too: each reads
+    back as it was, where an unknown kind would be skipped as a damaged entry."""
+    from specmon.recording_format import record_from_json
+
+    rec = Serving(line, 1767261600.0 if stamped else None, None, detail=detail)
+    assert record_from_json(rec.to_json()) == rec
