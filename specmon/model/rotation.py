@@ -15,7 +15,9 @@ the replica at position ``i`` runs setting ``(i + k) mod S``. So
 A replica may be *barred* from a setting (its start failed: it is dropped from that arm). It
 then takes the setting it may run that has the fewest replicas this round, or sits the round
 out when it may run none. Settings decided early leave the rotation: the replicas spread over
-the ones still open.
+the ones still open. With the best-arm design (:func:`specmon.model.bai.fleet_pick`) the settings
+passed after the warm-up are the leader and its closest challenger: the replicas fill each round
+with the two contenders, rotated between them.
 
 Pure: no I/O.
 """
