@@ -280,3 +280,37 @@ def test_a_records_numbers_are_finite_and_in_range(value: object) -> None:
     rec = {"kind": "decode", "line": 3, "timestamp": "2026-01-02T03:04:05", "rank": "TP0", "gen_throughput": value}
     ok = type(value) in (int, float) and 0 <= value <= 1e15  # type: ignore[operator]
     assert (record_problem(rec) is None) == ok
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_type_swaps_inside_a_sweeps_document_never_break_the_report(real: Lines, tmp_path: Path,
+                                                                     data: st.DataObject) -> None:
+    """The sweep's document is read field by field by the report (found: ``"verdicts": true``
+    raised in its rendering): a swap there is rendered, or the verdict entry skipped and counted."""
+    at = next(i for i, line in enumerate(real) if line.startswith(b'{"type":"verdict"'))
+    lines = list(real)
+    for _ in range(data.draw(st.integers(1, 3))):
+        entry = json.loads(lines[at])
+        path = data.draw(st.sampled_from(_paths(entry)))
+        lines[at] = _replaced(entry, path, data.draw(st.sampled_from([*SWAPS, None])))
+    path = tmp_path / "verdict.jsonl"
+    path.write_bytes(b"".join(lines))
+    report = _check_reports(path)
+    assert report.read.bad_lines in (0, 1)
+    assert (report.sweep_verdict is None) == (report.read.bad_lines == 1)
+
+
+@pytest.mark.parametrize(("key", "bad"), [("verdicts", "true"), ("checks", "3"), ("samples", '"x"'),
+                                          ("runs", "{}"), ("plan", "[]")])
+def test_the_named_swaps_inside_a_sweeps_document(real: Lines, tmp_path: Path, key: str, bad: str) -> None:
+    at = next(i for i, line in enumerate(real) if line.startswith(b'{"type":"verdict"'))
+    entry = json.loads(real[at])
+    where = next(p for p in _paths(entry) if p[-1] == key)
+    lines = list(real)
+    lines[at] = _replaced(entry, where, bad)
+    path = tmp_path / "named.jsonl"
+    path.write_bytes(b"".join(lines))
+    report = _check_reports(path)
+    assert report.read.bad_lines == 1 and report.sweep_verdict is None
