@@ -115,11 +115,11 @@ def replay_recording(path: str | os.PathLike[str], *, warmup: int | None = None,
                 session.set_engine_hint(detected)
                 if parser.engine is Engine.UNKNOWN:
                     parser.engine = detected
-            if piece is not None and (parser.in_traceback or parser.engine is not engine_used
+            if piece is not None and (parser.in_traceback or parser.awaiting_serving or parser.engine is not engine_used
                                       or parser.year != year_used):
                 block = _whole_block(Path(path), block, year, reread)
                 piece = None  # it assumed another parser state: redo it here
-                if bulk and not parser.in_traceback:
+                if bulk and not parser.in_traceback and not parser.awaiting_serving:
                     piece = _bulk(block, parser)
             _apply_block(session, parser, block, piece, on_record, on_samples, bulk)
             continue
@@ -554,7 +554,8 @@ def _apply_block(session: Session, parser: LineParser, block: _Block, piece: Any
         if cut < len(lines):
             # (in a traceback the line parser reads the lines after it otherwise: line by line)
             tail = _Block(block.ns[cut:], lines[cut:], block.ts[cut:])
-            parsed = None if parser.in_traceback else _bulk(tail, parser)
+            # (after a pending error its access lines may answer for it: line by line too)
+            parsed = None if parser.in_traceback or parser.awaiting_serving else _bulk(tail, parser)
             _apply_block(session, parser, tail, parsed, on_record, on_samples)
         return
     # The parser state the line path would leave: stats lines end a traceback and name the engine.

@@ -223,3 +223,34 @@ def test_a_serving_record_reads_back_from_a_recording(line: int, detail: str, st
 
     rec = Serving(line, 1767261600.0 if stamped else None, None, detail=detail)
     assert record_from_json(rec.to_json()) == rec
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reports_replay_of_a_recording_agrees_with_the_line_path(tmp_path: Path, seed: int) -> None:
+    """``report`` replays a recording's raw lines in blocks, in bulk where it can: an error pending
+    at a block's end, answered by an access line in the next, is caught there too."""
+    import random
+
+    from specmon.output.recording import write_lines_recording
+    from specmon.output.recording_replay import replay_recording
+
+    rng = random.Random(seed)
+    lines: list[str] = []
+    i = 0
+    for _ in range(6):
+        n = rng.randint(50, 9000)  # blocks of 8,192 lines: errors on both sides of a boundary
+        lines += [_stats("sglang", i + k) for k in range(n)]
+        i += n
+        lines += ["Traceback (most recent call last):", '  File "/x/y.py", line 1, in f', f"ValueError: bad {i}"]
+        lines += _not_serving("sglang", i)[:rng.randint(0, 2)]
+        lines += rng.sample(_answered("sglang", i, "/generate"), 1) if rng.random() < 0.7 else []
+    path = tmp_path / "rec.jsonl"
+    write_lines_recording(path, [("gen.log", lines)])
+    by_line = Session()
+    by_line.begin_source("gen.log")
+    for rec in parse_lines(lines):
+        by_line.ingest(rec)
+    replayed = replay_recording(path, on_samples=lambda *a: None)
+    assert _key(replayed) == _key(by_line)
+    assert [e.text for e in replayed.events if "went on serving" in e.text] == \
+        [e.text for e in by_line.events if "went on serving" in e.text]
