@@ -149,6 +149,8 @@ class PlanRestarter:
         self.started: Any = None  # the last start's ServerRecord, when recorded
         #: PID and start time of the server the last start launched (managed mode), for :meth:`check_server`.
         self.identity: Any = None
+        #: A start step is running (or was cut short in its middle): its pidfile may come late.
+        self.starting = False
 
     def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
         """The plan a restart with ``steps`` (and the other dimensions ``dims``) would run.
@@ -174,6 +176,9 @@ class PlanRestarter:
                 await self.follower.stop()
 
         def on_step(ev: StepEvent) -> None:
+            if ev.step.name == "start":
+                # Between these two a start may record a server the stop cannot see yet.
+                self.starting = ev.phase == "started"
             if ev.phase == "finished" and ev.outcome is not None:
                 self.show(f"  {ev.outcome.summary()}")
                 if ev.step.name == "stop" and ev.outcome.ok:
@@ -250,9 +255,13 @@ class PlanRestarter:
         result = await self.runner.run(stop.command, stop.timeout_s)
         line = (result.stdout.strip().splitlines() or [""])[-1]
         # A start cut short (a signal during it) may record its server a moment later: looked for
-        # every 0.1 s for a second, not once after a fixed second (most of a SIGTERM'd sweep's exit).
+        # every 0.1 s for a second, not once after a fixed second (most of a SIGTERM'd sweep's exit),
+        # and only then: after a stop with no start begun there is nothing to wait for.
+        # A local start ended by specmon's SIGTERM has settled (it ended before launching, or
+        # recorded what it launched) unless it had to be killed (LocalRunner.killed_on_cancel).
+        settled = self.starting and getattr(self.runner, "killed_on_cancel", True) is False
         for _ in range(10):
-            if "no-pidfile" not in line:
+            if "no-pidfile" not in line or not self.starting or settled:
                 break
             await asyncio.sleep(0.1)
             result = await self.runner.run(stop.command, stop.timeout_s)

@@ -81,12 +81,15 @@ def default_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
-#: Seconds a command gets to finish when specmon is ending before it is killed (see :meth:`LocalRunner.run`).
-CANCEL_GRACE_S = 0.3
+#: Seconds a command gets to end on SIGTERM when specmon is ending, before SIGKILL (see :meth:`LocalRunner.run`).
+CANCEL_GRACE_S = 0.8
 
 
 class LocalRunner:
     """Runs commands on this machine with ``bash -c`` (``specmon watch``, ``demo``, tests)."""
+
+    #: A cancelled command had to be killed (it did not end on SIGTERM): a start may yet record a server.
+    killed_on_cancel = False
 
     def close(self) -> None:
         """Nothing to close (each command is its own process); as :class:`ConnectingRunner`'s."""
@@ -148,16 +151,20 @@ class LocalRunner:
         except asyncio.CancelledError:
             # specmon is ending (SIGTERM, a closed terminal): the command and its helpers end with
             # it, not left to run unattended (a start script went on to start a server after
-            # specmon's stop had looked, and the stop waited a second for its pidfile). It gets
-            # CANCEL_GRACE_S to finish (a start then reports the PID the stop needs), then SIGKILL.
-            # A server it already detached (setsid) is its own group: the stop finds its pidfile.
+            # specmon's stop had looked, and the stop waited a second for its pidfile). SIGTERM
+            # first: start.sh then ends before it launches the server, or finishes and records the
+            # one it launched (a detached server is its own group: not signalled). SIGKILL after
+            # CANCEL_GRACE_S; only then may a start's pidfile still come late (killed_on_cancel).
+            _end_group(proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
             except (TimeoutError, asyncio.CancelledError):
                 pass
             for task in pumps:
                 task.cancel()
-            _end_group(proc.pid)
+            if proc.returncode is None:
+                self.killed_on_cancel = True
+                _end_group(proc.pid)
             await _reaped(proc)
             raise
         # Something the command left running may hold the pipes open: keep what
@@ -197,10 +204,10 @@ class LocalRunner:
         return await _first_answer(readline, release, lambda: proc.returncode is None, timeout, until)
 
 
-def _end_group(pid: int) -> None:
-    """SIGKILL the process group ``pid`` leads (a command run with ``start_new_session``)."""
+def _end_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group ``pid`` leads (a command run with ``start_new_session``); SIGKILL by default."""
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 

@@ -7,8 +7,11 @@ stop had looked for its pidfile: the stop waited a second for it, or the server 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
+
+import pytest
 
 from specmon.control.runner import CANCEL_GRACE_S, LocalRunner
 from tests.support.ptyproc import running
@@ -38,10 +41,12 @@ async def test_a_cancelled_command_and_its_helpers_are_ended(tmp_path: Path) -> 
     assert took < CANCEL_GRACE_S + 1.0
 
 
-async def test_a_command_about_to_finish_is_let_finish(tmp_path: Path) -> None:
-    """Within the grace a start finishes and reports (the PID the stop needs), rather than being cut."""
+async def test_a_command_that_chooses_to_finish_on_sigterm_is_let_finish(tmp_path: Path) -> None:
+    """The command gets SIGTERM first: one that finishes on it (start.sh once it has launched the
+    server: it records and reports its PID) is not killed within the grace."""
     started, done = tmp_path / "started", tmp_path / "done"
-    task = asyncio.ensure_future(LocalRunner().run(f"touch {started}; sleep 0.05; touch {done}", 60))
+    task = asyncio.ensure_future(LocalRunner().run(
+        f"trap 'echo finishing' TERM; touch {started}; sleep 0.3; touch {done}", 60))
     while not started.exists():
         await asyncio.sleep(0.005)
     task.cancel()
@@ -50,6 +55,41 @@ async def test_a_command_about_to_finish_is_let_finish(tmp_path: Path) -> None:
     except asyncio.CancelledError:
         pass
     assert done.exists()
+
+
+async def test_start_sh_ended_by_sigterm_before_it_launches_starts_nothing(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM while start.sh is still choosing how to reset the signals (a slow perl, before the
+    launch): it ends there, at once, and nothing is started."""
+    from specmon.control.launch import LaunchProfile, build_plan
+
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(0o755)
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    (slow / "perl").write_text(f"#!/bin/sh\ntouch {tmp_path / 'checking'}\nexec sleep 30\n")
+    (slow / "perl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
+    profile = LaunchProfile.model_validate({
+        "argv": [str(script), "--speculative-num-steps", "{steps}"], "cwd": str(tmp_path),
+        "log": str(tmp_path / "server.log"), "pidfile": str(tmp_path / "server.pid"), "ready_marker": "never",
+        "stop_grace_s": 1})
+    step = build_plan(profile, 2).start
+    runner = LocalRunner()
+    task = asyncio.ensure_future(runner.run(step.command, 60, stdin=step.stdin))
+    while not (tmp_path / "checking").exists():
+        await asyncio.sleep(0.01)
+    at = time.monotonic()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    assert time.monotonic() - at < CANCEL_GRACE_S  # ended on SIGTERM, not killed after the grace
+    assert not runner.killed_on_cancel
+    await asyncio.sleep(0.3)
+    assert not (tmp_path / "server.pid").exists()  # nothing launched: no shell ever recorded a PID
 
 
 async def test_a_command_cancelled_while_it_is_being_made_is_ended_at_once(tmp_path: Path) -> None:

@@ -7,6 +7,11 @@ raw=$1 log=$2 cwd=$3 nenv=$4
 shift 4
 pidfile=$(hostpath "$raw")
 say() { echo "specmon-start $*"; }
+# SIGTERM (specmon ending in the middle of a start): before the server is launched the start ends
+# there (nothing started); once it is launched the start goes on to record and report its PID, so
+# the stop that follows finds it rather than a pidfile that comes later.
+launched=
+trap 'if [ -z "$launched" ]; then exit 143; fi' TERM
 if ! isnum "$nenv" || [ "${1-}" != -- ]; then say result=refused reason=malformed; exit 2; fi
 shift
 while [ "$nenv" -gt 0 ]; do
@@ -82,6 +87,7 @@ elif env --default-signal true >/dev/null 2>&1; then
 else
   signals=inherited
 fi
+launched=1
 setsid -f "$@" < /dev/null >> "$log" 2>&1
 i=0
 while [ ! -s "$pidfile" ] && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
