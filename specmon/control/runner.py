@@ -164,7 +164,7 @@ class LocalRunner:
                 task.cancel()
             if proc.returncode is None:
                 self.killed_on_cancel = True
-                _end_group(proc.pid)
+            _end_group(proc.pid)  # and any helper of it that outlived it (a group id is not reused while it has one)
             await _reaped(proc)
             raise
         # Something the command left running may hold the pipes open: keep what
