@@ -9,7 +9,7 @@ sshd on 127.0.0.1 (started here, as the tests do). Prints per command: tries, me
 and how many were over a second.
 
 Run on a quiet machine: `python bench/bench_hangup.py [--tries N] [--sigterm] [COMMAND ...]`
-(default 15 per command: demo, watch, replay, fleet, connect).
+(default 15 per command: demo, watch, replay, fleet, connect; also sweep-demo).
 """
 
 from __future__ import annotations
@@ -66,6 +66,10 @@ def main() -> None:
             "watch": (["watch", str(SMALL)], "Quit"),
             "replay": (["replay", str(SMALL), "--speed", "max"], "Quit"),
             "fleet": (["watch", str(SMALL), str(OTHER)], "Quit"),
+            # Headless, on the pty all the same: the signal comes as a restart begins (its stop, then
+            # its start: the moment a start may be cut short).
+            "sweep-demo": (["sweep", "--demo", "--steps", "1,2", "--time-scale", "100", "--no-record", "--seed", "3"],
+                           "restarting the server"),
         }
         server = None
         if "connect" in opts.commands:

@@ -34,13 +34,13 @@ OTHER = PROJECT / "sample_logs" / "sim_eagle3_3step.log"
 
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ~120 MB SGLang log: summarize and report are still reading it when the signal comes."""
+    """A ~60 MB SGLang log: summarize and report are still reading it when the signal comes."""
     path = tmp_path_factory.mktemp("big") / "server.log"
     lines = SMALL.read_text().splitlines()
     decode = "\n".join(line for line in lines if "Decode batch" in line) + "\n"
     with open(path, "w") as f:
         f.write("\n".join(line for line in lines if "Decode batch" not in line) + "\n")
-        for _ in range(4000):
+        for _ in range(2000):
             f.write(decode)
     return path
 
