@@ -57,10 +57,10 @@ class SweepContinueScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sweep-continue-box"):
-            yield Static(self.TITLE_TEXT, id="sweep-continue-title", markup=False)
+            yield Static(literal(self.TITLE_TEXT), id="sweep-continue-title", markup=False)
             yield Static(literal(f"Why: {self.reason}"), id="sweep-continue-reason", markup=False)
             yield Static(literal(self.progress), id="sweep-continue-progress", markup=False)
-            yield Static(self.KEYS, id="sweep-continue-keys", markup=False)
+            yield Static(literal(self.KEYS), id="sweep-continue-keys", markup=False)
 
     def action_go_on(self) -> None:
         """Continue the stopped sweep from its saved state."""
