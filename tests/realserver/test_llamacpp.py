@@ -148,7 +148,7 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
     config = write_config(tmp_path / "config.toml", "cpu-llama",
                           ssh_profile(client_home, openssh_server, folder / "llama_4.log"), launch)
     try:
-        result = run_specmon(["sweep", "cpu-llama", "--config", str(config), "--steps", "4,2", "--yes",
+        result = run_specmon(["sweep", "cpu-llama", "--config", str(config), "--steps", "4,2", "--yes", "--order", "given",
                               "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "10", "--max-samples", "60", "--looks", "3", "--max-minutes", "1",
                               "--concurrency", "2", "--max-tokens", "48", "--request-timeout", "30"],

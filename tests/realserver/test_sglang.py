@@ -304,7 +304,7 @@ def test_headless_sweep_over_0_1_3_steps_decides_or_says_equivalent_and_finishes
     config = write_config(tmp_path / "config.toml", "cpu-sglang",
                           ssh_profile(client_home, openssh_server, folder / "sglang_0.log"), launch)
     try:
-        result = run_specmon(["sweep", "cpu-sglang", "--config", str(config), "--steps", "0,1,3", "--yes",
+        result = run_specmon(["sweep", "cpu-sglang", "--config", str(config), "--steps", "0,1,3", "--yes", "--order", "given",
                               "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"),
                               "--format", "json", "--min-samples", "10", "--max-samples", "40", "--looks", "2",
                               "--max-minutes", "30", "--concurrency", "4", "--max-tokens", "64",
@@ -408,7 +408,7 @@ def test_grid_sweep_over_eagle3_tree_width_reads_each_tree_from_server_args(
     ended = False
     try:
         result = run_specmon(["sweep", "cpu-sglang-tree", "--config", str(config), "--grid", "steps=2", "topk=1,2",
-                              "--yes", "--no-record", "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--yes", "--order", "given", "--no-record", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--finish", "none", "--min-samples", "10", "--max-samples", "30", "--looks", "2",
                               "--max-minutes", "20", "--concurrency", "4", "--max-tokens", "64",
                               "--request-timeout", "60"], SWEEP_WAIT_S)

@@ -156,7 +156,7 @@ def test_headless_sweep_over_two_token_counts_ends_with_a_verdict_and_leaves_the
         tmp_path: Path, client_home: ClientHome, openssh_server: OpenSSHServer) -> None:
     launch, config = vllm_over_ssh(tmp_path, client_home, openssh_server, "vllm_2.log")
     try:
-        result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "2,1", "--yes",
+        result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "2,1", "--yes", "--order", "given",
                               "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "10", "--max-samples", "30", "--looks", "2", "--max-minutes", "20",
                               "--concurrency", "4", "--max-tokens", "64", "--request-timeout", "60"],

@@ -83,7 +83,7 @@ def test_a_real_vllm_runs_the_sweeps_schedule_and_it_is_measured_against_the_fix
     folder = tmp_path / "vllm"
     try:
         result = run_specmon(["sweep", "cpu-vllm", "--config", str(config), "--steps", "1,3", "--yes",
-                              "--concurrency", "1,4",
+                              "--concurrency", "1,4", "--order", "given",
                               "--measure-schedule", "2", "--no-record", "--format", "json",
                               "--state", str(tmp_path / "sweep.json"), "--min-samples", "8",
                               "--max-samples", "30", "--max-minutes", "10", "--max-tokens", "48",
