@@ -26,65 +26,23 @@ from hypothesis import strategies as st
 from specmon.control.fleet_sweep import Arm, FleetPlan, FleetSweep
 from specmon.control.load import LoadReport, RequestResult
 from specmon.control.sweep_plan import RestartOutcome
-from specmon.ingest.files import ingest_file
 from specmon.model.analysis import crashes
 from specmon.model.last_words import death_cause
 from specmon.model.session import ServerState, Session
 from specmon.parsing import parse_lines
 from specmon.records import EngineStats
+from tests.support.crashlogs import NAME, exceptions, run_both, serving, traceback_frames
 from tests.support.fleetsim import FleetWorld
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASHES = ROOT / "tests" / "data" / "crash_logs"
 CLI = ROOT / "tests" / "data" / "cli_logs"
 
-_name = st.from_regex(r"[a-z_][a-z0-9_]{0,12}", fullmatch=True)
-_path = st.builds(lambda d, f: f"/{d}/{f}.py", _name, _name)
-_exc = st.builds(lambda mod, kind, msg: f"{mod}{kind}: {msg}",
-                 st.sampled_from(["", "torch.", "sglang.srt.managers.", "vllm.v1.engine."]),
-                 st.sampled_from(["RuntimeError", "ValueError", "KeyError", "AssertionError", "TypeError"]),
-                 st.from_regex(r"[a-z][a-z ]{0,30}[a-z]", fullmatch=True))
-
-
-@st.composite
-def _frames(draw: st.DrawFn) -> list[str]:
-    out = []
-    for _ in range(draw(st.integers(1, 4))):
-        out.append(f'  File "{draw(_path)}", line {draw(st.integers(1, 9999))}, in {draw(_name)}')
-        if draw(st.booleans()):
-            out.append(f"    {draw(_name)} = {draw(_name)}(x)")
-    return out
-
-
-def _serving(engine: str, i: int) -> str:
-    """One stats line of ``engine`` (a sample), the ``i``-th of the log."""
-    t = f"10:{i // 60 % 60:02d}:{i % 60:02d}"
-    if engine == "sglang":
-        return (f"[2025-10-22 {t} TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.05, "
-                f"accept len: 2.{i % 9}1, cuda graph: True, gen throughput (token/s): {100 + i}.5, #queue-req: 0, ")
-    if engine == "vllm":
-        return (f"INFO 10-22 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
-                f"Avg generation throughput: {100 + i}.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, "
-                "GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
-    return f"       eval time =     812.19 ms /   128 tokens (    6.35 ms per token, {150 + i}.59 tokens per second)"
+_exc = exceptions()
 
 
 def _run_both(tmp_path: Path, lines: list[str]) -> Session:
-    """The session of ``lines`` by the line parser, checked equal to the bulk path's."""
-    by_lines = Session()
-    by_lines.begin_source("gen.log")
-    for rec in parse_lines(lines, year=2025):
-        by_lines.ingest(rec)
-    log = tmp_path / "gen.log"
-    log.write_text("\n".join(lines) + "\n")
-    by_file = Session()
-    ingest_file(by_file, str(log))
-
-    def key(s: Session) -> list[object]:
-        return [(r.state, r.crash_cause, r.errors_survived, len(r.throughput)) for r in s.runs]
-
-    assert key(by_file) == key(by_lines)
-    return by_lines
+    return run_both(tmp_path, lines, lambda r: (r.state, r.crash_cause, r.errors_survived, len(r.throughput)))
 
 
 # -- what a caught error looks like, and each engine's fatal words --------------------------------
@@ -94,15 +52,15 @@ def _caught(draw: st.DrawFn) -> tuple[list[str], str]:
     """A traceback or an out-of-memory error the server logs for one request: (lines, its cause)."""
     if draw(st.booleans()):
         oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-        return ["Traceback (most recent call last):", *draw(_frames()), oom], oom[oom.index("CUDA"):]
+        return ["Traceback (most recent call last):", *draw(traceback_frames()), oom], oom[oom.index("CUDA"):]
     exc = draw(_exc)
-    return ["Traceback (most recent call last):", *draw(_frames()), exc], exc
+    return ["Traceback (most recent call last):", *draw(traceback_frames()), exc], exc
 
 
 @st.composite
 def _fatal(draw: st.DrawFn, engine: str) -> tuple[list[str], str]:
     """A certain end in ``engine``'s (or its wrapper's, or a shell's) words: (lines, the first cause)."""
-    frames, exc = draw(_frames()), draw(_exc)
+    frames, exc = draw(traceback_frames()), draw(_exc)
     n = draw(st.integers(1, 9999))
     shell = [(["Killed"], "Killed"), (["Aborted (core dumped)"], "Aborted (core dumped)"),
              ([f"./serve.sh: line 3: {n} Killed                  server --port 8000"],
@@ -147,7 +105,7 @@ def test_caught_errors_are_events_and_the_end_of_serving_is_the_crash(
 
     def serve(n: int) -> None:
         nonlocal i
-        lines.extend(_serving(engine, i + k) for k in range(n))
+        lines.extend(serving(engine, i + k) for k in range(n))
         i += n
 
     serve(first)
@@ -206,7 +164,7 @@ def test_real_deaths_are_crashes_named_by_their_first_fatal_line(tmp_path: Path)
 
 def test_an_engines_announced_traceback_is_named_by_its_exception_not_the_parents_sigquit(tmp_path: Path) -> None:
     pre = "ERROR 10-22 10:59:01 [core.py:502] "
-    lines = [_serving("vllm", i) for i in range(4)]
+    lines = [serving("vllm", i) for i in range(4)]
     lines += [f"{pre}EngineCore encountered a fatal error.", f"{pre}Traceback (most recent call last):",
               f'{pre}  File "/x/core.py", line 1, in run', f"{pre}RuntimeError: CUDA error: misaligned address",
               "ERROR 10-22 10:59:02 [async_llm.py:1] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."]
@@ -214,7 +172,7 @@ def test_an_engines_announced_traceback_is_named_by_its_exception_not_the_parent
 
 
 def test_a_stop_is_explained_by_its_signal_not_by_the_last_line_written() -> None:
-    lines = [_serving("sglang", i) for i in range(6)]
+    lines = [serving("sglang", i) for i in range(6)]
     sigterm = "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
     lines += [f"[2025-10-22 10:59:00] {sigterm}", "Traceback (most recent call last):",
               '  File "/x/y.py", line 1, in f', "asyncio.exceptions.CancelledError",
@@ -228,13 +186,13 @@ def test_a_stop_is_explained_by_its_signal_not_by_the_last_line_written() -> Non
         session.ingest(rec)
     assert crashes(session.runs) == []
     # Lines that say nothing of an end leave the caller's last line; a caught error names nothing.
-    assert death_cause([_serving("vllm", i) for i in range(3)]) is None
+    assert death_cause([serving("vllm", i) for i in range(3)]) is None
     assert death_cause(["Traceback (most recent call last):", "ValueError: bad request",
-                        *(_serving("vllm", i) for i in range(3))]) is None
+                        *(serving("vllm", i) for i in range(3))]) is None
 
 
 @settings(max_examples=60, deadline=None)
-@given(dirs=st.lists(_name, max_size=4), stem=_name, ext=st.sampled_from(["c", "cc", "cpp", "cu", "h", "hpp", "m", "metal"]),
+@given(dirs=st.lists(NAME, max_size=4), stem=NAME, ext=st.sampled_from(["c", "cc", "cpp", "cu", "h", "hpp", "m", "metal"]),
        n=st.integers(1, 99999), msg=st.from_regex(r"[A-Za-z][\w ().=<>!-]{0,40}", fullmatch=True),
        lead=st.sampled_from(["", "/", "./"]))
 def test_a_native_abort_is_known_by_its_file_line_shape_in_every_engine(
@@ -242,7 +200,7 @@ def test_a_native_abort_is_known_by_its_file_line_shape_in_every_engine(
     line = f"{lead}{'/'.join([*dirs, stem])}.{ext}:{n}: {msg}"
     for first in ("sglang", "vllm", "llamacpp"):
         session = Session()
-        for rec in parse_lines([_serving(first, i) for i in range(3)] + [line]):
+        for rec in parse_lines([serving(first, i) for i in range(3)] + [line]):
             session.ingest(rec)
         assert [c.error for c in crashes(session.runs)] == [line.strip()], first
     # A compiler's "file:line:column:" or glog's "file:line]" is no abort.
@@ -259,7 +217,7 @@ def test_lines_that_only_look_fatal_end_nothing() -> None:
                "/x/y.py:12: UserWarning: the tokenizer is slow",
                "[DEBUG] <m> cmd.Wait() returned error: <nil>"]
     session = Session()
-    for rec in parse_lines([_serving("vllm", 0), *friends, _serving("vllm", 1)]):
+    for rec in parse_lines([serving("vllm", 0), *friends, serving("vllm", 1)]):
         session.ingest(rec)
     assert crashes(session.runs) == [] and len(session.runs) == 1
 
@@ -281,7 +239,7 @@ def test_a_command_line_tools_totals_are_no_servers_samples(tmp_path: Path) -> N
 def test_the_crash_reaches_every_summarize_format(tmp_path: Path) -> None:
     died = "Worker proc VllmWorker-2 died unexpectedly, shutting down executor."
     log = tmp_path / "vllm.log"
-    log.write_text("\n".join([*(_serving("vllm", i) for i in range(8)),
+    log.write_text("\n".join([*(serving("vllm", i) for i in range(8)),
                               f"ERROR 10-22 10:59:00 [multiproc_executor.py:140] {died}",
                               "INFO:     Shutting down"]) + "\n")
 
@@ -370,14 +328,14 @@ def test_a_gone_servers_recorded_cause_is_what_ended_it_not_its_last_line() -> N
         return f"specmon-alive result=gone\nspecmon-alive log-tail lines={len(lines) + 40} partial=0\n" + "\n".join(lines)
 
     sigterm = "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
-    stopped = [_serving("sglang", 1), f"[2025-10-22 10:59:00] {sigterm}", "INFO:     Finished server process [1234]"]
+    stopped = [serving("sglang", 1), f"[2025-10-22 10:59:00] {sigterm}", "INFO:     Finished server process [1234]"]
     assert exit_cause(block(stopped)) == sigterm
-    crashed = [_serving("sglang", 1), "[2025-10-22 10:59:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    crashed = [serving("sglang", 1), "[2025-10-22 10:59:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
                '  File "/x/scheduler.py", line 1, in run', "RuntimeError: CUDA error: an illegal memory access was encountered",
                "[2025-10-22 10:59:01] Received sigquit from a child process. It usually means the child failed."]
     assert exit_cause(block(crashed)) == "RuntimeError: CUDA error: an illegal memory access was encountered"
     # Lines that say nothing of an end: the last one, as before.
-    assert exit_cause(block([_serving("vllm", 1), "INFO:     waiting"])) == "INFO:     waiting"
+    assert exit_cause(block([serving("vllm", 1), "INFO:     waiting"])) == "INFO:     waiting"
 
 
 def test_the_crash_reaches_every_report_format_of_a_recording(tmp_path: Path) -> None:
@@ -385,7 +343,7 @@ def test_the_crash_reaches_every_report_format_of_a_recording(tmp_path: Path) ->
 
     died = "Worker proc VllmWorker-2 died unexpectedly, shutting down executor."
     rec = tmp_path / "rec.jsonl"
-    write_lines_recording(rec, [("vllm.log", [*(_serving("vllm", i) for i in range(8)),
+    write_lines_recording(rec, [("vllm.log", [*(serving("vllm", i) for i in range(8)),
                                               f"ERROR 10-22 10:59:00 [multiproc_executor.py:140] {died}"])])
 
     def report(fmt: str) -> str:
@@ -402,7 +360,7 @@ def test_the_crash_reaches_every_report_format_of_a_recording(tmp_path: Path) ->
 
 def test_the_event_log_says_a_pending_error_until_the_server_is_gone() -> None:
     session = Session()
-    lines = [*(_serving("vllm", i) for i in range(3)), "Traceback (most recent call last):",
+    lines = [*(serving("vllm", i) for i in range(3)), "Traceback (most recent call last):",
              '  File "/x/y.py", line 1, in f', "RuntimeError: boom"]
     for rec in parse_lines(lines):
         session.ingest(rec)
