@@ -26,6 +26,7 @@ import os
 import stat
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["DEFAULT_LIMIT", "DEFAULT_TIMEOUT_S", "InputError", "SmallFileError", "check_input", "kind_of",
            "open_input", "read_small_text", "size_text"]
@@ -163,6 +164,20 @@ def open_input(path: str | os.PathLike[str], what: str, *, stream: bool = False,
         os.close(fd)
         raise
     return fd, info
+
+
+def open_bytes(path: Path, what: str, error: type[Exception], *, hint: str | None = None) -> BinaryIO:
+    """A named input opened (as :func:`open_input`) to read bytes; any failure to open it is one
+    sentence raised as ``error``, the caller's own class (a log's, a recording's)."""
+    try:
+        fd, _ = open_input(path, what, hint=hint)
+    except InputError as exc:
+        raise error(str(exc)) from None
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as exc:
+        raise error(f"{path}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "rb")
 
 
 def read_small_text(path: str | os.PathLike[str], *, limit: int = DEFAULT_LIMIT,

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from specmon.recording_format import FORMAT, VERSION, RecordingError, checked_entries, entry_problem
-from specmon.smallfile import InputError, open_input
+from specmon.smallfile import open_bytes, open_input
 
 
 @dataclass
@@ -60,15 +60,7 @@ def _open_recording(p: Path) -> BinaryIO:
     Opened through :func:`specmon.smallfile.open_input`: a FIFO (``open`` would block) or a
     device (``/dev/zero`` never ends) is one sentence, before anything is read.
     """
-    try:
-        fd, _ = open_input(p, "recording", hint=RECORDING_HINT)
-    except InputError as exc:
-        raise RecordingError(str(exc)) from None
-    except FileNotFoundError:
-        raise RecordingError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise RecordingError(f"{p}: {exc.strerror or exc}") from None
-    return os.fdopen(fd, "rb")
+    return open_bytes(p, "recording", RecordingError, hint=RECORDING_HINT)
 
 
 #: Most bytes of the header line read (a few hundred in a real recording): beyond it, the first

@@ -8,14 +8,13 @@ them), and a trailing ``\\r`` is dropped.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from specmon.smallfile import InputError, check_input, open_input
+from specmon.smallfile import InputError, check_input, open_bytes
 from specmon.sources.lines import DEFAULT_MAX_LINE
 
 CHUNK = 1 << 20
@@ -44,15 +43,7 @@ def check_readable(path: str | Path) -> Path:
 
 def _open_log(p: Path) -> BinaryIO:
     """The log, opened without blocking and checked again once open (it may have changed)."""
-    try:
-        fd, _ = open_input(p, "log file", hint=WHOLE_LOG_HINT)
-    except InputError as exc:
-        raise LogFileError(str(exc)) from None
-    except FileNotFoundError:
-        raise LogFileError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise LogFileError(f"{p}: {exc.strerror or exc}") from None
-    return os.fdopen(fd, "rb")
+    return open_bytes(p, "log file", LogFileError, hint=WHOLE_LOG_HINT)
 
 
 def file_year(path: str | Path) -> int:
