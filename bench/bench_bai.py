@@ -39,14 +39,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_launches import POLL, calibrate_w
+from bench_launches import LAUNCH_CV_ASSUMED, POLL, RATE, calibrate_w, noise_of
 
-from specmon.control.rounds import DEFAULT_RATE, design_tau2, effective_rule
+from specmon.control.rounds import effective_rule
 from specmon.model import bai
 from specmon.model.design import (
-    DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
-    Noise,
     extend,
     judge_round,
     launch_samples,
@@ -54,7 +52,6 @@ from specmon.model.design import (
     reschedule,
     summaries,
     to_launch,
-    within_per_sample,
 )
 from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary
@@ -62,8 +59,6 @@ from specmon.model.stopping import SLOWER, StoppingRule, adjusted_difference
 from specmon.sim.model import launch_speed
 
 RESTART_S = 900.0
-RATE = 1.0
-LAUNCH_CV_ASSUMED = 0.05
 RESOLVE_PCT = 5.0
 #: The seeds' campaign (issue 44).
 CAMPAIGN = {0: 88.7, 1: 85.1, 2: 93.4, 5: 86.2, 10: 60.2}
@@ -110,17 +105,8 @@ class Outcome:
     dropped: frozenset[int] = frozenset()
 
 
-def noise_of(launches: dict[Hashable, list[Launch]]) -> Noise:
-    """As :meth:`specmon.control.rounds.LaunchRounds.noise`."""
-    between, _ = summaries(launches, LAUNCH_CV_ASSUMED)
-    tau2 = design_tau2(between.tau2, between.df, between.estimated, LAUNCH_CV_ASSUMED)
-    all_l = [x for ls in launches.values() for x in ls]
-    w = within_per_sample(all_l) or DEFAULT_WITHIN_PER_SAMPLE
-    return Noise(tau2, w, RATE if all_l else DEFAULT_RATE, RESTART_S)
-
-
 def _one_launch(world: World, launches: dict[Hashable, list[Launch]], key: int, rule: StoppingRule) -> None:
-    noise = noise_of(launches)
+    noise = noise_of(launches, RESTART_S)
     m_new = launch_samples(noise, rule.min_samples, rule.max_samples)
     ns = [x.n for x in launches[key]]
     n = rule.min_samples
@@ -175,7 +161,7 @@ def campaign(world: World, design: str, rule: StoppingRule | None = None, z: flo
             if len(done) == len(keys):
                 break
             if design != "bai" and round_no < looks[-1]:
-                needed = plan(RESOLVE_PCT, noise_of(launches), 2, judge_rule.test_level, rule.min_samples,
+                needed = plan(RESOLVE_PCT, noise_of(launches, RESTART_S), 2, judge_rule.test_level, rule.min_samples,
                               rule.max_samples).launches
                 looks = reschedule(looks, round_no, needed, MAX_LAUNCHES)
     _, sums = summaries(launches, LAUNCH_CV_ASSUMED)

@@ -127,13 +127,14 @@ class Outcome:
     hours: float
 
 
-def noise_of(launches: dict[Hashable, list[Launch]]) -> Noise:
-    """As :meth:`specmon.control.rounds.LaunchRounds.noise`: design launch variance, w, rate, restart time."""
+def noise_of(launches: dict[Hashable, list[Launch]], restart_s: float = RESTART_S) -> Noise:
+    """As :meth:`specmon.control.rounds.LaunchRounds.noise`: design launch variance, w, rate, restart time
+    (``restart_s``: bench_bai's campaign restarts slower)."""
     between, _ = summaries(launches, LAUNCH_CV_ASSUMED)
     tau2 = design_tau2(between.tau2, between.df, between.estimated, LAUNCH_CV_ASSUMED)
     all_l = [x for ls in launches.values() for x in ls]
     w = within_per_sample(all_l) or DEFAULT_WITHIN_PER_SAMPLE
-    return Noise(tau2, w, RATE if all_l else DEFAULT_RATE, RESTART_S)
+    return Noise(tau2, w, RATE if all_l else DEFAULT_RATE, restart_s)
 
 
 def launch_design(world: World, resolve_pct: float, rule: StoppingRule) -> Outcome:
