@@ -20,6 +20,7 @@ import pytest
 
 from specmon.control.launch import LaunchProfile, build_plan, parse_result_line
 from specmon.control.runner import SSHRunner
+from tests.support.sleeper import sleeper_profile
 from tests.support.sshd import ClientHome, OpenSSHServer
 from tests.unit.test_signal_dispositions import SERVER, masks
 
@@ -27,13 +28,7 @@ WRAP = "env --ignore-signal=HUP,INT,QUIT,USR2 --block-signal=USR1,TERM "
 
 
 def _profile(tmp_path: Path) -> LaunchProfile:
-    script = tmp_path / "server.sh"
-    script.write_text(SERVER)
-    script.chmod(0o755)
-    return LaunchProfile.model_validate({
-        "argv": [str(script), "--speculative-num-steps", "{steps}"], "cwd": str(tmp_path),
-        "log": str(tmp_path / "server.log"), "pidfile": str(tmp_path / "server.pid"), "ready_marker": "never",
-        "stop_grace_s": 1})
+    return sleeper_profile(tmp_path, SERVER)
 
 
 @pytest.mark.sshd

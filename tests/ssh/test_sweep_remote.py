@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from specmon.cli import main
 from tests.support.net import free_port
 from tests.support.sshd import AsyncSSHServer
+from tests.support.sweepcli import SIM_SERVER, sim_launch
 
 
 async def test_remote_sweep_over_ssh(asyncssh_server: AsyncSSHServer, tmp_path: Path,
@@ -26,23 +26,9 @@ async def test_remote_sweep_over_ssh(asyncssh_server: AsyncSSHServer, tmp_path: 
     port = free_port()
     work = tmp_path / "remote" / "srv"
     work.mkdir(parents=True)
-    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
-              "--time-scale", "200", "--startup-seconds", "0.3", "--seed", "2"]
     config = tmp_path / "specmon.toml"
-    config.write_text(
-        "[profiles.gpu]\n"
-        'host = "127.0.0.1"\n'
-        f"port = {asyncssh_server.port}\n"
-        "[profiles.gpu.launch]\n"
-        'mode = "managed"\nengine = "sglang"\n'
-        f"argv = {json.dumps([*server, '--steps', '{steps}'])}\n"
-        f"nospec_argv = {json.dumps([*server, '--steps', '0'])}\n"
-        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
-        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
-        f"cwd = {json.dumps(str(work))}\n"
-        f"port = {port}\n"
-        'health_url = "http://127.0.0.1:{port}/health"\n'
-        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    config.write_text(f'[profiles.gpu]\nhost = "127.0.0.1"\nport = {asyncssh_server.port}\n'
+                      + sim_launch("gpu", work, [*SIM_SERVER, "--seed", "2"], port))
     args = ["sweep", "--order", "given", "gpu", "--config", str(config), "--steps", "0,2", "--min-samples", "40",
             "--max-samples", "120", "--looks", "2", "--yes", "--state", str(tmp_path / "state.json"),
             "--format", "json", "--record", str(tmp_path / "rec.jsonl")]

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.control.launch import LaunchProfile, build_plan, parse_result_line
+from tests.support.sleeper import sleeper_profile
 
 PROJECT = Path(__file__).resolve().parents[2]
 #: What ``nohup cmd &`` in a non-interactive shell leaves ignored.
@@ -119,13 +120,7 @@ SERVER = "#!/bin/sh\n# A server that leaves every disposition as it found it.\ne
 
 
 def _profile(tmp_path: Path) -> LaunchProfile:
-    script = tmp_path / "server.sh"
-    script.write_text(SERVER)
-    script.chmod(0o755)
-    return LaunchProfile.model_validate({
-        "argv": [str(script), "--speculative-num-steps", "{steps}"], "cwd": str(tmp_path),
-        "log": str(tmp_path / "server.log"), "pidfile": str(tmp_path / "server.pid"), "ready_marker": "never",
-        "stop_grace_s": 1})
+    return sleeper_profile(tmp_path, SERVER)
 
 
 def _inherit(ignore: tuple[int, ...], block: tuple[int, ...]):  # type: ignore[no-untyped-def]

@@ -9,36 +9,13 @@ server (by the PID its pidfile recorded) is gone and the temporary folder remove
 from __future__ import annotations
 
 import glob
-import os
 import signal
 from pathlib import Path
 
 import pytest
 
 from tests.support.ptyproc import PtyProcess, running
-
-
-def _server_pid(pattern: str) -> int | None:
-    for name in glob.glob(pattern):
-        try:
-            pid = int(Path(name).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        if running(pid):
-            return pid
-    return None
-
-
-def _kill_leftover(pid: int | None) -> None:
-    if pid is not None and running(pid):
-        os.killpg(pid, signal.SIGKILL)  # the server leads its own process group (setsid)
-
-
-def _env(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    temp = tmp_path / "t"
-    temp.mkdir()
-    return temp, {"TMPDIR": str(temp), "XDG_DATA_HOME": str(tmp_path / "data"),
-                  "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path / "home")}
+from tests.support.sweepcli import first_setting_pid, kill_leftover, server_pid_in, sigterm, sim_profile, sweep_env
 
 
 def _send(p: PtyProcess, sig: signal.Signals) -> None:
@@ -49,12 +26,12 @@ def _send(p: PtyProcess, sig: signal.Signals) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
 def test_demo_stops_its_server_and_removes_its_folder(tmp_path: Path, sig: signal.Signals) -> None:
-    temp, env = _env(tmp_path)
+    temp, env = sweep_env(tmp_path)
     p = PtyProcess(["demo", "--no-record", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5"], env)
     pid = None
     try:
-        p.wait_until(lambda: _server_pid(f"{temp}/specmon-demo-*/*.pid"), "the simulated server runs")
-        pid = _server_pid(f"{temp}/specmon-demo-*/*.pid")
+        p.wait_until(lambda: server_pid_in(f"{temp}/specmon-demo-*/*.pid"), "the simulated server runs")
+        pid = server_pid_in(f"{temp}/specmon-demo-*/*.pid")
         assert pid is not None and glob.glob(f"{temp}/specmon-demo-*")
         _send(p, sig)
         assert p.wait_exit() == 128 + sig
@@ -62,19 +39,19 @@ def test_demo_stops_its_server_and_removes_its_folder(tmp_path: Path, sig: signa
         assert not glob.glob(f"{temp}/specmon-demo-*")
     finally:
         p.kill()
-        _kill_leftover(pid)
+        kill_leftover(pid)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
 def test_demo_sweep_stops_its_server_and_removes_its_folder(tmp_path: Path, sig: signal.Signals) -> None:
-    temp, env = _env(tmp_path)
+    temp, env = sweep_env(tmp_path)
     p = PtyProcess(["sweep", "--order", "given", "--demo", "--steps", "0,2,5", "--no-record", "--max-samples", "5000",
                     "--seed", "4"], env)
     pid = None
     try:
-        p.wait_until(lambda: "measuring" in p.output and _server_pid(f"{temp}/specmon-demo-*/sim.pid"),
+        p.wait_until(lambda: "measuring" in p.output and server_pid_in(f"{temp}/specmon-demo-*/sim.pid"),
                      "the sweep measures its first setting")
-        pid = _server_pid(f"{temp}/specmon-demo-*/sim.pid")
+        pid = server_pid_in(f"{temp}/specmon-demo-*/sim.pid")
         assert pid is not None
         _send(p, sig)
         assert p.wait_exit() == 128 + sig
@@ -84,44 +61,22 @@ def test_demo_sweep_stops_its_server_and_removes_its_folder(tmp_path: Path, sig:
             assert "sweep stopped by SIGTERM" in p.final_output()
     finally:
         p.kill()
-        _kill_leftover(pid)
+        kill_leftover(pid)
 
 
 def test_a_profile_sweep_stopped_by_sigterm_leaves_the_real_server_running_and_recorded(tmp_path: Path) -> None:
     """A real (managed-profile) server is not the demo: SIGTERM ends the sweep, the server runs on, recorded."""
     import json
-    import sys
 
-    from tests.support.net import free_port
-
-    temp, env = _env(tmp_path)
-    port = free_port()
-    work = tmp_path / "srv"
-    work.mkdir()
-    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
-              "--time-scale", "200", "--startup-seconds", "0.3"]
-    config = tmp_path / "specmon.toml"
-    config.write_text(
-        "[profiles.sim.launch]\n"
-        'mode = "managed"\nengine = "sglang"\n'
-        f"argv = {json.dumps([*server, '--steps', '{steps}'])}\n"
-        f"nospec_argv = {json.dumps([*server, '--steps', '0'])}\n"
-        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
-        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
-        f"cwd = {json.dumps(str(work))}\n"
-        f"port = {port}\n"
-        'health_url = "http://127.0.0.1:{port}/health"\n'
-        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    _, env = sweep_env(tmp_path)
+    config, work = sim_profile(tmp_path)
     p = PtyProcess(["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "0,2", "--max-samples", "5000", "--yes",
                     "--state", str(tmp_path / "state.json"), "--no-record"], env)
     pid = None
     try:
-        p.wait_until(lambda: "measuring" in p.output and _server_pid(str(work / "sim.pid")), "the first setting")
-        pid = _server_pid(str(work / "sim.pid"))
+        pid = first_setting_pid(p, str(work / "sim.pid"))
         assert pid is not None
-        p.proc.send_signal(signal.SIGTERM)
-        assert p.wait_exit() == 128 + signal.SIGTERM
-        out = p.final_output()
+        out = sigterm(p)
         # Said from a check made after the signal: that very process (PID and start time) runs.
         assert "sweep stopped by SIGTERM" in out and f"is left running (PID {pid}," in out
         assert running(pid)  # a real server is never stopped by a signal to specmon
@@ -129,7 +84,7 @@ def test_a_profile_sweep_stopped_by_sigterm_leaves_the_real_server_running_and_r
         assert len(records) == 1 and json.loads(records[0].read_text())["pid"] == pid
     finally:
         p.kill()
-        _kill_leftover(pid)
+        kill_leftover(pid)
 
 
 def recorded(path: Path) -> tuple[list[str], list[str]]:
@@ -150,7 +105,7 @@ def recorded(path: Path) -> tuple[list[str], list[str]]:
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
 def test_watch_closes_its_recording_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
     """``watch``: like q, the recording is flushed and closed (its end entry), and the process exits."""
-    _temp, env = _env(tmp_path)
+    _temp, env = sweep_env(tmp_path)
     log = tmp_path / "server.log"
     lines = [f"line {i}" for i in range(200)]
     log.write_text("".join(f"{line}\n" for line in lines))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from specmon.cli import main
-from tests.support.net import free_port
+from tests.support.sweepcli import sim_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,25 +73,10 @@ def test_demo_sweep_prints_a_json_verdict(tmp_path: Path) -> None:
 
 
 def test_profile_sweep_restarts_the_configured_server(tmp_path: Path) -> None:
-    port = free_port()
     work = tmp_path / "srv"
     work.mkdir()
-    server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
-              "--time-scale", "200", "--startup-seconds", "0.3"]
     config = tmp_path / "specmon.toml"
-    config.write_text(
-        "[profiles.sim]\n"
-        f"log = {json.dumps(str(work / 'sim.log'))}\n"
-        "[profiles.sim.launch]\n"
-        'mode = "managed"\nengine = "sglang"\n'
-        f"argv = {json.dumps([*server, '--steps', '{steps}'])}\n"
-        f"nospec_argv = {json.dumps([*server, '--steps', '0'])}\n"
-        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
-        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
-        f"cwd = {json.dumps(str(work))}\n"
-        f"port = {port}\n"
-        'health_url = "http://127.0.0.1:{port}/health"\n'
-        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    config.write_text(f"[profiles.sim]\nlog = {json.dumps(str(work / 'sim.log'))}\n" + sim_launch("sim", work))
     state = tmp_path / "state.json"
     try:
         proc = specmon(["sweep", "--order", "given", "sim", "--config", str(config), "--steps", "2,0", "--min-samples", "40",

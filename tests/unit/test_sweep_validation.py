@@ -25,6 +25,7 @@ from specmon.commands.argtypes import parse_step_list
 from specmon.commands.exits import EXIT_INCOMPLETE
 from specmon.ui.screens import sweep_screen
 from tests.support.net import free_port
+from tests.support.sweepcli import managed_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 SEPARATORS = [",", ", ", " ,", " , ", " ", "  ", ",  "]
@@ -145,17 +146,7 @@ def test_a_sweep_with_a_crashed_setting_exits_3_and_shows_the_traceback(tmp_path
     server = [sys.executable, str(wrapper), "{steps}", "--log", "{log}", "--append", "--port", "{port}",
               "--time-scale", "200", "--startup-seconds", "0.3", "--seed", "3"]
     config = tmp_path / "specmon.toml"
-    config.write_text(
-        "[profiles.sim.launch]\n"
-        'mode = "managed"\nengine = "sglang"\n'
-        f"argv = {json.dumps(server)}\n"
-        f"nospec_argv = {json.dumps([*server[:2], '0', *server[3:]])}\n"
-        f"log = {json.dumps(str(work / 'sim_{steps}.log'))}\n"
-        f"pidfile = {json.dumps(str(work / 'sim.pid'))}\n"
-        f"cwd = {json.dumps(str(work))}\n"
-        f"port = {port}\n"
-        'health_url = "http://127.0.0.1:{port}/health"\n'
-        "steps_min = 0\nstart_timeout_s = 60\nstop_grace_s = 5\nstop_signal = \"TERM\"\n")
+    config.write_text(managed_launch("sim", work, server, [*server[:2], "0", *server[3:]], port))
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
            "HOME": str(tmp_path / "home")}
     try:
