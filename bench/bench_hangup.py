@@ -15,39 +15,18 @@ Run on a quiet machine: `python bench/bench_hangup.py [--tries N] [--sigterm] [C
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.hangup import MOMENTS, TARGET_S, HangupPty, hang_up_times
-from tests.support.proctree import all_gone_after, kill_marked, new_mark
+from tests.support.hangup import MOMENTS, TARGET_S, hang_up_times, sigterm_times
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ROOT / "sample_logs" / "sim_eagle3_2step.log"
 OTHER = ROOT / "sample_logs" / "sim_eagle3_3step.log"
-
-
-def sigterm_times(args: list[str], env: dict[str, str], first_frame: str, moments: tuple[float, ...]) -> list[float]:
-    """As :func:`hang_up_times`, with SIGTERM to the command instead of closing its terminal."""
-    took = []
-    for moment in moments:
-        marked_env = {**env, **new_mark()}
-        p = HangupPty(args, marked_env)
-        try:
-            p.wait_for(first_frame, 90)
-            time.sleep(moment)
-            at = time.monotonic()
-            p.proc.send_signal(signal.SIGTERM)
-            took.append(all_gone_after(marked_env, at)[0])
-        finally:
-            p.kill()
-            kill_marked(marked_env)
-    return took
 
 
 def main() -> None:

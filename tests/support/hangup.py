@@ -13,11 +13,13 @@ import fcntl
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.proctree import all_gone_after, kill_marked, new_mark
@@ -117,10 +119,9 @@ BOUND_S = 3.0
 MOMENTS = (0.0, 0.3, 0.8)
 
 
-def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "specmon",
-                  moments: tuple[float, ...] = MOMENTS) -> list[float]:
-    """Seconds from closing the terminal to every process of the run gone (the command, its
-    workers and helpers, the servers it started: :mod:`tests.support.proctree`), once per moment."""
+def _end_times(args: list[str], env: dict[str, str], first_frame: str, moments: tuple[float, ...],
+               end: Callable[[HangupPty], float]) -> list[float]:
+    """Seconds from ``end`` (which ends the run and says when) to every process of the run gone, once per moment."""
     took = []
     for moment in moments:
         marked_env = {**env, **new_mark()}
@@ -128,8 +129,39 @@ def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "spec
         try:
             p.wait_for(first_frame, 90)
             time.sleep(moment)
-            took.append(all_gone_after(marked_env, p.close_terminal())[0])
+            took.append(all_gone_after(marked_env, end(p))[0])
         finally:
             p.kill()
             kill_marked(marked_env)
     return took
+
+
+def hang_up_times(args: list[str], env: dict[str, str], first_frame: str = "specmon",
+                  moments: tuple[float, ...] = MOMENTS) -> list[float]:
+    """Seconds from closing the terminal to every process of the run gone (the command, its
+    workers and helpers, the servers it started: :mod:`tests.support.proctree`), once per moment."""
+    return _end_times(args, env, first_frame, moments, lambda p: p.close_terminal())
+
+
+def _sigterm(p: HangupPty) -> float:
+    at = time.monotonic()
+    p.proc.send_signal(signal.SIGTERM)
+    return at
+
+
+def sigterm_times(args: list[str], env: dict[str, str], first_frame: str = "specmon",
+                  moments: tuple[float, ...] = MOMENTS) -> list[float]:
+    """As :func:`hang_up_times`, with SIGTERM to the command instead of closing its terminal."""
+    return _end_times(args, env, first_frame, moments, _sigterm)
+
+
+def write_big_log(path: Path, small: Path, repeats: int = 2000) -> Path:
+    """An SGLang log of one long run: ``small``'s other lines, then its decode lines ``repeats`` times
+    (2000 times the simulator's log is about 60 MB: a reader of it is still busy when the run is ended)."""
+    lines = small.read_text().splitlines()
+    decode = "\n".join(line for line in lines if "Decode batch" in line) + "\n"
+    with open(path, "w") as f:
+        f.write("\n".join(line for line in lines if "Decode batch" not in line) + "\n")
+        for _ in range(repeats):
+            f.write(decode)
+    return path

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hangup import BOUND_S, HangupPty, hang_up_times
+from tests.support.hangup import BOUND_S, HangupPty, hang_up_times, write_big_log
 from tests.support.ptyproc import running
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -32,14 +32,7 @@ SMALL = PROJECT / "tests" / "data" / "dashboard" / "sweep" / "sim_eagle3_2step.l
 def huge_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 58 MB SGLang log of one long run (300,000 decode lines): its ingest is still running
     when the terminal closes."""
-    path = tmp_path_factory.mktemp("huge") / "server.log"
-    lines = SMALL.read_text().splitlines()
-    decode = "\n".join(line for line in lines if "Decode batch" in line) + "\n"
-    with open(path, "w") as f:
-        f.write("\n".join(line for line in lines if "Decode batch" not in line) + "\n")
-        for _ in range(2000):
-            f.write(decode)
-    return path
+    return write_big_log(tmp_path_factory.mktemp("huge") / "server.log", SMALL)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hangup import BOUND_S, HangupPty
+from tests.support.hangup import BOUND_S, HangupPty, write_big_log
 from tests.support.proctree import all_gone_after, kill_marked, marked, new_mark
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -35,14 +35,7 @@ OTHER = PROJECT / "sample_logs" / "sim_eagle3_3step.log"
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~60 MB SGLang log: summarize and report are still reading it when the signal comes."""
-    path = tmp_path_factory.mktemp("big") / "server.log"
-    lines = SMALL.read_text().splitlines()
-    decode = "\n".join(line for line in lines if "Decode batch" in line) + "\n"
-    with open(path, "w") as f:
-        f.write("\n".join(line for line in lines if "Decode batch" not in line) + "\n")
-        for _ in range(2000):
-            f.write(decode)
-    return path
+    return write_big_log(tmp_path_factory.mktemp("big") / "server.log", SMALL)
 
 
 @pytest.fixture(scope="module")
