@@ -10,11 +10,24 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from specmon.control.runner import CANCEL_GRACE_S, LocalRunner
 from tests.support.ptyproc import running
+from tests.support.sleeper import sleeper_profile
+
+
+async def _cancel(task: asyncio.Future[Any]) -> float:
+    """Cancels the run and waits until it has ended; when it was cancelled (``time.monotonic``)."""
+    at = time.monotonic()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    return at
 
 
 async def test_a_cancelled_command_and_its_helpers_are_ended(tmp_path: Path) -> None:
@@ -24,12 +37,7 @@ async def test_a_cancelled_command_and_its_helpers_are_ended(tmp_path: Path) -> 
         f"echo $$ > {pids}; sleep 30 & echo $! >> {pids}; wait; touch {marker}", 60))
     while not pids.exists() or len(pids.read_text().split()) < 2:
         await asyncio.sleep(0.02)
-    at = time.monotonic()
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
+    at = await _cancel(task)
     took = time.monotonic() - at
     shell, helper = (int(p) for p in pids.read_text().split())
     for _ in range(100):
@@ -49,11 +57,7 @@ async def test_a_command_that_chooses_to_finish_on_sigterm_is_let_finish(tmp_pat
         f"trap 'echo finishing' TERM; touch {started}; sleep 0.3; touch {done}", 60))
     while not started.exists():
         await asyncio.sleep(0.005)
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
+    await _cancel(task)
     assert done.exists()
 
 
@@ -61,31 +65,20 @@ async def test_start_sh_ended_by_sigterm_before_it_launches_starts_nothing(tmp_p
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM while start.sh is still choosing how to reset the signals (a slow perl, before the
     launch): it ends there, at once, and nothing is started."""
-    from specmon.control.launch import LaunchProfile, build_plan
+    from specmon.control.launch import build_plan
 
-    script = tmp_path / "server.sh"
-    script.write_text("#!/bin/sh\nexec sleep 600\n")
-    script.chmod(0o755)
     slow = tmp_path / "bin"
     slow.mkdir()
     (slow / "perl").write_text(f"#!/bin/sh\ntouch {tmp_path / 'checking'}\nexec sleep 30\n")
     (slow / "perl").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
-    profile = LaunchProfile.model_validate({
-        "argv": [str(script), "--speculative-num-steps", "{steps}"], "cwd": str(tmp_path),
-        "log": str(tmp_path / "server.log"), "pidfile": str(tmp_path / "server.pid"), "ready_marker": "never",
-        "stop_grace_s": 1})
+    profile = sleeper_profile(tmp_path)
     step = build_plan(profile, 2).start
     runner = LocalRunner()
     task = asyncio.ensure_future(runner.run(step.command, 60, stdin=step.stdin))
     while not (tmp_path / "checking").exists():
         await asyncio.sleep(0.01)
-    at = time.monotonic()
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
+    at = await _cancel(task)
     assert time.monotonic() - at < CANCEL_GRACE_S  # ended on SIGTERM, not killed after the grace
     assert not runner.killed_on_cancel
     await asyncio.sleep(0.3)
@@ -98,10 +91,5 @@ async def test_a_command_cancelled_while_it_is_being_made_is_ended_at_once(tmp_p
     for _ in range(5):
         task = asyncio.ensure_future(LocalRunner().run("sleep 30 & wait", 60))
         await asyncio.sleep(0)  # the task has started making the process, no more
-        at = time.monotonic()
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        at = await _cancel(task)
         assert time.monotonic() - at < CANCEL_GRACE_S + 1.0
