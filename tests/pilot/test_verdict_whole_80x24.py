@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
-from textual.widget import Widget
 from textual.widgets import Static
 
 from specmon.ingest.summarize import ingest_files
@@ -24,19 +23,12 @@ from specmon.output.tables import sweep_outcome
 from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
 from specmon.ui.widgets.run_table import RunTable
 from tests.support.app_factory import settle, sweep_app, wait_for
+from tests.support.onscreen import settled_verdict, shown_lines, words
 from tests.support.verdict_doc import sweep_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = sorted(str(p) for p in (ROOT / "sample_logs").glob("sim_eagle3_*.log"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def words(text: str) -> list[str]:
-    return text.split()
-
-
-def shown_lines(widget: Widget) -> list[str]:
-    return [widget.render_line(y).text for y in range(widget.size.height)]
 
 
 def test_summarize_in_an_80_column_terminal_prints_the_whole_verdict() -> None:
@@ -62,10 +54,7 @@ async def test_the_replayed_dashboard_shows_the_whole_verdict_with_its_mark(isol
                                                                            size: tuple[int, int]) -> None:
     app = sweep_app()
     async with app.run_test(size=size) as pilot:
-        await settle(app, pilot)
-        await pilot.pause()
-        verdict = app.query_one("#verdict", Static)
-        text = str(verdict.render())
+        verdict, text = await settled_verdict(app, pilot)
         lines = shown_lines(verdict)
         assert words(" ".join(lines)) == words(text), (lines, text)  # every word on screen, in order
         # ... and inside its box: the box's height cut the third line ("no winner" was the last shown).

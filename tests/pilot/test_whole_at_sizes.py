@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widget import Widget
-from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 
 from specmon.ui.screens.events_screen import EventsScreen
@@ -22,17 +20,9 @@ from specmon.ui.screens.run_details import RunDetailsScreen
 from specmon.ui.screens.text_view import TextViewScreen
 from specmon.ui.widgets.metric_panel import MetricPanel
 from tests.support.app_factory import settle, sweep_app, wait_for
+from tests.support.onscreen import settled_verdict, shown_lines, words
 
 SIZES = ((60, 15), (80, 24), (120, 40), (200, 60))
-
-
-def shown_lines(widget: Widget) -> list[str]:
-    """The lines a widget draws, as text (its content region, borders included)."""
-    return [widget.render_line(y).text for y in range(widget.size.height)]
-
-
-def words(text: str) -> list[str]:
-    return text.split()
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -40,10 +30,7 @@ async def test_the_verdict_is_on_screen_whole_and_panels_end_in_whole_words(isol
                                                                             size: tuple[int, int]) -> None:
     app = sweep_app()
     async with app.run_test(size=size) as pilot:
-        await settle(app, pilot)
-        await pilot.pause()
-        verdict = app.query_one("#verdict", Static)
-        text = str(verdict.render())
+        verdict, text = await settled_verdict(app, pilot)
         assert len(text) > 80  # longer than an 80-column line: the case that was cut
         if verdict.display:
             lines = shown_lines(verdict)
