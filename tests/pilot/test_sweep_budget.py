@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 from pathlib import Path
 
-from specmon.commands.demo import build_demo_app, register
 from specmon.control.demo import DEMO_LAUNCH_CV, stop_demo_server
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen
-from tests.support.app_factory import FIXED_NOW, options, wait_for
+from tests.support.app_factory import wait_for
+from tests.support.demo_dashboard import demo_dashboard
 
 SIZE = (120, 40)
 
 
-def demo_args(folder: Path) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="specmon")
-    register(p.add_subparsers())
-    return p.parse_args(["demo", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5",
-                         "--dir", str(folder)])
-
-
 async def test_s_states_the_launch_designs_budget_before_anything_restarts(isolated_home: Path,
                                                                          tmp_path: Path) -> None:
-    folder = tmp_path / "demo"
-    folder.mkdir()
-    app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
-                                user_themes=None, export_dir=tmp_path, recorder=None)
+    app, setup = demo_dashboard(tmp_path, recorder=None)
     c = setup.controller
     # The demo's simulated server differs from launch to launch, as the sweep's plan says.
     assert f"--launch-cv {100 * DEMO_LAUNCH_CV:g}" in " ".join(setup.profile.argv or [])
@@ -52,4 +41,4 @@ async def test_s_states_the_launch_designs_budget_before_anything_restarts(isola
             assert app.sweeper.sweep is None
     finally:
         await asyncio.wait_for(stop_demo_server(c, lambda _: None), 30)
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(tmp_path / "demo", ignore_errors=True)

@@ -9,24 +9,16 @@ confirmation screen, where escape runs nothing.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from textual.widgets import Input, RadioButton, Static
 
-from specmon.commands.demo import build_demo_app, register
 from specmon.control.demo import stop_demo_server
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen, read_grid
-from tests.support.app_factory import FIXED_NOW, options, wait_for
+from tests.support.app_factory import wait_for
+from tests.support.demo_dashboard import demo_dashboard
 
 SIZE = (120, 40)
-
-
-def demo_args(folder: Path) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="specmon")
-    register(p.add_subparsers())
-    return p.parse_args(["demo", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5",
-                         "--dir", str(folder)])
 
 
 def test_read_grid_refuses_what_the_profile_cannot_vary() -> None:
@@ -45,10 +37,7 @@ def test_read_grid_refuses_what_the_profile_cannot_vary() -> None:
 
 
 async def test_s_offers_the_dimensions_and_the_strategy_validated_live(isolated_home: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "demo"
-    folder.mkdir()
-    app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
-                                user_themes=None, export_dir=tmp_path, recorder=None, sweeper=None)
+    app, setup = demo_dashboard(tmp_path, recorder=None, sweeper=None)
     c = setup.controller
     try:
         async with app.run_test(size=SIZE) as pilot:

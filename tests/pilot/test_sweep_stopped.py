@@ -4,7 +4,6 @@ a dashboard that no longer remembers it (opened again) finds the saved state whe
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 from pathlib import Path
@@ -12,33 +11,23 @@ from typing import Any
 
 import pytest
 
-from specmon.commands.demo import build_demo_app, register
 from specmon.control import sweep_run
 from specmon.control.demo import stop_demo_server
 from specmon.model.stopping import StoppingRule
 from specmon.ui.screens.sweep_continue import SweepContinueScreen
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen
 from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
-from tests.support.app_factory import FIXED_NOW, options, wait_for
+from tests.support.app_factory import wait_for
+from tests.support.demo_dashboard import demo_dashboard
 
 SIZE = (80, 24)
-
-
-def demo_args(folder: Path) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="specmon")
-    register(p.add_subparsers())
-    return p.parse_args(["demo", "--time-scale", "200", "--startup-seconds", "0.5", "--seed", "5",
-                         "--dir", str(folder)])
 
 
 def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     # The sweep asks whether its server still runs every SERVER_CHECK_S (10 s): sooner here, so the
     # kill is seen while the setting is measured, not after its samples ran out.
     monkeypatch.setattr(sweep_run, "SERVER_CHECK_S", 0.2)
-    folder = tmp_path / "demo"
-    folder.mkdir()
-    app, setup = build_demo_app(demo_args(folder), folder.resolve(), options=options(), clock=lambda: FIXED_NOW,
-                                user_themes=None, export_dir=tmp_path)
+    app, setup = demo_dashboard(tmp_path)
     app.sweeper.plan_options.update(rule=StoppingRule(looks=1, min_samples=10, max_samples=400), max_minutes=5.0,
                                     poll_s=0.05, settle=1, stall_s=20.0, attach_s=20.0, order="given")
     return app, setup.controller
@@ -82,7 +71,9 @@ async def kill_mid_sweep(app: Any, pilot: Any, c: Any) -> int:
     return killed[0]
 
 
-async def goes_on_to_the_end(app: Any, pilot: Any) -> None:
+async def continues_to_the_end_and_quits(app: Any, pilot: Any) -> None:
+    """c on the offer to continue: the sweep goes on from its state to the end; then the panel and the app close."""
+    await pilot.press("c")
     await wait_for(pilot, lambda: isinstance(app.screen, SweepConfirmScreen), "the commands again")
     await pilot.press("y")
     await wait_for(pilot, lambda: app.sweeper.result is not None and app.sweeper.result.finished
@@ -91,6 +82,8 @@ async def goes_on_to_the_end(app: Any, pilot: Any) -> None:
     assert all(cell.status in ("done", "failed", "skipped") for cell in result.cells)
     assert any(e.text.startswith("sweep: resuming:") for e in app.feeder.session.events)
     assert app.sweeper.stopped is None
+    await pilot.press("escape")
+    await pilot.press("q")
 
 
 async def test_a_killed_server_stops_the_sweep_with_its_reason_and_s_continues_it(
@@ -119,10 +112,7 @@ async def test_a_killed_server_stops_the_sweep_with_its_reason_and_s_continues_i
             offer = app.screen
             assert isinstance(offer, SweepContinueScreen)
             assert stopped.reason in offer.text and "left:" in offer.text and str(stopped.state) in offer.text
-            await pilot.press("c")
-            await goes_on_to_the_end(app, pilot)
-            await pilot.press("escape")
-            await pilot.press("q")
+            await continues_to_the_end_and_quits(app, pilot)
     finally:
         await stop_demo_server(c, lambda _: None)
 
@@ -139,9 +129,6 @@ async def test_the_same_sweep_asked_for_again_is_offered_from_its_saved_state(
             await ask_for_the_sweep(app, pilot)
             await wait_for(pilot, lambda: isinstance(app.screen, SweepContinueScreen), "the saved sweep offered")
             assert "last saved" in app.screen.text and "left:" in app.screen.text
-            await pilot.press("c")
-            await goes_on_to_the_end(app, pilot)
-            await pilot.press("escape")
-            await pilot.press("q")
+            await continues_to_the_end_and_quits(app, pilot)
     finally:
         await stop_demo_server(c, lambda _: None)
