@@ -38,14 +38,15 @@ def traceback_frames(draw: st.DrawFn, most: int = 4) -> list[str]:
     return out
 
 
-def serving(engine: str, i: int) -> str:
-    """One stats line of ``engine`` (a sample), the ``i``-th of the log."""
+def serving(engine: str, i: int, vllm_prefix: str = "") -> str:
+    """One stats line of ``engine`` (a sample), the ``i``-th of the log; ``vllm_prefix`` before vLLM's
+    (``(APIServer pid=1) ``, as its V1 API server prints it)."""
     t = f"10:{i // 60 % 60:02d}:{i % 60:02d}"
     if engine == "sglang":
         return (f"[2025-10-22 {t} TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.05, "
                 f"accept len: 2.{i % 9}1, cuda graph: True, gen throughput (token/s): {100 + i}.5, #queue-req: 0, ")
     if engine == "vllm":
-        return (f"INFO 10-22 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+        return (f"{vllm_prefix}INFO 10-22 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
                 f"Avg generation throughput: {100 + i}.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, "
                 "GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
     return f"       eval time =     812.19 ms /   128 tokens (    6.35 ms per token, {150 + i}.59 tokens per second)"

@@ -24,27 +24,16 @@ from specmon.model.analysis import crashes
 from specmon.model.session import ServerState, Session
 from specmon.parsing import LineParser, parse_lines
 from specmon.records import Serving
+from tests.support.crashlogs import NAME, exceptions, serving
 
 ENGINES = ("sglang", "vllm", "llamacpp")
 
-_name = st.from_regex(r"[a-z_][a-z0-9_]{0,12}", fullmatch=True)
-_exc = st.builds(lambda mod, kind, msg: f"{mod}{kind}: {msg}",
-                 st.sampled_from(["", "torch.", "sglang.srt.managers.", "vllm.v1.engine."]),
-                 st.sampled_from(["RuntimeError", "ValueError", "KeyError", "TypeError"]),
-                 st.from_regex(r"[a-z][a-z ]{0,30}[a-z]", fullmatch=True))
+_exc = exceptions(["RuntimeError", "ValueError", "KeyError", "TypeError"])
 
 
 def _stats(engine: str, i: int) -> str:
-    """One stats line of ``engine`` (a sample), the ``i``-th of the log."""
-    t = f"10:{i // 60 % 60:02d}:{i % 60:02d}"
-    if engine == "sglang":
-        return (f"[2025-10-22 {t} TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.05, "
-                f"accept len: 2.{i % 9}1, cuda graph: True, gen throughput (token/s): {100 + i}.5, #queue-req: 0, ")
-    if engine == "vllm":
-        return (f"(APIServer pid=1) INFO 10-22 {t} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "
-                f"tokens/s, Avg generation throughput: {100 + i}.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, "
-                "GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
-    return f"       eval time =     812.19 ms /   128 tokens (    6.35 ms per token, {150 + i}.59 tokens per second)"
+    """One stats line of ``engine`` (a sample), the ``i``-th of the log: vLLM's as its V1 API server prints it."""
+    return serving(engine, i, vllm_prefix="(APIServer pid=1) ")
 
 
 def _answered(engine: str, n: int, path: str) -> list[str]:
@@ -76,7 +65,7 @@ def _not_serving(engine: str, n: int) -> list[str]:
 @st.composite
 def _caught(draw: st.DrawFn) -> tuple[list[str], str]:
     """A traceback or an out-of-memory error logged for one request: (its lines, its cause)."""
-    frames = [f'  File "/{draw(_name)}/{draw(_name)}.py", line {draw(st.integers(1, 9999))}, in {draw(_name)}'
+    frames = [f'  File "/{draw(NAME)}/{draw(NAME)}.py", line {draw(st.integers(1, 9999))}, in {draw(NAME)}'
               for _ in range(draw(st.integers(1, 3)))]
     if draw(st.booleans()):
         oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
