@@ -107,7 +107,7 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
             await pilot.press("s")
             await wait_for(pilot, lambda: isinstance(app.screen, SweepScreen), "the step list")
             steps = app.screen.query_one("#sweep-steps")
-            assert steps.value == "0,1,2,3,5"
+            assert steps.value == "0,1,2,5,10"
             steps.value = "0,2"
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, SweepConfirmScreen), "the commands")
