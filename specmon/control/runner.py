@@ -121,12 +121,13 @@ class LocalRunner:
         try:
             proc = await asyncio.shield(creating)
         except asyncio.CancelledError:
-            # Cancelled while asyncio was still connecting its pipes: its own clean-up then waits
+            # Cancelled while asyncio was still connecting its pipes (the command may be running
+            # already: on a loaded machine it had started its work): its own clean-up then waits
             # for every pipe to close, which a helper holding one delayed for as long as it ran
-            # (30 s of `sleep`). Made first, then ended with its group at once.
+            # (30 s of `sleep`). Made first, then ended as any cancelled command is: SIGTERM, the
+            # grace, its group killed (SIGKILL at once here let a start script die mid-record).
             proc = await creating
-            _end_group(proc.pid)
-            await _reaped(proc)
+            await self._end_cancelled(proc, [])
             raise
         out, err = bytearray(), bytearray()
         pumps: list[asyncio.Future[None]] = []
@@ -155,17 +156,7 @@ class LocalRunner:
             # first: start.sh then ends before it launches the server, or finishes and records the
             # one it launched (a detached server is its own group: not signalled). SIGKILL after
             # CANCEL_GRACE_S; only then may a start's pidfile still come late (killed_on_cancel).
-            _end_group(proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
-            except (TimeoutError, asyncio.CancelledError):
-                pass
-            for task in pumps:
-                task.cancel()
-            if proc.returncode is None:
-                self.killed_on_cancel = True
-            _end_group(proc.pid)  # and any helper of it that outlived it (a group id is not reused while it has one)
-            await _reaped(proc)
+            await self._end_cancelled(proc, pumps)
             raise
         # Something the command left running may hold the pipes open: keep what
         # arrived, but do not wait for it forever.
@@ -177,6 +168,20 @@ class LocalRunner:
         status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
         return Result(status, _decode(bytes(out)), _decode(bytes(err)))
 
+
+    async def _end_cancelled(self, proc: asyncio.subprocess.Process, pumps: list[asyncio.Future[None]]) -> None:
+        """End a cancelled command: SIGTERM to its group, CANCEL_GRACE_S to end, then SIGKILL to the group."""
+        _end_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+        for task in pumps:
+            task.cancel()
+        if proc.returncode is None:
+            self.killed_on_cancel = True
+        _end_group(proc.pid)  # and any helper of it that outlived it (a group id is not reused while it has one)
+        await _reaped(proc)
 
     async def hold(self, command: str, timeout: float, until: str) -> Held:
         """Start ``command`` and leave it running: see :class:`Held` (a lease held on this machine)."""
@@ -304,6 +309,20 @@ class SSHRunner:
         # returncode is the negated signal number when the command was killed.
         status = done.returncode if done.returncode is not None and done.returncode >= 0 else None
         return Result(status, _text(done.stdout), _text(done.stderr))
+
+    async def _end_cancelled(self, proc: asyncio.subprocess.Process, pumps: list[asyncio.Future[None]]) -> None:
+        """End a cancelled command: SIGTERM to its group, CANCEL_GRACE_S to end, then SIGKILL to the group."""
+        _end_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+        for task in pumps:
+            task.cancel()
+        if proc.returncode is None:
+            self.killed_on_cancel = True
+        _end_group(proc.pid)  # and any helper of it that outlived it (a group id is not reused while it has one)
+        await _reaped(proc)
 
     async def hold(self, command: str, timeout: float, until: str) -> Held:
         """Start ``command`` in its own channel and leave it running: see :class:`Held`."""
