@@ -16,9 +16,13 @@ Everything non-deterministic is injected through the constructor (the sources,
 the clocks, theme folders, the export directory, the restart/sweep controller),
 and :func:`make_app` is the one factory the command line and the tests use.
 
-The app is the composition root: the refresh (:mod:`specmon.ui.app_refresh`) and the
-key actions (:mod:`specmon.ui.app_actions`) are its mixins, what it is given
-(:mod:`specmon.ui.app_options`) is beside it; those names are importable from here too.
+Split by responsibility, as toolong splits its app and its log screen: the dashboard's
+screen (:class:`~specmon.ui.screens.dashboard.DashboardScreen`, the app's default screen,
+which the app fills with the widgets) owns the timers, the refresh, the analysis and what acts on the
+view (pause, speed, the export of its table); the app owns what is app-wide: the sources and their workers, the
+flows, the files it writes, the themes, the notifications, the exit, and the keys with
+their greying out (:mod:`specmon.ui.keys`). The keys are the app's bindings because they act
+from every full screen: the events and run-details screens list them in their footers.
 
 Extension points for the commands built on this app:
 
@@ -46,46 +50,55 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from functools import partial
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import events, on
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.css.query import NoMatches
-from textual.geometry import Size
-from textual.widgets import Static
+from textual.screen import Screen
+from textual.widgets import DataTable
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
+from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
 from specmon.ingest.live import Feeder, FeedInput, recording_inputs
-from specmon.model.session import SessionEvent
 from specmon.sources.base import LineSource
 from specmon.sources.replay import ReplayClock, ReplaySource, first_time, time_ordered
-from specmon.ui.app_actions import AppActions
 from specmon.ui.app_options import DashboardController as DashboardController
 from specmon.ui.app_options import DashboardOptions as DashboardOptions
-from specmon.ui.app_refresh import FAST_TICK_S, SLOW_TICK_S, AppRefresh
-from specmon.ui.base import dashboard_layout
+from specmon.ui.base import SpecmonAppBase, dashboard_layout
+from specmon.ui.flows import navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
-from specmon.ui.keys import app_bindings
+from specmon.ui.keys import ACTIONS, app_bindings, by_action
+from specmon.ui.literal import markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
+from specmon.ui.screens.dashboard import DashboardScreen
 from specmon.ui.theming import theme_folders
 from specmon.ui.views import RowView, SnapshotBuilder, TableView
-from specmon.ui.widgets.event_log import EventLog
-from specmon.ui.widgets.metric_panel import MetricPanel
-from specmon.ui.widgets.position_bars import PositionBars
-from specmon.ui.widgets.run_table import RunTable
-from specmon.ui.widgets.status_header import StatusHeader
-from specmon.ui.widgets.throughput_plot import ThroughputPlot
 
 if TYPE_CHECKING:
     from specmon.output.recording import Recorder
     from specmon.ui.counters import LiveCounters
+    from specmon.ui.widgets.restart_progress import RestartProgressPanel
+    from specmon.ui.widgets.run_table import RunTable
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
+
+#: (action, palette title, palette help) for the command palette: the same source as the keys and help.
+_COMMANDS = tuple((a.action, a.title, a.help) for a in ACTIONS if a.title is not None)
+#: Textual's own palette entries that specmon has its own command for ("Theme" would be a second theme command).
+_REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Quit"})
+
+
+#: Actions that say why when their key is pressed but they cannot run (escape/d with nothing to
+#: dismiss stays silent: there is nothing to explain).
+_SAY_WHY = frozenset(a.action for a in ACTIONS) - {"dismiss"}
+
 
 #: The longest the exit waits for the restart controller to give the server's lease back.
 CONTROLLER_CLOSE_S = 8.0
@@ -93,7 +106,7 @@ CONTROLLER_CLOSE_S = 8.0
 USER_THEMES = object()
 
 
-class SpecmonApp(AppActions, AppRefresh):
+class SpecmonApp(SpecmonAppBase):
     """The specmon dashboard.
 
     Args:
@@ -113,7 +126,8 @@ class SpecmonApp(AppActions, AppRefresh):
     CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
     TITLE = "specmon"
 
-    # One source for the footer, the help and the palette (specmon/ui/keys.py).
+    # One source for the footer, the help and the palette (specmon/ui/keys.py). The app's, not the
+    # dashboard screen's: they act from the events and run-details screens too, whose footers list them.
     BINDINGS = app_bindings()
 
     def __init__(
@@ -146,25 +160,21 @@ class SpecmonApp(AppActions, AppRefresh):
         self.sweeper = sweeper
         self.exporter: Any = None
         self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
-        self.display_paused = False
         self.last_export: list[Path] = []
         self.theme_problems: list[str] = []
         self.specmon_themes: list[str] = []
         self._theme_dirs = list(theme_dirs)
-        self._ticks = 0
-        self._generation = 0
-        self._analysis_sig: tuple[object, ...] | None = None
-        self._analysis_running = False
-        self._analysis_again = False
-        self._analysis_next = 0.0
-        self._seq = 0
-        self._applied_seq = 0
         self._availability: tuple[object, ...] = ()
-        self._runs_sig: tuple[object, ...] = ()
         self._sources_closed = False  # not `_closed`: that name is Textual's MessagePump state
         #: Writes that failed (the recording, exports), as sentences: the header says so and
         #: :attr:`write_failed` makes the command's exit status non-zero.
         self.write_failures: list[str] = []
+        #: The dashboard's screen (the default screen): its widgets, timers and refresh.
+        self.dashboard = DashboardScreen(self.feeder, self.builder, clock=clock, counters=counters,
+                                         restart=self.restart_flow,
+                                         write_failures=self.write_failures)
+        self.dashboard.on_availability = self._refresh_availability
+        self.dashboard.before_refresh = self._check_recording
         self._recording_error_seen = False
         if not self.options.animations:
             self.animation_level = "none"
@@ -172,16 +182,37 @@ class SpecmonApp(AppActions, AppRefresh):
     # -- layout ------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # Into the default screen, the dashboard's, before the app's mount starts its refresh.
         yield from dashboard_layout()
+
+    def get_default_screen(self) -> Screen[Any]:
+        """The dashboard's screen is the first on the stack (as toolong's app does with its log screen)."""
+        return self.dashboard
 
     def on_mount(self) -> None:
         try:
-            self._mount_dashboard()
+            self.dashboard.start()
         except NoMatches:
             # The app was told to exit while it was being built (the terminal closed at once,
             # SIGHUP): its widgets are already gone, and there is nothing to start.
             if not self._exit_requested():
                 raise
+            return
+        self._load_themes()
+        self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
+        if self.restart_flow is not None:
+            self.restart_flow.attach(self, self.dashboard)
+        if self.sweeper is not None:
+            self.sweeper.attach(self, self.dashboard)
+        if self.recorder is not None:
+            self._add_event("info", f"recording to {self.recorder.path}")
+        if self.counters is not None:
+            self._start_worker(self.counters.run, name="counters", group="counters",
+                               description="scrape the engine's /metrics")
+        if self.options.prometheus_port is not None:
+            self._start_worker(self._serve_metrics, name="prometheus", group="export",
+                               description="serve Prometheus metrics")
+        self._tick()
 
     def _exit_requested(self) -> bool:
         return self._exit or self._closing or self._closed  # Textual's own shutdown state
@@ -193,36 +224,39 @@ class SpecmonApp(AppActions, AppRefresh):
         except (OSError, ValueError):
             pass
 
-    def _mount_dashboard(self) -> None:
-        # References, not queries: a modal screen (help) on top must not hide them from the timers.
-        self._header = self.query_one(StatusHeader)
-        self._panels = (self.query_one("#m-throughput", MetricPanel), self.query_one("#m-accept-len", MetricPanel),
-                        self.query_one("#m-accept-rate", MetricPanel))
-        self._bars = self.query_one(PositionBars)
-        self._events = self.query_one(EventLog)
-        self._plot = self.query_one(ThroughputPlot)
-        self._table = self.query_one(RunTable)
-        self._verdict = self.query_one("#verdict", Static)
-        self._table_box = self.query_one("#table-box")
-        self._load_themes()
-        self._size_classes()
-        self.set_interval(FAST_TICK_S, self._tick, name="live refresh")
-        self.set_interval(SLOW_TICK_S, self._tick_slow, name="plot and table refresh")
-        self._start_worker(self._ingest, name="ingest", group="source", description="read the log source")
-        base = self.screen_stack[0]
-        if self.restart_flow is not None:
-            self.restart_flow.attach(self, base)
-        if self.sweeper is not None:
-            self.sweeper.attach(self, base)
-        if self.recorder is not None:
-            self._add_event("info", f"recording to {self.recorder.path}")
-        if self.counters is not None:
-            self._start_worker(self.counters.run, name="counters", group="counters",
-                               description="scrape the engine's /metrics")
-        if self.options.prometheus_port is not None:
-            self._start_worker(self._serve_metrics, name="prometheus", group="export",
-                               description="serve Prometheus metrics")
-        self._tick()
+    # -- the dashboard's view, as the flows, the commands and the tests read it ----------------
+
+    def _tick(self, *, sparklines: bool | None = None) -> None:
+        """Push the live snapshot to the dashboard's widgets now (the screen's timer does it 4 times a second)."""
+        self.dashboard._tick(sparklines=sparklines)
+
+    def refresh_now(self) -> None:
+        """Analyse synchronously and push every view at once (tests, before a snapshot)."""
+        self.dashboard.refresh_now()
+
+    @property
+    def _table(self) -> RunTable:
+        """The run table (the navigation flow reads its cursor)."""
+        return self.dashboard._table
+
+    @property
+    def paused(self) -> bool:
+        """Whether the replay or the live view is paused."""
+        return self.dashboard.paused
+
+    @property
+    def display_paused(self) -> bool:
+        """Whether the live view is frozen (``p`` on a live source)."""
+        return self.dashboard.display_paused
+
+    @display_paused.setter
+    def display_paused(self, value: bool) -> None:
+        self.dashboard.display_paused = value
+
+    @property
+    def write_failed(self) -> bool:
+        """Whether a recording or an export could not be written (the exit status says so)."""
+        return bool(self.write_failures) or (self.recorder is not None and self.recorder.error is not None)
 
     def table_rows(self) -> list[RowView]:
         """The run table's rows now (the restart dialog lists what was measured)."""
@@ -232,7 +266,7 @@ class SpecmonApp(AppActions, AppRefresh):
         """Show a sweep's verdict table until the next run begins (None: the live table)."""
         run = self.feeder.session.current
         self.builder.pinned = None if view is None else (view, run.id if run is not None else None)
-        self._push_table()
+        self.dashboard._push_table()
 
     def baseline_to_nospec(self) -> str:
         """The sweep measured the run without speculation: make it the baseline, and say so."""
@@ -243,8 +277,10 @@ class SpecmonApp(AppActions, AppRefresh):
         automatic = self.builder.baseline_tps is None and not any(r.key == "baseline file" for r in a.rows) \
             if a is not None else False
         self.builder.baseline_key = None if automatic else row.key
-        self._maybe_analyze(force=True)
+        self.dashboard._maybe_analyze(force=True)
         return f"baseline: now {row.label}, which the sweep measured (b marks another)"
+
+    # -- what the flows tell the app -----------------------------------------------------------
 
     @on(FlowLogged)
     def _flow_logged(self, message: FlowLogged) -> None:
@@ -253,10 +289,19 @@ class SpecmonApp(AppActions, AppRefresh):
 
     def _add_event(self, level: str, text: str, at: float | None = None) -> None:
         """One of specmon's own events, on the wall clock (the log's events read so far get theirs first)."""
-        self.feeder.stamp_events()
-        # A replay tells the log's story on the log's clock; its few own events go where they fall.
-        wall = None if self.feeder.replay_clock is not None else (self.clock() if at is None else at)
-        self.feeder.session.events.append(SessionEvent(0, None, level, text, received=wall))
+        self.dashboard.add_event(level, text, at)
+
+    def _write_failed(self, sentence: str) -> None:
+        self.dashboard.write_failed(sentence)
+
+    def _check_recording(self) -> None:
+        """A recording that stopped being written is said once, loudly: event log, notification, header."""
+        recorder = self.recorder
+        error = recorder.error if recorder is not None else None
+        if error is None or self._recording_error_seen:
+            return
+        self._recording_error_seen = True
+        self._write_failed(f"{error}: the recording is incomplete from here on")
 
     @on(FlowProgressed)
     def _flow_progressed(self, message: FlowProgressed) -> None:
@@ -270,6 +315,8 @@ class SpecmonApp(AppActions, AppRefresh):
         # A flow's last message can arrive while the app shuts down, its screens gone.
         if self.screen_stack:
             self.refresh_bindings()
+
+    # -- workers -------------------------------------------------------------------------------
 
     def _start_worker(self, work: Callable[[], Coroutine[Any, Any, None]], *, name: str, group: str,
                       description: str) -> Worker[None]:
@@ -302,54 +349,26 @@ class SpecmonApp(AppActions, AppRefresh):
     def on_resize(self, event: events.Resize) -> None:
         # The event's size: the app's own is still the old one while its Resize is handled, and the
         # classes stayed those of the size before (a resized 80x24 lost its compact layout).
-        self._size_classes(event.size)
-
-    def _size_classes(self, size: Size | None = None) -> None:
-        """Size classes on the dashboard's own screen (not on a dialog that happens to be on top)."""
-        w, h = size if size is not None else self.size
-        if not self.screen_stack:
-            return
-        base = self.screen_stack[0]
-        base.set_class(w < 90 or h < 28, "-compact")
-        base.set_class(w < 70 or h < 20, "-tiny")
-        base.set_class(w >= 160 and h >= 50, "-large")
-
-    # -- themes ------------------------------------------------------------------------------
-
-    def _load_themes(self) -> None:
-        self.specmon_themes, self.theme_problems = self.use_themes(self._theme_dirs, self.options.theme)
-
-    def action_next_theme(self) -> None:
-        """Switch to the next specmon theme."""
-        names = self.specmon_themes or sorted(self.available_themes)
-        i = names.index(self.theme) if self.theme in names else -1
-        self.theme = names[(i + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2)
-
-    # -- ingest ------------------------------------------------------------------------------
+        if self.screen_stack:
+            self.dashboard.size_classes(event.size)
 
     async def _ingest(self) -> None:
         await self.feeder.run()
         # The input ended (replay done, source gone): make the final numbers exact at once.
-        self._maybe_analyze(force=True)
+        self.dashboard._maybe_analyze(force=True)
         self._tick()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if event.state is not WorkerState.ERROR:
-            return
-        error = worker.error
-        if worker.name == "ingest":
+        if event.state is WorkerState.ERROR and event.worker.name == "ingest":
+            error = event.worker.error
             text = f"reading stopped: {type(error).__name__}: {error}"
             self._add_event("error", text)
             self.notify(text, title="ingest", severity="error", timeout=10)
-        elif worker.name == "analysis":
-            self._analysis_running = False
-            self.notify(f"statistics failed: {type(error).__name__}: {error}", severity="error", timeout=10)
 
     async def _close_sources(self) -> None:
         if not self._sources_closed:
             self._sources_closed = True
+            self.dashboard.halted = True
             await self.feeder.close()
             if self.counters is not None:
                 await self.counters.close()
@@ -367,6 +386,229 @@ class SpecmonApp(AppActions, AppRefresh):
 
     async def on_unmount(self) -> None:
         await self._close_sources()
+
+    # -- themes --------------------------------------------------------------------------------
+
+    def _load_themes(self) -> None:
+        self.specmon_themes, self.theme_problems = self.use_themes(self._theme_dirs, self.options.theme)
+
+    def action_next_theme(self) -> None:
+        """Switch to the next specmon theme."""
+        names = self.specmon_themes or sorted(self.available_themes)
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    # -- keys: what each does, and why it cannot run now ----------------------------------------
+
+    def _refresh_availability(self) -> None:
+        state = tuple(self.check_action(a, ()) for a, _, _ in _COMMANDS)
+        if state != self._availability:
+            self._availability = state
+            self.refresh_bindings()
+
+    def _unavailable_reason(self, action: str) -> str | None:
+        """Why an action cannot run now, or None when it can."""
+        rc = self.feeder.replay_clock
+        if action == "mark_baseline":
+            row = self.builder.row_for(self.feeder.session.current)
+            if row is None or row.throughput is None:
+                return "the current run has no counted throughput samples yet"
+        elif action == "export":
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): nothing is written"
+            if self.builder.analysis is None or not self.builder.analysis.rows:
+                return "the run table is empty"
+        elif action in ("faster", "slower"):
+            if rc is None:
+                return "only a replay has a speed"
+            if self.feeder.done:
+                return "the replay has finished"
+            if action == "faster" and rc.speed is None:
+                return "already at max speed"
+            if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
+                return "already at the slowest speed"
+        elif action in ("go_back", "dismiss"):
+            panel = self._restart_panel()
+            if panel is None:
+                return "no restart ran in this session"
+            if not panel.check_action(action, ()):
+                return ("only after a failed restart with a previous configuration" if action == "go_back"
+                        else "nothing to dismiss")
+        elif action in ("restart", "sweep"):
+            if self._read_only():
+                return f"read-only mode ({self._read_only()}): the server is not restarted"
+            if self.controller is None:
+                if rc is not None:
+                    return "a replay shows saved logs: there is no server to restart"
+                return "no launch profile configured for this server"
+            if self.sweeper is not None:
+                if action == "sweep":
+                    return self.sweeper.unavailable_reason()
+                if self.sweeper.running:
+                    return "a sweep is running (s offers to stop it)"
+            return self.controller.unavailable_reason(action)
+        return None
+
+    def _read_only(self) -> str | None:
+        """Why actions are off: the process-wide switch (``--read-only``) or these options."""
+        return read_only_reason() or ("--read-only" if self.options.read_only else None)
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """Run an action; a key that cannot run now says why instead of doing nothing."""
+        handled = await super().run_action(action, default_namespace, namespaces)
+        if not handled and action in _SAY_WHY and (default_namespace in (None, self)):
+            reason = self._unavailable_reason(action)
+            if reason is not None:
+                title = by_action(action).title or action
+                self.notify(reason, title=f"{title}: unavailable", severity="warning", timeout=6)
+        return handled
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
+
+        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
+        from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
+        """
+        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
+            return False  # no speed to change: not in the footer (the palette says why)
+        if action in ("go_back", "dismiss"):
+            return self._unavailable_reason(action) is None
+        return None if self._unavailable_reason(action) else True
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette lists every dashboard action; those that cannot run now say why."""
+        for command in super().get_system_commands(screen):
+            if command.title not in _REPLACED_SYSTEM_COMMANDS:
+                yield command
+        for action, title, help_text in _COMMANDS:
+            reason = self._unavailable_reason(action)
+            if reason is None:
+                yield SystemCommand(title, help_text, partial(self.run_action, action))
+            else:
+                # The palette reads its entries as markup: the reason may quote a host or a log.
+                yield SystemCommand(f"{title} (unavailable)", markup_escaped(f"{help_text} — {reason}"),
+                                    partial(self.notify, reason, title=f"{title}: unavailable",
+                                            severity="warning"))
+
+    def _restart_panel(self) -> RestartProgressPanel | None:
+        """The restart flow's progress panel, when the controller is a restart flow."""
+        return self.restart_flow.panel if self.restart_flow is not None else None
+
+    def _in_flight(self) -> str | None:
+        """What quitting now would interrupt: a sweep or a restart, or None."""
+        if self.sweeper is not None and self.sweeper.running:
+            return "a sweep is running"
+        restart = self.restart_flow.controller if self.restart_flow is not None else None
+        if restart is not None and restart.busy:
+            return "a restart is in progress"
+        return None
+
+    async def action_quit(self) -> None:
+        """Close the source (an SSH channel, a file) and leave; asks first while a restart or sweep runs."""
+        from specmon.ui.screens.quit_confirm import QuitConfirmScreen
+
+        busy = self._in_flight()
+        if busy is None or isinstance(self.screen, QuitConfirmScreen):
+            # Pressed again on the question: the user means it.
+            await self._close_sources()
+            self.exit(0)
+            return
+
+        async def answered(quit_now: bool | None) -> None:
+            if quit_now:
+                await self._close_sources()
+                self.exit(0)
+
+        self.push_screen(QuitConfirmScreen(busy), callback=answered)
+
+    def action_go_back(self) -> None:
+        """After a failed restart: back to the previous configuration (the commands are shown first)."""
+        if self.restart_flow is not None and not self._unavailable_reason("go_back"):
+            self.restart_flow.go_back()
+
+    def action_dismiss(self) -> None:
+        """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus)."""
+        if self.restart_flow is not None and not self._unavailable_reason("dismiss"):
+            self.restart_flow.dismiss()
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
+        self.dashboard.toggle_pause()
+
+    def action_faster(self) -> None:
+        """Replay faster."""
+        if not self._unavailable_reason("faster"):
+            self.dashboard.change_speed(faster=True)
+
+    def action_slower(self) -> None:
+        """Replay slower."""
+        if not self._unavailable_reason("slower"):
+            self.dashboard.change_speed(faster=False)
+
+    def action_mark_baseline(self) -> None:
+        """Make the current configuration the baseline; pressed again, back to automatic."""
+        reason = self._unavailable_reason("mark_baseline")
+        if reason:
+            self.notify(f"cannot mark a baseline: {reason}", severity="warning")
+            return
+        row = self.builder.row_for(self.feeder.session.current)
+        assert row is not None
+        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
+        if self.builder.baseline_key == row.key:
+            self.builder.baseline_key = None
+            self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
+        else:
+            self.builder.baseline_key = row.key
+            self.notify(f"baseline: {row.label}", timeout=3)
+        self.dashboard._maybe_analyze(force=True)
+
+    def action_export(self) -> None:
+        """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
+        try:
+            refuse("write the export")  # the action layer refuses even when the key was not greyed
+        except ReadOnlyError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        written = self.dashboard.export(self.export_dir if self.export_dir is not None else paths.export_dir())
+        if written:
+            self.last_export = written
+
+    def action_help(self) -> None:
+        """Open the help screen."""
+        from specmon.ui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_restart(self) -> None:
+        """Open the controller's restart screen; on a highlighted run-table row, restart on that row's
+        configuration (its commands shown first)."""
+        if self.controller is None or self._unavailable_reason("restart"):
+            return
+        if self.restart_flow is not None:
+            self.restart_flow.restart(navigation.row_steps(self))
+        elif not isinstance(self.controller, RestartFlow):
+            self.push_screen(self.controller.restart_screen())
+
+    def action_events(self) -> None:
+        """The whole event log: full lines, filter, levels."""
+        navigation.open_events(self)
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run-table row: what its numbers rest on."""
+        if event.row_key.value is not None:
+            navigation.open_details(self, str(event.row_key.value))
+
+    def action_sweep(self) -> None:
+        """Open the sweep screen (or, during a sweep, offer to stop it)."""
+        if self.controller is None or self._unavailable_reason("sweep"):
+            return
+        if self.sweeper is not None:
+            self.sweeper.open()
+        elif not isinstance(self.controller, RestartFlow):
+            self.push_screen(self.controller.sweep_screen())
 
 
 # -- factories -------------------------------------------------------------------------------------

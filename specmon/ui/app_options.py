@@ -1,7 +1,7 @@
 """What the dashboard is given: the command line's settings, and an embedder's restart/sweep screens.
 
-Apart from the app (:mod:`specmon.ui.app`) so that its parts (the actions mixin) can
-name these types without importing the app.
+Apart from the app (:mod:`specmon.ui.app`): an embedding program names these types without
+building the app; the app imports them from here, and both names are importable from it too.
 """
 
 from __future__ import annotations

@@ -45,11 +45,11 @@ async def test_sweep_fills_every_panel_and_ends_with_two_steps_best(isolated_hom
         assert runs.get_row_at(2)[0].plain.startswith("☆")
         assert table.verdict.startswith("☆ leads, undecided: EAGLE3 2 steps") and "no winner declared" in table.verdict
         assert not any("★" in runs.get_row_at(i)[0].plain for i in range(runs.row_count))
-        tp, al, ar = app._panels
+        tp, al, ar = app.dashboard._panels
         assert tp._view.current is not None and tp._view.mean is not None and tp._view.series
         assert al._view.ceiling == 11.0  # the 10-step run: steps + 1
         assert ar._view.current is not None
-        assert app._plot._view is not None and len(app._plot._view.segments) == 6
+        assert app.dashboard._plot._view is not None and len(app.dashboard._plot._view.segments) == 6
         assert "replay finished" in header_text(app)
         assert "10 steps" in header_text(app)
 
@@ -71,7 +71,7 @@ async def test_timers_keep_refreshing_under_the_help_screen(isolated_home: Path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
         await settle(app, pilot)  # refreshes while the modal is on top: no lookup failures
-        assert app._header.view is not None and app._header.view.mode == "replay finished"
+        assert app.dashboard._header.view is not None and app.dashboard._header.view.mode == "replay finished"
 
 
 async def test_a_crash_turns_the_state_red(isolated_home: Path) -> None:
@@ -110,15 +110,15 @@ async def test_live_pause_freezes_the_view_while_data_keeps_arriving(isolated_ho
         await settle_source(app, source, pilot)
         await pilot.press("p")
         assert app.display_paused and "paused" in header_text(app)
-        frozen = app._panels[0]._view
+        frozen = app.dashboard._panels[0]._view
         more = [decode(100 + i, 50.0, 2.0, 0.5) for i in range(10)]
         await source.more.put(more)
         await wait_for(pilot, lambda: app.feeder.lines == len(lines) + len(more), "more lines ingested")
         app._tick()
-        assert app._panels[0]._view is frozen
+        assert app.dashboard._panels[0]._view is frozen
         await pilot.press("p")
         assert not app.display_paused
-        assert app._panels[0]._view.current == 50.0
+        assert app.dashboard._panels[0]._view.current == 50.0
 
 
 async def test_connection_state_renders_from_the_source_status(isolated_home: Path) -> None:
@@ -170,18 +170,18 @@ async def test_looped_replay_starts_over_with_a_fresh_view(isolated_home: Path) 
         app.refresh_now()
         table = app.builder.table(app.feeder.session)
         assert len(table.rows) <= 1  # one log, never pooled with itself
-        assert "loop" in app._mode()
+        assert "loop" in app.dashboard._mode()
 
 
 async def test_per_position_bars_for_an_engine_that_logs_them(isolated_home: Path) -> None:
     app = build_app([VLLM_KIT[1]], baseline_files=[VLLM_KIT[0]])  # the n-gram run ran first: time order
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        view = app._bars.view
+        view = app.dashboard._bars.view
         assert view is not None and view.values is not None and len(view.values) == 3
         assert view.values[0] > view.values[1] > view.values[2]  # acceptance decays with depth
-        assert not app._bars.has_class("-empty")
-        assert app._panels[1]._view.ceiling == 4.0  # 3 speculative tokens + the bonus token
+        assert not app.dashboard._bars.has_class("-empty")
+        assert app.dashboard._panels[1]._view.ceiling == 4.0  # 3 speculative tokens + the bonus token
         assert "vllm" in header_text(app)
 
 
@@ -189,8 +189,8 @@ async def test_sglang_says_it_does_not_log_per_position(isolated_home: Path) -> 
     app = build_app(SWEEP[:2])
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app._bars.view.values is None
-        assert "does not log" in app._bars.view.note
+        assert app.dashboard._bars.view.values is None
+        assert "does not log" in app.dashboard._bars.view.note
 
 
 async def test_run_table_sorts_by_a_column(isolated_home: Path) -> None:

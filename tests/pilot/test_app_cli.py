@@ -81,11 +81,11 @@ async def test_watch_follows_a_growing_file_and_reports_truncation(isolated_home
             f.write(decode(100, 55.5, 2.0, 0.5) + "\n")
         await wait_for(pilot, lambda: app.feeder.lines == len(first) + 1, "the appended line")
         app.refresh_now()
-        assert app._panels[0]._view.current == 55.5
-        assert app._header.view.source == str(log)
+        assert app.dashboard._panels[0]._view.current == 55.5
+        assert app.dashboard._header.view.source == str(log)
         assert "server.log" in header_text(app) and "source: live" in header_text(app)
         log.write_text(decode(200, 60.0, 2.0, 0.5) + "\n")  # truncated and rewritten
         await wait_for(pilot, lambda: any("truncated" in e.text for e in app.feeder.session.events),
                        "the truncation in the event log")
         app.refresh_now()
-        assert any(e.level == "warning" and "truncated" in e.text for e in app._events.events)
+        assert any(e.level == "warning" and "truncated" in e.text for e in app.dashboard._events.events)

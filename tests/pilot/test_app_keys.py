@@ -82,7 +82,7 @@ async def test_b_marks_the_current_configuration_as_baseline_and_b_again_unmarks
         assert not rows[0].is_baseline
         assert rows[2].vs_pct is not None and rows[2].vs_pct > 0  # 2 steps beats 3 steps
         assert rows[0].vs_pct is not None and rows[0].vs_pct < 0
-        assert app._panels[0]._view.is_baseline
+        assert app.dashboard._panels[0]._view.is_baseline
         await pilot.press("b")
         app.refresh_now()
         rows = {r.steps: r for r in app.builder.table(app.feeder.session).rows}

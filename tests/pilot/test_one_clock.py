@@ -54,7 +54,7 @@ async def test_events_in_order_on_the_wall_clock(isolated_home: Path) -> None:
         await source.more.put([server_args(3, 200.0), ready(205.0)])
         await wait_for(pilot, lambda: app.feeder.lines == 9, "the restart's lines")
         app._tick()
-        events = app._events.events
+        events = app.dashboard._events.events
         texts = [e.text for e in events]
         mine = texts.index("restart to 3 steps on gpu-box: running")
         assert any(t.startswith("ready") for t in texts[mine + 1:])  # arrival order kept
@@ -70,12 +70,12 @@ async def test_the_table_follows_a_new_run_without_waiting(isolated_home: Path) 
     app = make_app(source, options=options(), clock=Wall(), user_themes=None)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.feeder.lines == 32, "the first run")
-        await wait_for(pilot, lambda: not app._analysis_running and app.builder.analysis is not None, "analysis")
+        await wait_for(pilot, lambda: not app.dashboard._analysis_running and app.builder.analysis is not None, "analysis")
         await source.more.put(campaign(3, 96.0, 8, start=100.0))
         await wait_for(pilot, lambda: app.feeder.lines == 42, "the second run")
         runs = len(app.feeder.session.runs)
         app._tick()
         # The fast tick itself started the analysis of the new run (not the next slow tick).
-        assert app._runs_sig[1] == runs and app._analysis_sig == app._signature()
-        await wait_for(pilot, lambda: not app._analysis_running, "the analysis")
+        assert app.dashboard._runs_sig[1] == runs and app.dashboard._analysis_sig == app.dashboard._signature()
+        await wait_for(pilot, lambda: not app.dashboard._analysis_running, "the analysis")
         assert any("3 steps" in r.label for r in app.builder.table(app.feeder.session).rows)

@@ -375,10 +375,10 @@ async def test_header_text_follows_the_running_restart(isolated_home: Path) -> N
         state = flow.header_state()
         assert state is not None and state[0] == "restart → 2 steps: stopping"
         # The header says what the panel says: one view of the restart, not two.
-        await wait_for(pilot, lambda: app._header.view is not None
-                       and app._header.view.state_text == "restart → 2 steps: stopping", "the header")
+        await wait_for(pilot, lambda: app.dashboard._header.view is not None
+                       and app.dashboard._header.view.state_text == "restart → 2 steps: stopping", "the header")
         # Its time in the phase is the panel's (the restart's own wall clock, not the log's).
-        assert app._header.view.since.endswith("s") and app._header.view.state_level == "busy"
+        assert app.dashboard._header.view.since.endswith("s") and app.dashboard._header.view.state_level == "busy"
         gate.set()
         await wait_for(pilot, lambda: not c.busy, "the restart to end")
         assert flow.header_text() == "" and flow.header_state() is None

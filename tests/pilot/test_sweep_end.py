@@ -67,12 +67,12 @@ async def test_the_verdict_panel_stays_and_restarts_on_the_winner(isolated_home:
             assert table.verdict.startswith("sweep: ") and outcome.speedup_text in table.verdict
             best = next(r for r in table.rows if r.best)
             assert best.vs.split(" (")[0] == outcome.speedup_text.split(" (")[0]
-            app._push_table()
-            assert app._table_box.border_title == "runs · the sweep's numbers"  # says whose numbers
+            app.dashboard._push_table()
+            assert app.dashboard._table_box.border_title == "runs · the sweep's numbers"  # says whose numbers
             # The throughput panel compares the current run as the table does (one number on screen).
             app._tick()
             mine = next(r for r in table.rows if r.current)
-            shown = app._panels[0]._view
+            shown = app.dashboard._panels[0]._view
             assert shown is not None and shown.delta == mine.vs_pct and shown.baseline == table.baseline_mean
             # It stays: time passes, keys of the dashboard do not reach it.
             for _ in range(20):

@@ -56,7 +56,7 @@ def on_dashboard(make_screen: Callable[[SpecmonApp], Screen[Any]] | None = None,
         # Then every view drawn at the final layout (the plot redraws at most once a second).
         app.refresh_now()
         await pilot.pause()
-        app._push_slow(force=True)
+        app.dashboard._push_slow(force=True)
         app.clear_notifications()
         await pilot.pause()
         await pilot.pause()
