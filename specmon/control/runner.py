@@ -168,7 +168,6 @@ class LocalRunner:
         status = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
         return Result(status, _decode(bytes(out)), _decode(bytes(err)))
 
-
     async def _end_cancelled(self, proc: asyncio.subprocess.Process, pumps: list[asyncio.Future[None]]) -> None:
         """End a cancelled command: SIGTERM to its group, CANCEL_GRACE_S to end, then SIGKILL to the group."""
         _end_group(proc.pid, signal.SIGTERM)
@@ -309,20 +308,6 @@ class SSHRunner:
         # returncode is the negated signal number when the command was killed.
         status = done.returncode if done.returncode is not None and done.returncode >= 0 else None
         return Result(status, _text(done.stdout), _text(done.stderr))
-
-    async def _end_cancelled(self, proc: asyncio.subprocess.Process, pumps: list[asyncio.Future[None]]) -> None:
-        """End a cancelled command: SIGTERM to its group, CANCEL_GRACE_S to end, then SIGKILL to the group."""
-        _end_group(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), CANCEL_GRACE_S)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
-        for task in pumps:
-            task.cancel()
-        if proc.returncode is None:
-            self.killed_on_cancel = True
-        _end_group(proc.pid)  # and any helper of it that outlived it (a group id is not reused while it has one)
-        await _reaped(proc)
 
     async def hold(self, command: str, timeout: float, until: str) -> Held:
         """Start ``command`` in its own channel and leave it running: see :class:`Held`."""
