@@ -85,10 +85,14 @@ def test_sigterm_to_report_mid_read_leaves_no_process_behind(big_recording: Path
             assert proc.poll() is None, f"report ended before its workers were seen: {proc.stderr.read()!r}"  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "report never forked its workers"
             time.sleep(0.02)
-        time.sleep(0.2)  # mid-read
+        # Frozen mid-read: on a fast machine the workers finished their spans within 0.2 s of being
+        # seen (CI, 2026-12-06), so a sleep here raced the read. Stopped, the session cannot end its
+        # read; the SIGTERM waits, pending, and is delivered the moment the session runs again.
+        os.killpg(proc.pid, signal.SIGSTOP)
         workers = [pid for pid in _tree(proc.pid) if pid != proc.pid]
-        assert workers
+        assert workers, "its workers ended before the read could be frozen"
         os.kill(proc.pid, signal.SIGTERM)  # the parent only, as a process manager does
+        os.killpg(proc.pid, signal.SIGCONT)
         sent = time.monotonic()
         left = _tree(proc.pid)
         while left and time.monotonic() - sent < 1.0:
@@ -99,6 +103,7 @@ def test_sigterm_to_report_mid_read_leaves_no_process_behind(big_recording: Path
         assert proc.wait(5) in (-signal.SIGTERM, 128 + signal.SIGTERM)
     finally:
         if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGCONT)  # (a failure while frozen)
             proc.kill()
             proc.wait()
         for pid in _tree(proc.pid):  # (only on failure: what this test started)
