@@ -5,13 +5,13 @@ The truth is the seeds' campaign (issue 44): settings 0, 1, 2, 5 and 10 steps at
 condition's launch CV) with the simulator's within-launch noise; a restart costs 15 minutes; a
 decode line arrives every second. For each condition, 200 campaigns (seeds) of
 
-* **today** — the launch design as it is the default now (:mod:`specmon.model.design`:
+* **today** — the launch design as it is the default now (:mod:`specmon.experiment.stats.design`:
   ``to_launch`` launches every undecided setting each round, looks geometric over the planned
   rounds, rescheduled on the variance, Bonferroni ``α/(2K)``);
-* **bai** — the best-arm design (:mod:`specmon.model.bai`: warm-up of two launches each, then
+* **bai** — the best-arm design (:mod:`specmon.experiment.stats.bai`: warm-up of two launches each, then
   the leader and its most ambiguous challenger per round, looks fixed in advance, ``α/K``),
 
-both calling the very functions :class:`specmon.control.rounds.LaunchRounds` calls, each launch's
+both calling the very functions :class:`specmon.experiment.rounds.LaunchRounds` calls, each launch's
 mean and batch-means error drawn from their laws rather than line by line (as
 ``bench/bench_launches.py`` does), the same seeds' launch factors for both designs.
 
@@ -19,7 +19,7 @@ Reported: the answer (2 steps named, a wrong winner, equivalence, no answer), th
 the interval of best − runner-up (the verdict's adjusted one and the 95% one), launches
 (restarts) and hours per campaign (median and mean). ``--equal``: five settings at 88.7 tok/s
 (any winner named is a false one). ``--runner N``: N seeds of the best-arm design through the
-real sweep runner (:class:`specmon.control.sweep.Sweep` on SweepWorld, line by line).
+real sweep runner (:class:`specmon.experiment.sweep_run.Sweep` on SweepWorld, line by line).
 
     python bench/bench_bai.py [--seeds 200] [--cv 5 2] [--runner 5]
 """
@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_launches import LAUNCH_CV_ASSUMED, POLL, RATE, calibrate_w, noise_of
 
-from specmon.control.rounds import effective_rule
-from specmon.model import bai
-from specmon.model.design import (
+from specmon.experiment.rounds import effective_rule
+from specmon.experiment.stats import bai
+from specmon.experiment.stats.design import (
     MAX_LAUNCHES,
     extend,
     judge_round,
@@ -216,7 +216,8 @@ def runner_check(seeds: int, cv: float) -> None:
     """The best-arm design through the real sweep runner (SweepWorld, line by line): what it names."""
     import asyncio
 
-    from specmon.control.sweep import Sweep, SweepPlan
+    from specmon.experiment.sweep_plan import SweepPlan
+    from specmon.experiment.sweep_run import Sweep
     from specmon.sim.sweepworld import SweepWorld
 
     for seed in range(seeds):

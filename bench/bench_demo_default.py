@@ -54,7 +54,8 @@ def equal_settings(seeds: int, count: int, cv: float) -> tuple[float, float]:
     """
     import asyncio
 
-    from specmon.control.sweep import Sweep, SweepPlan
+    from specmon.experiment.sweep_plan import SweepPlan
+    from specmon.experiment.sweep_run import Sweep
     from specmon.sim.sweepworld import SweepWorld
 
     steps = tuple(range(2, 2 + count))

@@ -4,7 +4,7 @@ For every seed the simulator's cost model (specmon.sim.model.CostModel) is
 perturbed so that the true optimum moves: acceptance scaled and cut off at a
 random depth, draft steps and verified tokens dearer or cheaper, tree branches
 more or less useful. Each campaign is then swept twice by
-specmon.control.sweep.Sweep — the code ``specmon sweep`` runs — against the
+specmon.experiment.sweep_run.Sweep — the code ``specmon sweep`` runs — against the
 simulated server of specmon.sim.sweepworld (instant restarts, decode lines
 with the model's noise, seeded per setting so both strategies read the same
 lines for a setting both measure): once with ``--strategy grid``, once with
@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass, replace
 
 from specmon.control.dims import Point, check_point
-from specmon.control.sweep import Sweep, SweepPlan, SweepResult
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.sim.model import DEFAULT_MODEL, CostModel, SpecConfig, SpecConfigError
 from specmon.sim.sweepworld import SweepWorld

@@ -11,8 +11,8 @@ truth (B equal to A; B ahead by twice the launch CV, 5% at CV 0), the bench runs
 
 * **launch design** (``--order launches``): rounds of launches, extend-or-relaunch,
   judged after the planned rounds on the two-level intervals. The fast path
-  below calls the very functions :class:`specmon.control.rounds.LaunchRounds`
-  calls (:mod:`specmon.model.design`: ``summaries``, ``to_launch``, ``extend``,
+  below calls the very functions :class:`specmon.experiment.rounds.LaunchRounds`
+  calls (:mod:`specmon.experiment.stats.design`: ``summaries``, ``to_launch``, ``extend``,
   ``launch_samples``, ``judge_round``; ``effective_rule``, ``design_tau2``), with
   each launch's mean and batch-means error drawn from their distributions
   instead of line by line (1,000 seeds take seconds, not hours);
@@ -21,7 +21,7 @@ truth (B equal to A; B ahead by twice the launch CV, 5% at CV 0), the bench runs
   intervals, the same seeds' launch factors.
 
 and, with ``--runner N``, N seeds of the launch design through the real sweep
-runner (:class:`specmon.control.sweep.Sweep` on :class:`~specmon.sim.sweepworld.SweepWorld`,
+runner (:class:`specmon.experiment.sweep_run.Sweep` on :class:`~specmon.sim.sweepworld.SweepWorld`,
 line by line) at launch CV 5%, so the fast path can be checked against it.
 
 Reported: false winners (B named separated when equal), power (B named when
@@ -42,9 +42,8 @@ import zlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from specmon.control.rounds import DEFAULT_RATE, design_tau2, effective_rule
-from specmon.control.sweep import Sweep, SweepPlan
-from specmon.model.design import (
+from specmon.experiment.rounds import DEFAULT_RATE, design_tau2, effective_rule
+from specmon.experiment.stats.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
     Noise,
@@ -57,6 +56,8 @@ from specmon.model.design import (
     to_launch,
     within_per_sample,
 )
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.launches import Estimate, Launch
 from specmon.model.stats import Summary, t975
 from specmon.model.stopping import StoppingRule, adjusted_difference
@@ -128,7 +129,7 @@ class Outcome:
 
 
 def noise_of(launches: dict[Hashable, list[Launch]], restart_s: float = RESTART_S) -> Noise:
-    """As :meth:`specmon.control.rounds.LaunchRounds.noise`: design launch variance, w, rate, restart time
+    """As :meth:`specmon.experiment.rounds.LaunchRounds.noise`: design launch variance, w, rate, restart time
     (``restart_s``: bench_bai's campaign restarts slower)."""
     between, _ = summaries(launches, LAUNCH_CV_ASSUMED)
     tau2 = design_tau2(between.tau2, between.df, between.estimated, LAUNCH_CV_ASSUMED)
@@ -138,7 +139,7 @@ def noise_of(launches: dict[Hashable, list[Launch]], restart_s: float = RESTART_
 
 
 def launch_design(world: World, resolve_pct: float, rule: StoppingRule) -> Outcome:
-    """The launch design's loop (:meth:`specmon.control.rounds.LaunchRounds.run`) on drawn launches."""
+    """The launch design's loop (:meth:`specmon.experiment.rounds.LaunchRounds.run`) on drawn launches."""
     judge_rule, looks = effective_rule(rule, resolve_pct, LAUNCH_CV_ASSUMED, RESTART_S)
     keys = ["A", "B"]
     launches: dict[Hashable, list[Launch]] = {k: [] for k in keys}

@@ -23,8 +23,8 @@ import asyncio
 import math
 import time
 
-from specmon.control.sweep_plan import SweepPlan
-from specmon.control.sweep_run import Sweep
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.objective import parse_objective
 from specmon.model.stopping import StoppingRule
 from specmon.sim.sweepworld import SweepWorld

@@ -4,7 +4,7 @@ Two parts:
 
 * **Simulated truth** (always): :class:`tests.support.fleetsim.FleetWorld` replicas (replica CV
   10%, launch CV 5%, 5% per-line noise), three settings, through the real runner
-  (:class:`specmon.control.fleet_sweep.FleetSweep`). Parallel: 4 replicas, up to 6 rounds.
+  (:class:`specmon.experiment.fleet_sweep.FleetSweep`). Parallel: 4 replicas, up to 6 rounds.
   Sequential: the same settings on 1 replica, up to 24 launches (the same launch budget), each
   launch a restart. Reported per condition: verdicts (winner named, the right one), launches,
   restart cycles, and hours at 15-minute restarts and 40 one-second samples per launch.
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specmon.control.fleet_sweep import FleetPlan, FleetSweep  # noqa: E402
+from specmon.experiment.fleet_sweep import FleetPlan, FleetSweep  # noqa: E402
 from tests.support.fleetsim import FleetWorld  # noqa: E402
 
 RESTART_S = 15 * 60.0

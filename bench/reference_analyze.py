@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from specmon.control.load import RequestResult
-from specmon.control.sweep import CellState, Segment, analyses_from_cells
+from specmon.experiment.sweep_result import analyses_from_cells
+from specmon.experiment.sweep_state import CellState, Segment
 from specmon.ingest.files import ingest_file
 from specmon.model.session import Session
 from specmon.model.stats import summarize

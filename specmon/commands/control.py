@@ -33,7 +33,7 @@ from specmon.literal import plain
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from collections.abc import Coroutine
 
-    from specmon.control.sweep_plan import SweepPlan
+    from specmon.experiment.sweep_plan import SweepPlan
 
 
 #: ``--finish``: what a profile sweep leaves running.
@@ -352,7 +352,7 @@ async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) ->
 
 
 def _plan(args: argparse.Namespace) -> SweepPlan:
-    from specmon.control.sweep_plan import SweepPlan
+    from specmon.experiment.sweep_plan import SweepPlan
     from specmon.model.launches import DEFAULT_LAUNCH_CV
     from specmon.model.objective import Objective
     from specmon.model.stopping import StoppingRule

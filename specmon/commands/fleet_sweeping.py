@@ -1,4 +1,4 @@
-"""``specmon sweep FLEET``: a parallel A/B sweep on the replicas of a profile (:mod:`specmon.control.fleet_sweep`).
+"""``specmon sweep FLEET``: a parallel A/B sweep on the replicas of a profile (:mod:`specmon.experiment.fleet_sweep`).
 
 The profile lists ``replicas`` (host, log, ``launch_port``) and one ``[launch]`` section they
 share; ``{port}`` in it becomes each replica's port. Before anything runs, every replica's first
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     import contextlib
 
     from specmon.config import Profile, ReplicaEntry
-    from specmon.control.fleet_sweep import Arm, FleetPlan, FleetSweepResult
     from specmon.control.launch import LaunchProfile
-    from specmon.control.plan_restarter import LogFollower, PlanRestarter
+    from specmon.experiment.fleet_sweep import Arm, FleetPlan, FleetSweepResult
+    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
 
 #: ``sweep`` options that belong to a one-server sweep, with why a parallel sweep refuses them.
 _NOT_FOR_FLEET = (
@@ -57,7 +57,7 @@ def refused_option(args: argparse.Namespace) -> str | None:
 
 def fleet_plan(args: argparse.Namespace) -> FleetPlan:
     """The plan from the command line (raises SweepError with the sentence)."""
-    from specmon.control.fleet_sweep import FleetPlan
+    from specmon.experiment.fleet_sweep import FleetPlan
     from specmon.model.launches import DEFAULT_LAUNCH_CV
 
     return FleetPlan(tuple(args.steps), args.concurrency[0], samples=args.min_samples or 40, rounds=args.rounds,
@@ -100,9 +100,9 @@ class _Replica:
     async def open(self, args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Arm:
         """Connect (for a replica on a host) and build its arm; raises ValueError with the sentence."""
         from specmon.commands.sweep_parts import _load_options
-        from specmon.control.fleet_sweep import Arm
         from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
-        from specmon.control.plan_restarter import LogFollower, PlanRestarter
+        from specmon.experiment.fleet_sweep import Arm
+        from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
         from specmon.model.session import Session
         from specmon.output.recording import RecordedIngest
 
@@ -156,12 +156,12 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     import sys
 
     from specmon.commands.sweep_parts import _NoRunner, _recorder, check_steps
-    from specmon.control.fleet_sweep import FleetSweep
     from specmon.control.launch import LaunchError
     from specmon.control.lease import LeaseHeld, lease_for
-    from specmon.control.plan_restarter import PlanRestarter
-    from specmon.control.sweep_plan import SweepError
-    from specmon.model.rotation import assign
+    from specmon.experiment.fleet_sweep import FleetSweep
+    from specmon.experiment.plan_restarter import PlanRestarter
+    from specmon.experiment.stats.rotation import assign
+    from specmon.experiment.sweep_plan import SweepError
 
     args.parallel = True  # what an interruption says (cmd_sweep): a parallel sweep is not resumed
     problem = refused_option(args)

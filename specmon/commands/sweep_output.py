@@ -13,8 +13,8 @@ from specmon.literal import markdown_text, plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from specmon.control.launch import LaunchProfile
-    from specmon.control.sweep_plan import SweepEvent
-    from specmon.control.sweep_result import SweepResult
+    from specmon.experiment.sweep_plan import SweepEvent
+    from specmon.experiment.sweep_result import SweepResult
 
 
 def _err(text: str) -> None:
@@ -37,7 +37,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     import json
     import sys
 
-    from specmon.control.sweep_result import analyses_from_cells
+    from specmon.experiment.sweep_result import analyses_from_cells
     from specmon.model.costmodel import build_cost_model
     from specmon.output.objective import deployed_lines, objective_lines
 
@@ -106,7 +106,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
             else:
                 out(text)
         out(result.restart_note)
-        from specmon.model.design import closing_advice
+        from specmon.experiment.stats.design import closing_advice
 
         for advice in closing_advice(result.needs_more):  # an undecided verdict: what would decide it
             out(markdown_text(advice) if console is None else plain(advice))

@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
-    from specmon.control.sweep_plan import LoadControl, SweepPlan
-    from specmon.control.sweep_result import SweepResult
+    from specmon.experiment.sweep_plan import LoadControl, SweepPlan
+    from specmon.experiment.sweep_result import SweepResult
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest, Recorder
 
@@ -87,10 +87,10 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_STEPS_MAX
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.plan_restarter import LogFollower, PlanRestarter
     from specmon.control.runner import LocalRunner
-    from specmon.control.sweep_plan import SweepError
-    from specmon.control.sweep_run import Sweep
+    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+    from specmon.experiment.sweep_plan import SweepError
+    from specmon.experiment.sweep_run import Sweep
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
@@ -181,8 +181,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.config import ConfigError, load_config
     from specmon.control.launch import LaunchError, LaunchProfile
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.plan_restarter import LogFollower, PlanRestarter
-    from specmon.control.sweep_state import finished_state
+    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+    from specmon.experiment.sweep_state import finished_state
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest
 
@@ -210,7 +210,7 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from dataclasses import replace
 
     from specmon.control.eta import EtaStore
-    from specmon.control.rounds import known_restart_s
+    from specmon.experiment.rounds import known_restart_s
 
     known = known_restart_s(EtaStore(), host)
     if known is not None:  # the budget stated up front at this host's remembered restart cost
@@ -239,7 +239,7 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     import os
 
     if os.path.lexists(state):  # a FIFO, a device or a huge file: said now, before any restart
-        from specmon.control.sweep_state import STATE_LIMIT
+        from specmon.experiment.sweep_state import STATE_LIMIT
         from specmon.smallfile import InputError, check_input
 
         try:
@@ -303,7 +303,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
 
     from specmon.commands.sweep_parts import left_note_on_signal
     from specmon.control.lease import LeaseHeld, lease_for
-    from specmon.control.sweep_state import finished_state
+    from specmon.experiment.sweep_state import finished_state
 
     if finished_state(state, plan):  # only its verdict is shown: nothing to control
         return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
@@ -330,8 +330,8 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
 async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
                       load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                       counters: Any) -> int:
-    from specmon.control.sweep_plan import SweepError
-    from specmon.control.sweep_run import Sweep
+    from specmon.experiment.sweep_plan import SweepError
+    from specmon.experiment.sweep_run import Sweep
 
     try:
         # At every look (and every few seconds) the sweep checks that its server is the one it started.
@@ -390,7 +390,7 @@ def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchP
     """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run with this plan and profile (None: they
     can), said before any restart."""
     if args.compare_adaptive is not None:
-        from specmon.control.schedule_check import adaptive_profile
+        from specmon.experiment.schedule_check import adaptive_profile
 
         if plan.workloads:
             return "--compare-adaptive measures one workload: leave out --workload"
@@ -411,7 +411,7 @@ def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchP
         return "--measure-schedule deploys one schedule: measure one workload (leave out --workload)"
     if args.no_load:
         return "--measure-schedule compares loads specmon drives: leave out --no-load"
-    from specmon.control.schedule_check import schedule_profile
+    from specmon.experiment.schedule_check import schedule_profile
     from specmon.model.schedule import Schedule, ScheduleEntry
 
     probe = Schedule(tuple(ScheduleEntry(c, max(plan.steps), "winner", max(plan.steps), "")
@@ -424,8 +424,8 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart on the sweep's schedule (shown first, confirmed) and measure it against the fixed settings."""
-    from specmon.control.plan_restarter import PlanRestarter
-    from specmon.control.schedule_check import measure_schedule, schedule_profile
+    from specmon.experiment.plan_restarter import PlanRestarter
+    from specmon.experiment.schedule_check import measure_schedule, schedule_profile
 
     schedules = result.schedules()
     if not schedules:
@@ -455,8 +455,8 @@ async def _measure_adaptive(args: argparse.Namespace, plan: SweepPlan, result: S
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart in the engine's own adaptive mode (shown first, confirmed) and measure it at every load."""
-    from specmon.control.plan_restarter import PlanRestarter
-    from specmon.control.schedule_check import adaptive_profile, measure_deployed
+    from specmon.experiment.plan_restarter import PlanRestarter
+    from specmon.experiment.schedule_check import adaptive_profile, measure_deployed
 
     profile, why = adaptive_profile(restarter.profile, args.compare_adaptive or None)
     if profile is None:
@@ -552,8 +552,8 @@ async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
 async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
-    from specmon.control.plan_restarter import LogFollower, PlanRestarter
     from specmon.control.runner import SSHRunner
+    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
     from specmon.sources.ssh import SSHTailSource
     from specmon.ssh.connect import SSHError, connect, target_from_options
 

@@ -5,7 +5,7 @@ EAGLE-3 server (:mod:`specmon.sim.server`) is a real process writing a real
 log; it is started, restarted and stopped exactly as a real server would be:
 through a managed :class:`~specmon.control.launch.LaunchProfile`, the sealed
 command plans, the :class:`~specmon.control.runner.LocalRunner` and the
-:class:`~specmon.control.restart.RestartController`. Each step count writes its
+:class:`~specmon.control.restart_controller.RestartController`. Each step count writes its
 own log (``sim_{steps}step.log``), so a restart also switches the dashboard to
 a new file.
 

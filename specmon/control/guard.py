@@ -3,8 +3,8 @@
 ``--read-only`` (on every command) turns it on for the whole process. Then the
 actions that change something are refused *here*, where they would run, not
 only hidden in the UI: running a restart plan (:func:`specmon.control.runner.execute`,
-:meth:`specmon.control.restart.RestartController.run`), a sweep
-(:meth:`specmon.control.sweep.Sweep.run`), the load driver
+:meth:`specmon.control.restart_controller.RestartController.run`), a sweep
+(:meth:`specmon.experiment.sweep_run.Sweep.run`), the load driver
 (:meth:`specmon.control.load.BackgroundLoad.start`) and export writes (the
 dashboard's ``e`` and ``report -o``). Reading a log, the read-only adoption
 probe and the session's own recording still work.

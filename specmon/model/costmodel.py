@@ -216,7 +216,7 @@ def fit_cycle(steps: Sequence[int], cycle_ms: Sequence[float], plain_ms: float |
     """The cost side of the model: ``cycle ≈ base + per_step · steps`` through speculative points.
 
     The one line fit of specmon: the cost-model panel and the guided search
-    (:mod:`specmon.model.guided`) both use it. None with fewer than two
+    (:mod:`specmon.experiment.stats.guided`) both use it. None with fewer than two
     distinct step counts (a line through one step count is not determined).
 
     Args:

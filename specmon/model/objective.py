@@ -396,7 +396,7 @@ def objective_verdict(obj: Objective, summaries: Mapping[Hashable, Summary], lab
     """The verdict on ``obj`` from each setting's two-level summary (internal scale, launches as units).
 
     Args:
-        summaries: :func:`specmon.model.design.summaries` of the objective's launches.
+        summaries: :func:`specmon.experiment.stats.design.summaries` of the objective's launches.
         labels: Each setting's name; ``steps``: its step count.
         level: The adjusted level the sweep stopped on; ``margin_pct``: its equivalence margin.
         requests: Requests counted per setting (for the rows).

@@ -5,7 +5,7 @@ level), the allocation (replicas × rounds, ``steps:tok/s`` of each launch) and 
 plain text fits 80 columns: the allocation is cut into blocks of rounds that do. Replica names
 come from the profile: through :func:`plain` / :func:`markdown_text`, never markup.
 
-Working from the document (:meth:`specmon.control.fleet_sweep.FleetSweepResult.to_json`), not
+Working from the document (:meth:`specmon.experiment.fleet_sweep.FleetSweepResult.to_json`), not
 the live objects, is what lets a recording's report print what the sweep printed.
 """
 

@@ -1,7 +1,7 @@
 """A simulated server for the sweep runner: instant restarts, decode lines made on ``sleep``.
 
 The world behind ``bench/bench_guided.py`` and the sweep tests: the sweep
-runner (:class:`specmon.control.sweep.Sweep`) restarts it with a setting —
+runner (:class:`specmon.experiment.sweep_run.Sweep`) restarts it with a setting —
 a step count and, for SGLang trees, top-k and draft tokens — and every poll
 makes decode lines drawn from the simulator's cost model
 (:class:`specmon.sim.model.CostModel`), with its per-line noise. So a bench
@@ -142,7 +142,7 @@ class SweepWorld:
 
     async def restart(self, steps: int, dims: dict[str, int | str] | None = None) -> object:
         """Restart on a setting: a new run in the session, announced like SGLang's server_args line."""
-        from specmon.control.sweep_plan import RestartOutcome
+        from specmon.experiment.sweep_plan import RestartOutcome
 
         spec = self.spec_for(steps, dims)
         self._table = None

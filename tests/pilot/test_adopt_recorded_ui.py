@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
 from specmon.ui.flows.restart import RestartFlow
 from tests.support.app_factory import StaticSource, source_app, wait_for

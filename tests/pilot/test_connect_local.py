@@ -15,7 +15,8 @@ import pytest
 from specmon.commands.remote import ConnectError, plan_connect, with_restart
 from specmon.control.demo import demo_profile
 from specmon.control.eta import EtaStore
-from specmon.control.restart import Phase, RestartController
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase
 from specmon.control.runner import LocalRunner
 from specmon.sources.local import LocalTailSource
 from tests.support.connecting import SIZE, connect_args, runs_with_samples, stop_by_pidfile, write_config

@@ -21,7 +21,7 @@ import pytest
 from specmon.commands.demo import build_demo_app, register, run_demo
 from specmon.control.demo import DEMO_HOST, demo_profile, stop_demo_server
 from specmon.control.launch import build_plan
-from specmon.control.restart import Phase
+from specmon.control.restart_progress import Phase
 from specmon.model.session import ServerState
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 from specmon.ui.screens.restart_dialog import RestartDialog

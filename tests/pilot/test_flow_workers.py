@@ -11,7 +11,7 @@ from pathlib import Path
 
 from textual.widgets import Input
 
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen

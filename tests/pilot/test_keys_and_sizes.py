@@ -20,7 +20,7 @@ from textual.widgets import Button, Static
 from textual.widgets._footer import FooterKey
 from textual.widgets._toast import Toast
 
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import Result
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.keys import ACTIONS, DIALOG_KEYS

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
 from specmon.ui.flows import restart as restart_flow
 from specmon.ui.flows.restart import RestartFlow

@@ -32,8 +32,9 @@ from hypothesis import strategies as st
 from textual.content import Content
 from textual.widgets._toast import Toast
 
-from specmon.control.restart import Phase as RestartPhase
-from specmon.control.restart import RestartController, RestartProgress
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase as RestartPhase
+from specmon.control.restart_progress import RestartProgress
 from specmon.control.runner import LocalRunner
 from specmon.literal import BIDI, plain
 from specmon.ui.flows.restart import RestartFlow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
 from specmon.ui.screens.events_screen import EventsScreen, event_lines

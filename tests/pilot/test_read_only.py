@@ -16,9 +16,11 @@ from specmon.cli import main
 from specmon.control.guard import ReadOnlyError, read_only, read_only_reason
 from specmon.control.launch import LaunchProfile, build_plan
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver
-from specmon.control.restart import RestartController, RestartError
+from specmon.control.restart_controller import RestartController, RestartError
 from specmon.control.runner import Result, execute
-from specmon.control.sweep import PlanRestarter, Sweep, SweepError, SweepPlan
+from specmon.experiment.plan_restarter import PlanRestarter
+from specmon.experiment.sweep_plan import SweepError, SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.ui.flows.restart import RestartFlow

@@ -19,14 +19,11 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from specmon.control.adopt_controller import controller_for_running_server
 from specmon.control.demo import DemoSetup, demo_profile, make_demo, stop_demo_server
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import (
-    Phase,
-    RestartController,
-    RestartProgress,
-    controller_for_running_server,
-)
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase, RestartProgress
 from specmon.control.runner import SSHRunner
 from specmon.ingest.files import ingest_lines
 from specmon.model.session import ServerState, Session
@@ -289,9 +286,9 @@ async def test_connect_without_profile_adopts_the_server_over_ssh(
     """The dashboard on a live log with no profile: the server is found over SSH, and r restarts it."""
     import subprocess
 
+    from specmon.control.connecting_runner import ConnectingRunner
     from specmon.control.demo import local_tail_factory
     from specmon.control.eta import EtaStore
-    from specmon.control.restart import ConnectingRunner
     from specmon.sources.local import LocalTailSource
     from specmon.ui.app import make_app
     from specmon.ui.flows.restart import live_restart

@@ -16,11 +16,8 @@ from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import (
-    Phase,
-    RestartController,
-    RestartProgress,
-)
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase, RestartProgress
 from specmon.control.runner import LocalRunner, Result
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.app import App
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.output.tables import sweep_outcome
 from specmon.sim.sweepworld import SweepWorld

@@ -14,7 +14,8 @@ import pytest
 from textual.app import App
 from textual.widgets import Static
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.output.tables import sweep_outcome, sweep_outcomes
 from specmon.sim.sweepworld import SweepWorld

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from specmon.control import sweep_run
 from specmon.control.demo import stop_demo_server
+from specmon.experiment import sweep_run
 from specmon.model.stopping import StoppingRule
 from specmon.ui.screens.sweep_continue import SweepContinueScreen
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen

@@ -24,7 +24,7 @@ import pytest
 
 from specmon.commands.remote import connect_app, plan_connect, with_restart
 from specmon.control.eta import EtaStore
-from specmon.control.restart import Phase
+from specmon.control.restart_progress import Phase
 from specmon.model.session import Run
 from specmon.records import Engine
 from tests.support.connecting import connect_args, start_through_controller, write_config

@@ -35,8 +35,10 @@ import pytest
 
 from specmon.commands.remote import connect_app, plan_connect, with_restart
 from specmon.control.adopt import SpecSettings
+from specmon.control.adopt_controller import controller_for_running_server
+from specmon.control.connecting_runner import ConnectingRunner
 from specmon.control.eta import EtaStore
-from specmon.control.restart import ConnectingRunner, Phase, controller_for_running_server
+from specmon.control.restart_progress import Phase
 from specmon.model.session import Run
 from specmon.parsing import parse_lines
 from specmon.records import Config, Decode, Engine

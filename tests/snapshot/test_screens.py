@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from textual.screen import Screen
 
-from specmon.control.restart import RestartProgress
+from specmon.control.restart_progress import RestartProgress
 from specmon.ui.app import SpecmonApp
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen

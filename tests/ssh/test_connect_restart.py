@@ -19,7 +19,7 @@ from specmon.cli import build_parser
 from specmon.commands.remote import plan_connect, with_restart
 from specmon.control.demo import demo_profile
 from specmon.control.eta import EtaStore
-from specmon.control.restart import Phase
+from specmon.control.restart_progress import Phase
 from tests.support.connecting import (
     SIZE,
     connect_args,

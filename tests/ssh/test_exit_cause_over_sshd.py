@@ -19,7 +19,8 @@ import asyncssh
 import pytest
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import Phase, RestartController
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase
 from specmon.control.runner import SSHRunner
 from specmon.sources.ssh import SSHTailSource
 from specmon.ssh.connect import SSHTarget

@@ -20,7 +20,7 @@ import pytest
 
 from specmon.control.launch import LaunchProfile
 from specmon.control.lease import LeaseHeld, ServerLease
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import SSHRunner
 from tests.support.sshd import ClientHome, OpenSSHServer
 

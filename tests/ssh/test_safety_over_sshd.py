@@ -21,15 +21,13 @@ import asyncssh
 import pytest
 
 from specmon.control.adopt import AdoptError
+from specmon.control.adopt_controller import controller_for_running_server
+from specmon.control.connecting_runner import ConnectingRunner
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import (
-    ConnectingRunner,
-    RestartController,
-    SwitchingSource,
-    controller_for_running_server,
-)
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import SSHRunner
 from specmon.sources.ssh import SSHTailSource
+from specmon.sources.switching import SwitchingSource
 from specmon.ssh.connect import SSHTarget
 from tests.support.fakeserver import FAKE_SERVER
 from tests.support.sshd import ClientHome, OpenSSHServer

@@ -21,7 +21,7 @@ import asyncssh
 import pytest
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import SSHRunner
 from specmon.control.servers import records_dir
 from tests.support.sshd import ClientHome, OpenSSHServer

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from specmon.cli import build_parser
+from specmon.control.connecting_runner import ConnectingRunner
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import ConnectingRunner, Phase, RestartController
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase
 from specmon.model.session import Run
 from tests.support.sshd import AsyncSSHServer, ClientHome, asyncssh_server, client_home  # noqa: F401 - fixtures
 

@@ -10,8 +10,10 @@ import random
 
 from specmon.control.eta import estimate
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import Phase, RestartController, RestartProgress, StartupTracker
+from specmon.control.restart_controller import RestartController
+from specmon.control.restart_progress import Phase, RestartProgress
 from specmon.control.runner import LocalRunner
+from specmon.control.startup import StartupTracker
 from specmon.sim.logwriter import format_line, startup_script
 from specmon.sim.model import SpecConfig
 

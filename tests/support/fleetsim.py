@@ -11,9 +11,9 @@ import asyncio
 import math
 import random
 
-from specmon.control.fleet_sweep import Arm
 from specmon.control.load import LoadReport, RequestResult
-from specmon.control.sweep_plan import RestartOutcome
+from specmon.experiment.fleet_sweep import Arm
+from specmon.experiment.sweep_plan import RestartOutcome
 from specmon.model.session import Session
 from specmon.records import Config, Decode, Engine
 

@@ -9,9 +9,7 @@ from pathlib import Path
 
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import (
-    RestartController,
-)
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner, Result
 from specmon.sim.logwriter import format_line, startup_script
 from specmon.sim.model import SpecConfig

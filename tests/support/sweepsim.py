@@ -6,7 +6,9 @@ import asyncio
 import random
 from collections.abc import Callable
 
-from specmon.control.sweep import RestartOutcome, Sweep, SweepPlan, SweepResult
+from specmon.experiment.sweep_plan import RestartOutcome, SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.records import Config, Decode, Engine

@@ -19,7 +19,8 @@ import asyncssh
 import pytest
 
 from specmon.control.adopt import AdoptError, ServerProcess, parse_probe
-from specmon.control.restart import ConnectingRunner, controller_for_running_server, not_adopting
+from specmon.control.adopt_controller import controller_for_running_server, not_adopting
+from specmon.control.connecting_runner import ConnectingRunner
 from specmon.control.runner import LocalRunner
 from tests.support.fakeserver import FAKE_SERVER
 from tests.support.sshd import AsyncSSHServer, ClientHome

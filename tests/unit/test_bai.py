@@ -1,4 +1,4 @@
-"""The best-arm launch design (specmon.model.bai): who is launched, when it is judged, at what level.
+"""The best-arm launch design (specmon.experiment.stats.bai): who is launched, when it is judged, at what level.
 
 The selection is checked on the class of inputs (any means and launch counts): the warm-up
 launches every undecided setting until it has two launches, after it a round launches the leader
@@ -18,10 +18,11 @@ from collections.abc import Hashable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.rounds import effective_rule
-from specmon.control.sweep import Sweep, SweepPlan
-from specmon.model import bai
-from specmon.model.design import Noise, budget, summaries
+from specmon.experiment.rounds import effective_rule
+from specmon.experiment.stats import bai
+from specmon.experiment.stats.design import Noise, budget, summaries
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.launches import Launch
 from specmon.model.stats import Summary
 from specmon.model.stopping import StoppingRule, adjusted_difference
@@ -157,7 +158,7 @@ def test_a_parallel_round_fills_with_the_two_contenders_after_the_warm_up(open_n
 
 
 def test_a_parallel_sweep_with_the_best_arm_design_names_the_faster_in_fewer_launches() -> None:
-    from specmon.control.fleet_sweep import FleetPlan, FleetSweep
+    from specmon.experiment.fleet_sweep import FleetPlan, FleetSweep
     from tests.support.fleetsim import FleetWorld
 
     truth = {0: 100.0, 2: 112.0, 3: 106.0, 6: 90.0}

@@ -23,9 +23,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.control.fleet_sweep import Arm, FleetPlan, FleetSweep
 from specmon.control.load import LoadReport, RequestResult
-from specmon.control.sweep_plan import RestartOutcome
+from specmon.experiment.fleet_sweep import Arm, FleetPlan, FleetSweep
+from specmon.experiment.sweep_plan import RestartOutcome
 from specmon.model.analysis import crashes
 from specmon.model.last_words import death_cause
 from specmon.model.session import ServerState, Session

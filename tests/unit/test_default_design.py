@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from specmon.cli import build_parser
 from specmon.commands.control import _plan
 from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_SWEEP_STEPS
-from specmon.control.rounds import plan_budget
-from specmon.control.sweep import Sweep, SweepEvent, SweepPlan
-from specmon.model.design import POWER, closing_advice, launch_spread2, more_launches
+from specmon.experiment.rounds import plan_budget
+from specmon.experiment.stats.design import POWER, closing_advice, launch_spread2, more_launches
+from specmon.experiment.sweep_plan import SweepEvent, SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.launches import Launch, fit
 from specmon.model.stopping import StoppingRule
 from specmon.sim.model import DEFAULT_MODEL, SpecConfig, launch_speed
@@ -177,7 +178,7 @@ def test_the_demo_with_no_options_names_the_truths_best(tmp_path: Path) -> None:
 
 def test_the_budget_before_the_first_restart_uses_the_hosts_remembered_restarts(tmp_path: Path) -> None:
     from specmon.control.eta import EtaStore
-    from specmon.control.rounds import known_restart_s
+    from specmon.experiment.rounds import known_restart_s
 
     store = EtaStore(tmp_path / "restart_times.json")
     assert known_restart_s(store, "gpu-box") is None and known_restart_s(None, "gpu-box") is None

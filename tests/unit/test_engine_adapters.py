@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
 from specmon.engines import ADAPTERS, KINDS, NAMES, adapter, by_name
 from specmon.ingest.files import ingest_file

@@ -15,11 +15,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.fleet_sweep import FleetPlan, FleetSweep
-from specmon.control.sweep_plan import SweepError
+from specmon.experiment.fleet_sweep import FleetPlan, FleetSweep
+from specmon.experiment.stats.replica_effects import (
+    BLOCKED,
+    POOLED,
+    WINNER,
+    FleetLaunch,
+    adjusted_level,
+    decide,
+    fit_fleet,
+)
+from specmon.experiment.stats.rotation import assign
+from specmon.experiment.sweep_plan import SweepError
 from specmon.model.launches import launch_of
-from specmon.model.replica_effects import BLOCKED, POOLED, WINNER, FleetLaunch, adjusted_level, decide, fit_fleet
-from specmon.model.rotation import assign
 from tests.support.fleetsim import FleetWorld
 
 # --------------------------------------------------------------------------- the layout

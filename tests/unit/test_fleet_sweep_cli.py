@@ -114,7 +114,7 @@ def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and
 def test_the_text_answer_fits_80_columns(tmp_path: Path) -> None:
     import asyncio
 
-    from specmon.control.fleet_sweep import FleetPlan, FleetSweep
+    from specmon.experiment.fleet_sweep import FleetPlan, FleetSweep
     from specmon.output.parallel_sweep import text_report
     from tests.support.fleetsim import FleetWorld
 

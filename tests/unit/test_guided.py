@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.model.guided import (
+from specmon.experiment.stats.guided import (
     Measurement,
     Setting,
     _chain_marginals_upper,

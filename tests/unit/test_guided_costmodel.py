@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specmon.experiment.stats.guided import Measurement, Setting, Surrogate, guided_search
 from specmon.model.costmodel import Measured, cost_model_of
-from specmon.model.guided import Measurement, Setting, Surrogate, guided_search
 from specmon.sim.model import DEFAULT_MODEL, SpecConfig
 
 steps_sets = st.sets(st.integers(1, 12), min_size=2, max_size=8).map(sorted)

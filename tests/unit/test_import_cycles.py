@@ -1,7 +1,7 @@
 """No two modules of specmon import each other, directly or round a longer loop.
 
 import-linter's layers keep the *packages* in order, but a circle between two modules of one
-layer (``control/restart.py`` <-> ``control/servers.py``) or hidden in an import inside a
+layer (``control/restart_controller.py`` <-> ``control/servers.py``, before the shims went) or hidden in an import inside a
 function (the one that let ``ui/flows/restart.py`` and ``ui/flows/sweep.py`` lean on each other)
 slips past it. This test builds the whole graph from the syntax trees (every import statement:
 module level, inside functions, under ``TYPE_CHECKING``, relative ones resolved) and fails on

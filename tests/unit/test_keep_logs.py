@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from specmon.control.launch import LaunchProfile, build_plan
-from specmon.control.restart import RestartController, SwitchingSource
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep import LogFollower, PlanRestarter
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
 from specmon.sources.local import LocalTailSource
+from specmon.sources.switching import SwitchingSource
 
 LINES = 40
 SERVER = r'''

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.rounds import effective_rule, look_rounds
-from specmon.control.sweep import Sweep, SweepEvent, SweepPlan
-from specmon.model.design import Noise, extend, launch_samples, plan, reschedule
+from specmon.experiment.rounds import effective_rule, look_rounds
+from specmon.experiment.stats.design import Noise, extend, launch_samples, plan, reschedule
+from specmon.experiment.sweep_plan import SweepEvent, SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.sim.sweepworld import SweepWorld
 

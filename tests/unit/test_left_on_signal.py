@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from specmon.commands.sweep_parts import _left_note
-from specmon.control.plan_restarter import PlanRestarter
 from specmon.control.runner import LocalRunner
+from specmon.experiment.plan_restarter import PlanRestarter
 from tests.support.ptyproc import PtyProcess, running
 from tests.support.sleeper import sleeper_profile
 from tests.support.sweepcli import first_setting_pid, kill_leftover, sigterm, sim_profile, sweep_env

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
 from specmon.control.servers import load_record, records_dir
-from specmon.control.sweep import PlanRestarter
+from specmon.experiment.plan_restarter import PlanRestarter
 from tests.support.ptyproc import running
 
 SERVER = r'''

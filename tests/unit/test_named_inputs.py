@@ -286,7 +286,7 @@ def test_the_issue_s_case_line_9_not_4() -> None:
 
 def test_prompts_and_state_read_whole_refuse_what_is_no_small_file(tmp_path: Path) -> None:
     from specmon.control.load import LoadError, load_prompts
-    from specmon.control.sweep_state import read_state
+    from specmon.experiment.sweep_state import read_state
 
     big = tmp_path / "big.jsonl"
     with open(big, "wb") as f:

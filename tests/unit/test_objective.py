@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.sweep_plan import SweepError, SweepPlan
-from specmon.control.sweep_run import Sweep
-from specmon.model.design import summaries
+from specmon.experiment.stats.design import summaries
+from specmon.experiment.sweep_plan import SweepError, SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.launches import Launch
 from specmon.model.objective import (
     Objective,
@@ -279,7 +279,7 @@ def test_equal_settings_under_a_goodput_objective_are_not_called_different() -> 
 def test_the_state_file_keeps_the_requests_and_a_resume_reads_them(tmp_path: object) -> None:
     from pathlib import Path
 
-    from specmon.control.sweep_state import CellState
+    from specmon.experiment.sweep_state import CellState
 
     sweep, _ = _objective_sweep(3, (0, 2), "ttft-p90")
     for cell in sweep.cells:
@@ -331,7 +331,7 @@ def test_the_objective_table_fits_80_columns_whatever_the_labels_and_numbers(
 
 def test_a_launch_too_short_for_its_percentile_is_said_and_not_counted() -> None:
     # p99 needs 300 requests a launch; half a simulated minute gives about 10 at concurrency 1.
-    from specmon.control.sweep_plan import SweepEvent
+    from specmon.experiment.sweep_plan import SweepEvent
 
     world = SweepWorld(1, launch_cv=0.05, restart_s=600.0, lines_per_poll=10, requests=True)
     plan = SweepPlan((0, 2), (1,), order="launches", rule=StoppingRule(), max_minutes=0.5, poll_s=10.0,

@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-import specmon.control.sweep_run as sweep_run
+import specmon.experiment.sweep_run as sweep_run
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepPlan, controller_restarter
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter, controller_restarter
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.output.recording import RecordedIngest

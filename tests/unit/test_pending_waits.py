@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.pending import PENDING_WAIT_S, PendingWatch
 from specmon.model.session import ServerState, Session
 from specmon.records import Decode, Event, Lifecycle, Serving

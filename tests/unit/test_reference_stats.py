@@ -9,7 +9,7 @@ which a ``summarize`` should not pay). Here statsmodels, a test dependency, is t
   ``statsmodels.stats.meta_analysis.combine_effects`` (DerSimonian–Laird, fixed effect),
   ``OLS`` (the t interval of launch means) and ``MixedLM`` (REML with a random intercept per
   launch, fitted to the samples themselves).
-* **The replica model** (:mod:`specmon.model.replica_effects`) is least squares on log launch
+* **The replica model** (:mod:`specmon.experiment.stats.replica_effects`) is least squares on log launch
   means with a term per setting and effect-coded replicas: checked against ``OLS`` with
   patsy's own ``Sum`` coding, and its replicas' spread against ``MixedLM`` (replica as a random
   intercept) on complete balanced layouts.
@@ -35,9 +35,9 @@ from hypothesis import strategies as st
 from statsmodels.stats.meta_analysis import _fit_tau_mm, combine_effects  # type: ignore[import-untyped]
 from statsmodels.tools.sm_exceptions import ConvergenceWarning  # type: ignore[import-untyped]
 
+from specmon.experiment.stats.replica_effects import BLOCKED, MIN_BLOCKED_DF, FleetLaunch, fit_fleet
+from specmon.experiment.stats.rotation import assign
 from specmon.model.launches import Launch, fit, launch_of
-from specmon.model.replica_effects import BLOCKED, MIN_BLOCKED_DF, FleetLaunch, fit_fleet
-from specmon.model.rotation import assign
 
 LEVELS = st.sampled_from([0.9, 0.95, 0.99, 0.995])
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.output.charts import report_colours
 from specmon.output.report import load_report, render_report

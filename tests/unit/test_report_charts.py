@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.literal import plain
 from specmon.model.stopping import StoppingRule
 from specmon.output.charts import Panel, Setting, colour_map, label_text, report_charts, settings_chart

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.output.report import load_report, render_report
 from specmon.sim.sweepworld import SweepWorld

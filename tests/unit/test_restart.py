@@ -23,16 +23,12 @@ from specmon.control.launch import (
     build_plan,
     parse_result_line,
 )
-from specmon.control.restart import (
-    Phase,
-    RestartController,
-    RestartError,
-    StartupTracker,
-    SwitchingSource,
-    plan_label,
-)
+from specmon.control.restart_controller import RestartController, RestartError
+from specmon.control.restart_progress import Phase, plan_label
 from specmon.control.runner import LocalRunner, Result
+from specmon.control.startup import StartupTracker
 from specmon.sim.logwriter import format_line, shutdown_script
+from specmon.sources.switching import SwitchingSource
 from tests.support.restarting import (  # noqa: F401
     EXITED,
     READY,
@@ -379,7 +375,7 @@ def test_launch_table_mistakes_name_the_line(tmp_path: Path, change: tuple[str, 
 
 
 async def test_connecting_runner_turns_a_refused_connection_into_a_failed_restart(tmp_path: Path) -> None:
-    from specmon.control.restart import ConnectingRunner
+    from specmon.control.connecting_runner import ConnectingRunner
 
     attempts: list[int] = []
 

@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.control.launch import READY_SCRIPT
-from specmon.control.restart import LINES_KEPT, Phase, StartupTracker
+from specmon.control.restart_progress import Phase
 from specmon.control.runner import Result, log_tail_of
+from specmon.control.startup import LINES_KEPT, StartupTracker
 from specmon.parsing.lifecycle import usage_error
 from specmon.records import Engine
 from tests.support.restarting import STARTED, STOPPED, WAITING, Harness, ScriptedRunner

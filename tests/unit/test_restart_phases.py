@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.control.restart import Phase, RestartProgress
+from specmon.control.restart_progress import Phase, RestartProgress
 from tests.support.restarting import READY, STARTED, STOPPED, WAITING, Harness, ScriptedRunner, startup_lines
 
 LINES = startup_lines(steps=2)

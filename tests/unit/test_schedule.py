@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.sweep import Sweep, SweepPlan
 from specmon.engines import by_name
 from specmon.engines.trtllm import draft_len_schedule, schedule_options, schedule_problem
 from specmon.engines.vllm import spec_config_base, table_flag, table_keys
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.schedule import OFF, UNDECIDED, WINNER, Schedule, ScheduleEntry
 from specmon.model.stopping import StoppingRule
 from specmon.sim.sweepworld import SweepWorld

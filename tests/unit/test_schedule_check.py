@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.schedule_check import measure_schedule, schedule_profile
-from specmon.control.sweep_plan import SweepPlan
-from specmon.control.sweep_run import Sweep
 from specmon.engines.vllm import spec_config_at
+from specmon.experiment.schedule_check import measure_schedule, schedule_profile
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.objective import parse_objective
 from specmon.model.schedule import Schedule, ScheduleEntry
 from specmon.model.stopping import StoppingRule
@@ -61,7 +61,7 @@ def test_the_table_lands_in_the_profiles_own_config_and_nothing_else_moves(ks: l
     assert others == [t for t in base.argv if "speculative-config" not in t and not t.startswith("{")]
     # The start command quotes it as one argument: nothing in the JSON reaches the shell as syntax.
     from specmon.commands.sweep_parts import _NoRunner
-    from specmon.control.plan_restarter import PlanRestarter
+    from specmon.experiment.plan_restarter import PlanRestarter
 
     plan = PlanRestarter(prof, _NoRunner()).plan_for(max(ks))
     text = json.dumps(doc, separators=(", ", ": "))
@@ -186,7 +186,7 @@ def test_measure_schedule_is_refused_before_any_restart_where_it_cannot_run(
 def test_the_engines_adaptive_controller_is_graded_by_its_regret_at_each_load() -> None:
     # The simulated controller settles on 3 steps at 1 and 16 in flight (SGLang's default tiers); the truth
     # there: 2.4% below the best fixed setting at 1, 19% below no speculation at 16.
-    from specmon.control.schedule_check import measure_deployed
+    from specmon.experiment.schedule_check import measure_deployed
 
     world = SweepWorld(3, launch_cv=0.03, restart_s=600.0, lines_per_poll=10)
     plan = SweepPlan((0, 2, 3), (1, 16), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=10.0,

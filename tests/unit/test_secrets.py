@@ -24,7 +24,9 @@ from specmon import paths
 from specmon.control.eta import EtaStore
 from specmon.control.launch import LaunchProfile, build_plan
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep import LogFollower, PlanRestarter, Sweep, SweepPlan
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.output.recording import RecordedIngest, Recorder
 from specmon.redact import MASK, is_secret_flag, redact_argv, redact_text

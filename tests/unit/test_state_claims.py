@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.restart import RestartController
+from specmon.control.restart_controller import RestartController
 from specmon.control.runner import LocalRunner
 from specmon.control.servers import left_running_note, load_record
-from specmon.control.sweep import PlanRestarter
+from specmon.experiment.plan_restarter import PlanRestarter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,7 +155,7 @@ async def test_connect_says_at_exit_only_what_it_checked(tmp_path: Path) -> None
     from types import SimpleNamespace
 
     from specmon.commands.remote import _left_running
-    from specmon.control.restart import ConnectingRunner
+    from specmon.control.connecting_runner import ConnectingRunner
 
     c = RestartController(profile(tmp_path, RUNS), LocalRunner(), host="h", record_servers=True, ready_poll_s=0.1)
     plan = c.plan_for(2)

@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specmon.control.sweep import (
-    CellState,
-    RestartOutcome,
-    Sweep,
-    SweepError,
-    SweepEvent,
-    SweepPlan,
-    analyses_from_cells,
-)
+from specmon.experiment.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
+from specmon.experiment.sweep_result import analyses_from_cells
+from specmon.experiment.sweep_run import Sweep
+from specmon.experiment.sweep_state import CellState
 from specmon.model.stats import summarize
 from specmon.model.stopping import (
     BUDGET,
@@ -315,7 +310,7 @@ def test_json_document_shape() -> None:
 
 def test_analysis_of_cells_pools_segments_as_separate_runs() -> None:
     cell = CellState(2, 1, segments=[])
-    from specmon.control.sweep import Segment
+    from specmon.experiment.sweep_state import Segment
     cell.segments = [Segment("a", 1, None, [94.0 + (i % 7) for i in range(60)], [2.1] * 60, [0.55] * 60),
                      Segment("b", 2, None, [93.0 + (i % 5) for i in range(60)], [2.0] * 60, [0.5] * 60)]
     base = CellState(0, 1, segments=[Segment("c", 3, None, [88.0 + (i % 3) for i in range(80)])])

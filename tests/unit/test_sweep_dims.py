@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from specmon.control.dims import expand_grid, parse_grid
-from specmon.control.sweep import RestartOutcome, Sweep, SweepError, SweepPlan, SweepResult
+from specmon.experiment.sweep_plan import RestartOutcome, SweepError, SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stopping import StoppingRule
 from specmon.sim.sweepworld import SweepWorld
 
@@ -165,7 +167,8 @@ def test_a_verdict_per_workload_says_when_the_winner_differs_between_them() -> N
 
 def test_settings_the_log_cannot_tell_apart_stay_separate_rows() -> None:
     """vLLM logs num_speculative_tokens but not prompt_lookup_max: the sweep's own setting names the row."""
-    from specmon.control.sweep import CellState, Segment, analyses_from_cells
+    from specmon.experiment.sweep_result import analyses_from_cells
+    from specmon.experiment.sweep_state import CellState, Segment
 
     logged = {"engine": "vllm", "algorithm": "ngram", "steps": 2, "topk": None, "draft_tokens": 2, "model": "/m"}
     cells = []

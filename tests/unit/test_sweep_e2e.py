@@ -17,13 +17,9 @@ import pytest
 from specmon.control.launch import LaunchProfile
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep import (
-    LogFollower,
-    PlanRestarter,
-    Sweep,
-    SweepEvent,
-    SweepPlan,
-)
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+from specmon.experiment.sweep_plan import SweepEvent, SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.model.stopping import StoppingRule
 from specmon.output.recording import RecordedIngest, Recorder
@@ -170,8 +166,8 @@ async def test_a_server_that_will_not_start_fails_that_setting_only(tmp_path: Pa
 
 async def test_sweep_through_the_dashboards_restart_controller(tmp_path: Path) -> None:
     """The ``s`` key's wiring: the sweep restarts through RestartController, which re-points the log."""
-    from specmon.control.restart import RestartController
-    from specmon.control.sweep import controller_restarter
+    from specmon.control.restart_controller import RestartController
+    from specmon.experiment.plan_restarter import controller_restarter
 
     port = free_port()
     bench = Bench(tmp_path, port, tmp_path / "rec.jsonl")

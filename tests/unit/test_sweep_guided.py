@@ -6,7 +6,10 @@ import asyncio
 
 import pytest
 
-from specmon.control.sweep import SKIPPED, Sweep, SweepError, SweepPlan, SweepResult
+from specmon.experiment.sweep_plan import SweepError, SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_run import Sweep
+from specmon.experiment.sweep_state import SKIPPED
 from specmon.model.stopping import StoppingRule
 from tests.support.sweepsim import SimWorld
 

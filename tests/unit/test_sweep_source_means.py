@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.control.load import LoadReport, RequestResult
-from specmon.control.sweep import CellState, Segment, source_means
+from specmon.experiment.sweep_result import source_means
+from specmon.experiment.sweep_state import CellState, Segment
 
 
 def _request(i: int, tokens: int, span: float, latency: float) -> RequestResult:

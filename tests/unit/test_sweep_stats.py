@@ -25,7 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.control.sweep import Sweep, SweepPlan
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.stats import Summary, difference, summarize, t975, t_quantile, welch_df
 from specmon.model.stopping import adjusted_difference
 from specmon.sim.model import DEFAULT_MODEL, SpecConfig

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sst
 
-from specmon.control.sweep import CellState, Segment, analyses_from_cells, verdict_sources
+from specmon.experiment.sweep_result import analyses_from_cells, verdict_sources
+from specmon.experiment.sweep_state import CellState, Segment
 from specmon.model.stats import t_quantile
 from specmon.model.stopping import StoppingRule, check_source, sweep_verdict
 

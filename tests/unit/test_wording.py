@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specmon.control.launch import build_plan
-from specmon.control.restart import plan_label
-from specmon.model.guided import Setting
+from specmon.control.restart_progress import plan_label
+from specmon.experiment.stats.guided import Setting
 from specmon.wording import counted
 from tests.unit.test_launch import managed
 

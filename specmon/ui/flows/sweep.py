@@ -1,7 +1,7 @@
 """The dashboard's sweep: ``s`` → step list → every plan's commands, confirmed once → the sweep → its verdict.
 
 :class:`SweepFlow` is one worker (``@work``) that awaits the sweep screens in turn
-(:mod:`specmon.ui.screens.sweep_screen`), then runs :class:`~specmon.control.sweep.Sweep` on the
+(:mod:`specmon.ui.screens.sweep_screen`), then runs :class:`~specmon.experiment.sweep_run.Sweep` on the
 dashboard's own session, then awaits the verdict panel: restarts through the restart flow's controller (each
 plan's commands go to the event log as it runs, the restart panel shows its
 phases), a progress line under the header, and at the end the verdict in the
@@ -30,14 +30,14 @@ from specmon import paths
 from specmon.control.dims import EXTRA, used_placeholders
 from specmon.control.launch import LaunchError, build_plan
 from specmon.control.load import BackgroundLoad, LoadConfig, LoadDriver, LoadError
-from specmon.control.plan_restarter import controller_restarter
 from specmon.control.restart_controller import RestartController
 from specmon.control.restart_progress import RestartProgress
-from specmon.control.rounds import known_restart_s, plan_budget
 from specmon.control.runner import LocalRunner
-from specmon.control.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
-from specmon.control.sweep_result import SweepResult
-from specmon.control.sweep_run import Sweep
+from specmon.experiment.plan_restarter import controller_restarter
+from specmon.experiment.rounds import known_restart_s, plan_budget
+from specmon.experiment.sweep_plan import RestartOutcome, SweepError, SweepEvent, SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_run import Sweep
 from specmon.model.session import Session
 from specmon.output.tables import SweepOutcome, sweep_outcome, sweep_outcomes
 from specmon.ui.flows import Dashboard
@@ -92,7 +92,7 @@ def state_file(host: str, plan: SweepPlan) -> Path:
 def unfinished_state(path: Path, plan: SweepPlan) -> dict[str, Any] | None:
     """The saved state of this plan's sweep at ``path`` when it stopped before its verdict (None: no such
     file, another plan's, finished, or unreadable): a dashboard opened again offers to continue it."""
-    from specmon.control.sweep_state import STATE_VERSION, read_state
+    from specmon.experiment.sweep_state import STATE_VERSION, read_state
 
     try:
         data = read_state(path)
@@ -283,7 +283,7 @@ class SweepFlow(Widget):
 
     def _left(self, state: Path) -> str:
         """What a stopped sweep measured and what is left, read from its state file."""
-        from specmon.control.sweep_state import read_state
+        from specmon.experiment.sweep_state import read_state
 
         try:
             cells = read_state(state)["cells"]

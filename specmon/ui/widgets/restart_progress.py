@@ -1,6 +1,6 @@
 """The restart progress panel: one restart's phases, bar, elapsed time and ETA.
 
-:class:`RestartProgressPanel` shows one :class:`~specmon.control.restart.RestartProgress`:
+:class:`RestartProgressPanel` shows one :class:`~specmon.control.restart_progress.RestartProgress`:
 the phases done and their times, the current phase with its shard or graph
 counter and a bar, the elapsed time and the ETA; after a crash or a timeout,
 the reason and the last log lines, with ``g`` to go back to the previous

@@ -8,14 +8,14 @@ the replica at position ``i`` runs setting ``(i + k) mod S``. So
 * within a round the settings' counts differ by at most one (every setting runs in parallel,
   under the same hour's conditions);
 * over any ``S`` consecutive rounds every replica runs every setting exactly once, and the
-  replica's own speed cancels out of the comparisons (:mod:`specmon.model.replica_effects`
+  replica's own speed cancels out of the comparisons (:mod:`specmon.experiment.stats.replica_effects`
   then removes it outright);
 * the same seed gives the same layout (a rerun, or a resumed sweep, can be checked against it).
 
 A replica may be *barred* from a setting (its start failed: it is dropped from that arm). It
 then takes the setting it may run that has the fewest replicas this round, or sits the round
 out when it may run none. Settings decided early leave the rotation: the replicas spread over
-the ones still open. With the best-arm design (:func:`specmon.model.bai.fleet_pick`) the settings
+the ones still open. With the best-arm design (:func:`specmon.experiment.stats.bai.fleet_pick`) the settings
 passed after the warm-up are the leader and its closest challenger: the replicas fill each round
 with the two contenders, rotated between them.
 

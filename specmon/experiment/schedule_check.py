@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon.control.launch import LaunchProfile
-from specmon.control.sweep_plan import SweepPlan
-from specmon.control.sweep_result import SweepResult
-from specmon.control.sweep_state import CellState
 from specmon.engines import ADAPTERS, adapter
 from specmon.engines.argv import ArgvError
-from specmon.model.design import summaries
+from specmon.experiment.stats.design import summaries
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_result import SweepResult
+from specmon.experiment.sweep_state import CellState
 from specmon.model.launches import Estimate, Launch
 from specmon.model.objective import Objective
 from specmon.model.schedule import Schedule
@@ -198,7 +198,7 @@ def deployed_plan(plan: SweepPlan, steps: int, loads: Sequence[int], launches: i
 
 async def measure_schedule(plan: SweepPlan, result: SweepResult, schedule: Schedule, *, launches: int,
                            **sweep_kwargs: Any) -> tuple[SweepResult, list[ScheduleCheck]]:
-    """Measure the deployed schedule (``sweep_kwargs``: the :class:`~specmon.control.sweep_run.Sweep`'s
+    """Measure the deployed schedule (``sweep_kwargs``: the :class:`~specmon.experiment.sweep_run.Sweep`'s
     session, restart on the schedule's profile, load, ...) and compare it with ``result``'s settings."""
     loads = [(e.concurrency, e.steps) for e in schedule.entries]
     return await measure_deployed(plan, result, schedule.max_steps, loads, launches=launches, what="schedule",
@@ -211,8 +211,8 @@ async def measure_deployed(plan: SweepPlan, result: SweepResult, steps: int, loa
     """Measure a deployed configuration started with ``steps`` at ``loads`` and compare it with ``result``'s."""
     from dataclasses import replace as _replace
 
-    from specmon.control.sweep_plan import SweepEvent
-    from specmon.control.sweep_run import Sweep
+    from specmon.experiment.sweep_plan import SweepEvent
+    from specmon.experiment.sweep_run import Sweep
 
     inner = sweep_kwargs.pop("on_event", None)
     if inner is not None:

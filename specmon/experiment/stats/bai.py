@@ -1,6 +1,6 @@
 """Launches where the decision is: best-arm identification for the launch design.
 
-Today's launch design (:mod:`specmon.model.design`) launches *every* undecided setting in every
+Today's launch design (:mod:`specmon.experiment.stats.design`) launches *every* undecided setting in every
 round, so a setting 8% behind gets as many restarts as the two that decide the answer. This
 module is the fixed-confidence best-arm identification alternative, adapted from **LUCB**
 (Kalyanakrishnan, Tewari, Auer & Stone, "PAC subset selection in stochastic multi-armed
@@ -17,7 +17,7 @@ bandit and reinforcement learning problems", JMLR 7, 2006):
   still count, in their means and in the pooled launch spread.
 * **Elimination and stopping** are today's rule, unchanged in kind: at each planned look every
   undecided setting is tested against the leader on the two-level interval of the difference
-  (:func:`specmon.model.design.judge_round`); a setting whose adjusted interval lies below the
+  (:func:`specmon.experiment.stats.design.judge_round`); a setting whose adjusted interval lies below the
   leader's leaves (*slower*, successive elimination), one within the margin leaves as
   *equivalent* (still an answer), and the sweep ends when one setting is left.
 
@@ -33,7 +33,7 @@ counted. The chance of naming a wrong winner is at most the chance that some slo
 interval clears the truly best one, which is within the same union bound. Simulated campaigns
 (``bench/bench_bai.py``) measure both.
 
-Pure: no I/O; :mod:`specmon.control.rounds` and the bench call the same functions.
+Pure: no I/O; :mod:`specmon.experiment.rounds` and the bench call the same functions.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def to_launch(active: Sequence[Hashable], launches: Mapping[Hashable, int], sums
 
 def fleet_pick(open_settings: Sequence[Hashable], launches: Mapping[Hashable, int], leader: Hashable | None,
                upper_pct: Mapping[Hashable, float | None]) -> list[Hashable]:
-    """The settings a parallel sweep's rotation fills its next round with (:mod:`specmon.model.rotation`).
+    """The settings a parallel sweep's rotation fills its next round with (:mod:`specmon.experiment.stats.rotation`).
 
     Every open setting until each has :data:`WARMUP` launches (or while no leader is known); then the
     leader and its most ambiguous open challenger — the one whose upper bound on ``challenger / leader

@@ -5,7 +5,7 @@ dimensions from :mod:`specmon.control.dims`), the load concurrencies and
 workloads, the measuring order and strategy, and the stopping rule; it refuses
 anything malformed with a :class:`SweepError`. The injected parts
 (:class:`Restarter`, :class:`LoadControl`) are what the runner,
-:class:`~specmon.control.sweep_run.Sweep`, is handed to act on the world;
+:class:`~specmon.experiment.sweep_run.Sweep`, is handed to act on the world;
 :class:`SweepEvent` is what it says while it runs.
 """
 
@@ -126,7 +126,7 @@ class SweepPlan:
     #: Launch CV assumed while no setting has two launches (a fraction; ``--launch-cv`` in percent).
     launch_cv: float = DEFAULT_LAUNCH_CV
     #: The difference worth resolving, percent (``--resolve-pct``): with it (or ``order="launches"``) the
-    #: sweep buys launches as well as samples (:mod:`specmon.control.rounds`).
+    #: sweep buys launches as well as samples (:mod:`specmon.experiment.rounds`).
     resolve_pct: float | None = None
     #: Start-up time assumed before the first restart is timed, seconds (a restart's cost).
     restart_s: float = 60.0

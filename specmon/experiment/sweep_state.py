@@ -19,10 +19,10 @@ from typing import Any
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.load import LoadReport
-from specmon.control.sweep_plan import SweepPlan
+from specmon.experiment.stats.design import summaries as design_summaries
+from specmon.experiment.stats.guided import Measurement, Setting
+from specmon.experiment.sweep_plan import SweepPlan
 from specmon.model.analysis import summarize_runs
-from specmon.model.design import summaries as design_summaries
-from specmon.model.guided import Measurement, Setting
 from specmon.model.launches import Launch, launch_of
 from specmon.model.objective import Objective, RequestFigures, launch_value, request_figures
 from specmon.model.session import Run, RunConfig

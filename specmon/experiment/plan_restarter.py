@@ -28,7 +28,7 @@ from specmon.control.servers import (
     record_exited,
     record_started,
 )
-from specmon.control.sweep_plan import Restarter, RestartOutcome
+from specmon.experiment.sweep_plan import Restarter, RestartOutcome
 from specmon.redact import redact_text
 from specmon.sources.base import stop_reading
 
@@ -97,7 +97,7 @@ class LogFollower:
 
 
 def controller_restarter(controller: Any, show: Callable[[str], None] | None = None) -> Restarter:
-    """The sweep's ``restart`` made from the dashboard's :class:`~specmon.control.restart.RestartController`.
+    """The sweep's ``restart`` made from the dashboard's :class:`~specmon.control.restart_controller.RestartController`.
 
     Each restart builds the plan, shows it (``show`` gets the text the
     controller marks as shown: the event log, or stderr), runs it and follows

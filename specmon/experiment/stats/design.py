@@ -29,9 +29,9 @@ shrinks both but costs a restart. So:
   undecided, how many more launches of its two leading settings would decide it with 80%
   probability at the verdict's own level, from the measured launch spread; its time at the
   measured restart cost. Which settings to launch next is :func:`to_launch` alone; the
-  best-arm design (:mod:`specmon.model.bai`) replaces that one function, its looks and its level.
+  best-arm design (:mod:`specmon.experiment.stats.bai`) replaces that one function, its looks and its level.
 
-Everything here is pure: the sweep runner (:mod:`specmon.control.rounds`) and
+Everything here is pure: the sweep runner (:mod:`specmon.experiment.rounds`) and
 the fast simulated campaigns of ``bench/bench_launches.py`` call the same
 functions.
 """
@@ -318,7 +318,7 @@ class Budget:
     seconds: float
     restart_s: float
     clock: str = ""
-    #: The best-arm design (:mod:`specmon.model.bai`): ``(warm-up rounds, settings a later round)``,
+    #: The best-arm design (:mod:`specmon.experiment.stats.bai`): ``(warm-up rounds, settings a later round)``,
     #: None for the design that launches every undecided setting each round.
     pairs: tuple[int, int] | None = None
 

@@ -18,7 +18,7 @@ Orders: ``given``; ``random`` (seeded shuffle of the step counts, to keep
 slow drift from favouring one setting); ``interleave`` (rounds: each visit
 collects up to the setting's next look, then the next setting gets a turn,
 alternating direction every round — more restarts, least drift); ``launches``
-(:mod:`specmon.control.rounds`: rounds of fresh launches of every undecided
+(:mod:`specmon.experiment.rounds`: rounds of fresh launches of every undecided
 setting, measured as long as more time beats another start, judged on the
 two-level intervals of :mod:`specmon.model.launches`).
 
@@ -54,10 +54,11 @@ from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import LaunchError
-from specmon.control.rounds import LaunchRounds, effective_rule, needs_more_of
-from specmon.control.sweep_plan import LoadControl, Restarter, RestartOutcome, SweepError, SweepEvent, SweepPlan
-from specmon.control.sweep_result import SweepResult, analyses_from_cells, group_objective_verdict, verdict_sources
-from specmon.control.sweep_state import (
+from specmon.experiment.rounds import LaunchRounds, effective_rule, needs_more_of
+from specmon.experiment.stats.guided import Measurement, Setting, Surrogate, initial_design, next_setting
+from specmon.experiment.sweep_plan import LoadControl, Restarter, RestartOutcome, SweepError, SweepEvent, SweepPlan
+from specmon.experiment.sweep_result import SweepResult, analyses_from_cells, group_objective_verdict, verdict_sources
+from specmon.experiment.sweep_state import (
     ACTIVE,
     DONE,
     FAILED,
@@ -76,7 +77,6 @@ from specmon.control.sweep_state import (
     measurement,
     read_state,
 )
-from specmon.model.guided import Measurement, Setting, Surrogate, initial_design, next_setting
 from specmon.model.pending import PendingWatch
 from specmon.model.session import Run, ServerState, Session
 from specmon.model.stats import Summary
@@ -304,7 +304,7 @@ class Sweep:
         """Measure the initial design, then whatever the fitted cost model says could still win.
 
         Per concurrency and workload (a *group*): the settings measured so far
-        (a resumed sweep keeps them) feed :func:`specmon.model.guided.next_setting`;
+        (a resumed sweep keeps them) feed :func:`specmon.experiment.stats.guided.next_setting`;
         when it has nothing left, the group's unmeasured settings are marked
         skipped with the model's bound. Restarts are what costs: a setting one
         group asks for is measured, on that one restart, in every group still
@@ -531,7 +531,7 @@ class Sweep:
 
         Without ``stop_when`` the visit judges the setting at its planned looks (the sample
         rule); with it, the visit only collects, until ``stop_when`` says this launch has
-        given what it should (the launch design of :mod:`specmon.control.rounds` judges after
+        given what it should (the launch design of :mod:`specmon.experiment.rounds` judges after
         each round).
         """
         if not await self._ensure_server(cell):

@@ -10,12 +10,12 @@ from typing import Any
 
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
-from specmon.control.sweep_plan import SweepPlan
-from specmon.control.sweep_state import SKIPPED, CellState, Segment, config_for
 from specmon.engines import by_name
+from specmon.experiment.stats.design import NeedsMore
+from specmon.experiment.stats.design import summaries as design_summaries
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_state import SKIPPED, CellState, Segment, config_for
 from specmon.model.analysis import Analysis, ConfigRow, analyze
-from specmon.model.design import NeedsMore
-from specmon.model.design import summaries as design_summaries
 from specmon.model.launches import DEFAULT_LAUNCH_CV
 from specmon.model.objective import ObjectiveVerdict, objective_verdict
 from specmon.model.schedule import Schedule, schedules_from
@@ -39,7 +39,7 @@ class SweepResult:
     restarts: int = 0
     #: The verdicts on the plan's objective when it is not tok/s (``--objective``): these decide.
     objective_verdicts: list[ObjectiveVerdict] = field(default_factory=list)
-    #: What would decide each undecided verdict (:class:`~specmon.model.design.NeedsMore`), at this
+    #: What would decide each undecided verdict (:class:`~specmon.experiment.stats.design.NeedsMore`), at this
     #: sweep's measured restart cost: which two settings, how many more launches of each, how long.
     needs_more: list[NeedsMore] = field(default_factory=list)
 
@@ -360,7 +360,7 @@ def group_objective_verdict(plan: SweepPlan, cells: Sequence[CellState], rule: S
     """The verdict on the plan's objective over one concurrency's settings (launches as units).
 
     The same two-level model and adjusted level as the throughput verdict
-    (:func:`specmon.model.design.summaries`, the rule's ``test_level``), on each launch's
+    (:func:`specmon.experiment.stats.design.summaries`, the rule's ``test_level``), on each launch's
     value of the objective (:meth:`CellState.objective_launches`).
     """
     obj = plan.objective

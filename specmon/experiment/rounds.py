@@ -5,15 +5,15 @@ every setting in *rounds*. In each round every setting still undecided is
 started afresh (a new launch: the server is restarted even when it already
 runs that setting) and measured for as long as more time in this launch
 shrinks the setting's interval faster than a new launch would
-(:func:`specmon.model.design.extend`); rounds alternate direction, so slow
+(:func:`specmon.experiment.stats.design.extend`); rounds alternate direction, so slow
 drift favours no setting. After each round the settings are judged with the
 stopping rule on the two-level intervals (:mod:`specmon.model.launches`), the
 rule's looks being the planned rounds; the leader and the baseline are
 launched at least twice. Before measuring, and after every round, the sweep
-says its plan in one line (:func:`specmon.model.design.plan`).
+says its plan in one line (:func:`specmon.experiment.stats.design.plan`).
 
-The decisions are the pure functions of :mod:`specmon.model.design`; this
-module only drives the :class:`~specmon.control.sweep.Sweep` that restarts
+The decisions are the pure functions of :mod:`specmon.experiment.stats.design`; this
+module only drives the :class:`~specmon.experiment.sweep_run.Sweep` that restarts
 and measures.
 """
 
@@ -24,10 +24,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from specmon.control.eta import EtaStore
-from specmon.control.sweep_plan import SweepPlan
-from specmon.control.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
-from specmon.model import bai
-from specmon.model.design import (
+from specmon.experiment.stats import bai
+from specmon.experiment.stats.design import (
     DEFAULT_WITHIN_PER_SAMPLE,
     MAX_LAUNCHES,
     Budget,
@@ -45,6 +43,8 @@ from specmon.model.design import (
     what_would_decide,
     within_per_sample,
 )
+from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.sweep_state import DONE, FAILED, SETTLED, CellState, Segment
 from specmon.model.launches import Estimate, Launch
 from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stats import Summary
@@ -52,7 +52,7 @@ from specmon.model.stopping import CONTINUE, EQUIVALENT, SLOWER, Decision, Stopp
 
 
 class DrivenSweep(Protocol):
-    """What the rounds read and call of the sweep they drive (:class:`~specmon.control.sweep_run.Sweep`).
+    """What the rounds read and call of the sweep they drive (:class:`~specmon.experiment.sweep_run.Sweep`).
 
     Spelled here, not imported: ``sweep_run`` builds the rounds, so importing it back (even for
     type checkers only) made the two modules a circle.
@@ -83,7 +83,7 @@ def rounds_for(rule: StoppingRule, resolve_pct: float | None, launch_cv: float, 
     """The planned rounds, fixed before measuring.
 
     Enough for the plan made with the assumed launch CV and a typical
-    within-launch noise, at least 2, at most :data:`~specmon.model.design.MAX_LAUNCHES`.
+    within-launch noise, at least 2, at most :data:`~specmon.experiment.stats.design.MAX_LAUNCHES`.
     """
     noise = Noise(launch_cv**2, DEFAULT_WITHIN_PER_SAMPLE, DEFAULT_RATE, restart_s)
     p = plan(resolve_pct or DEFAULT_RESOLVE_PCT, noise, 2, rule.test_level, rule.min_samples, rule.max_samples)
@@ -98,7 +98,7 @@ def effective_rule(plan_rule: StoppingRule, resolve_pct: float | None, launch_cv
     The looks are rounds, geometric from 2 to the planned rounds (as the
     sample rule's looks are sample counts), so the Bonferroni split covers
     every judgement; the sample budget is per launch, not per setting. The
-    best-arm design (``design="bai"``, :mod:`specmon.model.bai`) has its own
+    best-arm design (``design="bai"``, :mod:`specmon.experiment.stats.bai`) has its own
     looks, fixed in advance, and tests at ``α/K``.
     """
     if rounds is not None:  # fixed in advance: one look, after the last
@@ -144,7 +144,7 @@ class LaunchRounds:
     def __init__(self, sweep: DrivenSweep) -> None:
         self.sweep = sweep
         p = sweep.plan
-        #: ``today`` (every undecided setting each round) or ``bai`` (:mod:`specmon.model.bai`: the leader
+        #: ``today`` (every undecided setting each round) or ``bai`` (:mod:`specmon.experiment.stats.bai`: the leader
         #: and its most ambiguous challenger), from the sweep's ``design`` attribute.
         self.design = str(getattr(sweep, "design", "today"))
         self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds,
@@ -193,8 +193,8 @@ class LaunchRounds:
     def budget(self) -> Budget:
         """The most this design spends: every setting at every load in every round it may run.
 
-        The rounds may stretch to :data:`~specmon.model.design.MAX_LAUNCHES` when the variance
-        estimates ask for more launches (:func:`~specmon.model.design.reschedule`), so that is
+        The rounds may stretch to :data:`~specmon.experiment.stats.design.MAX_LAUNCHES` when the variance
+        estimates ask for more launches (:func:`~specmon.experiment.stats.design.reschedule`), so that is
         the bound stated; the time is at the measured restart cost, in the run's clock.
         """
         sw = self.sweep
@@ -376,7 +376,7 @@ class LaunchRounds:
 def needs_more_of(plan: SweepPlan, cells: Sequence[CellState], restart_times: Sequence[float],
                   verdicts: Sequence[SweepVerdict],
                   objective: Sequence[ObjectiveVerdict] = ()) -> list[NeedsMore]:
-    """What would decide each undecided deciding verdict (:func:`specmon.model.design.what_would_decide`):
+    """What would decide each undecided deciding verdict (:func:`specmon.experiment.stats.design.what_would_decide`):
     the throughput's, or the objective's when it is not tok/s; at this sweep's measured restart cost
     and launch length, in the run's clock."""
     deciding: Sequence[SweepVerdict | ObjectiveVerdict] = verdicts if plan.objective.is_tps else objective

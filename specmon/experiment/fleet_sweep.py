@@ -6,14 +6,14 @@ the settings run side by side, under the same hour's load, and every round is on
 cycle. In each round:
 
 1. every replica is assigned a setting by the seeded, rotated layout of
-   :mod:`specmon.model.rotation` (balanced within the round; over ``S`` rounds each replica
+   :mod:`specmon.experiment.stats.rotation` (balanced within the round; over ``S`` rounds each replica
    runs each setting once, so a fast replica favours none);
 2. every replica is restarted with its setting *at once* (each restart's commands are shown
    first, by the restarter, as for one server), and its new run is found in its own session;
 3. the same workload (concurrency, prompts) is driven to every replica, ``settle`` samples are
    skipped and ``samples`` counted samples make the launch (or its time cap ends it);
 4. the launches so far are fitted with the replica as a random effect
-   (:mod:`specmon.model.replica_effects`) and judged against the leader at a level adjusted for
+   (:mod:`specmon.experiment.stats.replica_effects`) and judged against the leader at a level adjusted for
    the rounds planned: a winner, equivalent settings, or another round. Settings shown slower
    leave the rotation and the replicas spread over the rest.
 
@@ -22,7 +22,7 @@ it goes on with the others. One replica failing never stops the round for the re
 
 Everything that acts on the world is injected per replica (:class:`Arm`: restart, session,
 load), so the statistical tests drive simulated replicas in-process, and the CLI hands real
-ones (each a :class:`~specmon.control.plan_restarter.PlanRestarter` on its own host).
+ones (each a :class:`~specmon.experiment.plan_restarter.PlanRestarter` on its own host).
 """
 
 from __future__ import annotations
@@ -35,11 +35,8 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.control.sweep_plan import LoadControl, Restarter, SweepError, SweepEvent
-from specmon.control.sweep_state import match_run
-from specmon.model import bai
-from specmon.model.launches import DEFAULT_LAUNCH_CV, launch_of
-from specmon.model.replica_effects import (
+from specmon.experiment.stats import bai
+from specmon.experiment.stats.replica_effects import (
     CONTINUE,
     EQUIVALENT,
     WINNER,
@@ -50,7 +47,10 @@ from specmon.model.replica_effects import (
     decide,
     fit_fleet,
 )
-from specmon.model.rotation import assign
+from specmon.experiment.stats.rotation import assign
+from specmon.experiment.sweep_plan import LoadControl, Restarter, SweepError, SweepEvent
+from specmon.experiment.sweep_state import match_run
+from specmon.model.launches import DEFAULT_LAUNCH_CV, launch_of
 from specmon.model.session import ServerState, Session
 from specmon.redact import redact_text
 
@@ -129,7 +129,7 @@ class FleetPlan:
 
     @property
     def level(self) -> float:
-        """Two-sided confidence of every test (see :func:`specmon.model.replica_effects.adjusted_level`)."""
+        """Two-sided confidence of every test (see :func:`specmon.experiment.stats.replica_effects.adjusted_level`)."""
         return adjusted_level(self.alpha, self.max_rounds)
 
 
