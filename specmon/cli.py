@@ -198,10 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name).register(sub)
     for name, command in sub.choices.items():
-        # The demo refuses --read-only with a sentence that points to replay: it is parsed there,
-        # not listed in its --help as an option that works.
+        if name == "sweep":
+            continue  # its own hidden --read-only refuses with a sentence (commands/control.py)
+        # Listed only where it means something: the commands that can restart, drive load or write an
+        # export. summarize and parse never act (accepted, not offered); the demo refuses it with a
+        # sentence that points to replay, so it is parsed there but not listed as an option that works.
         command.add_argument("--read-only", action="store_true",
-                             help=argparse.SUPPRESS if name == "demo" else
+                             help=argparse.SUPPRESS if name in READ_ONLY_MEANS_NOTHING else
                              "never restart, sweep, drive load or write an export: watch only "
                              "(refused where the action runs, not only hidden)")
     return p
@@ -226,6 +229,10 @@ def _near_options(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
 
 #: Modules that add subcommands with a ``register(subparsers)`` function (imported lazily:
 #: ``summarize`` must not pay for Textual's import).
+#: Commands where --read-only is accepted but not offered: they never act (summarize, parse), or they
+#: only act, and refuse it (demo; sweep has its own).
+READ_ONLY_MEANS_NOTHING = ("summarize", "parse", "demo")
+
 COMMAND_MODULES = ("specmon.commands.dashboard", "specmon.commands.remote", "specmon.commands.control",
                    "specmon.commands.demo")
 

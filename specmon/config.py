@@ -222,6 +222,31 @@ class Profile(BaseModel):
     rate_window: str | None = None
     # A fleet whose replicas' logs are tailed (over SSH, or here for a replica without a host).
     replicas: list[ReplicaEntry] | None = Field(default=None, min_length=1, max_length=MAX_REPLICAS)
+    # The sweep's plan ([profiles.NAME.sweep]) and its load ([profiles.NAME.load]): the fields of
+    # specmon.experiment.plan.ExperimentPlan, so that `specmon sweep NAME -y` needs no other option.
+    # Their names and values are checked here, at load; the rules between them when a sweep resolves them.
+    sweep: dict[str, Any] | None = None
+    load: dict[str, Any] | None = None
+
+    @field_validator("sweep", "load")
+    @classmethod
+    def _plan_tables(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        from specmon.experiment.plan import ExperimentPlan, PlanError, from_profile
+
+        try:
+            values = from_profile(value, None) if info.field_name == "sweep" else from_profile(None, value)
+            unknown = [k for k in values if k not in ExperimentPlan.model_fields]
+            if unknown:
+                from specmon.suggest import did_you_mean
+
+                raise PlanError(f"unknown plan field {unknown[0]!r}: {did_you_mean(unknown[0], ExperimentPlan.model_fields)}"
+                                "(`specmon sweep --print-plan` lists the fields)")
+            ExperimentPlan.check_values(values)
+        except PlanError as exc:
+            raise ValueError(f"[{info.field_name}]: {exc}") from None
+        return value
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")
     @classmethod

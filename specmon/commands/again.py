@@ -7,7 +7,6 @@ continues it; the advice names that command whole (with the program as it was ru
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import shutil
@@ -39,9 +38,8 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def continue_command(args: argparse.Namespace) -> str | None:
+def continue_command(argv: list[str] | None) -> str | None:
     """The command line that continues this sweep, quoted for a shell; None when the words typed are not known."""
-    argv = getattr(args, "argv", None)
     if not argv:
         return None
     kept = [a for a in argv if a not in _AFRESH]

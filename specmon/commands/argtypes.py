@@ -42,6 +42,27 @@ def launch_cv_pct(text: str) -> float:
     return value / 100.0
 
 
+def launch_cv_number(text: str) -> float:
+    """``sweep --launch-cv 5``: the percentage itself, as the plan holds it (0 to below 100)."""
+    return round(launch_cv_pct(text) * 100.0, 12)
+
+
+def finite_float(text: str) -> float:
+    """Any finite number (``--drift-pct-per-hour -0.5``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
+    return value
+
+
+def objective_text(text: str) -> str:
+    """``sweep --objective``: checked as :func:`objective_arg`, kept as its text (what the plan holds)."""
+    return str(objective_arg(text).token)
+
+
 def objective_arg(text: str) -> Any:
     """``--objective``: tps, itl-pQ, ttft-pQ or goodput:ttft=MS,itl=MS (an :class:`~specmon.model.objective.Objective`)."""
     from specmon.model.objective import ObjectiveError, parse_objective  # numpy: only when the option is given

@@ -12,7 +12,6 @@ parallel), as they are, or stopped; each "left running" is checked on its host.
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
@@ -23,48 +22,9 @@ if TYPE_CHECKING:
 
     from specmon.config import Profile, ReplicaEntry
     from specmon.control.launch import LaunchProfile
-    from specmon.experiment.fleet_sweep import Arm, FleetPlan, FleetSweepResult
+    from specmon.experiment.fleet_sweep import Arm, FleetSweepResult
+    from specmon.experiment.plan import ExperimentPlan
     from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-
-#: ``sweep`` options that belong to a one-server sweep, with why a parallel sweep refuses them.
-_NOT_FOR_FLEET = (
-    ("grid", None, "--grid", "a parallel sweep compares step counts (--steps)"),
-    ("workload", None, "--workload", "every replica gets the same workload: give --prompts"),
-    ("state", None, "--state", "a parallel sweep is not resumed: its rounds run again from the start"),
-    ("fresh", False, "--fresh", "a parallel sweep is not resumed: it always starts afresh"),
-    ("resolve_pct", None, "--resolve-pct", "its rounds are set with --rounds"),
-    ("strategy", "grid", "--strategy", "every step count given is measured"),
-    ("order", "given", "--order", "the rotated layout sets the order"),
-    ("prometheus_port", None, "--prometheus-port", "it serves one server's figures"),
-    ("measure_schedule", None, "--measure-schedule", "it runs one concurrency"),
-    ("compare_adaptive", None, "--compare-adaptive", "not built for replicas: compare it on one server"),
-    ("objective", None, "--objective", "its verdict is on tok/s from each replica's log (not built: latency "
-                                       "objectives across replicas)"),
-)
-
-
-def refused_option(args: argparse.Namespace) -> str | None:
-    """The first one-server option given to a parallel sweep, with why (None: none given)."""
-    for attr, default, flag, why in _NOT_FOR_FLEET:
-        if attr == "objective" and getattr(getattr(args, attr, None), "is_tps", True):
-            continue  # tok/s is what a parallel sweep decides on anyway
-        if getattr(args, attr, default) not in (default, None) or (default is False and getattr(args, attr, False)):
-            return f"{flag} does not apply to a parallel sweep over replicas: {why}"
-    if len(args.concurrency) != 1:
-        return "a parallel sweep runs one concurrency: give --concurrency with one value"
-    return None
-
-
-def fleet_plan(args: argparse.Namespace) -> FleetPlan:
-    """The plan from the command line (raises SweepError with the sentence)."""
-    from specmon.experiment.fleet_sweep import FleetPlan
-    from specmon.model.launches import DEFAULT_LAUNCH_CV
-
-    return FleetPlan(tuple(args.steps), args.concurrency[0], samples=args.min_samples or 40, rounds=args.rounds,
-                     seed=args.seed, alpha=args.alpha, margin_pct=args.margin_pct,
-                     launch_cv=DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv,
-                     launch_minutes=args.max_minutes or 10.0)
-
 
 def replica_names(profile: Profile) -> list[str]:
     """What the tables call each replica: its name, or what differs between their places."""
@@ -97,7 +57,7 @@ class _Replica:
     def show(self, text: str) -> None:
         _err("\n".join(f"[{self.name}] {line}" for line in text.splitlines()))
 
-    async def open(self, args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> Arm:
+    async def open(self, exp: ExperimentPlan, stack: contextlib.AsyncExitStack) -> Arm:
         """Connect (for a replica on a host) and build its arm; raises ValueError with the sentence."""
         from specmon.commands.sweep_parts import _load_options
         from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
@@ -141,15 +101,15 @@ class _Replica:
         self.restarter = PlanRestarter(self.launch, runner, host=self.host, follower=self.follower, show=self.show,
                                        record_servers=True)
         load = None
-        if not args.no_load:
+        if not exp.no_load:
             try:
-                load = BackgroundLoad(LoadDriver(_load_options(args, base)))
+                load = BackgroundLoad(LoadDriver(_load_options(exp, base)))
             except LoadError as exc:
                 raise ValueError(str(exc)) from None
         return Arm(self.name, self.restarter, session, load)
 
 
-async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_name: str) -> int:
+async def run_fleet_sweep(exp: ExperimentPlan, profile: Profile, profile_name: str) -> int:
     """Run a parallel sweep on ``profile``'s replicas; returns the exit code."""
     import contextlib
     import random
@@ -163,16 +123,12 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     from specmon.experiment.stats.rotation import assign
     from specmon.experiment.sweep_plan import SweepError
 
-    args.parallel = True  # what an interruption says (cmd_sweep): a parallel sweep is not resumed
-    problem = refused_option(args)
-    if problem:
-        return fail(problem, EXIT_INPUT)
     assert profile.replicas is not None
     if profile.launch is None:
         return fail(f"profile {profile_name!r} lists replicas but has no [launch] section: a parallel sweep needs "
                     "to know how to restart them (one [launch] they share, {port} for each one's launch_port)")
     try:
-        plan = fleet_plan(args)
+        plan = exp.fleet_plan()
     except SweepError as exc:
         return fail(str(exc), EXIT_INPUT)
     if plan.seed is None:  # drawn now, so the layout shown before the start is the one that runs
@@ -188,7 +144,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
     problem = check_steps(replicas[0].launch, plan.steps, f"profile {profile_name!r}")
     if problem:
         return fail(problem)
-    if not args.no_load and any(r.launch.port is None for r in replicas):
+    if not exp.no_load and any(r.launch.port is None for r in replicas):
         return fail("every replica needs a launch_port for the load driver to reach it")
     first = assign(names, list(plan.steps), 0, plan.seed)
     try:
@@ -204,19 +160,19 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
         if r.name in shown:
             r.show(shown[r.name].describe())
     _err("sweep: the later rounds run the same commands with the step count the layout gives each replica")
-    if not args.yes:
+    if not exp.yes:
         if not sys.stdin.isatty():
             return fail("this restarts every replica; pass --yes to confirm when not at a terminal")
         answer = input(f"Restart {len(replicas)} replicas, up to {plan.max_rounds} times each? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
             return fail("cancelled", 1)
-    rec = _recorder(args, "parallel-sweep", None, {"command": "sweep", "profile": profile_name, "parallel": True,
+    rec = _recorder(exp, "parallel-sweep", None, {"command": "sweep", "profile": profile_name, "parallel": True,
                                                    "replicas": names, "steps": list(plan.steps)})
     async with contextlib.AsyncExitStack() as stack:
         arms = []
         for r in replicas:
             try:
-                arms.append(await r.open(args, stack))
+                arms.append(await r.open(exp, stack))
             except ValueError as exc:
                 await _stop_followers(replicas)
                 return fail(f"replica {r.name}: {exc}; nothing was restarted")
@@ -232,7 +188,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
                 held.append(lease)
             sweep = FleetSweep(plan, arms, on_event=_on_event, recorder=rec)
             result = await sweep.run()
-            left = await _finish(args, result, replicas, sweep.running)
+            left = await _finish(exp, result, replicas, sweep.running)
         finally:
             for lease in held:
                 with contextlib.suppress(Exception):
@@ -240,7 +196,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
             await _stop_followers(replicas)
             if rec is not None:
                 rec.close()
-    _print(args.format, result.to_json() | {"recording": str(rec.path) if rec else None, "left": left},
+    _print(exp.format, result.to_json() | {"recording": str(rec.path) if rec else None, "left": left},
            [f"{k}: {v['text']}" for k, v in left.items()])
     if result.decision is None:
         return EXIT_NOTHING
@@ -255,7 +211,7 @@ async def run_fleet_sweep(args: argparse.Namespace, profile: Profile, profile_na
 DEMO_REPLICA_CV_PCT = 10.0
 
 
-async def run_fleet_demo(args: argparse.Namespace) -> int:
+async def run_fleet_demo(exp: ExperimentPlan) -> int:
     """``sweep --demo --replicas N``: a parallel sweep on N simulated servers on this machine.
 
     Each runs the demo's simulated SGLang on its own port, with its own speed (replica CV 10%,
@@ -271,13 +227,12 @@ async def run_fleet_demo(args: argparse.Namespace) -> int:
     from specmon.control.demo import DEMO_STEPS_MAX
     from specmon.model.launches import DEFAULT_LAUNCH_CV
 
-    scale = min(args.time_scale, 1000.0)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
-    args.seed = seed
-    launch_cv = DEFAULT_LAUNCH_CV if args.launch_cv is None else args.launch_cv
+    scale = min(exp.time_scale, 1000.0)
+    seed = exp.seed if exp.seed is not None else random.SystemRandom().randrange(1 << 30)
+    launch_cv = DEFAULT_LAUNCH_CV if exp.launch_cv is None else exp.launch_cv
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
         ports: list[int] = []
-        while len(ports) < args.replicas:
+        while len(ports) < (exp.replicas or 2):
             port = _free_port()
             if port not in ports:
                 ports.append(port)
@@ -293,9 +248,9 @@ async def run_fleet_demo(args: argparse.Namespace) -> int:
         profile = Profile.model_validate({"launch": launch, "replicas": [
             {"name": f"sim-{i}", "log": f"{tmp}/view-{i}.log", "launch_port": port}
             for i, port in enumerate(ports, start=1)]})
-        args.yes = True  # simulated servers in a folder of their own: nothing of the user's restarts
-        args.finish = "none"  # and nothing is left running
-        return await run_fleet_sweep(args, profile, "demo")
+        # Simulated servers in a folder of their own: nothing of the user's restarts (yes), and nothing
+        # is left running (finish none); the seed drawn is the one the layout and the servers use.
+        return await run_fleet_sweep(exp.replaced(seed=seed, yes=True, finish="none"), profile, "demo")
 
 
 def _print(fmt: str, doc: dict[str, Any], left: list[str]) -> None:
@@ -320,7 +275,7 @@ async def _stop_followers(replicas: list[_Replica]) -> None:
             await r.follower.stop()
 
 
-async def _finish(args: argparse.Namespace, result: FleetSweepResult, replicas: list[_Replica],
+async def _finish(exp: ExperimentPlan, result: FleetSweepResult, replicas: list[_Replica],
                   running: dict[str, int | None]) -> dict[str, dict[str, Any]]:
     """Leave the replicas as ``--finish`` says; returns, per replica, what is left (checked on its host)."""
     import asyncio
@@ -328,7 +283,7 @@ async def _finish(args: argparse.Namespace, result: FleetSweepResult, replicas: 
     from specmon.commands.sweep_parts import _finish_choice, _left_note
 
     winner = result.winner
-    choice = _finish_choice(args, (winner, ()) if winner is not None else None)
+    choice = _finish_choice(exp, (winner, ()) if winner is not None else None)
     if choice == "winner" and winner is None:
         choice = "last"
         _err("sweep: no winner: every replica is left on its last setting")

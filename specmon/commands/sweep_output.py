@@ -5,7 +5,6 @@ Like the command module, only light modules are imported at module level.
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_NOTHING, EXIT_OK
@@ -13,6 +12,7 @@ from specmon.literal import markdown_text, plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
     from specmon.control.launch import LaunchProfile
+    from specmon.experiment.plan import ExperimentPlan
     from specmon.experiment.sweep_plan import SweepEvent
     from specmon.experiment.sweep_result import SweepResult
 
@@ -33,7 +33,7 @@ def _on_event(ev: SweepEvent) -> None:
         _err(f"sweep: {ev.text}")
 
 
-def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str, Any]) -> int:
+def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any]) -> int:
     import json
     import sys
 
@@ -51,13 +51,13 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                                 concurrency=verdict.concurrency)
     doc["cost_model"] = cost.to_json() if cost else None
     doc.update({k: v for k, v in extra.items() if not k.startswith("_")})
-    if args.format == "json":
+    if exp.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         from specmon.output.tables import print_analysis, to_markdown, verdict_tag
 
         console = None
-        if args.format != "markdown":
+        if exp.format != "markdown":
             from rich.console import Console
 
             from specmon.output.textfit import verdict_text
@@ -101,7 +101,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
                 console.print(verdict_text(ov.answer, lead=f"Verdict on {ov.objective.name}"))
         if cost is not None:
             text = "\n".join(cost.lines())
-            if args.format == "markdown":
+            if exp.format == "markdown":
                 sys.stdout.write(f"```\n{text}\n```\n")
             else:
                 out(text)
@@ -117,14 +117,14 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
         for schedule in result.schedules():
             lines = schedule.describe(**schedule_context(launch, result))
             text = "\n".join(lines)
-            if args.format == "markdown":
+            if exp.format == "markdown":
                 sys.stdout.write(f"```\n{text}\n```\n")
             else:
                 out(text)
         checks = extra.get("schedule_check")
         if checks:
             text = "\n".join(deployed_lines(checks))
-            if args.format == "markdown":
+            if exp.format == "markdown":
                 sys.stdout.write(f"```\n{text}\n```\n")
             else:
                 out(text)
@@ -142,7 +142,7 @@ def _print_result(args: argparse.Namespace, result: SweepResult, extra: dict[str
     if extra.get("server_lost"):
         from specmon.commands.again import continue_command
 
-        again = continue_command(args) if not getattr(args, "demo", False) else None
+        again = continue_command(exp.argv) if not exp.demo else None
         how = f"continue it with: {again}" if again else "run the same command again to continue"
         _err(f"sweep: stopped: {extra['server_lost']}; {how} (exit "
              f"{EXIT_INCOMPLETE})")

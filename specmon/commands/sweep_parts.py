@@ -6,7 +6,6 @@ Only light modules are imported at module level (the CLI imports this when it st
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.sweep_output import _err
@@ -17,6 +16,7 @@ if TYPE_CHECKING:  # annotations only
     from specmon.control.launch import LaunchProfile
     from specmon.control.load import LoadConfig
     from specmon.control.runner import Result
+    from specmon.experiment.plan import ExperimentPlan
     from specmon.output.recording import Recorder
 
 
@@ -40,12 +40,14 @@ def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str
     return (f"--steps {listed}: {whose} allows step counts {lo} to {hi}{extra}; nothing was restarted")
 
 
-def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
+def _recorder(exp: ExperimentPlan, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
     from specmon.output.recording import Recorder, new_recording_path
 
-    if args.no_record:
+    if exp.no_record:
         return None
-    path = args.record or new_recording_path(kind)
+    path = exp.record or new_recording_path(kind)
+    # The plan that made it, whole (its saved form): `report` names it, `sweep --plan RECORDING` runs it again.
+    meta = {**meta, "plan": exp.saved()}
     try:
         rec = Recorder(path, meta=meta, warmup=warmup)
     except OSError as exc:
@@ -62,13 +64,13 @@ def _recorder(args: argparse.Namespace, kind: str, warmup: int | None, meta: dic
 _RECORDERS: list[Recorder] = []
 
 
-def _load_options(args: argparse.Namespace, base_url: str, time_scale: float = 1.0,
+def _load_options(exp: ExperimentPlan, base_url: str, time_scale: float = 1.0,
                   max_tokens: int = 512) -> LoadConfig:
     from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
 
-    prompts = load_prompts(args.prompts) if args.prompts else BUNDLED_PROMPTS
-    return LoadConfig(base_url, endpoint=args.endpoint, prompts=prompts, max_tokens=args.max_tokens or max_tokens,
-                      request_timeout_s=args.request_timeout, time_scale=time_scale)
+    prompts = load_prompts(exp.prompts) if exp.prompts else BUNDLED_PROMPTS
+    return LoadConfig(base_url, endpoint=exp.endpoint, prompts=prompts, max_tokens=exp.max_tokens or max_tokens,
+                      request_timeout_s=exp.request_timeout, time_scale=time_scale)
 
 
 async def _left_note(restarter: Any) -> tuple[bool, str] | None:
@@ -127,12 +129,12 @@ async def left_note_on_signal(restarter: Any) -> None:
         LEFT_ON_SIGNAL.append(note[1])
 
 
-def _finish_choice(args: argparse.Namespace, winner: tuple[int, Any] | None) -> str:
+def _finish_choice(exp: ExperimentPlan, winner: tuple[int, Any] | None) -> str:
     """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
     import sys
 
-    if args.finish is not None:
-        return str(args.finish)
+    if exp.finish is not None:
+        return str(exp.finish)
     if not sys.stdin.isatty():
         return "last"
     what = f"restart on the winner ({_steps_text(winner)})" if winner is not None else "no winner declared"

@@ -6,7 +6,6 @@ running at its end. Like the command module, only light modules are imported at 
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.exits import EXIT_INPUT, fail
@@ -27,6 +26,7 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
 
     from specmon.config import Profile
     from specmon.control.launch import LaunchProfile
+    from specmon.experiment.plan import ExperimentPlan
     from specmon.experiment.sweep_plan import LoadControl, SweepPlan
     from specmon.experiment.sweep_result import SweepResult
     from specmon.model.session import Session
@@ -50,13 +50,13 @@ def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | Non
     return f"--grid varies {', '.join(missing)}, but {whose}'s command has no {names}; nothing was restarted"
 
 
-async def _with_prometheus(args: argparse.Namespace, session: Session,
+async def _with_prometheus(exp: ExperimentPlan, session: Session,
                            coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
-    if args.prometheus_port is None:
+    if exp.prometheus_port is None:
         return await coro
     from specmon.output.prometheus import PrometheusExporter
 
-    exporter = PrometheusExporter.for_session(session, args.prometheus_port)
+    exporter = PrometheusExporter.for_session(session, exp.prometheus_port)
     try:
         await exporter.start()
     except OSError as exc:
@@ -70,17 +70,17 @@ async def _with_prometheus(args: argparse.Namespace, session: Session,
         await exporter.close()
 
 
-async def _sweep_main(args: argparse.Namespace, plan: SweepPlan) -> int:
-    if args.demo and getattr(args, "replicas", None):
+async def _sweep_main(exp: ExperimentPlan, plan: SweepPlan) -> int:
+    if exp.demo and exp.replicas:
         from specmon.commands.fleet_sweeping import run_fleet_demo
 
-        return await run_fleet_demo(args)
-    if args.demo:
-        return await _demo(args, plan)
-    return await _real(args, plan)
+        return await run_fleet_demo(exp)
+    if exp.demo:
+        return await _demo(exp, plan)
+    return await _real(exp, plan)
 
 
-async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
+async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
     import sys
     import tempfile
 
@@ -95,28 +95,25 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.output.recording import RecordedIngest
     from specmon.sources.local import LocalTailSource
 
-    if args.measure_schedule or args.compare_adaptive is not None:
-        return fail("--measure-schedule and --compare-adaptive restart a real server (vLLM, SGLang): the demo's "
-                    "simulated server has neither a schedule nor an adaptive mode", EXIT_INPUT)
-    scale = min(args.time_scale, 1000.0)
+    scale = min(exp.time_scale, 1000.0)
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
         port = _free_port()
         server = [sys.executable, "-m", "specmon.sim.server", "--log", "{log}", "--append", "--port", "{port}",
                   "--time-scale", f"{scale:g}", "--startup-seconds", "0.5"]
-        if args.seed is not None:
-            server += ["--seed", str(args.seed)]
+        if exp.seed is not None:
+            server += ["--seed", str(exp.seed)]
         # The simulated server's own launches differ by this much (a factor per launch drawn from the seed).
-        demo_cv = DEMO_LAUNCH_CV if args.launch_cv is None else args.launch_cv
+        demo_cv = DEMO_LAUNCH_CV if exp.launch_cv is None else exp.launch_cv
         if demo_cv:
             server += ["--launch-cv", f"{100 * demo_cv:g}"]
         _err(f"sweep: demo: a simulated SGLang server running {scale:g}× faster than a real one; its launches "
              f"differ by a {100 * demo_cv:g}% launch spread (a speed factor per launch, drawn from the seed; real "
              "servers: 2-20%; --launch-cv sets it)")
-        if args.drift_pct_per_hour:
+        if exp.drift_pct_per_hour:
             import time
 
-            server += ["--drift-pct-per-hour", f"{args.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
-        if getattr(args, "workload_sets", None):
+            server += ["--drift-pct-per-hour", f"{exp.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
+        if exp.workload_sets:
             server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
         profile = LaunchProfile(
             mode="managed", engine="sglang",
@@ -135,24 +132,24 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
             # seconds of simulated idle in the log's throughput, the same for every setting, which shrinks
             # their differences (with 1024 tokens 2 steps led no speculation by 4.0%, with 4096 by 4.8%;
             # the truth: 5.3%). 2048: a short launch still completes requests for the client's check.
-            load_cfg = _load_options(args, f"http://127.0.0.1:{port}", scale, 2048)
+            load_cfg = _load_options(exp, f"http://127.0.0.1:{port}", scale, 2048)
         except LoadError as exc:
             return fail(str(exc), EXIT_INPUT)
         session = Session()
-        rec = _recorder(args, "sweep-demo", None, {"command": "sweep --demo", "steps": list(plan.steps)})
+        rec = _recorder(exp, "sweep-demo", None, {"command": "sweep --demo", "steps": list(plan.steps)})
         ingest = RecordedIngest(session, rec)
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
             path, lines=0 if from_end else None, poll_interval=0.05))
         restarter = PlanRestarter(profile, LocalRunner(), follower=follower, ready_poll_s=0.2, show=_err)
-        load = None if args.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0,
-                                                             workloads=getattr(args, "workload_sets", None))
+        load = None if exp.no_load else BackgroundLoad(LoadDriver(load_cfg), cap_s=600.0,
+                                                             workloads=exp.workload_sets)
         try:
             sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=f"{tmp}/sweep.json",
                           resume=False, recorder=rec, on_event=_on_event)
         except SweepError as exc:
             return fail(str(exc), EXIT_INPUT)
         try:
-            result = await _with_prometheus(args, session, sweep.run())
+            result = await _with_prometheus(exp, session, sweep.run())
         finally:
             if load is not None:
                 await load.stop()
@@ -166,10 +163,10 @@ async def _demo(args: argparse.Namespace, plan: SweepPlan) -> int:
         if result is None:
             return EXIT_INPUT
         extra = {"demo": {"time_scale": scale, "port": port}, "recording": str(rec.path) if rec else None}
-        return _print_result(args, result, extra)
+        return _print_result(exp, result, extra)
 
 
-async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
+async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
     import hashlib
     import json
     import re
@@ -186,26 +183,25 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     from specmon.model.session import Session
     from specmon.output.recording import RecordedIngest
 
+    name = exp.profile
+    assert name is not None  # (the plan refuses a sweep with neither a profile nor the demo)
     try:
-        config = load_config(args.config)
-        profile = config.profile(args.profile)
+        config = load_config(exp.config)
+        profile = config.profile(exp.profile)
     except ConfigError as exc:
         return fail(str(exc))
     if profile.replicas is not None:
         from specmon.commands.fleet_sweeping import run_fleet_sweep
 
-        return await run_fleet_sweep(args, profile, args.profile)
-    if args.rounds is not None:
-        return fail("--rounds is for a parallel sweep over a profile's replicas; one server's sweep decides "
-                    "at its looks (--looks)")
+        return await run_fleet_sweep(exp, profile, name)
     if not profile.launch:
-        return fail(f"profile {args.profile!r} has no [launch] section: the sweep needs to know how to restart "
+        return fail(f"profile {exp.profile!r} has no [launch] section: the sweep needs to know how to restart "
                      "the server (see `specmon sweep --help` and the README's launch profiles)")
     try:
         launch = LaunchProfile.model_validate(profile.launch)
     except ValidationError as exc:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        return fail(f"profile {args.profile!r} [launch]: {msgs}")
+        return fail(f"profile {exp.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
     from dataclasses import replace
 
@@ -215,8 +211,8 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
     known = known_restart_s(EtaStore(), host)
     if known is not None:  # the budget stated up front at this host's remembered restart cost
         plan = replace(plan, restart_s=known)
-    problem = check_steps(launch, plan.steps, f"profile {args.profile!r}") or check_dims(
-        launch, plan, f"profile {args.profile!r}")
+    problem = check_steps(launch, plan.steps, f"profile {exp.profile!r}") or check_dims(
+        launch, plan, f"profile {exp.profile!r}")
     if problem:
         return fail(problem)
     restarter_probe = PlanRestarter(launch, _NoRunner(), host=host)
@@ -224,18 +220,18 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         # Every setting's commands are built (and so validated) before the first restart.
         plans = [restarter_probe.plan_for(s, dict(p) or None) for s, p in plan.settings]
     except LaunchError as exc:
-        return fail(f"profile {args.profile!r}: {exc}")
-    problem = _schedule_problem(args, plan, launch)
+        return fail(f"profile {exp.profile!r}: {exc}")
+    problem = _schedule_problem(exp, plan, launch)
     if problem:
         return fail(problem)
-    if not args.no_load and launch.port is None:
+    if not exp.no_load and launch.port is None:
         return fail("the launch profile has no `port`, so the load driver cannot reach the server: add it, "
                      "or pass --no-load to measure the server's own traffic")
     # One state file per profile *and plan*: rerunning the same command resumes it; a sweep with
     # other steps or settings starts its own instead of tripping over the old one.
     digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
-    state = args.state or str(paths.sweeps_dir() /
-                              f"{re.sub(r'[^A-Za-z0-9_.-]', '_', args.profile)}-{digest}.json")
+    state = exp.state or str(paths.sweeps_dir() /
+                              f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{digest}.json")
     import os
 
     if os.path.lexists(state):  # a FIFO, a device or a huge file: said now, before any restart
@@ -246,7 +242,7 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
             check_input(state, "sweep state file", limit=STATE_LIMIT)
         except InputError as exc:
             return fail(str(exc))
-    if args.fresh and os.path.exists(state):
+    if exp.fresh and os.path.exists(state):
         os.remove(state)
     if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
         upto = "up to " if plan.strategy == "guided" else ""
@@ -255,19 +251,19 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         if plan.points:
             _err("the others differ in: " + "; ".join(
                 f"{p.describe().splitlines()[0].split('(', 1)[-1].rstrip(')')}" for p in plans[1:]))
-        if not args.yes:
+        if not exp.yes:
             if not sys.stdin.isatty():
                 return fail("this restarts the server; pass --yes to confirm when not at a terminal")
             answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
             if answer not in ("y", "yes"):
                 return fail("cancelled", 1)
     session = Session()
-    rec = _recorder(args, "sweep", None, {"command": "sweep", "profile": args.profile, "host": host,
+    rec = _recorder(exp, "sweep", None, {"command": "sweep", "profile": exp.profile, "host": host,
                                           "steps": list(plan.steps)})
     ingest = RecordedIngest(session, rec)
     try:
         if profile.host:
-            return await _real_remote(args, plan, launch, profile, session, ingest, rec, state)
+            return await _real_remote(exp, plan, launch, profile, session, ingest, rec, state)
         from specmon.control.runner import LocalRunner
         from specmon.sources.local import LocalTailSource
 
@@ -275,22 +271,22 @@ async def _real(args: argparse.Namespace, plan: SweepPlan) -> int:
         restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err,
                                   record_servers=True)
         load = None
-        if not args.no_load:
+        if not exp.no_load:
             try:
-                load = BackgroundLoad(LoadDriver(_load_options(args, f"http://127.0.0.1:{launch.port}")),
-                                      workloads=getattr(args, "workload_sets", None))
+                load = BackgroundLoad(LoadDriver(_load_options(exp, f"http://127.0.0.1:{launch.port}")),
+                                      workloads=exp.workload_sets)
             except LoadError as exc:
                 return fail(str(exc), EXIT_INPUT)
-        target_url = _metrics_target(args, profile, launch)
+        target_url = _metrics_target(exp, profile, launch)
         counters = _scraper(target_url) if target_url else None
-        return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
+        return await _run_profile_sweep(exp, plan, session, restarter, load, state, rec, follower, counters)
     finally:
         ingest.close()
         if rec is not None:
             rec.close()
 
 
-async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+async def _run_profile_sweep(exp: ExperimentPlan, plan: SweepPlan, session: Session, restarter: Any,
                              load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                              counters: Any = None) -> int:
     """Run a profile's sweep (local or remote alike), finish as asked, and print its result.
@@ -306,7 +302,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     from specmon.experiment.sweep_state import finished_state
 
     if finished_state(state, plan):  # only its verdict is shown: nothing to control
-        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+        return await _run_leased(exp, plan, session, restarter, load, state, rec, follower, counters)
     lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
     try:
         await lease.acquire()
@@ -319,7 +315,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
     if lease.host_note:
         _err(f"sweep: {lease.host_note}")
     try:
-        return await _run_leased(args, plan, session, restarter, load, state, rec, follower, counters)
+        return await _run_leased(exp, plan, session, restarter, load, state, rec, follower, counters)
     except asyncio.CancelledError:  # SIGTERM, SIGHUP: the server was not stopped; what it does is checked
         await left_note_on_signal(restarter)
         raise
@@ -327,7 +323,7 @@ async def _run_profile_sweep(args: argparse.Namespace, plan: SweepPlan, session:
         await lease.release()
 
 
-async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Session, restarter: Any,
+async def _run_leased(exp: ExperimentPlan, plan: SweepPlan, session: Session, restarter: Any,
                       load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                       counters: Any) -> int:
     from specmon.experiment.sweep_plan import SweepError
@@ -344,29 +340,29 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
         _err(f"sweep: reading the engine's counters at {counters.url} (about once a second)")
     checks = None
     try:
-        result = await _with_prometheus(args, session, sweep.run())
+        result = await _with_prometheus(exp, session, sweep.run())
         left = None
         on_deployed = None
         done = result is not None and result.finished and not sweep.lost
-        if done and args.compare_adaptive is not None:
+        if done and exp.compare_adaptive is not None:
             assert result is not None
-            on_deployed, adaptive = await _measure_adaptive(args, plan, result, session, restarter, load, rec,
+            on_deployed, adaptive = await _measure_adaptive(exp, plan, result, session, restarter, load, rec,
                                                             counters)
             checks = (checks or []) + (adaptive or [])
-        if done and args.measure_schedule:
+        if done and exp.measure_schedule:
             assert result is not None
-            on_schedule, scheduled = await _measure_schedule(args, plan, result, session, restarter, load, rec,
+            on_schedule, scheduled = await _measure_schedule(exp, plan, result, session, restarter, load, rec,
                                                              counters)
             on_deployed = on_schedule or on_deployed
             checks = (checks or []) + (scheduled or [])
         if rec is not None and checks and result is not None:
             # The deployed measurements wrote their own verdicts: the sweep's comes last again, with them.
             rec.verdict({**result.to_json(), "schedule_check": checks})
-        if on_deployed is not None and args.finish != "winner":
-            left = await _finish_on_deployed(args, on_deployed)
+        if on_deployed is not None and exp.finish != "winner":
+            left = await _finish_on_deployed(exp, on_deployed)
             restarter = on_deployed[0]
         elif result is not None and sweep.server_setting is not None:
-            left = await _finish(args, result, restarter, sweep.server_setting)
+            left = await _finish(exp, result, restarter, sweep.server_setting)
         # Checked on the host before it is said: PID *and* start time still running.
         note = await _left_note(restarter)
     finally:
@@ -381,36 +377,22 @@ async def _run_leased(args: argparse.Namespace, plan: SweepPlan, session: Sessio
     extra: dict[str, Any] = {"recording": str(rec.path) if rec else None, "server_left_on": left,
                              "_left_note": note[1] if note else None, "server_lost": sweep.lost,
                              "_launch": getattr(restarter, "profile", None)}
-    if args.measure_schedule or args.compare_adaptive is not None:
+    if exp.measure_schedule or exp.compare_adaptive is not None:
         extra["schedule_check"] = checks
-    return _print_result(args, result, extra)
+    return _print_result(exp, result, extra)
 
 
-def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile) -> str | None:
-    """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run with this plan and profile (None: they
-    can), said before any restart."""
-    if args.compare_adaptive is not None:
+def _schedule_problem(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfile) -> str | None:
+    """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run on this profile's server (None: they
+    can), said before any restart. The rules between the plan's own fields are the plan's."""
+    if exp.compare_adaptive is not None:
         from specmon.experiment.schedule_check import adaptive_profile
 
-        if plan.workloads:
-            return "--compare-adaptive measures one workload: leave out --workload"
-        if args.no_load:
-            return "--compare-adaptive compares loads specmon drives: leave out --no-load"
-        if args.compare_adaptive and not args.compare_adaptive.startswith("/"):
-            return f"--compare-adaptive: the tier file is a path on the server's host, absolute: {args.compare_adaptive!r}"
-        _, why = adaptive_profile(launch, args.compare_adaptive or None)
+        _, why = adaptive_profile(launch, exp.compare_adaptive or None)
         if why:
             return f"--compare-adaptive: {why}"
-    if not args.measure_schedule:
+    if not exp.measure_schedule:
         return None
-    if len(plan.concurrency) < 2:
-        return "--measure-schedule needs a schedule: sweep two or more concurrencies (--concurrency 1,16)"
-    if plan.points:
-        return "--measure-schedule: a schedule varies the step count alone (--steps, not --grid)"
-    if plan.workloads:
-        return "--measure-schedule deploys one schedule: measure one workload (leave out --workload)"
-    if args.no_load:
-        return "--measure-schedule compares loads specmon drives: leave out --no-load"
     from specmon.experiment.schedule_check import schedule_profile
     from specmon.model.schedule import Schedule, ScheduleEntry
 
@@ -420,7 +402,7 @@ def _schedule_problem(args: argparse.Namespace, plan: SweepPlan, launch: LaunchP
     return f"--measure-schedule: {why}" if why else None
 
 
-async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: SweepResult, session: Session,
+async def _measure_schedule(exp: ExperimentPlan, plan: SweepPlan, result: SweepResult, session: Session,
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart on the sweep's schedule (shown first, confirmed) and measure it against the fixed settings."""
@@ -438,8 +420,8 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
         return None, None
     deploy = PlanRestarter(profile, restarter.runner, host=restarter.host, follower=restarter.follower,
                            show=_err, record_servers=restarter.record_servers)
-    n = args.measure_schedule
-    if not _confirm_deployed(args, deploy, schedule.max_steps, "the schedule", n, len(schedule.entries)):
+    n = exp.measure_schedule or 2  # (the plan refuses the schedule's measurement without it)
+    if not _confirm_deployed(exp, deploy, schedule.max_steps, "the schedule", n, len(schedule.entries)):
         return None, None
     measured, checks = await measure_schedule(
         plan, result, schedule, launches=n, session=session, restart=deploy, load=load, recorder=rec,
@@ -451,22 +433,22 @@ async def _measure_schedule(args: argparse.Namespace, plan: SweepPlan, result: S
     return (deploy, left), [c.to_json() for c in checks]
 
 
-async def _measure_adaptive(args: argparse.Namespace, plan: SweepPlan, result: SweepResult, session: Session,
+async def _measure_adaptive(exp: ExperimentPlan, plan: SweepPlan, result: SweepResult, session: Session,
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart in the engine's own adaptive mode (shown first, confirmed) and measure it at every load."""
     from specmon.experiment.plan_restarter import PlanRestarter
     from specmon.experiment.schedule_check import adaptive_profile, measure_deployed
 
-    profile, why = adaptive_profile(restarter.profile, args.compare_adaptive or None)
+    profile, why = adaptive_profile(restarter.profile, exp.compare_adaptive or None)
     if profile is None:
         _err(f"sweep: the adaptive mode is not measured: {why}")
         return None, None
     deploy = PlanRestarter(profile, restarter.runner, host=restarter.host, follower=restarter.follower,
                            show=_err, record_servers=restarter.record_servers)
-    n = args.measure_schedule or 2
+    n = exp.measure_schedule or 2
     steps = max(plan.steps)  # its first tier; the engine moves between its candidate tiers from there
-    if not _confirm_deployed(args, deploy, steps, "the engine's adaptive mode", n, len(plan.concurrency)):
+    if not _confirm_deployed(exp, deploy, steps, "the engine's adaptive mode", n, len(plan.concurrency)):
         return None, None
     measured, checks = await measure_deployed(
         plan, result, steps, [(c, None) for c in plan.concurrency], launches=n, what="adaptive",
@@ -486,14 +468,14 @@ def _say_checks(measured: Any, checks: Any, whose: str) -> None:
         _err(f"sweep: {whose} measurement was cut short")
 
 
-def _confirm_deployed(args: argparse.Namespace, deploy: Any, steps: int, what: str, n: int, loads: int) -> bool:
+def _confirm_deployed(exp: ExperimentPlan, deploy: Any, steps: int, what: str, n: int, loads: int) -> bool:
     """Show the deployed configuration's restart and get consent (``--yes``, or an answer at a terminal)."""
     import sys
 
     _err(f"sweep: {what}, measured in {n} launch(es) at each of {loads} load(s) ({n * loads} restart(s)); "
          "the restart:")
     _err(deploy.plan_for(steps).describe())
-    if args.yes:
+    if exp.yes:
         return True
     if not sys.stdin.isatty():
         _err(f"sweep: {what} is not measured: pass --yes to confirm when not at a terminal")
@@ -505,21 +487,21 @@ def _confirm_deployed(args: argparse.Namespace, deploy: Any, steps: int, what: s
     return True
 
 
-async def _finish_on_deployed(args: argparse.Namespace, on_deployed: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
+async def _finish_on_deployed(exp: ExperimentPlan, on_deployed: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
     """After a deployed configuration was measured the server runs it: left so (or stopped with --finish none)."""
     deploy, left = on_deployed
-    if args.finish == "none":
+    if exp.finish == "none":
         outcome = await deploy.stop_server()
         return {"finish": "none", "steps": None, "running": False,
                 "text": f"server stopped as asked (--finish none){': ' + outcome if outcome else ''}"}
-    return {"finish": args.finish or "last", "running": True, **left}
+    return {"finish": exp.finish or "last", "running": True, **left}
 
 
-async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
+async def _finish(exp: ExperimentPlan, result: SweepResult, restarter: Any,
                   last: tuple[int, Any]) -> dict[str, Any]:
     """Leave the server as asked; returns what the report records about it."""
     winner = result.winner()  # on the objective the sweep decided on
-    choice = _finish_choice(args, winner)
+    choice = _finish_choice(exp, winner)
     doc: dict[str, Any] = {"finish": choice, "steps": last[0], "running": True}
     if last[1]:
         doc["dims"] = dict(last[1])
@@ -549,7 +531,7 @@ async def _finish(args: argparse.Namespace, result: SweepResult, restarter: Any,
     return doc
 
 
-async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
+async def _real_remote(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
     from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
     from specmon.control.runner import SSHRunner
@@ -576,9 +558,9 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
         import contextlib
         from urllib.parse import urlsplit
 
-        metrics = _metrics_target(args, profile, launch)
+        metrics = _metrics_target(exp, profile, launch)
         wanted: list[tuple[str, int]] = []
-        if not args.no_load:
+        if not exp.no_load:
             assert launch.port is not None  # checked before connecting
             wanted.append(("127.0.0.1", launch.port))
         if metrics:
@@ -595,10 +577,10 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
                 except Exception as exc:
                     return fail(f"cannot forward a local port to {host}:{port} on {target.label}: {exc}")
             load = None
-            if not args.no_load:
+            if not exp.no_load:
                 try:
-                    load = BackgroundLoad(LoadDriver(_load_options(args, local[wanted[0]])),
-                                          workloads=getattr(args, "workload_sets", None))
+                    load = BackgroundLoad(LoadDriver(_load_options(exp, local[wanted[0]])),
+                                          workloads=exp.workload_sets)
                 except LoadError as exc:
                     return fail(str(exc), EXIT_INPUT)
             counters = None
@@ -606,14 +588,14 @@ async def _real_remote(args: argparse.Namespace, plan: SweepPlan, launch: Launch
                 m = urlsplit(metrics)
                 base = local[(m.hostname or "127.0.0.1", m.port or (443 if m.scheme == "https" else 80))]
                 counters = _scraper(base + (m.path or "/metrics") + (f"?{m.query}" if m.query else ""))
-            return await _run_profile_sweep(args, plan, session, restarter, load, state, rec, follower, counters)
+            return await _run_profile_sweep(exp, plan, session, restarter, load, state, rec, follower, counters)
     finally:
         link.close()
 
 
-def _metrics_target(args: argparse.Namespace, profile: Profile, launch: LaunchProfile) -> str | None:
+def _metrics_target(exp: ExperimentPlan, profile: Profile, launch: LaunchProfile) -> str | None:
     """The engine's /metrics URL as seen from the server's host, or None (``--no-metrics``, ``off``, no port)."""
-    if getattr(args, "no_metrics", False) or profile.metrics_url == "off":
+    if exp.no_metrics or profile.metrics_url == "off":
         return None
     if profile.metrics_url:
         return profile.metrics_url

@@ -327,6 +327,24 @@ def _verdict_lines(data: ReportData) -> list[str]:
     return out
 
 
+def recorded_plan(data: ReportData) -> dict[str, Any] | None:
+    """The plan the recording's sweep ran (``sweep --plan`` runs it again), None when it holds none."""
+    start = data.meta.get("start")
+    plan = start.get("plan") if isinstance(start, dict) else None
+    return plan if isinstance(plan, dict) else None
+
+
+def plan_sentence(data: ReportData) -> str | None:
+    """The plan in one sentence: its fields as recorded, and the command that runs it again."""
+    plan = recorded_plan(data)
+    if plan is None:
+        return None
+    import json as _json
+
+    fields = "; ".join(f"{k} {_json.dumps(v, ensure_ascii=False)}" for k, v in plan.items()) or "every default"
+    return (f"plan: {fields} (run it again: specmon sweep --plan {os.path.basename(data.path)} --fresh)")
+
+
 def to_markdown(data: ReportData) -> str:
     """The report as GitHub-flavoured Markdown.
 
@@ -340,6 +358,9 @@ def to_markdown(data: ReportData) -> str:
              f"- recorded: {markdown_cell(_when(start))}" + (
                  f" by {markdown_code_span('specmon ' + str(command))}" if command else ""),
              f"- lines: {s.lines}, runs: {len(s.runs)}, engine: {markdown_cell(s.engine.value)}"]
+    plan = plan_sentence(data)
+    if plan:
+        lines += wrap(f"- {markdown_cell(plan)}", rest="  ")
     failed = write_failure(data)
     if failed:
         lines.append(f"- {markdown_cell(failed)}")
@@ -591,7 +612,7 @@ figcaption {{ font-size: 0.9em; color: #333; max-width: 48em; }}
 <body>
 <h1>{title}</h1>
 <p>Recorded {esc(_when(data.meta.get('start')))}; {s.lines} lines, {len(s.runs)} runs, engine {esc(s.engine.value)}.</p>
-{''.join(f"<p>{esc(n)}.</p>" for n in [write_failure(data) or "", *read_notes(data, write_failure(data) is None)] if n)}
+{''.join(f"<p>{esc(n)}.</p>" for n in [plan_sentence(data) or "", write_failure(data) or "", *read_notes(data, write_failure(data) is None)] if n)}
 <h2>Verdict</h2>
 {verdict}
 {sweep_table}
@@ -614,6 +635,7 @@ def to_json_doc(data: ReportData) -> dict[str, Any]:
         "recording": data.path,
         "recorded_at": data.meta.get("start", {}).get("t"),
         "command": data.meta.get("start", {}).get("command"),
+        "plan": recorded_plan(data),
         "truncated_tail": data.read.truncated_tail,
         "bad_lines": data.read.bad_lines,
         "skipped_entries": data.read.skipped,

@@ -158,11 +158,16 @@ def test_report_output_is_refused_read_only(tmp_path: Path, capsys: pytest.Captu
     assert "refusing to write" in capsys.readouterr().err
 
 
-def test_every_command_takes_read_only() -> None:
-    from specmon.cli import build_parser
+def test_every_command_takes_read_only_and_offers_it_only_where_it_means_something(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Accepted everywhere (a script that passes it never breaks), offered in --help only by the
+    commands that can restart, drive load or write an export."""
+    from specmon.cli import READ_ONLY_MEANS_NOTHING, build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, command in sub.choices.items():  # type: ignore[union-attr]
         assert any("--read-only" in a.option_strings for a in command._actions), name
-
+        offered = "--read-only" in command.format_help()
+        assert offered == (name not in (*READ_ONLY_MEANS_NOTHING, "sweep")), name
+    assert {"watch", "connect", "replay", "report"} <= {n for n in sub.choices if n not in READ_ONLY_MEANS_NOTHING}

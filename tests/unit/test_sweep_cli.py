@@ -126,12 +126,14 @@ def test_sweep_usage_errors(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPa
     assert code == 2 and "give a PROFILE" in err
     code, _, err = run_cli(["sweep", "x", "--demo"], capsys)
     assert code == 2 and "not both" in err
-    code, _, err = run_cli(["sweep", "x"], capsys)
-    assert code == 2 and "--steps" in err
+    code, _, err = run_cli(["sweep", "x"], capsys)  # the profile first: its [sweep] may hold the steps
+    assert code == 2 and "unknown profile 'x'" in err
     code, _, err = run_cli(["sweep", "nosuch", "--steps", "0,2"], capsys)
     assert code == 2 and "unknown profile 'nosuch'" in err
     cfg = tmp_path / "c.toml"
     cfg.write_text('[profiles.bare]\nlog = "/x.log"\n')
+    code, _, err = run_cli(["sweep", "bare", "--config", str(cfg)], capsys)
+    assert code == 2 and "--steps" in err
     code, _, err = run_cli(["sweep", "bare", "--config", str(cfg), "--steps", "0,2"], capsys)
     assert code == 2 and "no [launch] section" in err
     cfg.write_text('[profiles.p.launch]\nargv = ["srv", "--n", "{steps}"]\nlog = "/x.log"\n'

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import signal
 from pathlib import Path
@@ -14,9 +13,9 @@ from tests.support.sweepcli import first_setting_pid, kill_leftover, server_pid,
 
 
 def test_the_command_is_what_was_typed_less_fresh() -> None:
-    args = argparse.Namespace(argv=["sweep", "kimi prod", "--steps", "0,2", "--fresh", "--yes"])
-    assert continue_command(args) == "specmon sweep 'kimi prod' --steps 0,2 --yes"
-    assert continue_command(argparse.Namespace()) is None
+    argv = ["sweep", "kimi prod", "--steps", "0,2", "--fresh", "--yes"]
+    assert continue_command(argv) == "specmon sweep 'kimi prod' --steps 0,2 --yes"
+    assert continue_command(None) is None
 
 
 def test_the_program_is_named_as_it_can_be_run_again(tmp_path: Path) -> None:
@@ -59,8 +58,12 @@ def test_a_sweep_stopped_by_sigterm_names_the_command_that_continues_it(tmp_path
 def test_the_advice_after_a_stop_names_the_command_or_says_why_none_continues() -> None:
     from specmon.commands.control import _again
 
+    from specmon.experiment.plan import resolve
+
     typed = ["sweep", "kimi", "--steps", "0,2", "--fresh"]
-    assert _again(argparse.Namespace(argv=typed, demo=False)) == \
-        "continue it where it stopped with: specmon sweep kimi --steps 0,2"
-    assert "not resumed" in _again(argparse.Namespace(argv=["sweep", "--demo"], demo=True))
-    assert "not resumed" in _again(argparse.Namespace(argv=["sweep", "fleet"], demo=False, parallel=True))
+    one = resolve([("command line", {"profile": "kimi", "steps": [0, 2], "fresh": True})]).plan
+    assert _again(one.invoked_as(typed)) == "continue it where it stopped with: specmon sweep kimi --steps 0,2"
+    demo = resolve([("command line", {"demo": True})]).plan
+    assert "not resumed" in _again(demo.invoked_as(["sweep", "--demo"]))
+    fleet = resolve([("command line", {"profile": "fleet", "steps": [0, 2]})], fleet=True).plan
+    assert "not resumed" in _again(fleet.invoked_as(["sweep", "fleet"]))
