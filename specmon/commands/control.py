@@ -227,7 +227,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_INPUT)
     exp = resolved.plan
     if getattr(args, "print_plan", False):
-        print(plain(exp.shown(resolved.origins)))
+        for line in exp.shown(resolved.origins).splitlines():
+            print(plain(line))
         return EXIT_OK
     if exp.grid is not None:
         for name, why in exp.grid_settings.skipped:

@@ -58,8 +58,10 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
         config = load_config(typed.get("config"))
         profile = config.profile(name)
         fleet = profile.replicas is not None
-        if profile.sweep or profile.load:
-            layers.append((f"profile {name} [sweep]/[load]", from_profile(profile.sweep, profile.load)))
+        if profile.sweep:
+            layers.append((f"profile {name} [sweep]", from_profile(profile.sweep, None)))
+        if profile.load:
+            layers.append((f"profile {name} [load]", from_profile(None, profile.load)))
     if from_file:
         layers.append((origin_of(plan_path or ""), from_file))
     layers.append(("command line", typed))

@@ -504,9 +504,13 @@ class ExperimentPlan(BaseModel):
         """The plan as saved in recordings and reports: every field that differs from its default, the
         invocation's own (``--yes``, ``--fresh``, ``--config``) left out."""
         out = {}
+        preset = PRESETS[self.care]
         for name, f in ExperimentPlan.model_fields.items():
             value = getattr(self, name)
-            if name in RUN_ONLY or value == f.default:
+            # A knob is saved when it differs from what its preset gives (a preset fills the knobs
+            # not given, so a value equal to the field's default may still be the one set).
+            unchanged = preset[name] if name in preset else f.default
+            if name in RUN_ONLY or value == unchanged:
                 continue
             out[name] = value
         if "care" in out or self.care != "standard":
@@ -525,9 +529,10 @@ class ExperimentPlan(BaseModel):
                 if extra["group"] != group:
                     continue
                 value = getattr(self, name)
-                text = "—" if value is None else json.dumps(value) if not isinstance(value, str) else value
+                text = (f"— ({_NONE_MEANS.get(name, 'not set')})" if value is None else
+                        json.dumps(value) if not isinstance(value, str) else value)
                 origin = origins.get(name, "default")
-                lines.append(f"  {name:<19} {text:<24} ({origin})")
+                lines.append(f"  {name:<19} {text}  ({origin})")
         return "\n".join(lines)
 
 
@@ -539,6 +544,20 @@ def _workload_name(spec: str) -> str:
     if eq:
         return name
     return Path(spec).stem if spec.endswith(".jsonl") or "/" in spec else spec
+
+
+#: What a field left unset means, as ``--print-plan`` says it.
+_NONE_MEANS = {
+    "profile": "the demo", "steps": "the demo's 0,1,2,5,10", "grid": "the step count only",
+    "workload": "one prompt set", "prompts": "the bundled prompts", "max_tokens": "512; the demo 2048",
+    "objective": "tps", "launch_cv_pct": "5% assumed until measured; the demo's server 2%",
+    "resolve_pct": "the verdict's own margin", "max_minutes": "10 per setting; the demo 0.4",
+    "order": "launches, or given with the guided strategy", "rounds": "twice the settings (replicas)",
+    "seed": "drawn once and kept", "measure_schedule": "not measured", "compare_adaptive": "not measured",
+    "finish": "ask at a terminal, else last", "record": "a new file in the user data directory",
+    "state": "per profile and plan, in the user data directory", "prometheus_port": "not served",
+    "replicas": "one server", "config": "~/.config/specmon/config.toml",
+}
 
 
 def flag(name: str) -> str:
