@@ -509,7 +509,7 @@ class ExperimentPlan(BaseModel):
             value = getattr(self, name)
             # A knob is saved when it differs from what its preset gives (a preset fills the knobs
             # not given, so a value equal to the field's default may still be the one set).
-            unchanged = preset[name] if name in preset else f.default
+            unchanged = preset.get(name, f.default)
             if name in RUN_ONLY or value == unchanged:
                 continue
             out[name] = value
