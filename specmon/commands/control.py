@@ -3,8 +3,9 @@
 Only ``argparse`` is imported at module level: ``specmon summarize`` builds the
 whole parser and must not pay for asyncssh, pydantic or the control layer.
 
-Here the arguments and their checks; running a sweep is :mod:`specmon.commands.sweeping`,
-what it prints :mod:`specmon.commands.sweep_output` (both as light at import as this).
+Here the arguments; the plan and its rules are :mod:`specmon.experiment.plan`; running a sweep is
+:mod:`specmon.commands.sweeping`, what it prints :mod:`specmon.commands.sweep_output`, both imported
+only when a sweep runs (they import what they use at their top).
 """
 
 from __future__ import annotations
@@ -25,11 +26,6 @@ from specmon.commands.argtypes import (
     year_arg,
 )
 from specmon.commands.exits import EXIT_INPUT, EXIT_OK, fail, write_status
-from specmon.commands.sweep_output import _err
-from specmon.commands.sweep_parts import _RECORDERS
-from specmon.commands.sweep_parts import check_steps as check_steps
-from specmon.commands.sweeping import _sweep_main
-from specmon.commands.sweeping import check_dims as check_dims
 from specmon.literal import plain
 
 if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
@@ -242,6 +238,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return fail(str(exc), EXIT_INPUT)
     exp = exp.invoked_as(getattr(args, "argv", None))
     plan = exp.sweep_plan()
+    # The sweep's modules only now: they import the control layer at their top (summarize must not).
+    from specmon.commands.sweep_output import _err
+    from specmon.commands.sweep_parts import _RECORDERS
+    from specmon.commands.sweeping import _sweep_main
+
     signalled: list[int] = []
     try:
         code = asyncio.run(_until_signal(_sweep_main(exp, plan), signalled))

@@ -12,10 +12,44 @@ parallel), as they are, or stopped; each "left running" is checked on its host.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import random
+import sys
+import tempfile
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_INPUT, EXIT_NOTHING, EXIT_OK, fail
 from specmon.commands.sweep_output import _err
+from specmon.commands.sweep_parts import (
+    _finish_choice,
+    _free_port,
+    _left_note,
+    _load_options,
+    _NoRunner,
+    _recorder,
+    check_steps,
+)
+from specmon.config import Profile
+from specmon.control.demo import DEMO_STEPS_MAX
+from specmon.control.launch import LaunchError
+from specmon.control.lease import LeaseHeld, lease_for
+from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+from specmon.control.runner import LocalRunner, SSHRunner
+from specmon.experiment.fleet_sweep import Arm, FleetSweep
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+from specmon.experiment.stats.rotation import assign
+from specmon.experiment.sweep_plan import SweepError
+from specmon.model.fleet import short_names
+from specmon.model.launches import DEFAULT_LAUNCH_CV
+from specmon.model.session import Session
+from specmon.output.parallel_sweep import markdown_report, text_report
+from specmon.output.recording import RecordedIngest
+from specmon.sources.local import LocalTailSource
+from specmon.sources.ssh import SSHTailSource
+from specmon.ssh.connect import SSHError, connect, target_from_options
 
 if TYPE_CHECKING:
     import contextlib
@@ -28,7 +62,6 @@ if TYPE_CHECKING:
 
 def replica_names(profile: Profile) -> list[str]:
     """What the tables call each replica: its name, or what differs between their places."""
-    from specmon.model.fleet import short_names
 
     assert profile.replicas is not None
     wheres = [f"{r.host or 'local'}:{r.launch_port or (profile.launch.port if profile.launch else '')}"
@@ -59,29 +92,18 @@ class _Replica:
 
     async def open(self, exp: ExperimentPlan, stack: contextlib.AsyncExitStack) -> Arm:
         """Connect (for a replica on a host) and build its arm; raises ValueError with the sentence."""
-        from specmon.commands.sweep_parts import _load_options
-        from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
-        from specmon.experiment.fleet_sweep import Arm
-        from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-        from specmon.model.session import Session
-        from specmon.output.recording import RecordedIngest
 
         session = Session()
         ingest = RecordedIngest(session, None)
         port = self.launch.port
         assert port is not None  # the profile's check
         if self.entry.host is None:
-            from specmon.control.runner import LocalRunner
-            from specmon.sources.local import LocalTailSource
 
             self.follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
                 path, lines=0 if from_end else None))
             runner: Any = LocalRunner()
             base = f"http://127.0.0.1:{port}"
         else:
-            from specmon.control.runner import SSHRunner
-            from specmon.sources.ssh import SSHTailSource
-            from specmon.ssh.connect import SSHError, connect, target_from_options
 
             one = self.profile.model_copy(update={"replicas": None, "launch": None, "host": self.entry.host})
             target = target_from_options(None, profile=one)
@@ -111,17 +133,7 @@ class _Replica:
 
 async def run_fleet_sweep(exp: ExperimentPlan, profile: Profile, profile_name: str) -> int:
     """Run a parallel sweep on ``profile``'s replicas; returns the exit code."""
-    import contextlib
-    import random
-    import sys
 
-    from specmon.commands.sweep_parts import _NoRunner, _recorder, check_steps
-    from specmon.control.launch import LaunchError
-    from specmon.control.lease import LeaseHeld, lease_for
-    from specmon.experiment.fleet_sweep import FleetSweep
-    from specmon.experiment.plan_restarter import PlanRestarter
-    from specmon.experiment.stats.rotation import assign
-    from specmon.experiment.sweep_plan import SweepError
 
     assert profile.replicas is not None
     if profile.launch is None:
@@ -132,7 +144,6 @@ async def run_fleet_sweep(exp: ExperimentPlan, profile: Profile, profile_name: s
     except SweepError as exc:
         return fail(str(exc), EXIT_INPUT)
     if plan.seed is None:  # drawn now, so the layout shown before the start is the one that runs
-        from dataclasses import replace
 
         plan = replace(plan, seed=random.SystemRandom().randrange(1 << 31))
     assert plan.seed is not None
@@ -218,14 +229,7 @@ async def run_fleet_demo(exp: ExperimentPlan) -> int:
     drawn from the seed and its port) and each launch its own luck (``--launch-cv``, 5% by
     default); everything lives in a temporary folder and every server is stopped at the end.
     """
-    import random
-    import sys
-    import tempfile
 
-    from specmon.commands.sweep_parts import _free_port
-    from specmon.config import Profile
-    from specmon.control.demo import DEMO_STEPS_MAX
-    from specmon.model.launches import DEFAULT_LAUNCH_CV
 
     scale = min(exp.time_scale, 1000.0)
     seed = exp.seed if exp.seed is not None else random.SystemRandom().randrange(1 << 30)
@@ -254,10 +258,7 @@ async def run_fleet_demo(exp: ExperimentPlan) -> int:
 
 
 def _print(fmt: str, doc: dict[str, Any], left: list[str]) -> None:
-    import json
-    import sys
 
-    from specmon.output.parallel_sweep import markdown_report, text_report
 
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -278,9 +279,7 @@ async def _stop_followers(replicas: list[_Replica]) -> None:
 async def _finish(exp: ExperimentPlan, result: FleetSweepResult, replicas: list[_Replica],
                   running: dict[str, int | None]) -> dict[str, dict[str, Any]]:
     """Leave the replicas as ``--finish`` says; returns, per replica, what is left (checked on its host)."""
-    import asyncio
 
-    from specmon.commands.sweep_parts import _finish_choice, _left_note
 
     winner = result.winner
     choice = _finish_choice(exp, (winner, ()) if winner is not None else None)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from specmon.config import Profile
     from specmon.experiment.plan import Resolved
+    from specmon.experiment.sweep_plan import SweepPlan
 
 #: Options of ``sweep`` that are not plan fields (the invocation's own).
 NOT_PLAN = frozenset({"func", "command", "argv", "plan", "print_plan", "read_only"})
@@ -66,3 +67,9 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
         layers.append((origin_of(plan_path or ""), from_file))
     layers.append(("command line", typed))
     return resolve(layers, fleet=fleet), profile
+
+
+def sweep_plan_of(args: argparse.Namespace) -> SweepPlan:
+    """The one-server runtime plan the options ``args`` resolve to (raises PlanError)."""
+    resolved, _ = resolve_plan(args)
+    return resolved.plan.sweep_plan()

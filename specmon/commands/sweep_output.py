@@ -5,12 +5,25 @@ Like the command module, only light modules are imported at module level.
 
 from __future__ import annotations
 
+import json
+import sys
+import textwrap
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_NOTHING, EXIT_OK
-from specmon.literal import markdown_text, plain
+from rich.console import Console
 
-if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
+from specmon.commands.again import continue_command
+from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_NOTHING, EXIT_OK
+from specmon.engines import by_name
+from specmon.experiment.stats.design import closing_advice
+from specmon.experiment.sweep_result import analyses_from_cells
+from specmon.literal import markdown_text, plain
+from specmon.model.costmodel import build_cost_model
+from specmon.output.objective import deployed_lines, objective_lines
+from specmon.output.tables import print_analysis, to_markdown, verdict_tag
+from specmon.output.textfit import verdict_text
+
+if TYPE_CHECKING:  # annotations only
     from specmon.control.launch import LaunchProfile
     from specmon.experiment.plan import ExperimentPlan
     from specmon.experiment.sweep_plan import SweepEvent
@@ -18,7 +31,6 @@ if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI st
 
 
 def _err(text: str) -> None:
-    import sys
 
     try:
         print(plain(text, newlines=True), file=sys.stderr, flush=True)
@@ -34,12 +46,7 @@ def _on_event(ev: SweepEvent) -> None:
 
 
 def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any]) -> int:
-    import json
-    import sys
 
-    from specmon.experiment.sweep_result import analyses_from_cells
-    from specmon.model.costmodel import build_cost_model
-    from specmon.output.objective import deployed_lines, objective_lines
 
     doc = result.to_json()
     verdict = result.verdict
@@ -54,13 +61,10 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
     if exp.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        from specmon.output.tables import print_analysis, to_markdown, verdict_tag
 
         console = None
         if exp.format != "markdown":
-            from rich.console import Console
 
-            from specmon.output.textfit import verdict_text
 
             console = Console()
             if not console.is_terminal:
@@ -71,7 +75,6 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
             if console is None:
                 sys.stdout.write(text + "\n")
                 return
-            import textwrap
 
             for line in text.split("\n"):
                 indent = " " * (len(line) - len(line.lstrip(" ")))
@@ -106,7 +109,6 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
             else:
                 out(text)
         out(result.restart_note)
-        from specmon.experiment.stats.design import closing_advice
 
         for advice in closing_advice(result.needs_more):  # an undecided verdict: what would decide it
             out(markdown_text(advice) if console is None else plain(advice))
@@ -140,7 +142,6 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
     if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
         _err(f"sweep: {note}")
     if extra.get("server_lost"):
-        from specmon.commands.again import continue_command
 
         again = continue_command(exp.argv) if not exp.demo else None
         how = f"continue it with: {again}" if again else "run the same command again to continue"
@@ -162,7 +163,6 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
 def schedule_context(launch: LaunchProfile | None, result: SweepResult) -> dict[str, Any]:
     """What each engine's form of a schedule is given: the profile's engine (None: not named) and
     its argv (its own flags kept), and the swept setting (algorithm, top-k) its form checks."""
-    from specmon.engines import by_name  # light module-level imports only (the CLI's start-up)
 
     own = by_name(launch.engine) if launch is not None else None
     setting = next(((cfg.algorithm, cfg.topk) for v in result.verdicts for row in v.analysis.rows

@@ -6,9 +6,17 @@ Only light modules are imported at module level (the CLI imports this when it st
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from specmon.commands.sweep_output import _err
+from specmon.control.dims import label
+from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
+from specmon.control.servers import ServerRecord, left_running_note
+from specmon.output.recording import Recorder, new_recording_path
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Sequence
@@ -41,7 +49,6 @@ def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str
 
 
 def _recorder(exp: ExperimentPlan, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
-    from specmon.output.recording import Recorder, new_recording_path
 
     if exp.no_record:
         return None
@@ -66,7 +73,6 @@ _RECORDERS: list[Recorder] = []
 
 def _load_options(exp: ExperimentPlan, base_url: str, time_scale: float = 1.0,
                   max_tokens: int = 512) -> LoadConfig:
-    from specmon.control.load import BUNDLED_PROMPTS, LoadConfig, load_prompts
 
     prompts = load_prompts(exp.prompts) if exp.prompts else BUNDLED_PROMPTS
     return LoadConfig(base_url, endpoint=exp.endpoint, prompts=prompts, max_tokens=exp.max_tokens or max_tokens,
@@ -82,7 +88,6 @@ async def _left_note(restarter: Any) -> tuple[bool, str] | None:
     record = getattr(restarter, "started", None) or _unrecorded(restarter)
     if record is None:
         return None
-    from specmon.control.servers import left_running_note
 
     state, text = await left_running_note(record, restarter.runner)
     return state == "running", text
@@ -91,12 +96,10 @@ async def _left_note(restarter: Any) -> tuple[bool, str] | None:
 def _unrecorded(restarter: Any) -> Any:
     """The server the last start launched when no record was written (a read-only home): from its
     PID and start time, so that it too is checked before anything is said of it (None: none known)."""
-    import time
 
     plan, who = getattr(restarter, "last_plan", None), getattr(restarter, "identity", None)
     if plan is None or who is None or not getattr(plan, "pidfile", None):
         return None
-    from specmon.control.servers import ServerRecord
 
     return ServerRecord(plan.host, plan.pidfile, who.pid, who.starttime, plan.steps, plan.draft_tokens, plan.log,
                         time.time())
@@ -114,7 +117,6 @@ async def left_note_on_signal(restarter: Any) -> None:
 
     Bounded by :data:`SIGNAL_CHECK_S`; a check that cannot finish in time is said so.
     """
-    import asyncio
 
     record = getattr(restarter, "started", None) or _unrecorded(restarter)
     if record is None:
@@ -131,7 +133,6 @@ async def left_note_on_signal(restarter: Any) -> None:
 
 def _finish_choice(exp: ExperimentPlan, winner: tuple[int, Any] | None) -> str:
     """``--finish``, or the answer at a terminal; ``last`` without a terminal (nothing unasked happens)."""
-    import sys
 
     if exp.finish is not None:
         return str(exp.finish)
@@ -152,7 +153,6 @@ def _steps_text(setting: int | tuple[int, Any] | None) -> str:
     if isinstance(setting, tuple):
         steps, point = setting
         if point:
-            from specmon.control.dims import label
 
             return label(steps, point)
         setting = steps
@@ -167,7 +167,6 @@ class _NoRunner:
 
 
 def _free_port() -> int:
-    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,14 +1,30 @@
 """Running ``specmon sweep``: against the simulated demo server or a real one (a profile, local or over SSH).
 
 The recording, the Prometheus endpoint, the lease on the server and what the sweep leaves
-running at its end. Like the command module, only light modules are imported at module level.
+running at its end. Imported only when a sweep runs (``cmd_sweep``), so it imports what it uses at
+its top: the CLI's start-up (``summarize``) never pays for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
+from specmon import paths
 from specmon.commands.exits import EXIT_INPUT, fail
+from specmon.commands.fleet_sweeping import run_fleet_demo, run_fleet_sweep
 from specmon.commands.sweep_output import _err, _on_event, _print_result
 from specmon.commands.sweep_parts import (
     _finish_choice,
@@ -19,9 +35,33 @@ from specmon.commands.sweep_parts import (
     _recorder,
     _steps_text,
     check_steps,
+    left_note_on_signal,
 )
+from specmon.config import ConfigError, load_config
+from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_STEPS_MAX
+from specmon.control.dims import used_placeholders
+from specmon.control.eta import EtaStore
+from specmon.control.launch import LaunchError, LaunchProfile
+from specmon.control.lease import LeaseHeld, lease_for
+from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
+from specmon.control.runner import LocalRunner, SSHRunner
+from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
+from specmon.experiment.rounds import known_restart_s
+from specmon.experiment.schedule_check import adaptive_profile, measure_deployed, measure_schedule, schedule_profile
+from specmon.experiment.sweep_plan import SweepError
+from specmon.experiment.sweep_run import Sweep
+from specmon.experiment.sweep_state import STATE_LIMIT, finished_state
+from specmon.model.schedule import Schedule, ScheduleEntry
+from specmon.model.session import Session
+from specmon.output.prometheus import PrometheusExporter
+from specmon.output.recording import RecordedIngest
+from specmon.smallfile import InputError, check_input
+from specmon.sources.local import LocalTailSource
+from specmon.sources.metrics import MetricsScraper, metrics_url_for
+from specmon.sources.ssh import SSHTailSource
+from specmon.ssh.connect import SSHError, connect, target_from_options
 
-if TYPE_CHECKING:  # annotations only: nothing below is imported when the CLI starts
+if TYPE_CHECKING:  # annotations only
     from collections.abc import Coroutine
 
     from specmon.config import Profile
@@ -39,7 +79,6 @@ def check_dims(profile: LaunchProfile, plan: SweepPlan, whose: str) -> str | Non
     A grid over ``topk`` with a command that has no ``{topk}`` would restart the
     same server again and again under different names: refused before any restart.
     """
-    from specmon.control.dims import used_placeholders
 
     templates = [*(profile.argv or []), *(profile.start or []), *profile.env.values()]
     used = used_placeholders(templates)
@@ -54,7 +93,6 @@ async def _with_prometheus(exp: ExperimentPlan, session: Session,
                            coro: Coroutine[Any, Any, SweepResult]) -> SweepResult | None:
     if exp.prometheus_port is None:
         return await coro
-    from specmon.output.prometheus import PrometheusExporter
 
     exporter = PrometheusExporter.for_session(session, exp.prometheus_port)
     try:
@@ -72,7 +110,6 @@ async def _with_prometheus(exp: ExperimentPlan, session: Session,
 
 async def _sweep_main(exp: ExperimentPlan, plan: SweepPlan) -> int:
     if exp.demo and exp.replicas:
-        from specmon.commands.fleet_sweeping import run_fleet_demo
 
         return await run_fleet_demo(exp)
     if exp.demo:
@@ -81,19 +118,7 @@ async def _sweep_main(exp: ExperimentPlan, plan: SweepPlan) -> int:
 
 
 async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
-    import sys
-    import tempfile
 
-    from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_STEPS_MAX
-    from specmon.control.launch import LaunchProfile
-    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.control.runner import LocalRunner
-    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-    from specmon.experiment.sweep_plan import SweepError
-    from specmon.experiment.sweep_run import Sweep
-    from specmon.model.session import Session
-    from specmon.output.recording import RecordedIngest
-    from specmon.sources.local import LocalTailSource
 
     scale = min(exp.time_scale, 1000.0)
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
@@ -110,7 +135,6 @@ async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
              f"differ by a {100 * demo_cv:g}% launch spread (a speed factor per launch, drawn from the seed; real "
              "servers: 2-20%; --launch-cv sets it)")
         if exp.drift_pct_per_hour:
-            import time
 
             server += ["--drift-pct-per-hour", f"{exp.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
         if exp.workload_sets:
@@ -167,21 +191,8 @@ async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
 
 
 async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
-    import hashlib
-    import json
-    import re
-    import sys
 
-    from pydantic import ValidationError
 
-    from specmon import paths
-    from specmon.config import ConfigError, load_config
-    from specmon.control.launch import LaunchError, LaunchProfile
-    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError
-    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-    from specmon.experiment.sweep_state import finished_state
-    from specmon.model.session import Session
-    from specmon.output.recording import RecordedIngest
 
     name = exp.profile
     assert name is not None  # (the plan refuses a sweep with neither a profile nor the demo)
@@ -191,7 +202,6 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
     except ConfigError as exc:
         return fail(str(exc))
     if profile.replicas is not None:
-        from specmon.commands.fleet_sweeping import run_fleet_sweep
 
         return await run_fleet_sweep(exp, profile, name)
     if not profile.launch:
@@ -203,10 +213,7 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return fail(f"profile {exp.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
-    from dataclasses import replace
 
-    from specmon.control.eta import EtaStore
-    from specmon.experiment.rounds import known_restart_s
 
     known = known_restart_s(EtaStore(), host)
     if known is not None:  # the budget stated up front at this host's remembered restart cost
@@ -232,11 +239,8 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
     digest = hashlib.sha256(json.dumps(plan.identity(), sort_keys=True).encode()).hexdigest()[:10]
     state = exp.state or str(paths.sweeps_dir() /
                               f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{digest}.json")
-    import os
 
     if os.path.lexists(state):  # a FIFO, a device or a huge file: said now, before any restart
-        from specmon.experiment.sweep_state import STATE_LIMIT
-        from specmon.smallfile import InputError, check_input
 
         try:
             check_input(state, "sweep state file", limit=STATE_LIMIT)
@@ -264,8 +268,6 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
     try:
         if profile.host:
             return await _real_remote(exp, plan, launch, profile, session, ingest, rec, state)
-        from specmon.control.runner import LocalRunner
-        from specmon.sources.local import LocalTailSource
 
         follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(path, lines=0 if from_end else None))
         restarter = PlanRestarter(launch, LocalRunner(), host=host, follower=follower, show=_err,
@@ -295,11 +297,7 @@ async def _run_profile_sweep(exp: ExperimentPlan, plan: SweepPlan, session: Sess
     other specmon restarts or stops it meanwhile, and this sweep does not start while another
     one, or a dashboard that restarted it, controls it.
     """
-    import asyncio
 
-    from specmon.commands.sweep_parts import left_note_on_signal
-    from specmon.control.lease import LeaseHeld, lease_for
-    from specmon.experiment.sweep_state import finished_state
 
     if finished_state(state, plan):  # only its verdict is shown: nothing to control
         return await _run_leased(exp, plan, session, restarter, load, state, rec, follower, counters)
@@ -326,8 +324,6 @@ async def _run_profile_sweep(exp: ExperimentPlan, plan: SweepPlan, session: Sess
 async def _run_leased(exp: ExperimentPlan, plan: SweepPlan, session: Session, restarter: Any,
                       load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                       counters: Any) -> int:
-    from specmon.experiment.sweep_plan import SweepError
-    from specmon.experiment.sweep_run import Sweep
 
     try:
         # At every look (and every few seconds) the sweep checks that its server is the one it started.
@@ -386,15 +382,12 @@ def _schedule_problem(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfil
     """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run on this profile's server (None: they
     can), said before any restart. The rules between the plan's own fields are the plan's."""
     if exp.compare_adaptive is not None:
-        from specmon.experiment.schedule_check import adaptive_profile
 
         _, why = adaptive_profile(launch, exp.compare_adaptive or None)
         if why:
             return f"--compare-adaptive: {why}"
     if not exp.measure_schedule:
         return None
-    from specmon.experiment.schedule_check import schedule_profile
-    from specmon.model.schedule import Schedule, ScheduleEntry
 
     probe = Schedule(tuple(ScheduleEntry(c, max(plan.steps), "winner", max(plan.steps), "")
                            for c in sorted(plan.concurrency)))
@@ -406,8 +399,6 @@ async def _measure_schedule(exp: ExperimentPlan, plan: SweepPlan, result: SweepR
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart on the sweep's schedule (shown first, confirmed) and measure it against the fixed settings."""
-    from specmon.experiment.plan_restarter import PlanRestarter
-    from specmon.experiment.schedule_check import measure_schedule, schedule_profile
 
     schedules = result.schedules()
     if not schedules:
@@ -437,8 +428,6 @@ async def _measure_adaptive(exp: ExperimentPlan, plan: SweepPlan, result: SweepR
                             restarter: Any, load: LoadControl | None, rec: Recorder | None, counters: Any
                             ) -> tuple[tuple[Any, dict[str, Any]] | None, list[dict[str, Any]] | None]:
     """Restart in the engine's own adaptive mode (shown first, confirmed) and measure it at every load."""
-    from specmon.experiment.plan_restarter import PlanRestarter
-    from specmon.experiment.schedule_check import adaptive_profile, measure_deployed
 
     profile, why = adaptive_profile(restarter.profile, exp.compare_adaptive or None)
     if profile is None:
@@ -470,7 +459,6 @@ def _say_checks(measured: Any, checks: Any, whose: str) -> None:
 
 def _confirm_deployed(exp: ExperimentPlan, deploy: Any, steps: int, what: str, n: int, loads: int) -> bool:
     """Show the deployed configuration's restart and get consent (``--yes``, or an answer at a terminal)."""
-    import sys
 
     _err(f"sweep: {what}, measured in {n} launch(es) at each of {loads} load(s) ({n * loads} restart(s)); "
          "the restart:")
@@ -533,11 +521,6 @@ async def _finish(exp: ExperimentPlan, result: SweepResult, restarter: Any,
 
 async def _real_remote(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
-    from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
-    from specmon.control.runner import SSHRunner
-    from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-    from specmon.sources.ssh import SSHTailSource
-    from specmon.ssh.connect import SSHError, connect, target_from_options
 
     try:
         target = target_from_options(None, profile=profile)
@@ -555,8 +538,6 @@ async def _real_remote(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfi
 
         # The server's ports stay on the host: the load and the /metrics scrapes go through SSH
         # local forwards (one per host:port).
-        import contextlib
-        from urllib.parse import urlsplit
 
         metrics = _metrics_target(exp, profile, launch)
         wanted: list[tuple[str, int]] = []
@@ -601,13 +582,11 @@ def _metrics_target(exp: ExperimentPlan, profile: Profile, launch: LaunchProfile
         return profile.metrics_url
     if launch.port is None:
         return None
-    from specmon.sources.metrics import metrics_url_for
 
     return metrics_url_for(launch.port, engine=launch.engine if launch.engine != "unknown" else getattr(profile, "engine", None))
 
 
 def _scraper(url: str) -> Any:
-    from specmon.sources.metrics import MetricsScraper
 
     return MetricsScraper(url)
 

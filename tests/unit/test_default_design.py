@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.cli import build_parser
-from specmon.commands.control import _plan
+from specmon.commands.plan_layers import sweep_plan_of as _plan
 from specmon.control.demo import DEMO_LAUNCH_CV, DEMO_SWEEP_STEPS
 from specmon.experiment.rounds import plan_budget
 from specmon.experiment.stats.design import POWER, closing_advice, launch_spread2, more_launches
@@ -96,7 +96,8 @@ def test_the_default_sweep_is_the_launch_design_and_the_demo_states_its_world() 
     assert _demo_plan("--steps", "0,2", "--strategy", "guided").order == "given"
     assert _demo_plan("--steps", "0,2", "--order", "random").order == "random"
     args = build_parser().parse_args(["sweep", "--demo"])
-    assert args.steps is None and args.order is None  # the demo's settings come from DEMO_SWEEP_STEPS
+    assert not hasattr(args, "steps") and not hasattr(args, "order")  # only what was typed: the plan's layers
+    assert _demo_plan().steps == DEMO_SWEEP_STEPS  # the demo's settings come from DEMO_SWEEP_STEPS
     assert DEMO_SWEEP_STEPS == (0, 1, 2, 5, 10) and 0 < DEMO_LAUNCH_CV <= 0.05
 
 

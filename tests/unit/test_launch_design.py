@@ -107,7 +107,7 @@ def test_no_launch_variance_said_is_the_single_launch_sweep() -> None:
 
 def test_the_command_line_options(capsys: pytest.CaptureFixture[str]) -> None:
     from specmon.cli import build_parser
-    from specmon.commands.control import _plan
+    from specmon.commands.plan_layers import sweep_plan_of as _plan
 
     parser = build_parser()
     args = parser.parse_args(["sweep", "--demo", "--steps", "0,2", "--resolve-pct", "4", "--launch-cv", "8"])
