@@ -231,21 +231,10 @@ class Profile(BaseModel):
     @field_validator("sweep", "load")
     @classmethod
     def _plan_tables(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        from specmon.experiment.plan import ExperimentPlan, PlanError, from_profile
+        from specmon.experiment.plan_sources import check_profile_table
 
-        try:
-            values = from_profile(value, None) if info.field_name == "sweep" else from_profile(None, value)
-            unknown = [k for k in values if k not in ExperimentPlan.model_fields]
-            if unknown:
-                from specmon.suggest import did_you_mean
-
-                raise PlanError(f"unknown plan field {unknown[0]!r}: {did_you_mean(unknown[0], ExperimentPlan.model_fields)}"
-                                "(`specmon sweep --print-plan` lists the fields)")
-            ExperimentPlan.check_values(values)
-        except PlanError as exc:
-            raise ValueError(f"[{info.field_name}]: {exc}") from None
+        if value is not None:
+            check_profile_table(info.field_name, value)  # a PlanError is a ValueError: one sentence
         return value
 
     @field_validator("host", "user", "identity", "jump", "log", "log_glob", "baseline_file")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specmon.config import Profile
-    from specmon.experiment.plan import Resolved
+    from specmon.experiment.plan_sources import Resolved
     from specmon.experiment.sweep_plan import SweepPlan
 
 #: Options of ``sweep`` that are not plan fields (the invocation's own).
@@ -38,7 +38,7 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
         PlanError: a plan file, a profile's table or the resolved plan refused (one sentence).
         ConfigError: the config file or the profile (as ``connect`` says it).
     """
-    from specmon.experiment.plan import from_profile, load_plan_file, origin_of, resolve
+    from specmon.experiment.plan_sources import from_profile, load_plan_file, origin_of, resolve
 
     typed = typed_options(args)
     layers: list[tuple[str, dict[str, Any]]] = []

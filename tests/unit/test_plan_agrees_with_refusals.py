@@ -21,7 +21,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.experiment.plan import PlanError, resolve
+from specmon.experiment.plan import PlanError
+from specmon.experiment.plan_sources import resolve
 from specmon.experiment.sweep_plan import SweepError
 
 # --------------------------------------------------------------------------- the oracle (old code)

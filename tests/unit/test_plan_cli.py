@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.cli import main
-from specmon.experiment.plan import GROUPS, PRESETS, ExperimentPlan, PlanError, resolve
+from specmon.experiment.plan import GROUPS, PRESETS, ExperimentPlan, PlanError
+from specmon.experiment.plan_sources import resolve
 from tests.support.sweepcli import sim_launch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -57,7 +57,7 @@ def test_a_sweep_stopped_by_sigterm_names_the_command_that_continues_it(tmp_path
 
 def test_the_advice_after_a_stop_names_the_command_or_says_why_none_continues() -> None:
     from specmon.commands.control import _again
-    from specmon.experiment.plan import resolve
+    from specmon.experiment.plan_sources import resolve
 
     typed = ["sweep", "kimi", "--steps", "0,2", "--fresh"]
     one = resolve([("command line", {"profile": "kimi", "steps": [0, 2], "fresh": True})]).plan
