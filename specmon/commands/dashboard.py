@@ -147,7 +147,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     problem = check_theme(args.theme) or no_terminal("replay")
     if problem:
         return fail(problem)
-    from specmon.ui.app import replay_app
+    from specmon.ui.factories import replay_app
 
     if args.warmup is None and args.files:
         args.warmup = _recorded_warmup(args.files[0])
@@ -160,7 +160,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def watch_app_for(args: argparse.Namespace, *, recorder: Any = None, counters: Any = None) -> Any:
     """The app ``specmon watch`` runs: the dashboard for one log, the fleet view for several.
 
-    One path builds exactly what ``specmon watch PATH`` always built (:func:`specmon.ui.app.watch_app`);
+    One path builds exactly what ``specmon watch PATH`` always built (:func:`specmon.ui.factories.watch_app`);
     two or more build :func:`specmon.ui.fleet_app.fleet_app`, one replica per log.
     """
     paths = getattr(args, "paths", None) or [args.path]
@@ -170,7 +170,7 @@ def watch_app_for(args: argparse.Namespace, *, recorder: Any = None, counters: A
         return fleet_app(paths, lines=args.lines, max_line=args.line_cap,
                          options=FleetOptions(theme=args.theme, window=max(1, args.window), warmup=args.warmup,
                                               baseline_tps=args.baseline_tps))
-    from specmon.ui.app import watch_app
+    from specmon.ui.factories import watch_app
 
     return watch_app(args.path, lines=args.lines, max_line=args.line_cap,
                      options=_options(args, baseline_tps=args.baseline_tps), recorder=recorder, counters=counters,

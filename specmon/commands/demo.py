@@ -92,7 +92,8 @@ def build_demo_app(args: argparse.Namespace, workdir: Path, **app_kwargs: Any) -
     The first start happens when the dashboard is up (its commands go to the event log first).
     """
     from specmon.control.demo import DEFAULT_STARTUP_S, DEFAULT_TIME_SCALE, DEMO_LAUNCH_CV, make_demo
-    from specmon.ui.app import DashboardOptions, make_app
+    from specmon.ui.app import DashboardOptions
+    from specmon.ui.factories import make_app
     from specmon.ui.flows.restart import RestartFlow
     from specmon.ui.flows.sweep import SweepFlow
 

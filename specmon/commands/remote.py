@@ -11,7 +11,7 @@ The flow:
    found here (bad config, unknown profile, no host, no log) are a
    :class:`ConnectError` whose text is printed on stderr; exit code 2.
 2. :func:`connect_app` builds the dashboard on that source (through
-   :func:`specmon.ui.app.make_app`, the one factory).
+   :func:`specmon.ui.factories.make_app`, the one factory).
 3. :func:`run_connect` runs the app; the SSH connection is opened by the
    app's ingest worker, on the app's own event loop (asyncssh must not run on
    another loop). Beside it, :func:`watch_startup` watches the source: when it
@@ -324,7 +324,7 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
 
     Args:
         plan: From :func:`plan_connect`.
-        **kwargs: Passed to :func:`specmon.ui.app.make_app` (``options``, ``clock``,
+        **kwargs: Passed to :func:`specmon.ui.factories.make_app` (``options``, ``clock``,
             ``user_themes``, ``controller``, ...). Without ``options``, the
             plan's settings are used.
     """
@@ -332,7 +332,8 @@ def connect_app(plan: ConnectPlan, **kwargs: Any) -> SpecmonApp:
 
     from specmon.ingest.live import FeedInput
     from specmon.sources.replay import ReplayClock, ReplaySource
-    from specmon.ui.app import DashboardOptions, make_app
+    from specmon.ui.app import DashboardOptions
+    from specmon.ui.factories import make_app
 
     if "options" not in kwargs:
         kwargs["options"] = DashboardOptions(theme=plan.theme, baseline_tps=plan.baseline_tps,

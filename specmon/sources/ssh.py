@@ -63,7 +63,7 @@ Remote requirements: a POSIX ``sh``, GNU coreutils (``stat -c``, ``dd
 iflag=skip_bytes``, ``head -c``, ``sleep 0.2``) and ``find -inum``: any Linux host.
 
 Beside this module: the helper and its command (``ssh_helper``), the frames it sends
-(``ssh_frames``), the channel's session (``ssh_channel``), the backoff (``ssh_backoff``),
+(``ssh_frames``), the channel's session (``ssh_channel``), what following can end in (``ssh_follow``), the backoff (``ssh_backoff``),
 the header's status line (``ssh_status``) and the source built from ``specmon connect``'s
 options (``ssh_options``).
 """
@@ -74,7 +74,6 @@ import asyncio
 import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import cast
 
 import asyncssh
@@ -84,6 +83,7 @@ from specmon.sources.lines import DEFAULT_MAX_LINE, LineSplitter
 from specmon.sources.preface import parse_grep, preface_command
 from specmon.sources.ssh_backoff import Backoff
 from specmon.sources.ssh_channel import _ERR, _OUT, _WAKE, _TailSession
+from specmon.sources.ssh_follow import Loss, _Fatal, _FileInfo, _Lost, _Restart
 from specmon.sources.ssh_frames import Frame, FrameReader, ProtocolError
 from specmon.sources.ssh_helper import (
     _MTIME,
@@ -104,54 +104,12 @@ DEFAULT_LINES = 1000
 _MAX_BATCH_BYTES = 1 << 20
 
 
-
-
 def _stdout(result: asyncssh.SSHCompletedProcess) -> bytes:
     """A command's stdout as bytes (commands run with ``encoding=None``)."""
     out = result.stdout
     if isinstance(out, str):
         return out.encode("utf-8", "surrogateescape")
     return bytes(out or b"")
-
-
-@dataclass(slots=True)
-class _FileInfo:
-    dev: int
-    inode: int
-    size: int
-    mtime: float  # seconds since the epoch, on the host's clock
-
-
-@dataclass(frozen=True, slots=True)
-class Loss:
-    """Bytes that were on the host but are gone before the source could read them.
-
-    Attributes:
-        path: The file they were written to (the name it was followed by).
-        identity: ``(device, inode)`` of that file, if known.
-        offset: Everything before this byte offset was delivered.
-        size: How many bytes were lost, when the host could still tell; None
-            when it cannot be known (the file was destroyed while disconnected).
-        reason: One sentence for the event log.
-    """
-
-    path: str
-    identity: tuple[int, int] | None
-    offset: int
-    size: int | None
-    reason: str
-
-
-class _Fatal(Exception):
-    """A problem reconnecting cannot fix (missing ``sh``, no log found, a directory)."""
-
-
-class _Lost(Exception):
-    """The follow channel ended; reconnect."""
-
-
-class _Restart(Exception):
-    """Follow again at once with the current position (e.g. the file was replaced)."""
 
 
 class SSHTailSource:

@@ -14,7 +14,7 @@ Three timers read the model:
 
 Everything non-deterministic is injected through the constructor (the sources,
 the clocks, theme folders, the export directory, the restart/sweep controller),
-and :func:`make_app` is the one factory the command line and the tests use.
+and :func:`specmon.ui.factories.make_app` is the one factory the command line and the tests use.
 
 Split by responsibility, as toolong splits its app and its log screen: the dashboard's
 screen (:class:`~specmon.ui.screens.dashboard.DashboardScreen`, the app's default screen,
@@ -27,7 +27,7 @@ from every full screen: the events and run-details screens list them in their fo
 Extension points for the commands built on this app:
 
 * any :class:`~specmon.sources.base.LineSource` runs the dashboard:
-  ``make_app(SSHTailSource(...))``, or a list of :class:`~specmon.ingest.live.FeedInput`
+  ``factories.make_app(SSHTailSource(...))``, or a list of :class:`~specmon.ingest.live.FeedInput`
   (baseline files first); the header shows ``source.status`` on every tick
   (``reconnecting in 4 s (attempt 2)``, latency, failures);
 * ``controller``: a restart flow (:class:`~specmon.ui.flows.restart.RestartFlow`), whose
@@ -65,9 +65,8 @@ from textual.worker import Worker, WorkerState
 
 from specmon import paths
 from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
-from specmon.ingest.live import Feeder, FeedInput, recording_inputs
-from specmon.sources.base import LineSource
-from specmon.sources.replay import ReplayClock, ReplaySource, first_time, time_ordered
+from specmon.ingest.live import Feeder, FeedInput
+from specmon.sources.replay import ReplayClock
 from specmon.ui.app_options import DashboardController as DashboardController
 from specmon.ui.app_options import DashboardOptions as DashboardOptions
 from specmon.ui.base import SpecmonAppBase, dashboard_layout
@@ -78,7 +77,6 @@ from specmon.ui.keys import ACTIONS, app_bindings, by_action
 from specmon.ui.literal import markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.screens.dashboard import DashboardScreen
-from specmon.ui.theming import theme_folders
 from specmon.ui.views import RowView, SnapshotBuilder, TableView
 
 if TYPE_CHECKING:
@@ -87,7 +85,7 @@ if TYPE_CHECKING:
     from specmon.ui.widgets.restart_progress import RestartProgressPanel
     from specmon.ui.widgets.run_table import RunTable
 
-__all__ = ["DashboardController", "DashboardOptions", "SpecmonApp", "make_app", "replay_app", "watch_app"]
+__all__ = ["DashboardController", "DashboardOptions", "SpecmonApp"]
 
 #: (action, palette title, palette help) for the command palette: the same source as the keys and help.
 _COMMANDS = tuple((a.action, a.title, a.help) for a in ACTIONS if a.title is not None)
@@ -609,105 +607,3 @@ class SpecmonApp(SpecmonAppBase):
             self.sweeper.open()
         elif not isinstance(self.controller, RestartFlow):
             self.push_screen(self.controller.sweep_screen())
-
-
-# -- factories -------------------------------------------------------------------------------------
-
-def make_app(
-    source: LineSource | Sequence[FeedInput],
-    *,
-    replay_clock: ReplayClock | None = None,
-    options: DashboardOptions | None = None,
-    clock: Callable[[], float] = time.time,
-    user_themes: Path | None | object = USER_THEMES,
-    extra_theme_dirs: Sequence[Traversable | Path] = (),
-    export_dir: Path | None = None,
-    controller: RestartFlow | DashboardController | None = None,
-    recorder: Recorder | None = None,
-    sweeper: SweepFlow | None = None,
-    counters: LiveCounters | None = None,
-) -> SpecmonApp:
-    """Build the dashboard for a source (or several inputs): the one factory.
-
-    Args:
-        source: An already-constructed :class:`LineSource` (a local tail, an SSH
-            tail, a simulator), or a list of :class:`FeedInput` for several files.
-        replay_clock: The replay's clock, when replaying.
-        options: Command-line settings.
-        clock: Wall clock.
-        user_themes: The user's theme folder; default: the platform config folder; None: none.
-        extra_theme_dirs: More theme folders, read after the shipped ones.
-        export_dir: Where exports go (default: :func:`specmon.paths.export_dir`; ``--out DIR``).
-        controller: Restart/sweep provider (None: ``r`` and ``s`` greyed out).
-        recorder: Records the session (a :class:`~specmon.output.recording.Recorder`; None: not recorded).
-        sweeper: Runs sweeps for ``s`` (default: built on the controller's restart flow).
-        counters: The engine's ``/metrics`` scraped beside the log (:class:`~specmon.ui.counters.LiveCounters`).
-    """
-    inputs = [FeedInput(source)] if isinstance(source, LineSource) else list(source)
-    user_dir = paths.themes_dir() if user_themes is USER_THEMES else user_themes
-    return SpecmonApp(
-        inputs, replay_clock=replay_clock, options=options, clock=clock,
-        theme_dirs=theme_folders(user_dir if isinstance(user_dir, Path) else None, extra_theme_dirs),
-        export_dir=export_dir, controller=controller, recorder=recorder, sweeper=sweeper, counters=counters,
-    )
-
-
-def replay_app(
-    files: Sequence[str | Path],
-    *,
-    speed: float | None = 1.0,
-    baseline_files: Sequence[str | Path] = (),
-    monotonic: Callable[[], float] = time.monotonic,
-    **kwargs: Any,
-) -> SpecmonApp:
-    """The dashboard replaying log files (baseline files first, read at max speed).
-
-    A specmon recording (:func:`specmon.output.recording.is_recording`) replays its
-    recorded lines, input by input, so the table is the one the live session showed.
-
-    Args:
-        files: Logs to replay (played in the order of their first timestamps).
-        speed: Log seconds per wall second (None: max).
-        baseline_files: Logs of the server without speculation.
-        monotonic: Clock pacing the replay.
-        **kwargs: Passed to :func:`make_app`.
-    """
-    clock = ReplayClock(speed, monotonic=monotonic)
-    wall = kwargs.get("clock", time.time)
-    inputs = []
-    from specmon.output.recording import is_recording
-
-    for path in baseline_files:
-        # The baseline is reference data, not part of the show: read it at once.
-        if is_recording(path):
-            inputs.extend(recording_inputs(path, ReplayClock(None), wall_clock=wall, baseline=True))
-            continue
-        src = ReplaySource(path, ReplayClock(None), wall_clock=wall)
-        inputs.append(FeedInput(src, baseline=True, year=src.year))
-    # Logs play in the order their servers wrote them, whatever order they were named in.
-    plain = {str(p) for p in files if not is_recording(p)}
-    for path in time_ordered(files, lambda p: first_time(p) if str(p) in plain else None):
-        if is_recording(path):
-            inputs.extend(recording_inputs(path, clock, wall_clock=wall))
-            continue
-        src = ReplaySource(path, clock, wall_clock=wall)
-        inputs.append(FeedInput(src, year=src.year))
-    return make_app(inputs, replay_clock=clock, **kwargs)
-
-
-def watch_app(path: str | Path, *, lines: int | None = None, max_line: int | None = None,
-              **kwargs: Any) -> SpecmonApp:
-    """The dashboard following a local log like ``tail -F``.
-
-    Args:
-        path: The log (need not exist yet).
-        lines: Start with the last ``lines`` lines (None: the whole file).
-        max_line: ``--line-cap``: longest line kept, in bytes (None: 1 MiB).
-        **kwargs: Passed to :func:`make_app`.
-    """
-    from specmon.sources.lines import DEFAULT_MAX_LINE
-    from specmon.sources.local import LocalTailSource
-
-    source = LocalTailSource(path, lines=lines, clock=kwargs.get("clock", time.time),
-                             max_line=max_line or DEFAULT_MAX_LINE)
-    return make_app(source, **kwargs)

@@ -68,7 +68,7 @@ def test_the_command_line_does_not_import_textual_until_a_dashboard_opens() -> N
 
 async def test_watch_follows_a_growing_file_and_reports_truncation(isolated_home: Path,
                                                                     tmp_path: Path) -> None:
-    from specmon.ui.app import watch_app
+    from specmon.ui.factories import watch_app
 
     log = tmp_path / "server.log"
     first = campaign(2, 94.0, 12)

@@ -162,7 +162,7 @@ async def test_t_cycles_through_the_specmon_themes(isolated_home: Path) -> None:
 
 
 async def test_theme_option_and_user_theme_folder(isolated_home: Path, tmp_path: Path) -> None:
-    from specmon.ui.app import make_app
+    from specmon.ui.factories import make_app
     from tests.support.app_factory import options
 
     folder = tmp_path / "my-themes"

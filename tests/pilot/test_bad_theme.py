@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.widgets._toast import Toast
 
-from specmon.ui.app import make_app
+from specmon.ui.factories import make_app
 from tests.support.app_factory import FIXED_NOW, StaticSource, isolated_home, options, wait_for
 
 __all__ = ["isolated_home"]

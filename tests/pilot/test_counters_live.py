@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from specmon.sources.metrics import MetricsScraper
-from specmon.ui.app import replay_app
 from specmon.ui.counters import LiveCounters, fixed_url
+from specmon.ui.factories import replay_app
 from specmon.ui.widgets.metric_panel import MetricPanel
 from specmon.ui.widgets.position_bars import PositionBars
 from tests.support.app_factory import FIXED_NOW, VLLM_KIT, FakeMonotonic, options

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specmon.ui.app import make_app
+from specmon.ui.factories import make_app
 from specmon.ui.messages import FlowLogged
 from tests.support.app_factory import StaticSource, header_text, options, wait_for
 from tests.support.logtext import T0, campaign, decode, ready, server_args

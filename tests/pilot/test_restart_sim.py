@@ -290,7 +290,7 @@ async def test_connect_without_profile_adopts_the_server_over_ssh(
     from specmon.control.demo import local_tail_factory
     from specmon.control.eta import EtaStore
     from specmon.sources.local import LocalTailSource
-    from specmon.ui.app import make_app
+    from specmon.ui.factories import make_app
     from specmon.ui.flows.restart import live_restart
     from specmon.ui.screens.confirm_commands import ConfirmCommandsScreen
     from specmon.ui.screens.restart_dialog import RestartDialog

@@ -177,7 +177,7 @@ async def test_sweep_from_the_dashboard_writes_a_report(isolated_home: Path, tmp
 
 
 async def test_watch_records_and_replay_reproduces_the_table(isolated_home: Path, tmp_path: Path) -> None:
-    from specmon.ui.app import watch_app
+    from specmon.ui.factories import watch_app
 
     log = tmp_path / "server.log"
     shutil.copy(LOG, log)

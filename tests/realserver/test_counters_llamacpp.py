@@ -146,8 +146,8 @@ async def test_llamacpp_counters_agree_with_its_log_and_the_client(tmp_path: Pat
 
 
 async def test_watch_with_metrics_shows_llamacpp_counters_in_the_dashboard(tmp_path: Path) -> None:
-    from specmon.ui.app import watch_app
     from specmon.ui.counters import LiveCounters, fixed_url
+    from specmon.ui.factories import watch_app
     from specmon.ui.widgets.metric_panel import MetricPanel
     from specmon.ui.widgets.position_bars import PositionBars
     from tests.support.app_factory import options

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from specmon.sources.base import ConnectionState, SourceStatus
-from specmon.ui.app import DashboardOptions, SpecmonApp, make_app, replay_app
+from specmon.ui.app import DashboardOptions, SpecmonApp
+from specmon.ui.factories import make_app, replay_app
 
 #: The repository; tests run from it so log paths in headers are the same on every machine.
 ROOT = Path(__file__).resolve().parents[2]
