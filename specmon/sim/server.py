@@ -98,10 +98,33 @@ class SimClock:
         return max(0.0, (sim_t - self.now()) / self.scale)
 
 
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """The simulated server's command line, checked (:func:`parse_args`)."""
+
+    steps: int
+    log: Path
+    draft_tokens: int | None = None
+    topk: int | None = None
+    append: bool = False
+    port: int | None = None
+    time_scale: float = 1.0
+    startup_seconds: float = 6.0
+    seed: int | None = None
+    crash_on_start: bool = False
+    task_acceptance: bool = False
+    pidfile: Path | None = None
+    launch_cv: float = 0.0
+    replica_cv: float = 0.0
+    drift_pct_per_hour: float = 0.0
+    drift_origin: float | None = None
+    load_concurrency: int = 1
+
+
 class SimServer:
     """One launch of the simulated server."""
 
-    def __init__(self, args: argparse.Namespace, spec: SpecConfig, log: TextIO) -> None:
+    def __init__(self, args: ServerOptions, spec: SpecConfig, log: TextIO) -> None:
         self.args = args
         self.spec = spec
         self.seed: int = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
@@ -446,7 +469,7 @@ class _Stream:
     rid: str
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None) -> ServerOptions:
     """Parse the command line (see the module docstring)."""
     ap = argparse.ArgumentParser(
         prog="python -m specmon.sim.server", description="Simulated SGLang EAGLE-3 server (no GPU)."
@@ -489,7 +512,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error("--replica-cv must be a percentage from 0 to below 100")
     if args.load_concurrency < 1:
         ap.error("--load-concurrency must be >= 1")
-    return args
+    return ServerOptions(**vars(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

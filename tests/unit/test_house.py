@@ -56,3 +56,21 @@ def test_function_level_imports_do_not_grow() -> None:
                 found.update((str(path), sub.lineno) for sub in ast.walk(node)
                              if isinstance(sub, (ast.Import, ast.ImportFrom)))
     assert len(found) <= MAX_FUNCTION_IMPORTS, f"{len(found)} imports inside functions (at most {MAX_FUNCTION_IMPORTS})"
+
+
+def test_no_namespace_below_the_commands() -> None:
+    """Below ``commands/`` (and ``cli.py``), no module takes an ``argparse.Namespace`` or sets ``args.x``:
+    the sweep is a typed plan, the simulated server's command line a dataclass."""
+    found = []
+    for path in (ROOT / "specmon").rglob("*.py"):
+        rel = path.relative_to(ROOT / "specmon").as_posix()
+        if rel.startswith("commands/") or rel == "cli.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "Namespace":
+                found.append(f"{rel}:{node.lineno}: Namespace")
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                                    and t.value.id == "args" for t in node.targets):
+                found.append(f"{rel}:{node.lineno}: args.x =")
+    assert found == []
