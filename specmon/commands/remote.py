@@ -101,6 +101,8 @@ class ConnectPlan:
     #: The config's profiles and its file, for the sentence when the destination is neither a host nor one.
     profile_names: tuple[str, ...] = ()
     config_file: str = ""
+    #: The profile's sweep plan ([sweep] and [load]): what ``s`` in the dashboard sweeps with.
+    sweep: dict[str, Any] | None = None
 
     @property
     def local(self) -> bool:
@@ -198,7 +200,16 @@ def plan_connect(args: argparse.Namespace) -> ConnectPlan:
                        theme=args.theme, warmup=args.warmup, window=max(1, args.window),
                        launch=launch, metrics=_metrics_url(args, profile, launch),
                        profile_names=tuple(sorted(config.profiles)),
-                       config_file=str(args.config or paths.config_file()))
+                       config_file=str(args.config or paths.config_file()), sweep=_profile_plan(profile))
+
+
+def _profile_plan(profile: Any) -> dict[str, Any] | None:
+    """A profile's [sweep] and [load] tables as plan values (None: it has neither)."""
+    if profile is None or not (profile.sweep or profile.load):
+        return None
+    from specmon.experiment.plan_sources import from_profile
+
+    return from_profile(profile.sweep, profile.load)
 
 
 def not_a_profile(args: argparse.Namespace, plan: ConnectPlan) -> str:
@@ -493,8 +504,18 @@ def cmd_connect(args: argparse.Namespace) -> int:
     counters = remote_counters(plan)  # before with_restart: it reads the SSH target of the plain source
     tail = plan.source  # the SSH tail itself (with_restart wraps it): says why it failed for good
     plan, flow, runner = with_restart(plan)
+    sweeper = None
+    if plan.sweep is not None and flow.controller is not None:
+        from specmon.experiment.plan import ExperimentPlan
+        from specmon.ui.flows.sweep import SweepFlow
+
+        try:  # the profile's plan for `s`: its care, loads, objective and load settings (the dialog picks the steps)
+            parts = ExperimentPlan.dashboard_parts(plan.sweep)
+        except ValueError as exc:  # (a prompts file that cannot be read: one sentence)
+            return fail(f"the profile's [sweep]/[load]: {exc}")
+        sweeper = SweepFlow(flow, plan_options=parts[0], load_options=parts[1])
     app = connect_app(plan, recorder=recorder, controller=flow, counters=counters,
-                      export_dir=getattr(args, "out", None))
+                      export_dir=getattr(args, "out", None), sweeper=sweeper)
     app.options.prometheus_port = getattr(args, "prometheus_port", None)
     left: list[str] = []
 

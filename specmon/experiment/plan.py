@@ -455,10 +455,7 @@ class ExperimentPlan(BaseModel):
         """The one-server runtime plan (raises SweepError for what it refuses)."""
         from specmon.experiment.sweep_plan import SweepPlan
         from specmon.model.launches import DEFAULT_LAUNCH_CV
-        from specmon.model.stopping import StoppingRule
-
-        rule = StoppingRule(alpha=self.alpha, looks=self.looks, min_samples=self.min_samples,
-                            max_samples=self.max_samples, margin_pct=self.margin_pct, precision_pct=self.precision_pct)
+        rule = self.sweep_plan_rule()
         points = self.grid_settings.settings if self.grid is not None and self.grid_settings.dimensions else ()
         workloads = tuple(self._workload_sets) if self._workload_sets is not None else tuple(
             _workload_name(w) for word in self.workload or () for w in word.split(",") if w.strip())
@@ -483,6 +480,39 @@ class ExperimentPlan(BaseModel):
                          max_minutes=self.max_minutes or 10.0, strategy=self.strategy, points=points,
                          workloads=workloads, launch_cv=launch_cv, resolve_pct=self.resolve_pct,
                          objective=self.objective_value)
+
+    @classmethod
+    def dashboard_parts(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What ``s`` in the dashboard takes from a profile's plan (the dialog picks the steps, the grid
+        and the strategy): the runtime plan's fields and the load's. Raises ValueError (a file unread)."""
+        plan = cls.model_validate(dict(values), context={"fields_only": True})
+        plan_fields: dict[str, Any] = {
+            "rule": plan.sweep_plan_rule(), "concurrency": tuple(plan.concurrency),
+            "max_minutes": plan.max_minutes or 10.0, "resolve_pct": plan.resolve_pct,
+            "objective": plan.objective_value}
+        if plan.launch_cv is not None:
+            plan_fields["launch_cv"] = plan.launch_cv
+        if plan.order is not None:
+            plan_fields["order"] = plan.order
+        load: dict[str, Any] = {"endpoint": plan.endpoint, "request_timeout_s": plan.request_timeout}
+        if plan.max_tokens is not None:
+            load["max_tokens"] = plan.max_tokens
+        if plan.prompts:
+            from specmon.control.load import LoadError, load_prompts
+
+            try:
+                load["prompts"] = load_prompts(plan.prompts)
+            except LoadError as exc:
+                raise ValueError(str(exc)) from None
+        return plan_fields, load
+
+    def sweep_plan_rule(self) -> Any:
+        """The stopping rule of the care knobs (a StoppingRule; raises ValueError for knobs it refuses)."""
+        from specmon.model.stopping import StoppingRule
+
+        return StoppingRule(alpha=self.alpha, looks=self.looks, min_samples=self.min_samples,
+                            max_samples=self.max_samples, margin_pct=self.margin_pct,
+                            precision_pct=self.precision_pct)
 
     def fleet_plan(self) -> FleetPlan:
         """The runtime plan of a parallel sweep over replicas (raises SweepError)."""

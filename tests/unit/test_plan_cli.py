@@ -210,3 +210,23 @@ def test_later_layers_win_and_origins_name_them(layers: list[dict[str, Any]], da
     # The saved plan resolves to the same plan.
     again = resolve([("saved", resolved.plan.saved())]).plan
     assert again.saved() == resolved.plan.saved() and again.sweep_plan().identity() == resolved.plan.sweep_plan().identity()
+
+
+def test_the_dashboards_s_sweeps_with_the_profiles_plan(tmp_path: Path) -> None:
+    """``connect PROFILE``: the profile's [sweep] and [load] reach the sweep flow behind ``s`` (its care,
+    loads, order and load settings; the dialog picks the steps)."""
+    from specmon.cli import build_parser
+    from specmon.commands.remote import plan_connect
+
+    config = tmp_path / "specmon.toml"
+    config.write_text('[profiles.p]\nlog = "/x.log"\n[profiles.p.sweep]\ncare = "thorough"\norder = "given"\n'
+                      'looks = 6\n[profiles.p.load]\nconcurrency = "1,8"\nmax_tokens = 64\n')
+    args = build_parser().parse_args(["connect", "--profile", "p", "--config", str(config)])
+    plan = plan_connect(args)
+    assert plan.sweep == {"care": "thorough", "order": "given", "looks": 6, "concurrency": [1, 8], "max_tokens": 64}
+    fields, load = ExperimentPlan.dashboard_parts(plan.sweep)
+    rule = fields["rule"]
+    assert (rule.looks, rule.max_samples, rule.alpha) == (6, PRESETS["thorough"]["max_samples"], PRESETS["thorough"]["alpha"])
+    assert fields["concurrency"] == (1, 8) and fields["order"] == "given" and load["max_tokens"] == 64
+    with pytest.raises(ValueError, match="nosuch.jsonl"):
+        ExperimentPlan.dashboard_parts({"prompts": str(tmp_path / "nosuch.jsonl")})
