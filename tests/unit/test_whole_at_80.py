@@ -179,16 +179,15 @@ def test_the_sweep_text_in_an_80_column_terminal_is_whole(monkeypatch: pytest.Mo
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """What ``specmon sweep`` prints in an 80-column terminal (tables, verdict, cost model, restarts):
     no line over 80, the verdict whole and marked as the verdict object says."""
-    import argparse
-
     from specmon.commands.sweep_output import _print_result
+    from specmon.experiment.plan_sources import resolve
     from tests.support.sweepsim import run_sweep
 
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, as rich sees it
     monkeypatch.delenv("NO_COLOR", raising=False)
     result = run_sweep(3, steps=(0, 1, 2, 3, 5), rule=StoppingRule(looks=2, min_samples=20, max_samples=120))
-    _print_result(argparse.Namespace(format="table"), result, {})
+    _print_result(resolve([("test", {"profile": "p", "steps": [0, 1, 2, 3, 5]})]).plan, result, {})
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     _check_lines(out.splitlines(), WIDTH)
     v = result.verdict
