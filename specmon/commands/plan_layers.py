@@ -38,6 +38,7 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
         PlanError: a plan file, a profile's table or the resolved plan refused (one sentence).
         ConfigError: the config file or the profile (as ``connect`` says it).
     """
+    from specmon.experiment.plan import PlanError
     from specmon.experiment.plan_sources import from_profile, load_plan_file, origin_of, resolve
 
     typed = typed_options(args)
@@ -54,10 +55,17 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
     profile = None
     fleet = False
     if name and not demo:
-        from specmon.config import load_config
+        from specmon.config import ConfigError, load_config
 
-        config = load_config(typed.get("config"))
-        profile = config.profile(name)
+        try:
+            config = load_config(typed.get("config"))
+            profile = config.profile(name)
+        except ConfigError:
+            # What no profile could make right (the demo's own options on a real server) is said first.
+            why = typed_problem(typed)
+            if why:
+                raise PlanError(why) from None
+            raise
         fleet = profile.replicas is not None
         if profile.sweep:
             layers.append((f"profile {name} [sweep]", from_profile(profile.sweep, None)))
@@ -67,6 +75,19 @@ def resolve_plan(args: argparse.Namespace) -> tuple[Resolved, Profile | None]:
         layers.append((origin_of(plan_path or ""), from_file))
     layers.append(("command line", typed))
     return resolve(layers, fleet=fleet), profile
+
+
+def typed_problem(typed: dict[str, Any]) -> str | None:
+    """A rule the options typed break whatever a profile holds: the demo's own options without --demo."""
+    from pydantic import ValidationError
+
+    from specmon.experiment.plan import ExperimentPlan
+
+    try:
+        plan = ExperimentPlan.model_validate(typed, context={"fields_only": True})
+    except ValidationError:
+        return None  # (said in full when the plan is resolved)
+    return plan.demo_problem()
 
 
 def sweep_plan_of(args: argparse.Namespace) -> SweepPlan:

@@ -237,17 +237,18 @@ class ExperimentPlan(BaseModel):
 
     def problem(self, *, fleet: bool = False) -> str | None:
         """Why this plan cannot run (None: it can). ``fleet``: the profile lists replicas."""
-        for rule in (self._target_rule, self._vary_rule, self._load_rule, self._care_rule, self._after_rule,
-                     self._output_rule, self._demo_rule):
+        for rule in (self._target_rule, self._vary_rule, self._load_rule, self._care_rule, self._output_rule,
+                     self.demo_problem):
             why = rule()
             if why:
                 return why
         parallel = self.demo and self.replicas is not None or fleet
-        if parallel:
-            why = self._fleet_rule()
-            if why:
-                return why
-        elif self.rounds is not None:
+        # A parallel sweep's refusals first: "does not apply to replicas" says more than a rule of the option.
+        why = self._fleet_rule() if parallel else None
+        why = why or self._after_rule()
+        if why:
+            return why
+        if not parallel and self.rounds is not None:
             if self.demo:
                 return "--rounds is for a parallel sweep over replicas (a profile's, or --demo --replicas N)"
             return "--rounds is for a parallel sweep over a profile's replicas; one server's sweep decides at its looks (--looks)"
@@ -336,7 +337,8 @@ class ExperimentPlan(BaseModel):
             return "give --record PATH or --no-record, not both"
         return None
 
-    def _demo_rule(self) -> str | None:
+    def demo_problem(self) -> str | None:
+        """The demo's own options given without the demo (None: none)."""
         if self.replicas is not None and not self.demo:
             return "--replicas is for the demo (--demo --replicas 4); a real fleet lists its replicas in its profile"
         if self.replicas is not None and not 2 <= self.replicas <= 16:

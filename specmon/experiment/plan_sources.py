@@ -172,6 +172,9 @@ def check_profile_table(table: str, value: Mapping[str, Any]) -> None:
     between fields wait for the other layers). Raises PlanError naming the first wrong one."""
     try:
         values = from_profile(value, None) if table == "sweep" else from_profile(None, value)
+        named = [k for k in ("profile", "demo") if k in values]
+        if named:
+            raise PlanError(f"{named[0]!r}: a profile's plan does not name its server (the profile is the server)")
         unknown = [k for k in values if k not in ExperimentPlan.model_fields]
         if unknown:
             from specmon.suggest import did_you_mean
