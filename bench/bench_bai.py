@@ -224,10 +224,9 @@ def runner_check(seeds: int, cv: float) -> None:
         t0 = time.time()
         world = SweepWorld(seed, launch_cv=cv, restart_s=RESTART_S, lines_per_poll=POLL)
         p = SweepPlan(tuple(CAMPAIGN), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=POLL / RATE,
-                      settle=2, launch_cv=LAUNCH_CV_ASSUMED, resolve_pct=RESOLVE_PCT)
+                      settle=2, launch_cv=LAUNCH_CV_ASSUMED, resolve_pct=RESOLVE_PCT, design=bai.NAME)  # --design bai
         sweep = Sweep(p, session=world.session, restart=world.restart, load=world, clock=world.clock,  # type: ignore[arg-type]
                       sleep=world.sleep)
-        sweep.design = bai.NAME  # type: ignore[attr-defined]  # read by LaunchRounds (no CLI option yet)
         result = asyncio.run(sweep.run())
         v = result.verdict
         assert v is not None

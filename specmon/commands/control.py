@@ -41,6 +41,7 @@ FINISH_CHOICES = ("winner", "last", "none")
 #: (tests/unit/test_plan_cli.py keeps them equal to specmon.experiment.plan's).
 PRESETS = ("quick", "standard", "thorough")
 ORDERS = ("launches", "given", "random", "interleave")
+DESIGNS = ("rounds", "bai")
 
 SWEEP_EXAMPLES = """\
 Restart the server with each setting (0 = no speculation, the baseline), drive
@@ -101,6 +102,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     design.add_argument("--care", choices=tuple(PRESETS), metavar="PRESET",
                         help="quick, standard (default) or thorough: sets the samples, looks, error level and "
                              "margin (--print-plan shows them; each can still be set)")
+    design.add_argument("--design", choices=DESIGNS,
+                        help="rounds (default: every undecided setting each round) or bai (best-arm "
+                             "identification: the leader and its closest challenger; settings clearly behind get "
+                             "fewer restarts; docs/sweeps.md)")
     design.add_argument("--order", choices=ORDERS,
                         help="launches (default: rounds of launches, every setting at least twice, clearly slower "
                              "ones dropped, until decided or the stated budget is spent); given, random and "

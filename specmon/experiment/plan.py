@@ -162,6 +162,9 @@ class ExperimentPlan(BaseModel):
     order: Literal["given", "random", "interleave", "launches"] | None = Field(None, json_schema_extra=_g(
         "design", "launches (default: rounds, every setting at least twice, until decided or the stated budget); "
                   "given, random, interleave: each setting once", shown=True))
+    design: Literal["rounds", "bai"] = Field("rounds", json_schema_extra=_g(
+        "design", "the launch design's rounds: rounds (every undecided setting each round) or bai (the leader "
+                  "and its most ambiguous challenger: fewer restarts on settings clearly behind)"))
     strategy: Literal["grid", "guided"] = Field("grid", json_schema_extra=_g(
         "design", "grid: every setting; guided: only those the cost model says could win"))
     rounds: int | None = Field(None, ge=1, json_schema_extra=_g(
@@ -305,6 +308,9 @@ class ExperimentPlan(BaseModel):
     def _care_rule(self) -> str | None:
         if self.alpha >= 1:
             return "--alpha must be below 1"
+        if self.design == "bai" and (self.order not in (None, "launches") or self.strategy == "guided"):
+            return ("--design bai chooses which settings each round of launches relaunches: it goes with the "
+                    "launch design (leave out --order, or --order launches; not with --strategy guided)")
         return None
 
     def _after_rule(self) -> str | None:
@@ -420,6 +426,11 @@ class ExperimentPlan(BaseModel):
         return self.demo and self.replicas is not None or self._fleet
 
     @property
+    def runtime_design(self) -> str:
+        """The launch design as the runners name it (``today`` for rounds of every undecided setting)."""
+        return "bai" if self.design == "bai" else "today"
+
+    @property
     def argv(self) -> list[str] | None:
         """The words typed on the command line (None: not run from it)."""
         return list(self._argv) if self._argv is not None else None
@@ -475,13 +486,13 @@ class ExperimentPlan(BaseModel):
                              max_minutes=self.max_minutes or 0.4, settle=2, stall_s=20.0, attach_s=20.0, poll_s=0.1,
                              strategy=self.strategy, points=points, workloads=workloads, launch_cv=launch_cv,
                              resolve_pct=self.resolve_pct, restart_s=1.0, objective=self.objective_value,
-                             sample_rate=scale,
+                             sample_rate=scale, design=self.runtime_design,
                              clock=f"the simulated server runs {scale:g}× faster than a real one, its launches "
                                    f"{100 * (DEMO_LAUNCH_CV if self.launch_cv is None else self.launch_cv):g}% apart")
         return SweepPlan(steps, tuple(self.concurrency), order, self.seed, rule,
                          max_minutes=self.max_minutes or 10.0, strategy=self.strategy, points=points,
                          workloads=workloads, launch_cv=launch_cv, resolve_pct=self.resolve_pct,
-                         objective=self.objective_value)
+                         objective=self.objective_value, design=self.runtime_design)
 
     @classmethod
     def dashboard_parts(cls, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -524,7 +535,7 @@ class ExperimentPlan(BaseModel):
         return FleetPlan(tuple(self.step_list), self.concurrency[0], samples=self.min_samples, rounds=self.rounds,
                          seed=self.seed, alpha=self.alpha, margin_pct=self.margin_pct,
                          launch_cv=DEFAULT_LAUNCH_CV if self.launch_cv is None else self.launch_cv,
-                         launch_minutes=self.max_minutes or 10.0)
+                         launch_minutes=self.max_minutes or 10.0, design=self.runtime_design)
 
     # --------------------------------------------------------------- saved and shown
 

@@ -145,8 +145,8 @@ class LaunchRounds:
         self.sweep = sweep
         p = sweep.plan
         #: ``today`` (every undecided setting each round) or ``bai`` (:mod:`specmon.experiment.stats.bai`: the leader
-        #: and its most ambiguous challenger), from the sweep's ``design`` attribute.
-        self.design = str(getattr(sweep, "design", "today"))
+        #: and its most ambiguous challenger), from the plan (a test may still set the sweep's ``design``).
+        self.design = str(getattr(sweep, "design", None) or p.design)
         self.judge_rule, self.looks = effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds,
                                                      self.design)
         self.fixed = p.rounds is not None

@@ -140,6 +140,9 @@ class SweepPlan:
     #: What the run's clock is when it is not a real server's (the demo: ``simulated ×100``): said beside
     #: every time the plan states, so that a plan's time matches the clock the run uses.
     clock: str = ""
+    #: Which launches a round of the launch design makes: ``today`` (every undecided setting) or ``bai``
+    #: (the leader and its most ambiguous challenger, :mod:`specmon.experiment.stats.bai`).
+    design: str = "today"
 
     def __post_init__(self) -> None:
         if len(set(self.workloads)) != len(self.workloads):
@@ -217,7 +220,8 @@ class SweepPlan:
                 **({"launch_cv": self.launch_cv} if self.launch_cv != DEFAULT_LAUNCH_CV else {}),
                 **({"resolve_pct": self.resolve_pct} if self.resolve_pct is not None else {}),
                 **({"objective": self.objective.token} if not self.objective.is_tps else {}),
-                **({"rounds": self.rounds} if self.rounds is not None else {})}
+                **({"rounds": self.rounds} if self.rounds is not None else {}),
+                **({"design": self.design} if self.design != "today" else {})}
 
     def to_json(self) -> dict[str, Any]:
         """Everything, JSON-ready."""

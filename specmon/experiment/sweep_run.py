@@ -666,7 +666,8 @@ class Sweep:
         if self.plan.order != "launches":
             return self.plan.rule
         p = self.plan
-        return effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds, getattr(self, "design", "today"))[0]
+        return effective_rule(p.rule, p.resolve_pct, p.launch_cv, p.restart_s, p.rounds,
+                              getattr(self, "design", None) or p.design)[0]
 
     def result(self) -> SweepResult:
         """The verdicts from what has been measured so far."""

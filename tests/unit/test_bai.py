@@ -14,6 +14,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Hashable
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,10 +123,10 @@ def test_through_the_sweep_runner_slower_settings_get_fewer_launches() -> None:
     # The seeds' campaign on the simulated world (its own truth: 2 steps fastest, 10 steps far behind).
     world = SweepWorld(0, launch_cv=0.05, restart_s=900.0, lines_per_poll=10)
     plan = SweepPlan((0, 1, 2, 5, 10), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=10.0,
-                     settle=2, launch_cv=0.05, resolve_pct=5.0)
+                     settle=2, launch_cv=0.05, resolve_pct=5.0, design=bai.NAME)  # (sweep --design bai)
+    assert plan.identity()["design"] == bai.NAME  # a resumed sweep keeps its design
     sweep = Sweep(plan, session=world.session, restart=world.restart, load=world,  # type: ignore[arg-type]
                   clock=world.clock, sleep=world.sleep)
-    sweep.design = bai.NAME  # type: ignore[attr-defined]
     result = asyncio.run(sweep.run())
     per = {c.steps: len(c.launches()) for c in result.cells}
     assert all(n >= bai.WARMUP for n in per.values())
@@ -180,9 +181,8 @@ def test_a_parallel_sweep_with_the_best_arm_design_names_the_faster_in_fewer_lau
 
 
 def _bai_sweep(plan: SweepPlan, world: SweepWorld) -> object:
-    sweep = Sweep(plan, session=world.session, restart=world.restart, load=world,  # type: ignore[arg-type]
-                  clock=world.clock, sleep=world.sleep)
-    sweep.design = bai.NAME  # type: ignore[attr-defined]
+    sweep = Sweep(replace(plan, design=bai.NAME), session=world.session, restart=world.restart,  # type: ignore[arg-type]
+                  load=world, clock=world.clock, sleep=world.sleep)
     return asyncio.run(sweep.run())
 
 

@@ -156,6 +156,7 @@ def test_the_parser_spells_the_plans_choices() -> None:
     from specmon.commands import control
 
     assert set(control.PRESETS) == set(PRESETS)
+    assert set(control.DESIGNS) == set(ExperimentPlan.model_fields["design"].annotation.__args__)  # type: ignore[union-attr]
     assert set(control.ORDERS) == set(ExperimentPlan.model_fields["order"].annotation.__args__[0].__args__)  # type: ignore[union-attr]
 
 
