@@ -20,6 +20,7 @@ from specmon.experiment.sweep_result import analyses_from_cells
 from specmon.literal import markdown_text, plain
 from specmon.model.costmodel import build_cost_model
 from specmon.output.objective import deployed_lines, objective_lines
+from specmon.output.prompt_table import prompt_markdown
 from specmon.output.tables import print_analysis, to_markdown, verdict_tag
 from specmon.output.textfit import verdict_text
 
@@ -108,6 +109,9 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
                 sys.stdout.write(f"```\n{text}\n```\n")
             else:
                 out(text)
+        prompts = prompt_markdown(doc.get("prompts") or [])  # which prompts pay for speculation
+        if prompts:
+            sys.stdout.write("\n" + "\n".join(prompts) + "\n\n")
         out(result.restart_note)
 
         for advice in closing_advice(result.needs_more):  # an undecided verdict: what would decide it

@@ -54,6 +54,7 @@ from specmon.control.load_report import LoadReport as LoadReport
 from specmon.control.load_report import RequestResult as RequestResult
 from specmon.control.load_report import summarize_reports as summarize_reports
 from specmon.control.load_report import summary_or_none as summary_or_none
+from specmon.engines import ADAPTERS
 from specmon.smallfile import InputError, read_small_text
 
 #: The bundled prompt set: varied, ordinary requests, each asking for a long answer.
@@ -222,6 +223,16 @@ class _HTTPError(Exception):
     pass
 
 
+
+def _read_drafts(answer: dict[str, Any], result: RequestResult) -> None:
+    """The request's drafted and accepted tokens, where its engine puts them in an answer (the engines
+    say where: llama.cpp's ``timings``, vLLM's ``metrics``); the last figures seen are the request's."""
+    for adapter in ADAPTERS:
+        pair = adapter.request_drafts(answer)
+        if pair is not None:
+            result.drafted, result.accepted = pair
+            return
+
 class LoadDriver:
     """Sends the workload; one instance per target server.
 
@@ -348,6 +359,7 @@ class LoadDriver:
                 result.prompt_tokens = pt if isinstance(pt, int) else None
                 # One piece: there is no interval between tokens to time.
                 result.chunks = 1 if tokens else 0
+                _read_drafts(data, result)
         result.ok = result.output_tokens > 0
         if not result.ok and result.error is None:
             result.error = "the server returned no tokens"
@@ -372,6 +384,7 @@ class LoadDriver:
             if not isinstance(data, dict):
                 return
             now = self._clock() - start
+            _read_drafts(data, result)  # (llama.cpp: the last chunk's timings; vLLM: the usage chunk)
             usage = data.get("usage")
             running: int | None = None
             if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
@@ -549,6 +562,9 @@ class BackgroundLoad:
 
             self.driver.config = replace(self.driver.config, prompts=self.workloads[workload])
             self.driver._next_prompt = 0
+        # Every launch sends the same prompts in the same order: a prompt's requests pair across
+        # launches and settings (the per-prompt table of a sweep's result).
+        self.driver._next_prompt = 0
         self._stop = asyncio.Event()
         self.completed = self.timed = 0
         self._task = asyncio.ensure_future(self.driver.run(concurrency, max_seconds=self.cap_s, stop=self._stop,

@@ -44,6 +44,10 @@ class RequestResult:
     first_tokens: int | None = None
     #: Sent again on a fresh connection: the first went out on a kept-alive one the server had closed.
     retried: bool = False
+    #: Draft tokens proposed and accepted for this request, where the engine's answer says
+    #: (``EngineAdapter.request_drafts``); None: not said.
+    drafted: int | None = None
+    accepted: int | None = None
 
     @property
     def timed(self) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from specmon.engines.argv import ArgvError, SpecSettings
 from specmon.grammar.kinds import LineKind
@@ -154,6 +154,17 @@ class Dimension:
         if type(value) is not int or not self.lo <= value <= self.hi:
             raise ValueError(f"{self.name} must be a whole number from {self.lo} to {self.hi}, not {value!r}")
         return value
+
+
+def draft_pair(node: Any, drafted: str, accepted: str) -> tuple[int, int] | None:
+    """``(node[drafted], node[accepted])`` when both are whole counts, accepted within drafted and at
+    least one token drafted; else None (an answer is the server's text: a wrong value is ignored)."""
+    if not isinstance(node, Mapping):
+        return None
+    d, a = node.get(drafted), node.get(accepted)
+    if type(d) is not int or type(a) is not int or not 0 <= a <= d or d == 0:
+        return None
+    return d, a
 
 
 class EngineAdapter:
@@ -329,6 +340,12 @@ class EngineAdapter:
 
     def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
         """Why this engine would refuse or silently change a setting (None: it takes it as given)."""
+        return None
+
+    def request_drafts(self, answer: Mapping[str, Any]) -> tuple[int, int] | None:
+        """``(drafted, accepted)`` draft tokens of one request, read from its answer (a completion's JSON
+        or a stream's chunk) where this engine puts them, or None (not there: not this engine's answer,
+        a request that drafted nothing, or an engine that gives no per-request figures)."""
         return None
 
     def draft_limit(self, steps: int, topk: int) -> int | None:

@@ -15,8 +15,10 @@ for ``ngram-map-k``), or ``no implementations specified for speculative decoding
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter
+from specmon.engines.base import ConfigReader, CounterNames, Dimension, EngineAdapter, draft_pair
 from specmon.grammar.common import cut, to_float
 from specmon.grammar.kinds import FieldSpec, LineKind, items_converter
 from specmon.records import Config, Engine, EngineStats, Event, Spec, Unparsed
@@ -227,6 +229,11 @@ class LlamaCpp(EngineAdapter):
     )
     dimensions = (Dimension("spec_type", "llama.cpp speculative type", choices=SPEC_TYPES),)
     default_port = 8080
+
+    def request_drafts(self, answer: Mapping[str, Any]) -> tuple[int, int] | None:
+        """llama-server's ``timings`` (every answer; in a stream, the last chunk): ``draft_n`` and
+        ``draft_n_accepted``, present only when the request drafted (server-common.cpp, b11434)."""
+        return draft_pair(answer.get("timings"), "draft_n", "draft_n_accepted")
 
     def config_at(self, message: str) -> int:
         return message.find(SETUP_MARKER)

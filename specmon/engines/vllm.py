@@ -12,6 +12,7 @@ import ast
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from specmon.engines.argv import ArgvError, SpecSettings, flag_values, last_int, load_json_flag, set_flag, set_json_key
 from specmon.engines.base import (
@@ -23,6 +24,7 @@ from specmon.engines.base import (
     EntryPoints,
     Ranges,
     ScheduleForm,
+    draft_pair,
 )
 from specmon.grammar.common import cut, to_float, to_int
 from specmon.grammar.kinds import FLOAT, INT, FieldSpec, LineKind, scaled
@@ -405,6 +407,14 @@ class VLLM(EngineAdapter):
         Dimension("prompt_lookup_max", "n-gram lookup window, longest", 1, 64),
         Dimension("prompt_lookup_min", "n-gram lookup window, shortest", 1, 64),
     )
+
+    def request_drafts(self, answer: Mapping[str, Any]) -> tuple[int, int] | None:
+        """The answer's ``metrics.speculative_decoding`` (``num_draft_tokens``, ``num_accepted_draft_tokens``):
+        with ``--per-request-spec-decode-metrics summary`` (vLLM 0.34, experimental; in a stream, the
+        final usage chunk)."""
+        metrics = answer.get("metrics")
+        spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+        return draft_pair(spec, "num_draft_tokens", "num_accepted_draft_tokens")
 
     def point_problem(self, steps: int, point: Mapping[str, int | str]) -> str | None:
         lo, hi = point.get("prompt_lookup_min"), point.get("prompt_lookup_max")

@@ -11,6 +11,7 @@ from typing import Any
 from specmon.control import dims as dimensions
 from specmon.control.dims import Point
 from specmon.engines import by_name
+from specmon.experiment.prompts import prompt_groups
 from specmon.experiment.stats.design import NeedsMore
 from specmon.experiment.stats.design import summaries as design_summaries
 from specmon.experiment.sweep_plan import SweepPlan
@@ -137,6 +138,8 @@ class SweepResult:
             "state": self.state_path,
             "restarts": self.restarts,
             "needs_more": [n.to_json() for n in self.needs_more],
+            # Prompts paired across launches and settings: which pay for speculation (descriptive).
+            "prompts": prompt_groups(self.cells),
             "settings": len({c.setting for c in self.cells}),
             "skipped": sorted({c.setting_label for c in self.cells if c.status == SKIPPED}),
         }

@@ -206,6 +206,21 @@ class CellState:
                 c["decode_seconds"] = c.get("decode_seconds", 0.0) + after / tps
         c["ttft_s"] += [round(v, 4) for v in report.ttft()]
         c["seconds"] += (report.ended_at - report.started_at) * report.time_scale
+        # Per prompt of the set (every launch sends them in the same order, so they pair across
+        # launches and settings): [completed, timed, sum of decode tok/s, drafted, accepted].
+        prompts = c.setdefault("prompts", {})
+        for r in report.results:
+            if not r.ok:
+                continue
+            row = prompts.setdefault(str(r.prompt_index), [0, 0, 0.0, 0, 0])
+            row[0] += 1
+            tps = r.decode_tps(report.time_scale)
+            if tps:
+                row[1] += 1
+                row[2] = round(row[2] + tps, 3)
+            if r.drafted is not None and r.accepted is not None:
+                row[3] += r.drafted
+                row[4] += r.accepted
 
     def to_json(self) -> dict[str, Any]:
         """Persisted form."""

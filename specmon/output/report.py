@@ -43,6 +43,7 @@ from specmon.output.charts import report_charts
 from specmon.output.parallel_sweep import is_parallel
 from specmon.output.parallel_sweep import markdown_lines as parallel_markdown
 from specmon.output.parallel_sweep import text_report as parallel_text
+from specmon.output.prompt_table import prompt_html, prompt_markdown
 from specmon.output.recording_reader import ReadStats
 from specmon.output.recording_replay import replay_recording
 from specmon.output.report_loads import (
@@ -327,6 +328,12 @@ def _verdict_lines(data: ReportData) -> list[str]:
     return out
 
 
+def _prompt_groups(data: ReportData) -> list[dict[str, Any]]:
+    """The recorded sweep's per-prompt tables (its verdict document's ``prompts``), [] without."""
+    groups = (data.sweep_verdict or {}).get("prompts")
+    return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+
+
 def recorded_plan(data: ReportData) -> dict[str, Any] | None:
     """The plan the recording's sweep ran (``sweep --plan`` runs it again), None when it holds none."""
     start = data.meta.get("start")
@@ -378,6 +385,9 @@ def to_markdown(data: ReportData) -> str:
         legend = marks_legend(group)
         if legend:
             lines += ["", *wrap(f"_{markdown_cell(legend)}_")]
+    prompts = prompt_markdown(_prompt_groups(data))
+    if prompts:
+        lines += ["", *prompts]
     lines += ["", f"## {_session_heading(data)}", ""]
     pooled = data.pooled_note
     if pooled is not None:
@@ -571,6 +581,7 @@ def to_html(data: ReportData) -> str:
         sweep_table += (f"<h2>Configurations measured by the sweep{esc(group.group_text)}</h2>\n<table><thead><tr>"
                         + "".join(f"<th>{esc(h)}</th>" for h in HEADERS) + f"</tr></thead><tbody>{body}</tbody></table>\n"
                         + (f'<p class="legend">{esc(legend)}</p>\n' if legend else ""))
+    sweep_table += prompt_html(_prompt_groups(data))
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
     if is_parallel(data.sweep_verdict):

@@ -77,9 +77,9 @@ def table_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-              width: int = WIDTH) -> tuple[list[str], list[list[str]], list[str]]:
-    """The table with :data:`OPTIONAL_COLUMNS` left out, one at a time, while a row is wider than ``width``.
+def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int = WIDTH,
+              optional: Sequence[str] = OPTIONAL_COLUMNS) -> tuple[list[str], list[list[str]], list[str]]:
+    """The table with the ``optional`` columns left out, one at a time, while a row is wider than ``width``.
 
     Returns:
         The headers and rows kept, and the names of the columns left out (in the order they went).
@@ -90,7 +90,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     def widest() -> int:
         return max(len(table_row([r[i] for i in keep])) for r in [headers, *rows])
 
-    for name in OPTIONAL_COLUMNS:
+    for name in optional:
         if widest() <= width:
             break
         if name in headers:
