@@ -42,7 +42,8 @@ def prompt_groups(cells: Sequence[CellState]) -> list[dict[str, Any]]:
     """One table per load (concurrency, workload) with a speculative setting and two prompts or more
     measured. Without no speculation in the sweep the change is unknown (None) and each row says the
     fastest speculative setting's acceptance only. ``settings`` holds every setting's figures per
-    prompt (``[requests, mean decode tok/s, drafted, accepted]``), the pairing the rows draw on."""
+    prompt (``[requests, mean decode tok/s, drafted, accepted]``) under its cell key (``"2@1"``, as the
+    runs' ``key``; ``labels`` names them), the pairing the rows draw on."""
     groups: dict[tuple[int, str | None], list[CellState]] = {}
     for cell in cells:
         groups.setdefault((cell.concurrency, cell.workload), []).append(cell)
@@ -53,7 +54,8 @@ def prompt_groups(cells: Sequence[CellState]) -> list[dict[str, Any]]:
         if not spec:
             continue
         base_fig = _figures(base) if base is not None else {}
-        spec_fig = {c.setting_label: _figures(c) for c in spec}
+        spec_fig = {c.key: _figures(c) for c in spec}
+        labels = {c.key: c.label or c.setting_label for c in group}
         prompts = sorted(set(base_fig) | {i for f in spec_fig.values() for i in f})
         rows = []
         for i in prompts:
@@ -70,7 +72,8 @@ def prompt_groups(cells: Sequence[CellState]) -> list[dict[str, Any]]:
                 "prompt": i,
                 "nospec_requests": b[0] if b else 0,
                 "nospec_tps": round(b[1], 3) if b and b[1] is not None else None,
-                "best": best_label,
+                "best": labels[best_label] if best_label is not None else None,
+                "best_key": best_label,
                 "best_requests": best[0] if best else 0,
                 "best_tps": round(best[1], 3) if best and best[1] is not None else None,
                 "change_pct": change,
@@ -80,9 +83,9 @@ def prompt_groups(cells: Sequence[CellState]) -> list[dict[str, Any]]:
                 "pays": pays,
             })
         if sum(1 for r in rows if r["best"] is not None) >= 2:
-            every = {**({base.setting_label: base_fig} if base is not None else {}), **spec_fig}
+            every = {**({base.key: base_fig} if base is not None else {}), **spec_fig}
             out.append({"concurrency": concurrency, "workload": workload, "baseline": base is not None,
-                        "rows": rows,
+                        "rows": rows, "labels": {k: labels[k] for k in every},
                         "settings": {label: {str(i): [n, None if t is None else round(t, 3), d, a]
                                              for i, (n, t, d, a) in figs.items()}
                                      for label, figs in every.items()}})

@@ -89,7 +89,7 @@ class SweepResult:
             ttft = summarize(client.get("ttft_s") or [])
             secs = client.get("seconds") or 0.0
             runs.append({
-                "steps": cell.steps, "concurrency": cell.concurrency,
+                "steps": cell.steps, "concurrency": cell.concurrency, "key": cell.key,
                 **({"dims": dict(cell.point), "setting": cell.setting_label} if self.plan.points else {}),
                 **({"workload": cell.workload} if cell.workload else {}),
                 "label": row.label if row else (cell.label or cell.setting_label),

@@ -148,8 +148,9 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
     config = write_config(tmp_path / "config.toml", "cpu-llama",
                           ssh_profile(client_home, openssh_server, folder / "llama_4.log"), launch)
     try:
+        recording = tmp_path / "sweep.jsonl"
         result = run_specmon(["sweep", "cpu-llama", "--config", str(config), "--steps", "4,2", "--yes", "--order", "given",
-                              "--no-record", "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
+                              "--record", str(recording), "--finish", "winner", "--state", str(tmp_path / "sweep.json"), "--format", "json",
                               "--min-samples", "10", "--max-samples", "60", "--looks", "3", "--max-minutes", "1",
                               "--concurrency", "2", "--max-tokens", "48", "--request-timeout", "30"],
                              SWEEP_WAIT_S)
@@ -165,6 +166,19 @@ def test_headless_sweep_over_two_draft_depths_ends_with_a_verdict_and_leaves_the
         assert all(r["samples"] >= 10 for r in doc["runs"]), doc["runs"]
         assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"]), [
             (r["client"]["errors"], r["client"]["requests"], r["client"].get("first_error")) for r in doc["runs"]]
+        # Prompts paired (issue 44, item 3): every completed request counted once, under its prompt, at its
+        # setting; llama-server's answers say each request's drafted and accepted tokens (its timings).
+        (group,) = doc["prompts"]
+        for run in doc["runs"]:
+            per_prompt = group["settings"][run["key"]]
+            ok = run["client"]["requests"] - run["client"]["errors"]
+            assert sum(v[0] for v in per_prompt.values()) == ok, (per_prompt, run["client"])
+            assert sum(v[2] for v in per_prompt.values()) > 0, per_prompt  # drafted tokens, from the answers
+            assert all(0 <= v[3] <= v[2] for v in per_prompt.values()), per_prompt
+        assert len(group["rows"]) >= 2 and group["baseline"] is False
+        report = run_specmon(["report", str(recording)], 60)
+        assert report.returncode == 0, report.stderr[-2000:]
+        assert "Per prompt, concurrency 2" in report.stdout and "accepted" in report.stdout, report.stdout[-3000:]
         verdict = doc["verdict"]
         if verdict["separated"]:
             assert verdict["winner_steps"] in (2, 4) and result.returncode == 0, verdict

@@ -118,7 +118,7 @@ def test_the_table_counts_every_request_once_under_its_prompt_and_setting(
                 for prompt, tps, d, _ in requests:
                     sent.setdefault(prompt, []).append(tps)
                     drafted[prompt] = drafted.get(prompt, 0) + d
-        table = g["settings"][cell.setting_label]
+        table = g["settings"][cell.key]
         assert {int(k): v[0] for k, v in table.items()} == {k: len(v) for k, v in sent.items()}
         for k, v in table.items():
             mean = sum(sent[int(k)]) / len(sent[int(k)])
@@ -126,14 +126,14 @@ def test_the_table_counts_every_request_once_under_its_prompt_and_setting(
             assert v[2] == drafted[int(k)]
     for row in g["rows"]:
         if row["best"] is None:  # no speculative setting sent this prompt
-            assert all(str(row["prompt"]) not in g["settings"][cell.setting_label] for s, cell in cells.items() if s)
+            assert all(str(row["prompt"]) not in g["settings"][cell.key] for s, cell in cells.items() if s)
             continue
-        best = g["settings"][row["best"]][str(row["prompt"])]
+        best = g["settings"][row["best_key"]][str(row["prompt"])]
         assert row["best_tps"] == max(g["settings"][label][str(row["prompt"])][1]
-                                      for label in g["settings"] if label != cells[0].setting_label
+                                      for label in g["settings"] if label != cells[0].key
                                       if str(row["prompt"]) in g["settings"][label])
         assert row["best_requests"] == best[0]
-        base_fig = g["settings"][cells[0].setting_label].get(str(row["prompt"]))
+        base_fig = g["settings"][cells[0].key].get(str(row["prompt"]))
         if base_fig is None:
             assert row["pays"] is None and row["change_pct"] is None
         else:
