@@ -64,10 +64,11 @@ def size_text(n: int) -> str:
     """A size for a sentence: exact bytes below 10 kB, else three figures (``2.15 GB``)."""
     if n < 10_000:
         return f"{n:,} bytes"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n / 1e3:.3g} kB"
+    # The unit is chosen after rounding to three figures: 999,500,000 bytes is "1 GB", not "1e+03 MB".
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if float(f"{n / scale:.3g}") >= 1 or unit == "kB":
+            return f"{float(f'{n / scale:.3g}'):g} {unit}"
+    raise AssertionError("unreachable")
 
 
 def _problem(path: str | os.PathLike[str], mode: int, size: int, what: str, *, stream: bool,
