@@ -98,13 +98,11 @@ class _Replica:
         port = self.launch.port
         assert port is not None  # the profile's check
         if self.entry.host is None:
-
             self.follower = LogFollower(ingest, lambda path, from_end: LocalTailSource(
                 path, lines=0 if from_end else None))
             runner: Any = LocalRunner()
             base = f"http://127.0.0.1:{port}"
         else:
-
             one = self.profile.model_copy(update={"replicas": None, "launch": None, "host": self.entry.host})
             target = target_from_options(None, profile=one)
             try:
@@ -133,7 +131,6 @@ class _Replica:
 
 async def run_fleet_sweep(exp: ExperimentPlan, profile: Profile, profile_name: str) -> int:
     """Run a parallel sweep on ``profile``'s replicas; returns the exit code."""
-
 
     assert profile.replicas is not None
     if profile.launch is None:
@@ -230,7 +227,6 @@ async def run_fleet_demo(exp: ExperimentPlan) -> int:
     default); everything lives in a temporary folder and every server is stopped at the end.
     """
 
-
     scale = min(exp.time_scale, 1000.0)
     seed = exp.seed if exp.seed is not None else random.SystemRandom().randrange(1 << 30)
     launch_cv = DEFAULT_LAUNCH_CV if exp.launch_cv is None else exp.launch_cv
@@ -258,8 +254,6 @@ async def run_fleet_demo(exp: ExperimentPlan) -> int:
 
 
 def _print(fmt: str, doc: dict[str, Any], left: list[str]) -> None:
-
-
     if fmt == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -279,7 +273,6 @@ async def _stop_followers(replicas: list[_Replica]) -> None:
 async def _finish(exp: ExperimentPlan, result: FleetSweepResult, replicas: list[_Replica],
                   running: dict[str, int | None]) -> dict[str, dict[str, Any]]:
     """Leave the replicas as ``--finish`` says; returns, per replica, what is left (checked on its host)."""
-
 
     winner = result.winner
     choice = _finish_choice(exp, (winner, ()) if winner is not None else None)

@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # annotations only
 
 
 def _err(text: str) -> None:
-
     try:
         print(plain(text, newlines=True), file=sys.stderr, flush=True)
     except (OSError, ValueError):
@@ -47,8 +46,6 @@ def _on_event(ev: SweepEvent) -> None:
 
 
 def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any]) -> int:
-
-
     doc = result.to_json()
     verdict = result.verdict
     cost = None
@@ -62,11 +59,8 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
     if exp.format == "json":
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-
         console = None
         if exp.format != "markdown":
-
-
             console = Console()
             if not console.is_terminal:
                 console.width = max(console.width, 110)  # piped: keep rows whole
@@ -146,7 +140,6 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
     if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
         _err(f"sweep: {note}")
     if extra.get("server_lost"):
-
         again = continue_command(exp.argv) if not exp.demo else None
         how = f"continue it with: {again}" if again else "run the same command again to continue"
         _err(f"sweep: stopped: {extra['server_lost']}; {how} (exit "

@@ -49,7 +49,6 @@ def check_steps(profile: LaunchProfile, steps: Sequence[int], whose: str) -> str
 
 
 def _recorder(exp: ExperimentPlan, kind: str, warmup: int | None, meta: dict[str, Any]) -> Recorder | None:
-
     if exp.no_record:
         return None
     path = exp.record or new_recording_path(kind)
@@ -73,7 +72,6 @@ _RECORDERS: list[Recorder] = []
 
 def _load_options(exp: ExperimentPlan, base_url: str, time_scale: float = 1.0,
                   max_tokens: int = 512) -> LoadConfig:
-
     prompts = load_prompts(exp.prompts) if exp.prompts else BUNDLED_PROMPTS
     return LoadConfig(base_url, endpoint=exp.endpoint, prompts=prompts, max_tokens=exp.max_tokens or max_tokens,
                       request_timeout_s=exp.request_timeout, time_scale=time_scale)
@@ -153,7 +151,6 @@ def _steps_text(setting: int | tuple[int, Any] | None) -> str:
     if isinstance(setting, tuple):
         steps, point = setting
         if point:
-
             return label(steps, point)
         setting = steps
     return "no speculation" if setting == 0 else f"{setting} speculative steps"
@@ -167,7 +164,6 @@ class _NoRunner:
 
 
 def _free_port() -> int:
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -110,7 +110,6 @@ async def _with_prometheus(exp: ExperimentPlan, session: Session,
 
 async def _sweep_main(exp: ExperimentPlan, plan: SweepPlan) -> int:
     if exp.demo and exp.replicas:
-
         return await run_fleet_demo(exp)
     if exp.demo:
         return await _demo(exp, plan)
@@ -118,8 +117,6 @@ async def _sweep_main(exp: ExperimentPlan, plan: SweepPlan) -> int:
 
 
 async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
-
-
     scale = min(exp.time_scale, 1000.0)
     with tempfile.TemporaryDirectory(prefix="specmon-demo-") as tmp:
         port = _free_port()
@@ -135,7 +132,6 @@ async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
              f"differ by a {100 * demo_cv:g}% launch spread (a speed factor per launch, drawn from the seed; real "
              "servers: 2-20%; --launch-cv sets it)")
         if exp.drift_pct_per_hour:
-
             server += ["--drift-pct-per-hour", f"{exp.drift_pct_per_hour:g}", "--drift-origin", f"{time.time():.3f}"]
         if exp.workload_sets:
             server += ["--task-acceptance"]  # the simulated drafter does better on code than on chat
@@ -191,9 +187,6 @@ async def _demo(exp: ExperimentPlan, plan: SweepPlan) -> int:
 
 
 async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
-
-
-
     name = exp.profile
     assert name is not None  # (the plan refuses a sweep with neither a profile nor the demo)
     try:
@@ -202,7 +195,6 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
     except ConfigError as exc:
         return fail(str(exc))
     if profile.replicas is not None:
-
         return await run_fleet_sweep(exp, profile, name)
     if not profile.launch:
         return fail(f"profile {exp.profile!r} has no [launch] section: the sweep needs to know how to restart "
@@ -213,7 +205,6 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
         msgs = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
         return fail(f"profile {exp.profile!r} [launch]: {msgs}")
     host = profile.host or "localhost"
-
 
     known = known_restart_s(EtaStore(), host)
     if known is not None:  # the budget stated up front at this host's remembered restart cost
@@ -298,7 +289,6 @@ async def _run_profile_sweep(exp: ExperimentPlan, plan: SweepPlan, session: Sess
     one, or a dashboard that restarted it, controls it.
     """
 
-
     if finished_state(state, plan):  # only its verdict is shown: nothing to control
         return await _run_leased(exp, plan, session, restarter, load, state, rec, follower, counters)
     lease = lease_for(restarter.profile, restarter.runner, restarter.host, "a sweep")
@@ -324,7 +314,6 @@ async def _run_profile_sweep(exp: ExperimentPlan, plan: SweepPlan, session: Sess
 async def _run_leased(exp: ExperimentPlan, plan: SweepPlan, session: Session, restarter: Any,
                       load: LoadControl | None, state: str, rec: Recorder | None, follower: Any,
                       counters: Any) -> int:
-
     try:
         # At every look (and every few seconds) the sweep checks that its server is the one it started.
         sweep = Sweep(plan, session=session, restart=restarter, load=load, state_path=state,
@@ -382,7 +371,6 @@ def _schedule_problem(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfil
     """Why ``--measure-schedule`` or ``--compare-adaptive`` cannot run on this profile's server (None: they
     can), said before any restart. The rules between the plan's own fields are the plan's."""
     if exp.compare_adaptive is not None:
-
         _, why = adaptive_profile(launch, exp.compare_adaptive or None)
         if why:
             return f"--compare-adaptive: {why}"
@@ -521,7 +509,6 @@ async def _finish(exp: ExperimentPlan, result: SweepResult, restarter: Any,
 
 async def _real_remote(exp: ExperimentPlan, plan: SweepPlan, launch: LaunchProfile, profile: Profile,
                        session: Session, ingest: RecordedIngest, rec: Recorder | None, state: str) -> int:
-
     try:
         target = target_from_options(None, profile=profile)
     except ValueError as exc:
@@ -587,6 +574,5 @@ def _metrics_target(exp: ExperimentPlan, profile: Profile, launch: LaunchProfile
 
 
 def _scraper(url: str) -> Any:
-
     return MetricsScraper(url)
 
