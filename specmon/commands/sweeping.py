@@ -46,7 +46,7 @@ from specmon.control.lease import LeaseHeld, lease_for
 from specmon.control.load import BackgroundLoad, LoadDriver, LoadError, forwarded_base_url
 from specmon.control.runner import LocalRunner, SSHRunner
 from specmon.experiment.plan_restarter import LogFollower, PlanRestarter
-from specmon.experiment.rounds import known_restart_s
+from specmon.experiment.rounds import known_restart_s, plan_budget
 from specmon.experiment.schedule_check import adaptive_profile, measure_deployed, measure_schedule, schedule_profile
 from specmon.experiment.sweep_plan import SweepError
 from specmon.experiment.sweep_run import Sweep
@@ -241,7 +241,17 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
         os.remove(state)
     if not finished_state(state, plan):  # a finished sweep only shows its verdict: nothing restarts
         upto = "up to " if plan.strategy == "guided" else ""
-        _err(f"sweep: {upto}{len(plans)} restart(s) on {host}; the first one:")
+        # A launch design restarts every setting in rounds: the count asked for is its budget's.
+        stated = plan_budget(plan)
+        restarts = stated.restarts if stated is not None else len(plans)
+        rounds = ""
+        if stated is not None:
+            upto = "up to "
+            rounds = (f" (at most {stated.rounds} rounds of {stated.settings} settings; settings clearly behind "
+                      "leave early)" if stated.pairs is None else
+                      f" (every setting in the first {stated.pairs[0]} rounds, then {stated.pairs[1]} a round, at "
+                      f"most {stated.rounds} rounds)")
+        _err(f"sweep: {upto}{restarts} restart(s) on {host}{rounds}; the first one:")
         _err(plans[0].describe())
         if plan.points:
             _err("the others differ in: " + "; ".join(
@@ -249,7 +259,7 @@ async def _real(exp: ExperimentPlan, plan: SweepPlan) -> int:
         if not exp.yes:
             if not sys.stdin.isatty():
                 return fail("this restarts the server; pass --yes to confirm when not at a terminal")
-            answer = input(f"Restart the server on {host} up to {len(plans)} times? [y/N] ").strip().lower()
+            answer = input(f"Restart the server on {host} up to {restarts} times? [y/N] ").strip().lower()
             if answer not in ("y", "yes"):
                 return fail("cancelled", 1)
     session = Session()

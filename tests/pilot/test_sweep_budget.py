@@ -6,6 +6,8 @@ import asyncio
 import shutil
 from pathlib import Path
 
+from textual.widgets import Static
+
 from specmon.control.demo import DEMO_LAUNCH_CV, stop_demo_server
 from specmon.ui.screens.sweep_screen import SweepConfirmScreen, SweepScreen
 from tests.support.app_factory import wait_for
@@ -30,11 +32,17 @@ async def test_s_states_the_launch_designs_budget_before_anything_restarts(isola
             await wait_for(pilot, lambda: isinstance(app.screen, SweepConfirmScreen), "the commands")
             screen = app.screen
             assert isinstance(screen, SweepConfirmScreen)
-            # Two settings, up to 16 rounds each, in the demo's clock (its restart is the simulated start-up).
-            assert "Budget: at most 32 restarts (16 rounds of 2 settings), about " in screen.load
+            # Two settings, up to 16 rounds each, in the demo's clock (its restart is the simulated start-up),
+            # read as drawn: the title's count is the budget's (it once said "up to 2" above "at most 32"),
+            # and the budget is its own sentence (it was joined to the load's with a newline drawn as ␊).
+            title = str(screen.query_one("#sweep-confirm-title", Static).render())
+            drawn = str(screen.query_one("#sweep-confirm-budget", Static).render())
+            assert "0, 2 steps — up to 32 restarts" in title
+            assert drawn.startswith("Budget: at most 32 restarts (16 rounds of 2 settings), about ")
             assert (f"0.5 s a restart (the simulated server runs 200× faster than a real one, its launches "
-                    f"{100 * DEMO_LAUNCH_CV:g}% apart)") in screen.load
-            assert "every setting is launched twice before any is judged" in screen.load
+                    f"{100 * DEMO_LAUNCH_CV:g}% apart)") in drawn
+            assert "every setting is launched twice before any is judged" in drawn
+            assert not any("␊" in str(w.render()) for w in screen.query(Static))
             assert app.sweeper.sweep is None  # nothing runs before the confirmation
             await pilot.press("escape")
             await pilot.pause()

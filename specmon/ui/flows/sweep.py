@@ -268,11 +268,9 @@ class SweepFlow(Widget):
             if answer is None:
                 return
             resume = answer == "continue"
-        stated = plan_budget(plan)
-        if stated is not None:  # the launch design states its budget before it starts
-            load += f"\n{stated.text[0].upper()}{stated.text[1:]}."
+        # The launch design states its budget before it starts (the confirmation's own line and count).
         confirm = SweepConfirmScreen(c.host, choice.steps, text, load, settings=len(plan.settings),
-                                     strategy=choice.strategy)
+                                     strategy=choice.strategy, budget=plan_budget(plan))
         if not await self._ask(confirm):
             self._event("info", "sweep cancelled: nothing was run")
             return
@@ -298,7 +296,8 @@ class SweepFlow(Widget):
         if c is None:
             return
         confirm = SweepConfirmScreen(c.host, stopped.plan.steps, stopped.commands, stopped.load,
-                                     settings=len(stopped.plan.settings), strategy=stopped.plan.strategy)
+                                     settings=len(stopped.plan.settings), strategy=stopped.plan.strategy,
+                                     budget=plan_budget(stopped.plan))
         if not await self._ask(confirm):
             self._event("info", "sweep not continued: nothing was run")
             return

@@ -25,6 +25,7 @@ from textual.widgets import Button, Input, RadioButton, RadioSet, Static
 
 from specmon.control.counts import parse_step_list
 from specmon.control.dims import Grid, Point, expand_grid, parse_grid
+from specmon.experiment.stats.design import Budget
 from specmon.ui.literal import literal
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.wording import counted
@@ -235,7 +236,7 @@ class SweepConfirmScreen(ModalScreen[bool]):
     """
 
     def __init__(self, host: str, steps: Sequence[int], text: str, load: str, *, settings: int | None = None,
-                 strategy: str = "grid") -> None:
+                 strategy: str = "grid", budget: Budget | None = None) -> None:
         super().__init__()
         self.host = host
         self.steps = tuple(steps)
@@ -243,16 +244,27 @@ class SweepConfirmScreen(ModalScreen[bool]):
         self.load = load
         self.settings = len(self.steps) if settings is None else settings
         self.strategy = strategy
+        #: The launch design's stated budget: its restarts are the count the title promises.
+        self.budget = budget
 
     def compose(self) -> ComposeResult:
         n = self.settings
         what = f"{', '.join(map(str, self.steps))} steps" + (f" ({n} settings)" if n != len(self.steps) else "")
         guided = ", guided: fewer when the cost model rules settings out" if self.strategy == "guided" else ""
+        # A launch design restarts every setting in rounds: the title's count is its budget, not one
+        # restart a setting (the two once said "up to 5" above "at most 80").
+        restarts = self.budget.restarts if self.budget is not None else n
+        how = ("each setting restarted in rounds, in this order" if self.budget is not None
+               else "one restart per step count, in this order")
         with Vertical(id="sweep-confirm-box"):
-            yield Static(literal(f"Sweep on {self.host}: {what} — up to {n} restart"
-                         f"{'' if n == 1 else 's'}{guided}"), id="sweep-confirm-title", markup=False)
-            yield Static(literal(f"These commands run on {self.host}, one restart per step count, in this order; the server "
+            yield Static(literal(f"Sweep on {self.host}: {what} — up to {restarts} restart"
+                         f"{'' if restarts == 1 else 's'}{guided}"), id="sweep-confirm-title", markup=False)
+            yield Static(literal(f"These commands run on {self.host}, {how}; the server "
                          f"is down during each restart. {self.load}"), classes="hint", markup=False)
+            if self.budget is not None:
+                text = self.budget.text
+                yield Static(literal(f"{text[0].upper()}{text[1:]}."), id="sweep-confirm-budget", classes="hint",
+                             markup=False)
             with VerticalScroll(id="sweep-confirm-scroll"):
                 yield Static(literal(self.text, newlines=True), id="sweep-confirm-commands", markup=False)
             yield Static("y: run the sweep · escape: cancel (nothing runs) · s later: stop it",
