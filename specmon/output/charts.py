@@ -114,6 +114,8 @@ NEUTRAL = "#444444"
 TIME_POINTS = 2000
 #: Longest label drawn (a tick label or legend entry); longer ones end in an ellipsis.
 LABEL_CHARS = 48
+#: The settings chart's y label: its intervals are the tables', over launches, in their words (``CI (launch)``).
+Y_LABEL = "throughput: mean tok/s ± 95% CI (launch)"
 
 #: matplotlib settings of every drawing (on top of its defaults: a user's matplotlibrc does not apply).
 _RC: dict[RcKeyType, Any] = {
@@ -311,7 +313,7 @@ def settings_chart(panels: Sequence[Panel], colours: dict[str, str]) -> str | No
             ax = axes[r][c]
             used.add((r, c))
             _settings_panel(ax, panel, p, colours)
-            ax.set_ylabel("throughput (tok/s, mean ± 95% CI)" if c == 0 or not share else "")
+            ax.set_ylabel(Y_LABEL if c == 0 or not share else "")
             if panel.title and len(panels) > 1:
                 ax.set_title(label_text(panel.title, 60), fontsize=9)
         for r in range(nrows):

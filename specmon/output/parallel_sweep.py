@@ -1,6 +1,6 @@
 """A parallel sweep's tables, from its JSON document: for ``sweep``'s output and for ``report``.
 
-The settings (launches, tok/s, 95% interval, how far the leader is ahead at the adjusted
+The settings (launches, tok/s, 95% interval over launches, how far the leader is ahead at the adjusted
 level), the allocation (replicas × rounds, ``steps:tok/s`` of each launch) and the verdict. The
 plain text fits 80 columns: the allocation is cut into blocks of rounds that do. Replica names
 come from the profile: through :func:`plain` / :func:`markdown_text`, never markup.
@@ -19,6 +19,9 @@ from specmon.literal import markdown_text, plain
 from specmon.model.verdict import LEADER_MARK, WINNER_MARK
 
 WIDTH = 80
+#: The settings' interval column: over launches (each replica's launch in a round, replica effects removed
+#: or inside the launch spread), in the words of every other table (``CI (launch)``, as `?` says).
+CI_HEADER = "95% CI (launch)"
 _NAME_W = 12
 _CELL_W = 9
 
@@ -113,7 +116,7 @@ def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
             f"{doc.get('concurrency')}, {doc.get('rounds_run')} of {doc.get('rounds_planned')} rounds, "
             f"layout seed {doc.get('seed')}")
     lines = textwrap.wrap(head, WIDTH) + [""]
-    lines.append(f"{'setting':<17}{'launches':>8}{'tok/s':>9}  {'95% CI':<15}  leader ahead ({_level(doc)})")
+    lines.append(f"{'setting':<17}{'launches':>8}{'tok/s':>9}  {CI_HEADER:<15}  leader ahead ({_level(doc)})")
     lines += [f"{a:<17}{b:>8}{c:>9}  {d:<15}  {e}".rstrip() for a, b, c, d, e in setting_rows(doc)]
     lines += ["", *allocation_lines(doc), ""]
     lines += textwrap.wrap(f"Verdict ({_marks(doc)[1]}): " + plain((doc.get("verdict") or {}).get("sentence", "")),
@@ -125,7 +128,7 @@ def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
 
 def markdown_lines(doc: Mapping[str, Any]) -> list[str]:
     """The settings and the allocation as Markdown tables (no verdict: the caller places it)."""
-    out = [f"| setting | launches | tok/s | 95% CI | leader ahead ({_level(doc)}) |", "|---|---:|---:|---|---|"]
+    out = [f"| setting | launches | tok/s | {CI_HEADER} | leader ahead ({_level(doc)}) |", "|---|---:|---:|---|---|"]
     out += ["| " + " | ".join(markdown_text(c) for c in row) + " |" for row in setting_rows(doc)]
     rounds, cells = _rounds(doc)
     out += ["", "| replica | " + " | ".join(f"round {k}" for k in range(1, rounds + 1)) + " |",

@@ -117,7 +117,7 @@ def test_a_sweeps_report_has_one_error_bar_per_setting_per_group(sweep_data: Rep
         mids = [(y1 + y2) / 2 for _, y1, _, y2 in bars]
         assert sorted(range(len(rows)), key=lambda i: -mids[i]) == sorted(range(len(rows)),
                                                                           key=lambda i: rows[i].tps_mean)  # type: ignore[arg-type, return-value]
-    assert "throughput (tok/s, mean ± 95% CI)" in words
+    assert "throughput: mean tok/s ± 95% CI (launch)" in words  # what the interval covers
     assert "setting (configuration, by speculative steps)" in words
     assert {r.label for g in groups for r in g.rows} <= set(words)  # the tick labels
     # Every axis with its unit, on every chart.

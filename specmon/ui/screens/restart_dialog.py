@@ -25,7 +25,7 @@ from specmon.control.restart_progress import plan_label
 from specmon.ui.literal import literal, plain
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
-from specmon.ui.widgets.run_table import mark_text
+from specmon.ui.widgets.run_table import SHORT_HEADERS, mark_text
 
 __all__ = ["MeasuredStep", "RestartDialog", "StepCountValidator", "parse_steps"]
 
@@ -110,7 +110,9 @@ def measured_text(rows: Sequence[MeasuredStep], width: int = 80) -> Content:
     narrow = width < 66
     name = 14 if narrow else 20
     count = "" if narrow else f" {'n':>6} "
-    header = f"    {'configuration':<{name}}{count} {'tok/s ± CI':<13} {'vs base':<9} {'acc len':<11}"
+    # ``tok/s ±launch``: the run table's interval, over launches, in its words (`?`: the fleet's are
+    # ``±sample`` and ``CI (replica)``).
+    header = f"    {'configuration':<{name}}{count} {SHORT_HEADERS['tps']:<13} {'vs base':<9} {'acc len':<11}"
     lines = [Content.styled(header, "$text-muted")]
     for r in rows:
         mark = mark_text(r.mark, r.is_baseline, r.current)

@@ -19,7 +19,10 @@ from textual_plotext import PlotextPlot
 from specmon.output.tables import OutcomeRow, SweepOutcome
 from specmon.ui.literal import plain
 
-__all__ = ["ComparisonPlot", "axis_limits", "settings_of"]
+__all__ = ["TITLE", "ComparisonPlot", "axis_limits", "settings_of"]
+
+#: The plot's title: its intervals are the sweep table's, over launches (``CI (launch)``, as `?` says).
+TITLE = "tok/s ± 95% CI (launch) per setting"
 
 #: Theme variables the groups are drawn in, in turn.
 GROUP_COLOURS = ("primary", "accent", "success", "warning", "secondary", "error")
@@ -145,4 +148,4 @@ class ComparisonPlot(PlotextPlot):
         plt.xlim(0.4, len(labels) + 0.6)
         plt.xticks(list(range(1, len(labels) + 1)), [plain(_tick(label)) for label in labels])
         plt.xlabel("steps")
-        plt.title("tok/s ± 95% CI per setting")
+        plt.title(TITLE)
