@@ -28,10 +28,11 @@ ones (each a :class:`~specmon.experiment.plan_restarter.PlanRestarter` on its ow
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from specmon.experiment.stats import bai
 from specmon.experiment.stats.replica_effects import (
     CONTINUE,
     EQUIVALENT,
+    UNDECIDED,
     WINNER,
     FleetDecision,
     FleetFit,
@@ -52,6 +54,7 @@ from specmon.experiment.sweep_plan import LoadControl, Restarter, SweepError, Sw
 from specmon.experiment.sweep_state import match_run
 from specmon.model.launches import DEFAULT_LAUNCH_CV, launch_of
 from specmon.model.session import ServerState, Session
+from specmon.model.verdict import NO_WINNER, Answer, answer, pct_bound
 from specmon.redact import redact_text
 
 
@@ -68,6 +71,14 @@ def _request_failures(report: Any) -> str:
 def steps_label(steps: int) -> str:
     """``no speculation`` or ``3 steps``: a setting as the tables name it."""
     return "no speculation" if steps == 0 else f"{steps} step{'s' if steps != 1 else ''}"
+
+
+def _closest(means: Mapping[Hashable, float], among: Mapping[Hashable, Any]) -> Hashable | None:
+    """The setting of ``among`` closest to the leader: the fastest measured one (else the first)."""
+    measured = [s for s in among if s in means]
+    if measured:
+        return max(measured, key=lambda s: means[s])
+    return next(iter(among), None)
 
 
 @dataclass(frozen=True)
@@ -206,29 +217,90 @@ class FleetSweepResult:
         return int(d.leader) if d is not None and d.kind == WINNER else None  # type: ignore[call-overload]
 
     def sentence(self) -> str:
-        """The verdict in one sentence, with what it rests on."""
-        d, ff = self.decision, self.fit
-        if ff is None or d is None:
+        """The verdict in one sentence, with what it rests on (the answer's, :attr:`answer`)."""
+        return self.answer.sentence
+
+    @property
+    def answer(self) -> Answer:
+        """The verdict as every surface draws it (:mod:`specmon.model.verdict`): ★ only for a declared
+        winner, ☆ for a leader not separated, in the sentence shapes of a sequential sweep's verdict.
+
+        Its runner-up is the setting the sentence compares the leader with: the closest one beaten (a
+        winner), the closest equivalent one, or the closest one not told apart from it.
+        """
+        d, ff, plan = self.decision, self.fit, self.plan
+        level = d.level if d is not None else plan.level
+        means = {} if ff is None else ff.means
+        if ff is None or not means:
             why = "the sweep was stopped before" if self.stopped else "no round gave"
-            return f"No verdict: {why} two settings with launches of 3+ samples."
-        lead = steps_label(int(d.leader))  # type: ignore[call-overload]
-        pct = 100 * (1 - self.plan.alpha)
-        rests = f"Rests on {ff.covers()}; each comparison at {100 * d.level:.2f}% (adjusted for " \
-                f"{self.plan.max_rounds} rounds, {pct:g}% overall)."
-        if d.kind == WINNER:
-            worst = min(d.slower.items(), key=lambda kv: kv[1][0])
-            return (f"{lead} wins: {worst[1][0]:+.1f}% over {steps_label(int(worst[0]))} "  # type: ignore[call-overload]
-                    f"(interval {worst[1][1]:+.1f}…{worst[1][2]:+.1f}%). {rests}")
-        if d.kind == EQUIVALENT:
-            same = ", ".join(steps_label(int(s)) for s in d.equivalent)  # type: ignore[call-overload]
-            return (f"No winner: {lead} and {same} are within ±{self.plan.margin_pct:g}% of each other. "
-                    f"{rests}")
-        left = ", ".join(steps_label(int(s)) for s in d.open)  # type: ignore[call-overload]
-        when = "when stopped" if self.stopped else f"after {self.rounds_run} rounds"
-        return f"Not separated {when}: {lead} leads, {left} not told apart from it. {rests}"
+            return answer(leader=None, runner_up=None, separated=False, equivalent=False, level=level,
+                          sentence=f"Not enough data: {why} two settings with launches of 3+ samples.")
+        leader = d.leader if d is not None else max(means, key=lambda s: means[s])
+        lead = steps_label(int(leader))  # type: ignore[call-overload]
+        planned = f"{plan.max_rounds} round{'s' if plan.max_rounds != 1 else ''}"
+        rounds = f"{self.rounds_run} of {planned}"
+        rests = (f" Rests on {rounds}{' (stopped)' if self.stopped else ''}: {ff.covers()}; each comparison "
+                 f"at {100 * level:.2f}% (adjusted for {planned}, {100 * (1 - plan.alpha):g}% overall).")
+        head = self._head(ff, leader)
+        among: Mapping[Hashable, tuple[float, float | None, float | None]]
+        if d is None:  # no look judged them: every other measured setting is open
+            kind, among = UNDECIDED, {s: (math.nan, None, None) for s in means if s != leader}
+        else:
+            kind = d.kind if d.kind in (WINNER, EQUIVALENT) else UNDECIDED
+            among = d.slower if kind == WINNER else d.equivalent if kind == EQUIVALENT else d.open
+        closest = _closest(means, among)
+        if closest is None:
+            return answer(leader=lead, runner_up=None, separated=False, equivalent=False, level=level,
+                          leader_steps=int(leader),  # type: ignore[call-overload]
+                          sentence=f"{head}; nothing else to compare with.{rests}")
+        runner = steps_label(int(closest))  # type: ignore[call-overload]
+        others = [steps_label(int(s)) for s in among if s != closest and s in means]  # type: ignore[call-overload]
+        at = f"{100 * level:.2f}% interval"
+        pct, lo, hi = among[closest]
+        if kind == WINNER:
+            assert lo is not None and hi is not None
+            tail = (f"; faster than {runner} by {pct_bound(pct).replace('+', '', 1)}% ({at} {pct_bound(lo)}…"
+                    f"{pct_bound(hi)}%, adjusted "
+                    f"for repeated looks)" + (f", and than {', '.join(others)}" if others else "") + ".")
+        elif kind == EQUIVALENT:
+            assert lo is not None and hi is not None
+            also = f", as {'is' if len(others) == 1 else 'are'} {', '.join(others)}" if others else ""
+            tail = (f"; {runner} is equivalent within ±{self.plan.margin_pct:g}% ({at} of the difference "
+                    f"{pct_bound(lo)}…{pct_bound(hi)}%){also}: {'any of them' if others else 'either'} will do.")
+        else:
+            unmeasured = [steps_label(int(s)) for s in among if s not in means]  # type: ignore[call-overload]
+            if closest in means:
+                names = ", ".join([runner, *others])
+                verb = "are" if others else "is"
+                iv = ""
+                if lo is not None and hi is not None:
+                    iv = (f" ({at} of the difference{f' from {runner}' if others else ''} {pct_bound(lo)}…"
+                          f"{pct_bound(hi)}%, wider than ±{self.plan.margin_pct:g}%)")
+                tail = f"; {names} {verb} not distinguishable{iv}"
+                tail += f", and {', '.join(unmeasured)} not measured" if unmeasured else ""
+            else:
+                tail = f"; {', '.join(unmeasured)} not measured"
+            tail += f": {NO_WINNER}."
+        return answer(leader=lead, runner_up=runner, separated=kind == WINNER, equivalent=kind == EQUIVALENT,
+                      sentence=head + tail + rests, leader_steps=int(leader),  # type: ignore[call-overload]
+                      runner_up_steps=int(closest), level=level)  # type: ignore[call-overload]
+
+    def _head(self, ff: FleetFit, leader: Hashable) -> str:
+        """``2 steps: +17.5% (+12.0…+23.1%) over no speculation at concurrency 1`` (95%, as a sequential
+        sweep's speed-up), or its tok/s where no speculation was not measured."""
+        lead = steps_label(int(leader))  # type: ignore[call-overload]
+        at = f" at concurrency {self.plan.concurrency}"
+        if leader == 0:
+            return f"{lead} is fastest{at} ({ff.means[leader]:.1f} tok/s)"
+        if 0 not in ff.means:
+            return f"{lead}: {ff.means[leader]:.1f} tok/s{at} (no speculation not measured)"
+        pct, lo, hi = ff.ratio_pct(leader, 0, 0.95)
+        iv = f" ({pct_bound(lo)}…{pct_bound(hi)}%)" if lo is not None and hi is not None else ""
+        return f"{lead}: {pct_bound(pct)}%{iv} over no speculation{at}"
 
     def to_json(self) -> dict[str, Any]:
         d, ff = self.decision, self.fit
+        made = self.answer
         settings = []
         for s in self.plan.steps:
             row: dict[str, Any] = {"steps": s, "label": steps_label(s),
@@ -248,10 +320,11 @@ class FleetSweepResult:
             "rounds_planned": self.plan.max_rounds, "rounds_run": self.rounds_run, "seconds": round(self.seconds, 1),
             "stopped": self.stopped,
             "verdict": {"kind": None if d is None else d.kind, "winner_steps": self.winner,
-                        "leader_steps": None if d is None else d.leader, "level": None if d is None else d.level,
+                        "leader_steps": made.leader_steps, "level": None if d is None else d.level,
                         "model": None if ff is None else ff.model, "rests_on": None if ff is None else ff.covers(),
                         "replica_cv": None if ff is None else ff.replica_cv,
-                        "sentence": self.sentence()},
+                        "runner_up_steps": made.runner_up_steps,
+                        "sentence": made.sentence, "answer": made.to_json()},
             "settings": settings,
             "launches": [r.to_json() for r in self.records],
         }

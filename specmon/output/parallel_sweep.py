@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specmon.literal import markdown_text, plain
-from specmon.model.verdict import LEADER_MARK, WINNER_MARK
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json
 
 WIDTH = 80
 #: The settings' interval column: over launches (each replica's launch in a round, replica effects removed
@@ -41,8 +41,19 @@ def _num(x: Any, fmt: str) -> str:
     return format(x, fmt) if isinstance(x, (int, float)) else "—"
 
 
+def verdict_answer(doc: Mapping[str, Any]) -> Answer | None:
+    """The sweep's one verdict (:class:`~specmon.model.verdict.Answer`) as its document carries it
+    (``verdict.answer``); None for a document written before it did."""
+    v = doc.get("verdict")
+    return answer_from_json(v) if isinstance(v, dict) and isinstance(v.get("answer"), dict) else None
+
+
 def _marks(doc: Mapping[str, Any]) -> tuple[str, str]:
-    """The leader's mark and the verdict's words: ★ a declared winner, ☆ a leader not separated."""
+    """The leader's mark and the verdict's words, the :class:`~specmon.model.verdict.Answer`'s (★ a declared
+    winner, ☆ leads, undecided); from the older fields for a document without one."""
+    a = verdict_answer(doc)
+    if a is not None:
+        return a.mark, a.tag
     v = doc.get("verdict") or {}
     if v.get("winner_steps") is not None:
         return WINNER_MARK, f"{WINNER_MARK} winner"
@@ -54,7 +65,8 @@ def _marks(doc: Mapping[str, Any]) -> tuple[str, str]:
 def setting_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
     """``(setting, launches, tok/s, 95% CI, leader ahead)`` per setting; the leader marked as every
     verdict marks it (★ a declared winner, ☆ leads, undecided)."""
-    leader = (doc.get("verdict") or {}).get("leader_steps")
+    a = verdict_answer(doc)
+    leader = (doc.get("verdict") or {}).get("leader_steps") if a is None else a.leader_steps
     mark = _marks(doc)[0]
     rows = []
     for s in doc.get("settings") or []:

@@ -92,7 +92,8 @@ def test_a_parallel_sweep_over_three_local_replicas_names_the_faster_setting_and
             assert all(a != b for a, b in zip(mine, mine[1:], strict=False)), mine
         verdict = doc["verdict"]
         assert verdict["winner_steps"] == 2, verdict  # the simulator: 2 steps 94 tok/s, 10 steps 60
-        assert "replica" in verdict["rests_on"] and verdict["sentence"].startswith("2 steps wins")
+        assert "replica" in verdict["rests_on"] and verdict["sentence"].startswith("2 steps: ")
+        assert "; faster than 10 steps by " in verdict["sentence"] and verdict["answer"]["mark"] == "★"
         # Left on the winner, checked on the host.
         for name, left in doc["left"].items():
             assert left["running"] is True and left["steps"] == 2, (name, left)
