@@ -16,14 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specmon.literal import markdown_text, plain
-from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json, pct_bound, tps_bound
 
 WIDTH = 80
 #: The settings' interval column: over launches (each replica's launch in a round, replica effects removed
 #: or inside the launch spread), in the words of every other table (``CI (launch)``, as `?` says).
 CI_HEADER = "95% CI (launch)"
 _NAME_W = 12
-_CELL_W = 9
+#: A launch's cell: ``10:1234.5`` and the space before it (at 9, two such cells ran into one word).
+_CELL_W = 10
 
 KIND = "parallel-sweep"
 
@@ -74,12 +75,14 @@ def setting_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]
         ahead = s.get("leader_ahead_pct")
         ahead_text = ""
         if isinstance(ahead, list) and len(ahead) == 3 and isinstance(ahead[0], (int, float)):
-            ahead_text = (f"{ahead[0]:+.1f}% ({ahead[1]:+.1f}…{ahead[2]:+.1f})" if None not in ahead
-                          else f"{ahead[0]:+.1f}%")
+            # Bounded as the sentences bound them: +6367.1% (-10004.5…+22738.8) took the row past 80.
+            ahead_text = (f"{pct_bound(ahead[0])}% ({pct_bound(ahead[1])}…{pct_bound(ahead[2])})" if None not in ahead
+                          else f"{pct_bound(ahead[0])}%")
         rows.append(((f"{mark} " if mark and s.get("steps") == leader else "") + _label(s.get("steps")),
                      str(s.get("launches", 0)),
                      _num(s.get("tok_s"), ".1f"),
-                     f"{ci[0]:.1f}–{ci[1]:.1f}" if isinstance(ci, list) and len(ci) == 2 else "—", ahead_text))
+                     f"{tps_bound(ci[0], sign=False)}–{tps_bound(ci[1], sign=False)}"
+                     if isinstance(ci, list) and len(ci) == 2 else "—", ahead_text))
     return rows
 
 
@@ -102,16 +105,22 @@ def _cell(x: Mapping[str, Any] | None) -> str:
 
 
 def allocation_lines(doc: Mapping[str, Any]) -> list[str]:
-    """Replicas × rounds, ``steps:tok/s`` per launch (``x``: failed), in blocks that fit 80 columns."""
+    """Replicas × rounds, ``steps:tok/s`` per launch (``x``: failed), in blocks that fit 80 columns.
+
+    The name column is as wide as the longest replica name (a profile's ``gpu-node-12.rack3`` was cut
+    at 11 characters), up to what leaves one round beside it."""
     rounds, cells = _rounds(doc)
-    per_block = max(1, (WIDTH - _NAME_W) // _CELL_W)
+    names = [plain(n) for n in doc.get("replicas") or []]
+    name_w = min(max((len(n) + 1 for n in names), default=_NAME_W), WIDTH - _CELL_W)
+    name_w = max(name_w, _NAME_W)
+    per_block = max(1, (WIDTH - name_w) // _CELL_W)
     out = ["allocation (steps:tok/s per launch; x = failed)"]
     for first in range(1, rounds + 1, per_block):
         block = range(first, min(rounds, first + per_block - 1) + 1)
-        out.append(f"{'replica':<{_NAME_W}}" + "".join(f"{'round ' + str(k):>{_CELL_W}}" for k in block))
+        out.append(f"{'replica':<{name_w}}" + "".join(f"{'round ' + str(k):>{_CELL_W}}" for k in block))
         for name in doc.get("replicas") or []:
-            row = f"{plain(name)[:_NAME_W - 1]:<{_NAME_W}}"
-            row += "".join(f"{_cell(cells.get((str(name), k))):>{_CELL_W}}" for k in block)
+            row = f"{plain(name)[:name_w - 1]:<{name_w}}"
+            row += "".join(" " + f"{_cell(cells.get((str(name), k))):>{_CELL_W - 1}}" for k in block)
             out.append(row)
     return out
 

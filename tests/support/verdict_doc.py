@@ -6,10 +6,10 @@ from specmon.model.analysis import Analysis
 from specmon.model.stopping import StoppingRule, sweep_verdict
 
 
-def sweep_doc(analysis: Analysis, pending_below: int = 40) -> dict[str, object]:
+def sweep_doc(analysis: Analysis, pending_below: int = 40, rule: StoppingRule | None = None) -> dict[str, object]:
     """A sweep document of these rows, as ``SweepResult.to_json`` writes the parts the panel reads
-    (a setting with fewer than ``pending_below`` samples is still ``pending``)."""
-    sv = sweep_verdict(analysis, StoppingRule(), concurrency=1)
+    (a setting with fewer than ``pending_below`` samples is still ``pending``; ``rule``: the sweep's)."""
+    sv = sweep_verdict(analysis, rule or StoppingRule(), concurrency=1)
     runs = []
     for r in analysis.rows:
         t, vs = r.throughput, r.vs_baseline

@@ -1,8 +1,9 @@
 """Every text surface of the verdict, whole at 80 columns, whatever the labels, numbers and verdict kind.
 
 Generated campaigns (setting names, means, spreads, launches) go through the real verdicts (the
-dashboard's, the sweep's) and the real renderers (``summarize``'s and ``sweep``'s table and verdict,
-the sweep panel's table); the check: no line over 80 cells, every word of every cell and of the
+dashboard's, the sweep's, a parallel sweep's) and the real renderers (``summarize``'s and ``sweep``'s
+table and verdict, the sweep panel's table, the Markdown report's verdict, the parallel sweep's table
+and verdict, the dashboard's line under the run table), each verdict kind forced by its campaign; the check: no line over 80 cells, every word of every cell and of the
 verdict whole on one line, the verdict sentence complete, and ★ never beside "no winner declared".
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
@@ -23,7 +24,7 @@ from specmon.model.analysis import Analysis, assemble, build_rows
 from specmon.model.run import RunConfig
 from specmon.model.session import Run
 from specmon.model.stopping import StoppingRule, sweep_verdict
-from specmon.model.verdict import NO_WINNER, WINNER_MARK, Answer
+from specmon.model.verdict import NO_WINNER, WINNER_MARK, Answer, Kind, answer_from_json
 from specmon.output.tables import print_analysis, row_cells, sweep_outcome
 from specmon.records import Engine
 from specmon.ui.screens.sweep_verdict import verdict_lines
@@ -195,3 +196,125 @@ def test_the_sweep_text_in_an_80_column_terminal_is_whole(monkeypatch: pytest.Mo
     _check_verdict(out, v.answer)
     assert f"Verdict ({v.answer.tag}):" in out
     assert "Cost model" in out and "restarts:" in out
+
+
+# --------------------------------------------------------------------------- every verdict kind, forced
+
+
+@st.composite
+def campaigns(draw: st.DrawFn, kind: Kind) -> tuple[Analysis, StoppingRule]:
+    """A campaign whose verdict is ``kind``, with generated names, means and other settings: the leader
+    1.5 times the runner-up (a winner); the two level, with a huge margin (equivalent) or a tiny one and
+    noisy samples (undecided); one setting (alone); too few samples for any interval (nothing measured)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    algo = draw(names)
+    steps = draw(st.lists(st.sampled_from([0, 1, 2, 3, 5, 10, 16]), min_size=2, max_size=5, unique=True))
+    steps = steps[:1] if kind is Kind.ALONE else steps
+    top = draw(st.floats(5, 4000))
+    noisy = kind is Kind.UNDECIDED
+    runs: list[Run] = []
+    for j, s in enumerate(steps):
+        mean = top * (1.5 if kind is Kind.WINNER else 1.0) if j == 0 else top if j == 1 else \
+            top * draw(st.floats(0.3, 0.9))
+        n = 1 if kind is Kind.EMPTY else draw(st.integers(30, 120))  # two samples a setting: no interval
+        for _ in range(2):  # two launches each: the launch spread measured
+            runs.append(_run(len(runs) + 1, algo, s, rng.normal(mean, mean * (0.1 if noisy else 0.002), size=n)))
+    analysis = assemble(build_rows(runs), launch_cv=0.05 if noisy else 0.0001)
+    return analysis, StoppingRule(margin_pct={Kind.EQUIVALENT: 1e4, Kind.UNDECIDED: 1e-3}.get(kind, 1.0))
+
+
+def _kinds(*kinds: Kind) -> st.SearchStrategy[tuple[Kind, tuple[Analysis, StoppingRule]]]:
+    return st.sampled_from(kinds).flatmap(lambda k: st.tuples(st.just(k), campaigns(k)))
+
+
+_FORCED = settings(max_examples=40, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@_FORCED
+@given(_kinds(Kind.WINNER, Kind.UNDECIDED, Kind.EQUIVALENT, Kind.EMPTY))
+def test_the_markdown_reports_verdict_is_whole_at_80_columns(case: tuple[Kind, tuple[Analysis, StoppingRule]]) -> None:
+    from specmon.model.session import Session
+    from specmon.output.report import ReportData, to_markdown
+
+    kind, (analysis, rule) = case
+    doc = sweep_doc(analysis, rule=rule)
+    a = answer_from_json(doc["verdict"])
+    assume(a is not None and a.kind is kind)
+    assert a is not None
+    data = ReportData("sweep.jsonl", Session(), analysis, [], "log time", {}, sweep_verdicts=[doc])
+    section = to_markdown(data).split("\n## Verdict\n\n", 1)[1].split("\n## ", 1)[0]
+    _check_lines(section.splitlines(), WIDTH)
+    # Its first paragraph is the sentence, in bold, wrapped at spaces only: no word cut, nothing left out.
+    first = section.split("\n\n", 1)[0].replace("\\", "")  # Markdown's escapes taken out
+    assert first.startswith("**") and first.endswith("**"), first
+    outcome = data.outcome
+    assert outcome is not None and outcome.answer == a
+    assert _flat(first[2:-2]) == _flat(outcome.sentence), (first, outcome.sentence)
+    if a.leader is not None:
+        assert outcome.claim.split(";", 1)[-1] in a.sentence  # the sweep's own comparison
+    assert (NO_WINNER in _flat(first)) is (kind is Kind.UNDECIDED)
+    assert not (WINNER_MARK in section and NO_WINNER in section)
+
+
+#: Replica names as a profile may give them: up to 24 characters, no spaces.
+replica_names = st.lists(st.text(st.sampled_from("abcdefgh-_.0123456789"), min_size=1, max_size=24),
+                         min_size=1, max_size=6, unique=True)
+
+
+@_FORCED
+@given(st.sampled_from([Kind.WINNER, Kind.UNDECIDED, Kind.EQUIVALENT, Kind.EMPTY, None]), replica_names,
+       st.lists(st.sampled_from([0, 1, 2, 3, 5, 10]), min_size=2, max_size=5, unique=True),
+       st.lists(st.floats(5, 4000), min_size=5, max_size=5), st.integers(1, 4), st.booleans(),
+       st.integers(0, 2**31))
+def test_the_parallel_sweeps_table_and_verdict_are_whole_at_80_columns(
+        kind: Kind | None, replicas: list[str], steps: list[int], means: list[float], rounds: int, stopped: bool,
+        seed: int) -> None:
+    from specmon.experiment.fleet_sweep import FleetPlan
+    from specmon.output.parallel_sweep import setting_rows, text_report
+    from tests.support.fleet_verdict import campaign, parallel_result
+
+    plan = FleetPlan(tuple(steps), rounds=rounds)
+    launches = campaign(seed, dict(zip(steps, means, strict=False)), rounds, replicas=replicas)
+    result = parallel_result(plan, launches, force=None if kind is None else kind.value, stopped=stopped)
+    d = result.decision
+    # A forced winner or equivalence needs its intervals (the runner's decide() gives no other).
+    assume(kind not in (Kind.WINNER, Kind.EQUIVALENT) or d is None
+           or all(None not in v for v in (*d.slower.values(), *d.equivalent.values())))
+    a = result.answer
+    if kind is not None and d is not None:
+        assert a.kind is kind
+    out = text_report(result.to_json())
+    _check_lines(out.splitlines(), WIDTH)
+    _check_verdict(out, a)
+    assert f"Verdict ({a.tag}):" in _flat(out)
+    # Every setting, every replica and every number of the tables whole (each launch's ``steps:tok/s``).
+    _check_whole(out, [c for row in setting_rows(result.to_json()) for c in row])
+    _check_whole(out, replicas)
+    _check_whole(out, [f"{x.steps}:{round(x.mean, 3):.1f}" for x in result.records])  # type: ignore[arg-type]
+
+
+@_FORCED
+@given(_kinds(Kind.WINNER, Kind.UNDECIDED, Kind.ALONE, Kind.EMPTY))
+def test_the_dashboards_verdict_under_the_run_table_is_whole_at_80x24(
+        case: tuple[Kind, tuple[Analysis, StoppingRule]]) -> None:
+    """The line under the run table as the dashboard's ``#verdict`` wraps it at 80×24: 78 cells (its
+    padding) and three lines (the rest of the table box's ten)."""
+    from specmon.model.session import Session
+    from specmon.ui.literal import literal
+    from specmon.ui.views import SnapshotBuilder
+
+    kind, (analysis, _rule) = case
+    a = analysis.verdict.answer
+    assume(a.kind is kind)
+    builder = SnapshotBuilder()
+    builder.analysis = analysis
+    verdict = builder.table(Session()).verdict
+    lines = [line.plain for line in literal(verdict, newlines=True).wrap(WIDTH - 2)]
+    assert len(lines) <= 3, lines
+    _check_lines(lines, WIDTH - 2)
+    shown = _flat("\n".join(lines))
+    assert _flat(a.claim if a.leader is not None else a.sentence) in shown, (lines, a.sentence)
+    assert a.leader is None or lines[0].startswith(f"{a.tag}: ")  # the mark and its words first
+    assert (NO_WINNER in shown) is (kind is Kind.UNDECIDED)
+    assert not (WINNER_MARK in shown and NO_WINNER in shown)
