@@ -21,9 +21,12 @@ times a second needs nothing faster. It handles
 The path is opened through :func:`specmon.smallfile.open_input`, so nothing here can block in
 ``open`` whatever the path names.
 
-Reads are plain non-blocking-enough ``os.read`` calls on the event loop, at most
-``chunk_size`` bytes per batch, with a yield to the loop between batches, so a
-multi-gigabyte file read from the start never freezes the UI.
+Reads are plain non-blocking-enough ``os.read`` calls on the event loop, one read of at most
+``chunk_size`` bytes per step, with a yield to the loop between steps, so a multi-gigabyte file
+read from the start never freezes the UI, nor does a line that never ends (a sparse file's
+gigabytes of NULs, a FIFO fed by ``cat /dev/zero``): it is read on a chunk a step, only its
+first ``max_line`` bytes kept, and delivered cut and counted (``status.overlong``, an event the
+first time) as the SSH tail does.
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ class LocalTailSource:
         self._closed = asyncio.Event()
         self._first_open = True
         self._preface: list[str] = []  # configuration lines found above the first window, delivered first
+        self._more = False  # the last read completed no line and more may follow: read on after a yield
+        self._said_long = False  # the first over-long line was said in an event (later ones: counted)
 
     # -- the LineSource protocol ---------------------------------------------
 
@@ -148,6 +153,10 @@ class LocalTailSource:
                     self._deliver(batch)
                     yield batch
                     # More may be waiting (a big file): read on without sleeping.
+                    continue
+                if self._more:
+                    # A line longer than a chunk, still being read: the loop's turn, then read on.
+                    await asyncio.sleep(0)
                     continue
                 await self._wait(self._poll)
         finally:
@@ -201,7 +210,7 @@ class LocalTailSource:
         out = self._read_available()
         if self._preface:
             out, self._preface = [*self._preface, *out], []
-        if out:
+        if out or self._more:
             return out
         # Nothing new in the open file: has the path moved on to another file?
         try:
@@ -213,9 +222,10 @@ class LocalTailSource:
             return []
         if info is None or (info.st_dev, info.st_ino) != self._inode:
             out = self._read_available()  # the writer may have added a last bit
-            if out:
-                return out
+            if out or self._more:
+                return out  # the old file is read to its end first, a step at a time
             rest = self._split.take_pending()
+            self.status.overlong = self._split.overlong  # (the old file's last line may have been cut)
             self._close_fd()
             if info is None:
                 self._event(f"{self.path} was removed or renamed; waiting for a new file")
@@ -281,23 +291,42 @@ class LocalTailSource:
         self.status.state = ConnectionState.CONNECTING
 
     def _read_available(self) -> list[str]:
-        """Read up to ``chunk_size`` new bytes; return the lines they complete."""
+        """Read once, at most ``chunk_size`` new bytes; return the lines they complete.
+
+        One read per step: bytes that complete no line set ``_more``, and the next step reads on
+        after the loop's turn. Reading on within the step until a newline came held the loop for
+        as long as the line lasted: ``watch`` of a sparse multi-gigabyte file (no newline) was
+        deaf to ``q`` and SIGTERM until all of it was read.
+        """
         assert self._fd is not None
-        while True:
-            if self._stream:
-                try:
-                    data = os.read(self._fd, self._chunk)
-                except BlockingIOError:  # a writer, nothing written yet
-                    return []
-            else:
-                data = os.pread(self._fd, self._chunk, self._split.read_position)
-            if not data:  # (a FIFO: no writer now; one that comes later is read on)
+        self._more = False
+        if self._stream:
+            try:
+                data = os.read(self._fd, self._chunk)
+            except BlockingIOError:  # a writer, nothing written yet
                 return []
-            self.status.bytes += len(data)
-            lines = self._split.feed(data)
-            if lines:
-                return lines
-            # A line longer than one chunk: keep reading until it completes or data ends.
+        else:
+            data = os.pread(self._fd, self._chunk, self._split.read_position)
+        if not data:  # (a FIFO: no writer now; one that comes later is read on)
+            return []
+        self.status.bytes += len(data)
+        split = self._split
+        before = split.overlong
+        lines = split.feed(data)
+        self._more = not lines
+        if split.overlong != before:
+            self.status.overlong = split.overlong
+        if not self._said_long and (split.overlong != before or split.pending_length > split.max_line):
+            # Said once, as the SSH tail does; the status line counts every line cut.
+            self._said_long = True
+            if split.overlong != before:
+                said = f"a line of {split.longest:,} bytes was cut to {split.max_line:,} bytes (the line cap)"
+            else:
+                said = (f"a line longer than the line cap ({split.max_line:,} bytes) is being read, no newline "
+                        f"yet after {split.pending_length:,} bytes: only its first {split.max_line:,} bytes "
+                        "are kept")
+            self._event(said + "; later over-long lines are counted in the status line")
+        return lines
 
 
 def build_local_source(

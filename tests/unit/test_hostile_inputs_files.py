@@ -240,3 +240,43 @@ def test_a_fifo_flooded_with_nuls_keeps_memory_bounded_and_still_hears(tmp_path:
             flood.kill()
             flood.wait()
         p.kill()
+
+
+# --------------------------------------------------------------------------- a line that never ends
+
+
+def _bytes_read(pid: int) -> int:
+    """What the process has read so far (``rchar`` of ``/proc/PID/io``)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no rchar for {pid}")
+
+
+@pytest.mark.parametrize("how", ["q", "SIGTERM"])
+def test_a_sparse_file_without_a_newline_is_read_a_chunk_a_step_and_the_dashboard_still_hears(
+        tmp_path: Path, how: str) -> None:
+    """``watch`` of a sparse 1 TB file: NULs, never a newline (``truncate -s 1T``). The follower read
+    on within one step until a newline came, holding the event loop for the whole file: ``q`` and
+    SIGTERM went unheard. Now one read of a chunk per step, with the loop's turn between: 2 GB deep
+    into the line, both still end the dashboard within the bound."""
+    log = tmp_path / "sparse.log"
+    with open(log, "wb") as f:
+        f.truncate(1 << 40)
+    p = HangupPty(["watch", str(log), "--no-record"], _env(tmp_path), size=(120, 40))
+    try:
+        p.wait_for("Quit", 90)
+        deadline = time.monotonic() + 60
+        while _bytes_read(p.proc.pid) < 2 << 30:  # deep into the line: the read is under way
+            assert p.proc.poll() is None and time.monotonic() < deadline, _bytes_read(p.proc.pid)
+            time.sleep(0.05)
+        at = time.monotonic()
+        if how == "q":
+            assert p.master is not None
+            os.write(p.master, b"q")
+        else:
+            p.proc.send_signal(signal.SIGTERM)
+        took = p.gone_after(at)
+        assert took < BOUND_S, round(took, 2)
+    finally:
+        p.kill()

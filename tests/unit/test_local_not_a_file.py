@@ -35,3 +35,8 @@ async def test_a_long_line_is_cut_and_counted(tmp_path: Path) -> None:
     await source.close()
     await asyncio.wait_for(task, 10)
     assert got == ["x" * 100, "short"]
+    # Counted and said, as the SSH tail does (it was cut silently): the first one in an event.
+    assert source.status.overlong == 1
+    assert [e for e in source.status.events if "line cap" in e] == [
+        "a line longer than the line cap (100 bytes) is being read, no newline yet after 1,000 bytes: only its "
+        "first 100 bytes are kept; later over-long lines are counted in the status line"]
