@@ -30,7 +30,7 @@ from specmon.ingest.column_blocks import Block, StatsBlock
 from specmon.model.session import Session
 from specmon.parsing import detect_engine
 from specmon.records import Engine, ParsedRecord
-from specmon.sources.logfiles import LogFileError, check_readable, head_lines
+from specmon.sources.logfiles import LogFileError, check_readable, head_lines, open_log
 
 #: Bytes a worker parses per piece (lines never straddle pieces). 8 MB: each piece costs a few
 #: fixed steps (the passes' set-up, the marker tests, pickling, the feeding's per-block work);
@@ -48,7 +48,7 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False,
                 awaiting_serving: bool = False) -> Piece:
     """Worker entry: parse bytes ``[start, end)`` of a file (both on line starts)."""
     path, start, end, engine_value, year, day = args
-    with open(path, "rb") as f:
+    with open_log(path) as f:  # (checked in the parent; a FIFO put in its place since: a sentence, no wait)
         # From the newline that ends the previous piece: the pass's framing without a 4 MB copy.
         f.seek(start - 1 if start else 0)
         data = f.read(end - start + (1 if start else 0))
@@ -65,7 +65,7 @@ def parse_piece(args: Task, in_traceback: bool = False, records: bool = False,
 def line_ranges(path: str, size: int, piece: int | None = None) -> Iterator[tuple[int, int]]:
     """Byte ranges of about ``piece`` bytes (PIECE), each ending just after a newline (or at EOF)."""
     step = PIECE if piece is None else piece
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         start = 0
         while start < size:
             end = min(start + step, size)
@@ -130,7 +130,7 @@ def _learn_from_head(path: str, engine: Engine, year: int, day: float) -> None:
     for 8-14 ms here. Learning changes only which lines the passes read, never what a line
     gives (templates read what the line parser reads), so the pieces are the same.
     """
-    with open(path, "rb") as f:
+    with open_log(path) as f:
         data = f.read(LEARN_HEAD)
     end = data.rfind(b"\n")
     if end > 0:

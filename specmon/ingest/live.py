@@ -28,7 +28,9 @@ from specmon.ingest.files import ingest_lines
 from specmon.model.session import Run, Session, SessionEvent
 from specmon.parsing import LineParser
 from specmon.recording_format import source_entry
+from specmon.smallfile import open_bytes
 from specmon.sources.base import ConnectionState, LineSource
+from specmon.sources.logfiles import LogFileError
 from specmon.sources.recorded import RecordingSource as RecordingSource
 from specmon.sources.replay import ReplayClock
 
@@ -374,7 +376,8 @@ def recording_inputs(path: str | Path, clock: ReplayClock, *, wall_clock: Callab
     """
     inputs: list[FeedInput] = []
     offset = 0
-    with open(path, "rb") as f:
+    # Checked as a recording before; opened without blocking and checked again (a FIFO put in its place).
+    with open_bytes(Path(path), "recording", LogFileError) as f:
         for raw in f:
             offset += len(raw)
             if (entry := source_entry(raw)) is None:

@@ -41,9 +41,10 @@ def check_readable(path: str | Path) -> Path:
     return Path(path)
 
 
-def _open_log(p: Path) -> BinaryIO:
-    """The log, opened without blocking and checked again once open (it may have changed)."""
-    return open_bytes(p, "log file", LogFileError, hint=WHOLE_LOG_HINT)
+def open_log(p: str | Path) -> BinaryIO:
+    """The log, opened without blocking and checked again once open (it may have changed since it
+    was checked: a FIFO put in its place is one sentence, never an ``open`` that waits for a writer)."""
+    return open_bytes(Path(p), "log file", LogFileError, hint=WHOLE_LOG_HINT)
 
 
 def file_year(path: str | Path) -> int:
@@ -102,7 +103,7 @@ def iter_line_batches(path: str | Path, chunk: int = CHUNK, max_line: int = DEFA
     turn back.
     """
     p = check_readable(path)
-    f = _open_log(p)
+    f = open_log(p)
     try:
         rest = b""
         skipping = False  # inside a line already cut at max_line
@@ -139,5 +140,5 @@ def iter_line_batches(path: str | Path, chunk: int = CHUNK, max_line: int = DEFA
 
 def head_lines(path: str | Path, size: int = 1 << 20) -> list[str]:
     """The first lines of a file (up to ``size`` bytes), for engine detection."""
-    with _open_log(check_readable(path)) as f:
+    with open_log(check_readable(path)) as f:
         return f.read(size).decode("utf-8", errors="replace").split("\n")

@@ -7,11 +7,13 @@ one input's lines, paced by their own log timestamps on a shared :class:`ReplayC
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from specmon.recording_format import line_text, source_entry
+from specmon.smallfile import InputError, open_input
 from specmon.sources.base import ConnectionState, SourceStatus
 from specmon.sources.replay import ReplayClock, line_time
 
@@ -67,11 +69,13 @@ class RecordingSource:
         out: list[str] = []
         damaged = 0
         try:
-            f = open(self.path, "rb")
+            # Without blocking, its type checked once open: a FIFO put in its place is a sentence.
+            fd, _ = open_input(self.path, "recording")
         except OSError as exc:
             self.status.state = ConnectionState.FAILED
-            self.status.detail = f"{self.path}: {exc.strerror or exc}"
+            self.status.detail = str(exc) if isinstance(exc, InputError) else f"{self.path}: {exc.strerror or exc}"
             return
+        f = os.fdopen(fd, "rb")
         try:
             f.seek(self.offset)
             for raw in f:
