@@ -178,9 +178,17 @@ class SweepResult:
             return []
         return schedules_from(self.deciding)
 
+    def _leader_cell(self, v: SweepVerdict | ObjectiveVerdict) -> CellState | None:
+        """The setting a deciding verdict names best by mean (None when it names none)."""
+        if isinstance(v, SweepVerdict):
+            return self.winner_cell(v)
+        best = v.best
+        return None if best is None else next((c for c in self.cells if c.key == best.key), None)
+
     def winners_differ(self) -> str | None:
-        """A sentence when the best setting is not the same at every concurrency and workload (else None)."""
-        named = [(v, cell) for v in self.verdicts if (cell := self.winner_cell(v)) is not None]
+        """A sentence when the best setting is not the same at every concurrency and workload (else None),
+        by the deciding verdicts (the objective's where it decides: tok/s is then context only)."""
+        named = [(v, cell) for v in self.deciding if (cell := self._leader_cell(v)) is not None]
         if len(named) < 2 or len({cell.setting for _, cell in named}) == 1:
             return None
         what = []
@@ -193,7 +201,8 @@ class SweepResult:
         listed = "; ".join(parts)
         if all(v.separated for v, _ in named):
             return f"The winner depends on the {' and '.join(what) or 'load'}: {listed}."
-        return (f"The fastest setting by mean differs with the {' and '.join(what) or 'load'}: {listed}; "
+        best = "fastest setting" if self.plan.objective.is_tps else f"best setting on {self.plan.objective.name}"
+        return (f"The {best} by mean differs with the {' and '.join(what) or 'load'}: {listed}; "
                 "not every verdict separates it from the runner-up, so this may be noise.")
 
     def _client_check(self, v: SweepVerdict | None) -> dict[str, Any]:

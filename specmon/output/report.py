@@ -48,6 +48,9 @@ from specmon.output.recording_reader import ReadStats
 from specmon.output.recording_replay import replay_recording
 from specmon.output.report_loads import (
     LoadCost,
+    context_html,
+    context_json,
+    context_markdown,
     group_cells,
     groups_csv,
     load_costs,
@@ -319,7 +322,7 @@ def _verdict_lines(data: ReportData) -> list[str]:
         out.append("(the sweep's verdict: a winner is declared only when the difference holds up after "
                    "its repeated looks)")
     outcome = data.outcome
-    if outcome is not None:
+    if outcome is not None and outcome.context is None:  # on an objective, these are its context's
         out.append(f"{outcome.source_text[0].upper()}{outcome.source_text[1:]}: the samples of the sweep's "
                    "measurement windows (the table below)")
     note = data.analysis.verdict.concurrency_note
@@ -346,9 +349,7 @@ def plan_sentence(data: ReportData) -> str | None:
     plan = recorded_plan(data)
     if plan is None:
         return None
-    import json as _json
-
-    fields = "; ".join(f"{k} {_json.dumps(v, ensure_ascii=False)}" for k, v in plan.items()) or "every default"
+    fields = "; ".join(f"{k} {json.dumps(v, ensure_ascii=False)}" for k, v in plan.items()) or "every default"
     return (f"plan: {fields} (run it again: specmon sweep --plan {os.path.basename(data.path)} --fresh)")
 
 
@@ -375,6 +376,7 @@ def to_markdown(data: ReportData) -> str:
     lines += ["", "## Verdict", ""]
     for i, t in enumerate(_verdict_lines(data)):
         lines += [*([""] if i else []), *wrap(f"**{markdown_cell(t)}**" if i == 0 else f"_{markdown_cell(t)}_")]
+    lines += context_markdown(data.outcomes)  # decided on an objective: its tok/s comparison, no mark
     if is_parallel(data.sweep_verdict):
         assert data.sweep_verdict is not None
         lines += ["", "## Settings across the replicas (parallel sweep)", "", *parallel_markdown(data.sweep_verdict)]
@@ -584,6 +586,7 @@ def to_html(data: ReportData) -> str:
     sweep_table += prompt_html(_prompt_groups(data))
     verdict = "".join(('<p class="verdict">' if i == 0 else "<p>") + esc(t) + "</p>"
                       for i, t in enumerate(_verdict_lines(data)))
+    verdict += context_html(data.outcomes)  # decided on an objective: its tok/s comparison, no mark
     if is_parallel(data.sweep_verdict):
         assert data.sweep_verdict is not None
         text = parallel_text(data.sweep_verdict).split("\n\n", 1)[-1]  # the heading is the page's
@@ -651,6 +654,7 @@ def to_json_doc(data: ReportData) -> dict[str, Any]:
         "bad_lines": data.read.bad_lines,
         "skipped_entries": data.read.skipped,
         "sentence": data.sentence,
+        **context_json(data.outcomes),  # what the verdict is on ("decided_on"); tok/s as "context"
         "sweep_verdict": data.sweep_verdict,
         "series": {"time_basis": data.time_basis, "t": [round(p.t, 3) for p in series],
                    "tps": [round(p.tps, 3) for p in series], "run": [p.run for p in series],

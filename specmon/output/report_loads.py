@@ -14,25 +14,32 @@ belongs to one group of the sweep (one concurrency and workload):
   group's rows instead of pooled ones (:func:`unpooled_json`, :func:`groups_csv`);
 * the marks beside a setting: ★ a declared winner only; the leader of an undecided group is ☆,
   "leads, undecided" (:func:`group_cells`, :func:`marks_legend`).
+
+A sweep that decided on an objective (``--objective``) has the objective's verdict in every group
+(:class:`~specmon.output.tables.SweepOutcome`); its tok/s comparison is context, in a section of its
+own and without a mark (:func:`context_lines`, :func:`context_json`).
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specmon.literal import csv_cell
+from specmon.literal import csv_cell, markdown_cell, plain
 from specmon.model.analysis import Analysis
 from specmon.model.costmodel import CostModelView, Measured, cost_model_of
 from specmon.model.verdict import LEADER_MARK, MARK_WORDS, WINNER_MARK
+from specmon.output.report_text import wrap
 from specmon.output.tables import OutcomeRow, SweepOutcome
 
 # The marks and their words are the verdict's own (model/verdict.py), the same in every legend.
-__all__ = ["LEADER_MARK", "MARK_WORDS", "WINNER_MARK", "LoadCost", "group_cells", "groups_csv", "load_costs",
-           "marks_legend", "pooled_note", "unmarked", "unpooled_json"]
+__all__ = ["LEADER_MARK", "MARK_WORDS", "WINNER_MARK", "LoadCost", "context_html", "context_json", "context_lines",
+           "context_markdown", "group_cells", "groups_csv", "load_costs", "marks_legend", "pooled_note", "unmarked",
+           "unpooled_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,42 @@ def marks_legend(group: SweepOutcome) -> str | None:
     if not shown:
         return None
     return "; ".join(f"{m} {MARK_WORDS[m]}" for m in (WINNER_MARK, LEADER_MARK) if m in shown)
+
+
+def context_lines(groups: Sequence[SweepOutcome]) -> list[str]:
+    """The tok/s comparison of each group where the sweep decided on an objective, and where its numbers
+    come from: context, not a verdict (no mark, no verdict's words); [] where tok/s decided."""
+    out = []
+    for g in groups:
+        if g.context_text is not None:
+            out += [g.context_text, f"{g.source_text[0].upper()}{g.source_text[1:]}: the samples of the sweep's "
+                    "measurement windows (the table below)"]
+    return out
+
+
+def context_markdown(groups: Sequence[SweepOutcome]) -> list[str]:
+    """The report's ``## tok/s, for context`` section (its lines, a blank one first), [] where tok/s decided."""
+    out = []
+    for text in context_lines(groups):
+        out += ["", *wrap(markdown_cell(text))]
+    return ["", "## tok/s, for context", *out] if out else []
+
+
+def context_html(groups: Sequence[SweepOutcome]) -> str:
+    """The HTML report's ``tok/s, for context`` section, "" where tok/s decided."""
+    paragraphs = "".join(f"<p>{html.escape(plain(t, newlines=True))}</p>" for t in context_lines(groups))
+    return f"\n<h2>tok/s, for context</h2>\n{paragraphs}" if paragraphs else ""
+
+
+def context_json(groups: Sequence[SweepOutcome]) -> dict[str, Any]:
+    """For the JSON report: what its verdict is on (``decided_on``: the objective's name where the sweep
+    decided on one, else ``tok/s``), and each group's tok/s comparison as ``context``, without a mark
+    ([] where tok/s decided)."""
+    a = groups[0].answer if groups else None
+    return {"decided_on": a.measure if a is not None else "tok/s",
+            "context": [{"concurrency": g.concurrency, "workload": g.workload, "measure": g.context.measure,
+                         "leader": g.context.leader, "text": g.context_text, "source": g.source_text}
+                        for g in groups if g.context is not None]}
 
 
 def by_load(groups: Sequence[SweepOutcome]) -> bool:

@@ -10,14 +10,14 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from specmon.literal import csv_cell, markdown_cell, markdown_text
+from specmon.literal import csv_cell, markdown_cell, markdown_text, plain
 from specmon.model.analysis import Analysis, ConfigRow
 from specmon.model.session import Session
 from specmon.model.stats import Summary
-from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, answer_from_json, claim_of, pct_bound
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK, Answer, Kind, answer_from_json, claim_of, pct_bound
 from specmon.records import Engine, iso_timestamp
 
 if TYPE_CHECKING:
@@ -248,19 +248,37 @@ def verdict_tag(a: Answer) -> str:
     return a.tag
 
 
-def to_markdown(analysis: Analysis, *, verdict: Answer | None = None, lead: str = "Verdict") -> str:
+def context_cells(row: ConfigRow, context: bool) -> list[str]:
+    """A row's cells; for ``context`` (tok/s where an objective decides) its label without a mark:
+    a mark means the declared verdict, and this comparison declares none."""
+    cells = row_cells(row)
+    if context:
+        cells[0] = row.label
+    return cells
+
+
+def context_line(a: Answer) -> str:
+    """``tok/s, for context (not a verdict): EAGLE3 2 steps: +6.6% (…) over no speculation``: the tok/s
+    comparison where an objective decides, on its leader alone, without a mark or a verdict's words."""
+    return f"{a.measure}, for context (not a verdict): {a.head}"
+
+
+def to_markdown(analysis: Analysis, *, verdict: Answer | None = None, lead: str = "Verdict",
+                context: bool = False) -> str:
     """A GitHub-flavoured Markdown table and the verdict underneath (``verdict``: another than the
-    analysis' own, the sweep's; ``lead``: the words before it)."""
+    analysis' own, the sweep's; ``lead``: the words before it; ``context``: another verdict decides, so
+    the rows carry no mark and the line under them is :func:`context_line`)."""
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---" for _ in HEADERS) + "|"]
     for row in analysis.rows:
         # Labels come from the log: literal Markdown (no HTML, no pipes, no code spans).
-        cells = [markdown_cell(c) for c in row_cells(row)]
-        if row.mark:
+        cells = [markdown_cell(c) for c in context_cells(row, context)]
+        if row.mark and not context:
             cells[0] = f"**{cells[0]}**"
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     a = verdict or analysis.verdict.answer
-    lines.append(f"**{lead} ({verdict_tag(a)}):** {markdown_text(a.sentence)}")
+    lines.append(markdown_text(context_line(a)) if context else
+                 f"**{lead} ({verdict_tag(a)}):** {markdown_text(a.sentence)}")
     if analysis.crashes:
         lines.append("")
         lines.append("**Crashes:**")
@@ -272,30 +290,38 @@ def to_markdown(analysis: Analysis, *, verdict: Answer | None = None, lead: str 
     return "\n".join(lines) + "\n"
 
 
-def to_rich(analysis: Analysis, title: str | None = None, width: int = 10_000) -> tuple[Table, str | None]:
-    """A rich Table for the terminal that fits ``width``, and the note naming any column left out."""
+def to_rich(analysis: Analysis, title: str | None = None, width: int = 10_000,
+            context: bool = False) -> tuple[Table, str | None]:
+    """A rich Table for the terminal that fits ``width``, and the note naming any column left out
+    (``context``: no mark, see :func:`context_cells`)."""
     from specmon.output.textfit import fitted_table
 
-    styles = ["bold" if row.mark else ("dim" if row.samples == 0 else None) for row in analysis.rows]
-    return fitted_table(HEADERS, [row_cells(row) for row in analysis.rows], width=width, drop_order=DROP_ORDER,
-                        title=title, styles=styles)
+    styles = ["bold" if row.mark and not context else ("dim" if row.samples == 0 else None) for row in analysis.rows]
+    return fitted_table(HEADERS, [context_cells(row, context) for row in analysis.rows], width=width,
+                        drop_order=DROP_ORDER, title=title, styles=styles)
 
 
 def print_analysis(console: Console, analysis: Analysis, *, title: str | None = None,
-                   verdict: Answer | None = None, lead: str = "Verdict") -> None:
+                   verdict: Answer | None = None, lead: str = "Verdict", context: bool = False) -> None:
     """The table and, under it, the verdict as a paragraph: whole at the console's width (80 columns too).
 
     Args:
         verdict: The answer to print (the sweep's, adjusted for its looks); default the analysis' own.
-        lead: The word before it (``tok/s, for context`` where an objective decides).
+        lead: The word before it.
+        context: Another verdict decides (``--objective``): the rows carry no mark, and the line under
+            them is the comparison's :func:`context_line`, not a verdict.
     """
     from specmon.output.textfit import verdict_text
 
-    table, note = to_rich(analysis, title=title, width=console.width)
+    table, note = to_rich(analysis, title=title, width=console.width, context=context)
     console.print(table)
     if note:
         console.print(note, markup=False, highlight=False)
-    console.print(verdict_text(verdict or analysis.verdict.answer, lead=lead))
+    a = verdict or analysis.verdict.answer
+    if context:  # a plain paragraph (the label is log text: literal, no markup), wrapped at words
+        console.print(plain(context_line(a)), markup=False, highlight=False)
+    else:
+        console.print(verdict_text(a, lead=lead))
 
 
 def render(fmt: str, session: Session, analysis: Analysis) -> str:
@@ -394,7 +420,9 @@ class SweepOutcome:
 
     Built by :func:`sweep_outcome` from the sweep's JSON document (``SweepResult.to_json()``,
     which is also what the recording keeps), so the dashboard and a report written later
-    from the recording print the same numbers, formatted by the same functions.
+    from the recording print the same numbers, formatted by the same functions. Where the sweep
+    decided on an objective (``--objective itl-p50``), the verdict is the objective's (its answer,
+    leader, mark and sentence) and the tok/s comparison is ``context``, never a second verdict.
     """
 
     rows: tuple[OutcomeRow, ...]
@@ -415,6 +443,14 @@ class SweepOutcome:
     answer: Answer | None = None
     #: What would decide an undecided verdict (the sweep's ``needs_more`` for these two settings).
     advice: tuple[str, ...] = ()
+    #: The tok/s verdict when the sweep decided on an objective (``--objective``): ``answer`` is then the
+    #: objective's, and this is drawn as context only, without its mark (:func:`context_line`).
+    context: Answer | None = None
+
+    @property
+    def context_text(self) -> str | None:
+        """``tok/s, for context (not a verdict): ...`` where an objective decides; None where tok/s does."""
+        return None if self.context is None else context_line(self.context)
 
     @property
     def tag(self) -> str:
@@ -440,9 +476,12 @@ class SweepOutcome:
 
     @property
     def headline(self) -> str:
-        """``EAGLE3 2 steps: +6.6% (+5.9…+7.4%) over no speculation``."""
+        """``EAGLE3 2 steps: +6.6% (+5.9…+7.4%) over no speculation``; on an objective, the first clause of
+        its sentence (``EAGLE3 2 steps has the lowest ITL p50 at concurrency 1: 12.3 ms (...)``)."""
         b = self.best
         at = self.group_text
+        if self.context is not None and self.answer is not None:
+            return self.answer.head  # the objective's: its leader and its figure (the rest is ``detail``)
         if b is None or b.tps_mean is None:
             return "no verdict: nothing was measured"
         if b.is_baseline:
@@ -460,6 +499,8 @@ class SweepOutcome:
     @property
     def claim(self) -> str:
         """The sentence without its `` Rests on ...`` part (see :attr:`specmon.model.verdict.Answer.claim`)."""
+        if self.context is not None and self.answer is not None:
+            return self.answer.claim  # the objective's
         return claim_of(self.sentence, (self.best.label if self.best else None,
                                         self.runner_up.label if self.runner_up else None))
 
@@ -471,7 +512,8 @@ class SweepOutcome:
     @property
     def source_text(self) -> str:
         """Where the numbers come from, and whether the other sources agree."""
-        text = f"numbers from {SOURCE_WORDS.get(self.source, self.source)}"
+        what = "" if self.context is None else "the tok/s "  # an objective decides: these are its context's
+        text = f"{what}numbers from {SOURCE_WORDS.get(self.source, self.source)}"
         for c in self.checks:
             phrase = c.get("phrase")  # the verdict's own words (documents written before it: the flag)
             if not isinstance(phrase, str):
@@ -514,6 +556,55 @@ def sweep_outcomes(doc: Any) -> list[SweepOutcome]:
 
 
 def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
+    """The group's outcome: the tok/s verdict's, or, where the sweep decided on an objective, the objective's."""
+    tps = _tps_outcome(doc, v)
+    on = _objective_of(doc, v)
+    decided = answer_from_json(on) if on is not None else None
+    return tps if decided is None else _decided_on(doc, tps, decided)
+
+
+def _objective_of(doc: dict[str, Any], v: dict[str, Any]) -> dict[str, Any] | None:
+    """The objective's verdict of the tok/s verdict ``v``'s group (``--objective``), None for a tok/s sweep."""
+    group = (v.get("concurrency"), v.get("workload") or None)
+    found = [o for o in doc.get("objective_verdicts") or () if isinstance(o, dict)]
+    one = doc.get("objective_verdict")
+    if not found and isinstance(one, dict):
+        found = [one]
+    return next((o for o in found if (o.get("concurrency"), o.get("workload") or None) == group), None)
+
+
+def _named(rows: tuple[OutcomeRow, ...], label: str | None, steps: int | None) -> OutcomeRow | None:
+    """The row of a setting the objective's verdict names: by its label, else by its step count where
+    that is one setting's only."""
+    if label is None:
+        return None
+    row = next((r for r in rows if r.label == label), None)
+    by_steps = [r for r in rows if steps is not None and r.steps == steps]
+    return row if row is not None else (by_steps[0] if len(by_steps) == 1 else None)
+
+
+def _decided_on(doc: dict[str, Any], tps: SweepOutcome, a: Answer) -> SweepOutcome:
+    """The outcome where the objective decides: its answer, leader and runner-up, its mark beside its leader
+    only, its sentence (``headline`` its first clause) and what would decide it; tok/s kept as ``context``."""
+    leader = _named(tps.rows, a.leader, a.leader_steps)
+    runner = _named(tps.rows, a.runner_up, a.runner_up_steps)
+    rows = tuple(replace(r, mark=a.mark if r is leader else "", best=r is leader) for r in tps.rows)
+    best = next((new for old, new in zip(tps.rows, rows, strict=True) if old is leader), None)
+    runner_up = next((new for old, new in zip(tps.rows, rows, strict=True) if old is runner), None)
+    return replace(tps, rows=rows, best=best, runner_up=runner_up,
+                   baseline=next((r for r in rows if r.is_baseline), None), separated=a.kind is Kind.WINNER,
+                   equivalent=a.kind is Kind.EQUIVALENT, detail=a.sentence[len(a.head):], answer=a,
+                   advice=_advice(doc, (a.leader, a.runner_up), a.kind is Kind.WINNER), context=tps.answer)
+
+
+def _advice(doc: dict[str, Any], pair: tuple[str | None, str | None], separated: bool) -> tuple[str, ...]:
+    """What would decide an undecided verdict (model/design.py's NeedsMore): the entries for its two settings."""
+    return tuple(n["text"] for n in doc.get("needs_more") or ()
+                 if isinstance(n, dict) and isinstance(n.get("text"), str) and (n.get("a"), n.get("b")) == pair
+                 and not separated)
+
+
+def _tps_outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     conc = v.get("concurrency")
     workload = v.get("workload") if isinstance(v.get("workload"), str) else None
     made = answer_from_json(v)
@@ -550,11 +641,7 @@ def _outcome(doc: dict[str, Any], v: dict[str, Any]) -> SweepOutcome:
     elif ". Rests on" in sentence:
         detail = sentence[sentence.index(". Rests on"):]
     checks = tuple(c for c in v.get("checks") or () if isinstance(c, dict))
-    # What would decide it (model/design.py's NeedsMore): the entries for this verdict's two settings.
-    pair = (best.label if best else None, runner.label if runner else None)
-    advice = tuple(n["text"] for n in doc.get("needs_more") or ()
-                   if isinstance(n, dict) and isinstance(n.get("text"), str) and (n.get("a"), n.get("b")) == pair
-                   and not bool(v.get("separated")))
+    advice = _advice(doc, (best.label if best else None, runner.label if runner else None), bool(v.get("separated")))
     return SweepOutcome(tuple(rows), best, runner, baseline, bool(v.get("separated")), bool(v.get("equivalent")),
                         conc if isinstance(conc, int) else None, str(v.get("source") or "log"),
                         v.get("sources_agree") if isinstance(v.get("sources_agree"), bool) else None, checks,

@@ -4,7 +4,9 @@
 (:class:`~specmon.output.tables.SweepOutcome`, the numbers the run table and the
 sweep report show too): the speed-up and its interval, the runner-up, where the
 numbers come from, each setting measured, the baseline the dashboard now uses,
-and the report's path. One key restarts on the winner (``w``: its commands are
+and the report's path. A sweep that decided on an objective (``--objective``, or
+a profile's plan) shows the objective's verdict, the tok/s comparison as context
+under it. One key restarts on the winner (``w``: its commands are
 shown first, through the restart flow's confirmation), one opens the report
 (``o``), one copies its path (``c``). Designed at 80×24 first.
 """
@@ -75,7 +77,7 @@ def table_width(outcome: SweepOutcome) -> int:
 
 def _group_head(group: SweepOutcome) -> str:
     """A group's verdict over its table: its mark and words, its headline, what would decide it."""
-    return "\n".join([f"{group.tag}: {group.headline}", *group.advice])
+    return "\n".join([f"{group.tag}: {group.headline}", *group.advice, *filter(None, [group.context_text])])
 
 
 def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: str = "",
@@ -98,23 +100,28 @@ def verdict_lines(outcome: SweepOutcome, *, report: Path | None, baseline_note: 
         return _group_lines(outcome, groups, finding, report=report, baseline_note=baseline_note,
                             winner_note=winner_note, width=width)
     best = outcome.best
-    head = [outcome.headline]
+    context = outcome.context_text  # the sweep decided on an objective: tok/s is context, not a verdict
+    # On an objective, its claim (the leader's figure and the runner-up's): the rows show tok/s only.
+    head = [outcome.headline if context is None else outcome.claim]
     if best is not None:
         # The mark and its words are the verdict object's: ★ only for a declared winner.
+        first = "the fastest" if outcome.answer is None or context is None else f"the best on {outcome.answer.measure}"
         if outcome.separated:
             head.append(f"{outcome.tag}: {best.label}, the difference holds up after the sweep's repeated looks.")
         elif outcome.equivalent:
             head.append(f"{outcome.tag}: {best.label}; no single winner, the runner-up is equivalent "
                         "within the sweep's margin.")
         else:
-            head.append(f"{outcome.tag}: {best.label}; no winner declared, the fastest is not clearly "
+            head.append(f"{outcome.tag}: {best.label}; no winner declared, {first} is not clearly "
                         "ahead of the runner-up.")
     runner = outcome.runner_up
-    if runner is not None:
+    if runner is not None and context is None:
         vs = "" if runner.is_baseline else f", {runner.vs_text} vs baseline"
         tps = "" if runner.tps_mean is None else f" {runner.tps_mean:.1f} tok/s"
         head.append(f"runner-up: {runner.label}{tps}{vs}")
     head.extend(outcome.advice)  # undecided: which two, how many more launches of each, how long
+    if context is not None:
+        head.append(context)
     head.append(outcome.source_text[0].upper() + outcome.source_text[1:] + " (the samples of each measurement window)")
     if baseline_note:
         head.append(baseline_note)
