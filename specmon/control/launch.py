@@ -451,3 +451,41 @@ def parse_result_line(stdout: str, prefix: str) -> dict[str, str]:
         if words and words[0] == prefix:
             return dict(w.split("=", 1) for w in words[1:] if "=" in w)
     return {}
+
+
+def inherited_signals_note(fields: dict[str, str], host: str) -> str | None:
+    """What to tell the user when a managed start could not give its server default signal dispositions
+    and an empty mask (``start.sh`` says ``signals=dispositions`` or ``signals=inherited`` on its result
+    line), or None when it did (``signals=default``, or a start that does not say: a custom command).
+
+    Under ``nohup specmon ... &`` an inherited ignore of SIGHUP, SIGINT and SIGQUIT reaches the server.
+    """
+    said = fields.get("signals")
+    if said == "inherited":
+        return (f"the server on {host} was started with the signal dispositions specmon inherited: the host has "
+                "neither perl nor python3 (nor an env with --default-signal), so a signal ignored where specmon "
+                "runs (under nohup: HUP, INT, QUIT) is ignored by the server too")
+    if said == "dispositions":
+        return (f"the server on {host} was started with the signal mask specmon inherited: the host has neither "
+                "perl nor python3 (env --default-signal reset the dispositions only)")
+    return None
+
+
+class OnceNotes:
+    """Notes for the user, each said once however often it comes again (at every restart of a sweep on
+    one host): :meth:`add` keeps a new one, :meth:`take` hands over those not taken yet."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._new: list[str] = []
+
+    def add(self, note: str | None) -> None:
+        """Keep ``note`` to be said, unless it is None or was kept before."""
+        if note is not None and note not in self._seen:
+            self._seen.add(note)
+            self._new.append(note)
+
+    def take(self) -> list[str]:
+        """The notes kept since the last take, oldest first."""
+        new, self._new = self._new, []
+        return new

@@ -45,10 +45,12 @@ from specmon.control.guard import read_only_message, read_only_reason
 from specmon.control.launch import (
     CommandPlan,
     LaunchProfile,
+    OnceNotes,
     PlanStep,
     ProcessIdentity,
     build_plan,
     expand,
+    inherited_signals_note,
     parse_result_line,
 )
 from specmon.control.lease import LeaseHeld, ServerLease, lease_for
@@ -182,6 +184,7 @@ class RestartController:
         self.record_servers = record_servers
         #: The server the last managed start launched (PID, start time), once it reported it.
         self.started: ProcessIdentity | None = None
+        self.warnings = OnceNotes()  # what a start could not do, each said once a session by who takes them
         #: One controller per server: taken at the first action, kept until close (real servers).
         leased = record_servers if lease is None else lease
         self.lease: ServerLease | None = lease_for(profile, runner, host, lease_action) if leased else None
@@ -429,6 +432,7 @@ class RestartController:
         self._tracker.catch_up(*words)
 
     def _note_started(self, plan: CommandPlan, fields: dict[str, str]) -> None:
+        self.warnings.add(inherited_signals_note(fields, plan.host))
         try:
             self.started = ProcessIdentity(int(fields.get("pid", "")), int(fields.get("starttime", "")))
         except ValueError:

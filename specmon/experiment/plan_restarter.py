@@ -15,8 +15,10 @@ from specmon.control.launch import (
     CommandPlan,
     LaunchError,
     LaunchProfile,
+    OnceNotes,
     ProcessIdentity,
     build_plan,
+    inherited_signals_note,
     parse_result_line,
 )
 from specmon.control.runner import CommandRunner, StepEvent, execute, wait_ready
@@ -151,6 +153,8 @@ class PlanRestarter:
         self.identity: Any = None
         #: A start step is running (or was cut short in its middle): its pidfile may come late.
         self.starting = False
+        #: What a start could not do (its signal dispositions), each said once, not at every restart.
+        self.notes = OnceNotes()
 
     def plan_for(self, steps: int, dims: dict[str, int | str] | None = None) -> CommandPlan:
         """The plan a restart with ``steps`` (and the other dimensions ``dims``) would run.
@@ -184,6 +188,9 @@ class PlanRestarter:
                 if ev.step.name == "stop" and ev.outcome.ok:
                     self.identity = None
                 if ev.step.name == "start" and ev.outcome.ok:
+                    self.notes.add(inherited_signals_note(ev.outcome.fields, plan.host))
+                    for note in self.notes.take():
+                        self.show(f"  warning: {note}")
                     try:
                         who = ProcessIdentity(int(ev.outcome.fields["pid"]), int(ev.outcome.fields["starttime"]))
                     except (KeyError, ValueError):

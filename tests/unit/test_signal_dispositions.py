@@ -6,7 +6,7 @@ resets only PIPE, XFZ and XFSZ, and POSIX sh cannot undo an ignore it started wi
 caller really inherits the ignores and blocks (a helper process sets them, then runs specmon's
 code), and the started process's ``/proc/PID/status`` is read: by :class:`LocalRunner`, and by
 the host's start script (``start.sh``) with each of its ways to reset (perl, python3, env) and
-without any.
+without any; a start that could not reset them is said to the user, once a session.
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.control.launch import LaunchProfile, build_plan, parse_result_line
+from specmon.control.launch import LaunchProfile, build_plan, inherited_signals_note, parse_result_line
+from specmon.control.restart_progress import Phase
+from specmon.control.runner import Result
+from specmon.experiment.plan_restarter import PlanRestarter
+from tests.support.restarting import READY, STOPPED, WAITING, Harness, ScriptedRunner, startup_lines
+from tests.support.restarting import profile as restart_profile
 from tests.support.sleeper import sleeper_profile
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -195,3 +200,53 @@ def test_without_perl_the_next_way_is_taken_and_said(tmp_path: Path, missing: tu
         assert seen["SigIgn"] & bits(NOHUP_BACKGROUND) == bits(NOHUP_BACKGROUND)
     else:
         assert seen["SigIgn"] == 0
+
+
+# --------------------------------------------------------------------------- said to the user when not reset
+
+
+def test_a_start_that_could_not_reset_says_so_in_its_note(tmp_path: Path) -> None:
+    """The host script's own answer, read: ``inherited`` and ``dispositions`` are said, ``default`` not."""
+    fields, _ = start_under(tmp_path, NOHUP_BACKGROUND, (), _path_without(tmp_path, "perl", "python3", "env"))
+    note = inherited_signals_note(fields, "gpu-box")
+    assert note is not None and note.startswith(
+        "the server on gpu-box was started with the signal dispositions specmon inherited: the host has neither "
+        "perl nor python3")
+    assert "signal mask" in (inherited_signals_note({"signals": "dispositions"}, "h") or "")
+    assert inherited_signals_note({"signals": "default"}, "h") is None
+    assert inherited_signals_note({}, "h") is None  # a custom start says nothing: nothing is claimed
+
+
+def _start_saying(signals: str) -> Result:
+    return Result(0, f"specmon-start result=started pid=11 starttime=5 signals={signals}\n", "")
+
+
+@pytest.mark.parametrize("signals", ["inherited", "default"])
+async def test_the_dashboards_restarts_say_it_once_a_session(tmp_path: Path, signals: str) -> None:
+    runner = ScriptedRunner({"specmon-stop": STOPPED, "specmon-start": _start_saying(signals)}, [WAITING] * 40 + [READY])
+    h = Harness(tmp_path, runner, current_steps=1)
+    c = h.controller
+    said = []
+    for steps in (2, 3):  # two restarts on the same host: said after the first only
+        runner.ready = [WAITING] * 40 + [READY]
+        h.script = [(1.0, startup_lines(steps=steps))]
+        plan = c.plan_for(steps)
+        c.describe(plan)
+        final = await c.run(plan)
+        assert final.phase is Phase.READY, final.message
+        said.append(c.warnings.take())
+    if signals == "inherited":
+        assert said == [[inherited_signals_note({"signals": "inherited"}, "gpu-box")], []]
+    else:
+        assert said == [[], []]
+
+
+async def test_a_sweeps_restarts_say_it_once(tmp_path: Path) -> None:
+    runner = ScriptedRunner({"specmon-stop": STOPPED, "specmon-start": _start_saying("inherited")}, [READY])
+    shown: list[str] = []
+    restarter = PlanRestarter(restart_profile(tmp_path), runner, host="gpu-box", show=shown.append, ready_poll_s=0.01)
+    for steps in (2, 3, 2):
+        outcome = await restarter(steps)
+        assert outcome.ok, outcome.detail
+    warnings = [line for line in shown if "warning:" in line]
+    assert warnings == [f"  warning: {inherited_signals_note({'signals': 'inherited'}, 'gpu-box')}"]

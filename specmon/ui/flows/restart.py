@@ -385,6 +385,9 @@ class RestartFlow(Widget):
             self._notify(f"restart refused: {exc}", "error")
             self.post_message(self.Finished(None))
             return
+        for note in c.warnings.take():  # (signal dispositions the host could not reset: once a session)
+            self._event("warning", note)
+            self._notify(note, "warning")
         self._record(steps=plan.steps, phase="finished", kind=kind, ok=final.phase is Phase.READY,
                      detail=final.message)
         self._progress(final)

@@ -364,7 +364,10 @@ class SweepFlow(Widget):
             # Whose commands _show_plan is about to log (a row's details show them; by step count
             # only when no other dimension varies).
             self._restarting = None if dims else steps
-            return await shown_restart(steps, dims)
+            outcome = await shown_restart(steps, dims)
+            for note in c.warnings.take():  # (signal dispositions the host could not reset: once a session)
+                self._event("warning", note)
+            return outcome
 
         try:
             # Saved as it runs: a sweep that stops can be continued (s) from what it measured.
