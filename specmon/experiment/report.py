@@ -63,17 +63,18 @@ def write_result(result: SweepResult, fmt: str, extra: dict[str, Any]) -> dict[s
                                                           break_long_words=False, break_on_hyphens=False)
                                             or [""]) + "\n")
 
-        # With --objective the objective's verdict decides: the tok/s comparison is context, not a verdict.
-        lead = "Verdict" if result.plan.objective.is_tps else "tok/s, for context"
+        # With --objective the objective's verdict decides: the tok/s comparison is context, not a verdict
+        # (no mark beside its rows, no verdict's words under them).
+        context = not result.plan.objective.is_tps
         for v in result.verdicts:
             on = f", {v.workload} prompts" if v.workload else ""
             if console is None:
                 sys.stdout.write(f"### Concurrency {v.concurrency}{on}\n\n"
-                                 + to_markdown(v.analysis, verdict=v.answer, lead=lead) + "\n")
+                                 + to_markdown(v.analysis, verdict=v.answer, context=context) + "\n")
             else:
                 # The sweep's own verdict (adjusted for its looks) under a table that fits the terminal.
                 print_analysis(console, v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}",
-                               verdict=v.answer, lead=lead)
+                               verdict=v.answer, context=context)
         for ov in result.objective_verdicts:
             text = "\n".join(objective_lines(ov.to_json()))
             if console is None:

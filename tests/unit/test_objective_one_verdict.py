@@ -3,12 +3,14 @@ verdict (issue 42: "one verdict object, drawn by every surface").
 
 Sweeps on simulated truth (:class:`specmon.sim.sweepworld.SweepWorld` with client requests) decide on
 ITL p50; the checks read what each surface draws from the sweep's document: the dashboard's sweep panel,
-the line under its run table and the setting ``w`` restarts on; the report's Markdown, HTML and JSON.
+the line under its run table and the setting ``w`` restarts on; the report's Markdown, HTML and JSON;
+what ``specmon sweep`` prints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,54 @@ def test_the_report_has_the_objectives_verdict_and_tps_in_a_section_of_its_own(
     # The keys users read are kept: the sweep's own tok/s verdict and the objective's.
     assert doc["sweep_verdict"]["verdict"]["sentence"] == undecided.verdicts[0].sentence
     assert doc["sweep_verdict"]["objective_verdict"]["sentence"] == a.sentence
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_the_sweep_prints_one_verdict_sentence_the_objectives(fmt: str, undecided: SweepResult,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``specmon sweep --demo --objective itl-p50`` as printed: one verdict, the objective's; the tok/s
+    table and its line are context: no mark, no verdict's words."""
+    from specmon.commands.sweep_output import _print_result
+    from specmon.experiment.plan_sources import resolve
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, as rich sees it
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    exp = resolve([("command line", {"demo": True, "objective": "itl-p50", "format": fmt})]).plan
+    _print_result(exp, undecided, {})
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    flat = " ".join(out.replace("**", "").split())
+    (ov,) = undecided.objective_verdicts
+    a = ov.answer
+    assert len(re.findall(r"^(\*\*)?Verdict\b", out, flags=re.M)) == 1, out
+    assert f"Verdict on ITL p50 ({a.tag}):" in flat and " ".join(a.sentence.split()) in flat
+    assert flat.count(NO_WINNER) == 1  # the objective's (undecided); the tok/s verdict's words are not printed
+    assert _tps_sentence_tail(undecided) not in flat
+    # Every mark is the objective's: in its table beside its leader, and in its verdict's tag.
+    tps_part = out.split("ITL p50 at concurrency 1", 1)[0]
+    assert "tok/s, for context (not a verdict):" in " ".join(tps_part.split())
+    assert not any(m in tps_part for m in MARKS), tps_part
+    assert all(line.count(a.mark) <= 1 for line in out.splitlines())
+
+
+def test_the_demo_sweep_on_an_objective_prints_one_verdict(tmp_path: Path) -> None:
+    """The real command, ``specmon sweep --demo --objective itl-p50`` in an 80-column terminal: one
+    "Verdict" sentence, the objective's; no ★/☆ before the objective's table."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "HOME": str(tmp_path / "home"), "COLUMNS": "80", "FORCE_COLOR": "1"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--demo", "--steps", "0,2", "--objective",
+                           "itl-p50", "--seed", "3", "--no-record", "--finish", "last"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
+    assert len(re.findall(r"^Verdict\b", out, flags=re.M)) == 1, out
+    assert "Verdict on ITL p50 (" in out and "tok/s, for context (not a verdict):" in " ".join(out.split())
+    tps_part = out.split("ITL p50 at concurrency 1", 1)[0]
+    assert tps_part != out and not any(m in tps_part for m in MARKS), out
+    assert all(len(line) <= 80 for line in out.splitlines()), out
