@@ -76,7 +76,7 @@ def write_result(result: SweepResult, fmt: str, extra: dict[str, Any]) -> dict[s
                 print_analysis(console, v.analysis, title=f"specmon sweep — concurrency {v.concurrency}{on}",
                                verdict=v.answer, context=context)
         for ov in result.objective_verdicts:
-            text = "\n".join(objective_lines(ov.to_json()))
+            text = "\n".join(objective_lines(ov.to_json(), width=80 if console is None else console.width))
             if console is None:
                 sys.stdout.write(f"```\n{text}\n```\n**Verdict on {markdown_text(ov.objective.name)} "
                                  f"({verdict_tag(ov.answer)}):** "

@@ -313,20 +313,62 @@ def test_the_report_of_the_recording_says_what_the_sweep_decided_on(tmp_path: ob
     assert "Decided on the objective" in html and "<b>x</b>" not in html  # server text is data, never markup
 
 
+def _objective_doc(labels: list[str], values: list[float], conc: int) -> dict[str, object]:
+    return {"name": "goodput (TTFT ≤ 500 ms, ITL ≤ 50 ms)", "unit": "req/s", "lower_is_better": False,
+            "concurrency": conc, "workload": labels[0],
+            "rows": [{"label": lab, "launches": 16, "requests": 99_999, "value": values[i],
+                      "ci95": [values[i], values[i + 1]], "vs_best_pct": None if i == 0 else -values[i]}
+                     for i, lab in enumerate(labels[:5])]}
+
+
 @given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=6),
        st.lists(st.floats(1e-3, 1e7), min_size=6, max_size=6), st.integers(1, 100_000))
 def test_the_objective_table_fits_80_columns_whatever_the_labels_and_numbers(
         labels: list[str], values: list[float], conc: int) -> None:
+    from rich.cells import cell_len
+
     from specmon.output.objective import objective_lines
 
-    doc = {"name": "goodput (TTFT ≤ 500 ms, ITL ≤ 50 ms)", "unit": "req/s", "lower_is_better": False,
-           "concurrency": conc, "workload": labels[0],
-           "rows": [{"label": lab, "launches": 16, "requests": 99_999, "value": values[i],
-                     "ci95": [values[i], values[i + 1]], "vs_best_pct": None if i == 0 else -values[i]}
-                    for i, lab in enumerate(labels[:5])]}
-    for line in objective_lines(doc):
-        assert len(line) <= 80, line
+    for line in objective_lines(_objective_doc(labels, values, conc)):
+        assert cell_len(line) <= 80, line
         assert "\x1b" not in line and "\n" not in line
+
+
+#: A setting's name as a log prints it: words of letters, digits and punctuation ("EAGLE3 2 steps, top-k 4").
+_words = st.lists(st.text(st.sampled_from("abcdefgXYZ0123456789-_.,"), min_size=1, max_size=14), min_size=1,
+                  max_size=5).map(" ".join)
+
+
+@given(st.lists(_words, min_size=1, max_size=6), st.lists(st.floats(1e-3, 1e7), min_size=6, max_size=6),
+       st.integers(1, 100_000), st.sampled_from([80, 60]))
+def test_every_word_of_the_objective_table_is_whole_and_a_dropped_column_is_said(
+        labels: list[str], values: list[float], conc: int, width: int) -> None:
+    """Labels wrap between words (the table cut them at 18 characters: "EAGLE3 2 steps, to"); a column
+    that does not fit is dropped, and a note says which."""
+    import re
+
+    from specmon.output.objective import objective_lines
+
+    lines = objective_lines(_objective_doc(labels, values, conc), width=width)
+    words = {w for line in lines for w in re.split(r"[\s│┃┏┓┗┛┡┩└┘┌┐╇┳┻┴┬━─┼╋]+", line) if w}
+    for label in [*labels[:5], "goodput", "concurrency", "req/s", "setting"]:
+        for w in label.split():
+            assert w in words, (w, lines)
+    text = " ".join(" ".join(lines).split())
+    for header in ("launches", "requests", "95% CI", "vs best"):
+        shown = all(w in words for w in header.split())
+        assert shown or re.search(rf"Not shown at {width} columns: [^(]*{re.escape(header)}", text), lines
+    assert all(len(line) <= width for line in lines)
+
+
+def test_a_long_setting_name_wraps_whole() -> None:
+    from specmon.output.objective import objective_lines
+
+    doc = _objective_doc(["EAGLE3 2 steps, top-k 4", "no speculation"], [10.7, 11.4, 11.5, 12.0, 12.1, 13.0], 1)
+    text = "\n".join(objective_lines(doc))
+    assert "EAGLE3 2 steps, top-k 4" in text  # whole on its line at 80 columns (it was cut at 18 characters)
+    narrow = "\n".join(objective_lines(doc, width=40))
+    assert {"EAGLE3", "top-k"} <= set(narrow.split()) and "Not shown at 40 columns:" in narrow
 
 
 def test_a_launch_too_short_for_its_percentile_is_said_and_not_counted() -> None:
