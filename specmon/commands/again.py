@@ -2,7 +2,9 @@
 
 A sweep's state file is found again by the same profile and plan, so running the same command
 continues it; the advice names that command whole (with the program as it was run, since a bare
-``specmon`` may not be on the PATH) instead of "run the same command again".
+``specmon`` may not be on the PATH) instead of "run the same command again". What running it again
+does is said in one place, :func:`again_advice`, wherever a sweep stops (a signal, Ctrl+C, a lost
+server): a demo sweep and a parallel one are not resumed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ import os
 import shlex
 import shutil
 import sys
+from typing import TYPE_CHECKING
 
-__all__ = ["continue_command", "program"]
+if TYPE_CHECKING:  # annotations only
+    from specmon.experiment.plan import ExperimentPlan
+
+__all__ = ["again_advice", "continue_command", "program"]
 
 #: Options that would not continue the sweep: --fresh deletes its state.
 _AFRESH = ("--fresh",)
@@ -44,3 +50,15 @@ def continue_command(argv: list[str] | None) -> str | None:
         return None
     kept = [a for a in argv if a not in _AFRESH]
     return shlex.join([*program(), *kept])
+
+
+def again_advice(exp: ExperimentPlan) -> str:
+    """What running the command again does, for a sweep that stopped: the command that continues a
+    one-server sweep; a parallel sweep or a demo is not resumed, and that is said instead."""
+    if exp.parallel:
+        return "a parallel sweep is not resumed: running the same command again starts its rounds afresh"
+    if exp.demo:
+        return "a demo sweep is not resumed: running it again starts afresh"
+    command = continue_command(exp.argv)
+    return (f"continue it where it stopped with: {command}" if command else
+            "run the same command again to continue where it stopped")

@@ -295,16 +295,11 @@ def _leave_at_once() -> None:
 
 
 def _again(exp: ExperimentPlan) -> str:
-    """What running the command again does: a parallel sweep is not resumed."""
-    if exp.parallel:
-        return "a parallel sweep is not resumed: running the same command again starts its rounds afresh"
-    if exp.demo:
-        return "a demo sweep is not resumed: running it again starts afresh"
-    from specmon.commands.again import continue_command
+    """What running the command again does (:func:`specmon.commands.again.again_advice`, said alike
+    wherever a sweep stops)."""
+    from specmon.commands.again import again_advice
 
-    command = continue_command(exp.argv)
-    return (f"continue it where it stopped with: {command}" if command else
-            "run the same command again to continue where it stopped")
+    return again_advice(exp)
 
 
 async def _until_signal(coro: Coroutine[Any, Any, int], signalled: list[int]) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from specmon.commands.again import continue_command
+from specmon.commands.again import again_advice
 from specmon.commands.exits import EXIT_INCOMPLETE, EXIT_NOTHING, EXIT_OK
 from specmon.experiment.report import schedule_context as schedule_context
 from specmon.experiment.report import write_result
@@ -42,10 +42,8 @@ def _print_result(exp: ExperimentPlan, result: SweepResult, extra: dict[str, Any
     if note and not (isinstance(left, dict) and left.get("running") is False and left.get("text") == note):
         _err(f"sweep: {note}")
     if extra.get("server_lost"):
-        again = continue_command(exp.argv) if not exp.demo else None
-        how = f"continue it with: {again}" if again else "run the same command again to continue"
-        _err(f"sweep: stopped: {extra['server_lost']}; {how} (exit "
-             f"{EXIT_INCOMPLETE})")
+        # What running it again does, as a stop by a signal says it (a demo is not resumed).
+        _err(f"sweep: stopped: {extra['server_lost']}; {again_advice(exp)} (exit {EXIT_INCOMPLETE})")
         return EXIT_INCOMPLETE
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:

@@ -655,7 +655,7 @@ class Sweep:
         self._server_steps = None
         self._run = None
         self._emit("failed", f"{cell.label or cell.setting_label}: {self.lost} ({counted(max(dropped, 0), 'sample')} "
-                             "since the last check left out); run the same command again to continue", cell)
+                             "since the last check left out)", cell)
         self.request_stop()
 
     # -- results ---------------------------------------------------------------------------

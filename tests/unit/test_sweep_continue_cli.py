@@ -7,6 +7,8 @@ import shlex
 import signal
 from pathlib import Path
 
+import pytest
+
 from specmon.commands.again import continue_command, program
 from tests.support.ptyproc import PtyProcess
 from tests.support.sweepcli import first_setting_pid, kill_leftover, server_pid, sigterm, sim_profile, sweep_env
@@ -66,3 +68,34 @@ def test_the_advice_after_a_stop_names_the_command_or_says_why_none_continues() 
     assert "not resumed" in _again(demo.invoked_as(["sweep", "--demo"]))
     fleet = resolve([("command line", {"profile": "fleet", "steps": [0, 2]})], fleet=True).plan
     assert "not resumed" in _again(fleet.invoked_as(["sweep", "fleet"]))
+
+
+@pytest.mark.parametrize("kind", ["one server", "demo", "parallel"])
+def test_a_lost_server_gets_the_same_advice_as_a_signal(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The advice after a lost server comes from the one place a stop by a signal takes it from
+    (commands/again.py): the command that continues a one-server sweep; a demo's sweep and a parallel one
+    are not resumed, said so (the demo was told to "run the same command again to continue")."""
+    from specmon.commands.control import _again
+    from specmon.commands.exits import EXIT_INCOMPLETE
+    from specmon.commands.sweep_output import _print_result
+    from specmon.experiment.plan_sources import resolve
+    from specmon.model.stopping import StoppingRule
+    from tests.support.sweepsim import run_sweep
+
+    typed, fields = {"one server": (["sweep", "kimi", "--steps", "0,2"], {"profile": "kimi", "steps": [0, 2]}),
+                     "demo": (["sweep", "--demo"], {"demo": True}),
+                     "parallel": (["sweep", "fleet"], {"profile": "fleet", "steps": [0, 2]})}[kind]
+    exp = resolve([("command line", {**fields, "format": "json"})], fleet=kind == "parallel").plan.invoked_as(typed)
+    result = run_sweep(1, steps=(0, 2), rule=StoppingRule(looks=2, min_samples=20, max_samples=60))
+    lost = "the server (PID 4242) exited with status 1"
+    assert _print_result(exp, result, {"server_lost": lost}) == EXIT_INCOMPLETE
+    err = capsys.readouterr().err
+    advice = _again(exp)  # what a stop by a signal says
+    assert f"sweep: stopped: {lost}; {advice} (exit {EXIT_INCOMPLETE})" in err
+    if kind == "one server":
+        assert advice == "continue it where it stopped with: specmon sweep kimi --steps 0,2"
+    else:
+        assert "not resumed" in advice and "to continue" not in err
+    from specmon.commands.again import again_advice
+
+    assert again_advice(exp) == advice  # the one place both take it from

@@ -555,12 +555,9 @@ class SweepFlow(Widget):
             if line.strip():
                 self._event("info", "  " + line)
 
-    #: The headless sweep's advice, which does not fit the dashboard: here s continues it.
-    _CLI_ADVICE = "run the same command again to continue"
-
     def _on_event(self, ev: SweepEvent) -> None:
-        text = ev.text.replace(self._CLI_ADVICE, "s continues it from where it stopped")
-        self._event("warning" if ev.kind == "failed" else "info", f"sweep: {text}")
+        # (a lost server's event says what happened; that s continues it is said when the sweep stops)
+        self._event("warning" if ev.kind == "failed" else "info", f"sweep: {ev.text}")
 
     def _event(self, level: str, text: str) -> None:
         # Specmon's own events are on the wall clock, never on the log's (see RestartFlow._event).
