@@ -18,6 +18,7 @@ from specmon.experiment.stats.design import closing_advice
 from specmon.experiment.sweep_result import analyses_from_cells
 from specmon.literal import markdown_text, plain
 from specmon.model.costmodel import build_cost_model
+from specmon.model.schedule import decide_from
 from specmon.output.objective import deployed_lines, objective_lines
 from specmon.output.prompt_table import prompt_markdown
 from specmon.output.tables import print_analysis, to_markdown, verdict_tag
@@ -101,8 +102,9 @@ def write_result(result: SweepResult, fmt: str, extra: dict[str, Any]) -> dict[s
         if differ:
             out(differ)
         launch = extra.get("_launch")
+        decide = decide_from([n.to_json() for n in result.needs_more])  # an undecided load: what would decide it
         for schedule in result.schedules():
-            lines = schedule.describe(**schedule_context(launch, result))
+            lines = schedule.describe(**schedule_context(launch, result), decide=decide)
             text = "\n".join(lines)
             if fmt == "markdown":
                 sys.stdout.write(f"```\n{text}\n```\n")

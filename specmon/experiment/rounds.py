@@ -388,6 +388,7 @@ def needs_more_of(plan: SweepPlan, cells: Sequence[CellState], restart_times: Se
     for v in deciding:
         more = what_would_decide(v, restart_s=restart, launch_s=launch, clock=plan.clock)
         if more is not None:
+            more = replace(more, concurrency=v.concurrency, workload=v.workload)
             out.append(replace(more, at=_group_text(v)) if len(deciding) > 1 else more)
     return out
 

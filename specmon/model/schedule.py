@@ -27,7 +27,7 @@ a steady decode they are the same number of requests; say so wherever a schedule
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.engines import ADAPTERS, EngineAdapter
@@ -36,7 +36,7 @@ from specmon.model.analysis import ConfigRow
 from specmon.model.objective import ObjectiveVerdict
 from specmon.model.stopping import SweepVerdict, adjusted_difference
 
-__all__ = ["Schedule", "ScheduleEntry", "schedules_from"]
+__all__ = ["Schedule", "ScheduleEntry", "decide_from", "schedules_from"]
 
 #: Why a concurrency got its K.
 WINNER, EQUIVALENT, OFF, UNDECIDED = "winner", "smallest equivalent", "off", "undecided"
@@ -143,8 +143,13 @@ class Schedule:
 
     def describe(self, *, own: EngineAdapter | None = None, argv: Sequence[str] | None = None,
                  setting: tuple[str | None, int | None] | None = None,
-                 config_path: str = "specmon-schedule.json") -> list[str]:
-        """What the sweep prints: the schedule per load, then each engine's exact flags."""
+                 config_path: str = "specmon-schedule.json",
+                 decide: Mapping[tuple[str | None, int], str] | None = None) -> list[str]:
+        """What the sweep prints: the schedule per load, then each engine's exact flags.
+
+        ``decide``: what would decide each undecided load, by (workload, concurrency) (:func:`decide_from`,
+        from the sweep's ``needs_more``); a load without one is said undecided in exact words.
+        """
         on = f" on the {self.workload} prompts" if self.workload else ""
         out = [f"Schedule{on} (the client's concurrency stands for the engine's running batch):"]
         out += [f"  {line}" for line in self.lines()]
@@ -160,10 +165,12 @@ class Schedule:
             elif form.lines:
                 out.append(f"  {ad.label}: {form.lines[0]}")
                 out += [f"    {line}" for line in form.lines[1:]]
-        undecided = [e.concurrency for e in self.entries if not e.decided]
-        if undecided:
-            out.append("  Undecided at concurrency " + ", ".join(str(c) for c in undecided)
-                       + ": the best by mean only; measure longer before deploying it.")
+        for c in (e.concurrency for e in self.entries if not e.decided):
+            # Not "measure longer": more samples of the same launches do not narrow a launch spread.
+            how = (decide or {}).get((self.workload, c)) or (
+                "neither separated from the runner-up nor equivalent to it; more launches of the two leading "
+                "settings would decide it, not more samples of these")
+            out.append(f"  Undecided at concurrency {c}, the best by mean only (not a finding to deploy): {how}.")
         return out
 
     @classmethod
@@ -193,6 +200,17 @@ class Schedule:
         for _ad, form in self.forms():
             doc.update(form.fields or {})  # each engine's form under its own keys
         return doc
+
+
+def decide_from(needs: object) -> dict[tuple[str | None, int], str]:
+    """What would decide each undecided verdict, by (workload, concurrency), from a sweep document's
+    ``needs_more`` (its entries' ``clause``; entries without a concurrency are left out)."""
+    out: dict[tuple[str | None, int], str] = {}
+    for n in needs if isinstance(needs, list) else ():
+        if isinstance(n, dict) and isinstance(n.get("concurrency"), int) and isinstance(n.get("clause"), str):
+            workload = n.get("workload")
+            out[(workload if isinstance(workload, str) else None, n["concurrency"])] = n["clause"]
+    return out
 
 
 def _steps(row: ConfigRow) -> int | None:

@@ -471,14 +471,15 @@ def objective_report_lines(data: ReportData) -> list[str]:
 
 def schedule_lines(data: ReportData) -> list[str]:
     """The sweep's schedules per load (:mod:`specmon.model.schedule`), as the sweep printed them."""
-    from specmon.model.schedule import Schedule
+    from specmon.model.schedule import Schedule, decide_from
 
     sv = data.sweep_verdict
     out: list[str] = []
+    decide = decide_from(sv.get("needs_more")) if isinstance(sv, dict) else {}  # what would decide a load
     for doc in (sv.get("schedules") or []) if isinstance(sv, dict) else []:
         schedule = Schedule.from_json(doc)
         if schedule is not None:
-            out += ([""] if out else []) + schedule.describe()
+            out += ([""] if out else []) + schedule.describe(decide=decide)
     return out
 
 

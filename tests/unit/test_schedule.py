@@ -133,8 +133,11 @@ def test_an_undecided_load_is_said_and_never_called_a_finding() -> None:
     entries = (ScheduleEntry(1, 3, WINNER, 3, "the winner"), ScheduleEntry(16, 2, UNDECIDED, 2, "undecided"))
     s = Schedule(entries)
     assert not s.decided
-    text = "\n".join(s.describe())
-    assert "Undecided at concurrency 16" in text and "measure longer" in text
+    text = " ".join(s.describe())
+    # Not "measure longer" (more samples of the same launches do not narrow a launch spread): what would decide.
+    assert "Undecided at concurrency 16, the best by mean only (not a finding to deploy)" in text
+    assert "measure longer" not in text and "more launches of the two leading settings would decide it" in text
+    assert "Undecided at concurrency 1," not in text
     off = Schedule((ScheduleEntry(1, 0, OFF, 0, ""), ScheduleEntry(8, 0, OFF, 0, "")))
     assert table_flag(off.ranges) is None and "run without it" in "\n".join(off.describe())
 
@@ -259,3 +262,29 @@ def test_the_tensorrt_llm_schedule_is_what_it_accepts_or_says_why_not(points: li
         assert problem is not None and options is None and not _trtllm_accepts(table, s.max_steps)
         assert f"TensorRT-LLM: not offered: {problem}" in text
         assert doc["trtllm_draft_len_schedule"] is None and doc["trtllm_problem"] == problem
+
+
+def test_an_undecided_load_says_how_many_more_launches_would_decide_it() -> None:
+    """Two loads where 2 and 3 steps (1.9% apart) cannot be told in two rounds: the schedule's undecided
+    loads say what the sweep's own power calculation says would decide each (its needs_more), through
+    the sweep's JSON as a report reads it."""
+    from specmon.model.schedule import decide_from
+
+    world = SweepWorld(5, launch_cv=0.05, restart_s=900.0, lines_per_poll=10)
+    plan = SweepPlan((2, 3), (1, 4), order="launches", max_minutes=60, poll_s=10.0, restart_s=900.0, rounds=2)
+    result = asyncio.run(Sweep(plan, session=world.session, restart=world.restart, load=world, clock=world.clock,
+                               sleep=world.sleep).run())
+    (schedule,) = result.schedules()
+    undecided = [e.concurrency for e in schedule.entries if not e.decided]
+    assert undecided and result.needs_more
+    by_load = {n.concurrency: n for n in result.needs_more}
+    assert set(undecided) <= set(by_load)
+    doc = result.to_json()
+    decide = decide_from(doc["needs_more"])
+    text = " ".join(" ".join(schedule.describe(decide=decide)).split())
+    assert "measure longer" not in text
+    for c in undecided:
+        n = by_load[c]
+        assert f"Undecided at concurrency {c}, the best by mean only (not a finding to deploy): {n.clause}." in text
+        assert (f"about {n.launches_each} more launch" in n.clause and f"({n.restarts} restarts" in n.clause
+                if n.reachable else "too close to decide" in n.clause)

@@ -409,6 +409,9 @@ class NeedsMore:
     measured: bool = True
     #: The figure the difference is in when it is not tok/s (``ITL p50``: its difference in its own terms).
     what: str = ""
+    #: The verdict's group (its concurrency and workload): what a schedule's undecided load is matched by.
+    concurrency: int | None = None
+    workload: str | None = None
 
     @property
     def hours(self) -> float:
@@ -441,6 +444,16 @@ class NeedsMore:
                 f"if the difference is the {self.diff_pct:+.1f}%{' in ' + self.what if self.what else ''} seen "
                 f"({spread}).")
 
+    @property
+    def clause(self) -> str:
+        """:attr:`text` short, for a line that names its load already (a schedule's undecided one):
+        ``about 3 more launches of each of A and B (6 restarts, about 1.2 h) would decide it``."""
+        if not self.reachable:
+            return (f"{self.a} and {self.b} are too close to decide in {MAX_MORE} more launches of each: "
+                    "either will do")
+        return (f"about {self.launches_each} more launch{'es' if self.launches_each != 1 else ''} of each of "
+                f"{self.a} and {self.b} ({self.restarts} restarts, about {_duration(self.seconds)}) would decide it")
+
     def to_json(self) -> dict[str, object]:
         """JSON-ready (``needs_more`` of a sweep's document)."""
         return {"a": self.a, "b": self.b, "launches_each": self.launches_each, "restarts": self.restarts,
@@ -448,8 +461,8 @@ class NeedsMore:
                 "launch_s": round(self.launch_s, 2), "diff_pct": round(self.diff_pct, 2),
                 "spread_pct": round(self.spread_pct, 2), "power": self.power, "kind": self.kind,
                 "reachable": self.reachable, "clock": self.clock or None, "at": self.at or None,
-                "spread_measured": self.measured,
-                "text": self.text}
+                "spread_measured": self.measured, "concurrency": self.concurrency, "workload": self.workload,
+                "clause": self.clause, "text": self.text}
 
 
 def _z(p: float) -> float:
