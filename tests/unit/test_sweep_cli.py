@@ -54,6 +54,15 @@ def test_demo_sweep_prints_a_json_verdict(tmp_path: Path) -> None:
     assert all(r["status"] == "done" and r["samples"] >= 40 for r in doc["runs"])
     assert all(r["client"]["requests"] > 0 and r["client"]["errors"] == 0 for r in doc["runs"])
     assert doc["cost_model"]["points"] and doc["finished"] is True
+    # Each source's check names its own fastest setting and its phrase says the same: the client's is the
+    # client_best_steps beside it (a demo's JSON held checks[0].best_steps 5, client_best_steps 2 and
+    # "the same fastest setting").
+    checks = {c["name"]: c for c in v["checks"]}
+    assert checks["client"]["best_steps"] == v["client_best_steps"] is not None
+    for c in checks.values():
+        same = c["best_steps"] == v["best_steps"]
+        assert ("the same fastest setting" in c["phrase"]) is same, c
+        assert same or f"ranks {c['best_steps']} steps fastest" in c["phrase"], c
     # Every command was shown on stderr before it ran, and every server it started is gone.
     err = proc.stderr
     # The default design launches every setting at least twice: one start per launch.
