@@ -267,16 +267,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         _leave_at_once()
         name = signals.Signals(signalled[0]).name
         _err(f"specmon: sweep stopped by {name}; {_again(exp)}")
-        if exp.parallel:
-            _err("specmon: every replica is left as it was (a real server is never stopped by a signal to specmon)")
-        elif not exp.demo:
+        if exp.parallel or not exp.demo:
             from specmon.commands.sweep_parts import LEFT_ON_SIGNAL
 
-            # Checked on the host after the signal (sweep_parts.left_note_on_signal): running, or
-            # gone with its cause. Without a check (none started, none answered in time), what
-            # specmon did, not what the server does.
+            # Checked on the host after the signal (sweep_parts.left_note_on_signal; a parallel sweep's
+            # replicas each): running, or gone with its cause. Without a check (none started, none
+            # answered in time), what specmon did, not what the server does.
+            checked = LEFT_ON_SIGNAL if exp.parallel else LEFT_ON_SIGNAL[-1:]
             _err("specmon: a real server is never stopped by a signal to specmon; " + (
-                LEFT_ON_SIGNAL[-1] if LEFT_ON_SIGNAL else
+                "; ".join(checked) if checked else
                 "the next connect or sweep with this profile checks whether it still runs and adopts it"))
         return 128 + signalled[0]
 

@@ -31,6 +31,7 @@ from specmon.commands.sweep_parts import (
     _NoRunner,
     _recorder,
     check_steps,
+    left_note_on_signal,
 )
 from specmon.config import Profile
 from specmon.control.demo import DEMO_STEPS_MAX
@@ -197,6 +198,9 @@ async def run_fleet_sweep(exp: ExperimentPlan, profile: Profile, profile_name: s
             sweep = FleetSweep(plan, arms, on_event=_on_event, recorder=rec)
             result = await sweep.run()
             left = await _finish(exp, result, replicas, sweep.running)
+        except asyncio.CancelledError:  # SIGTERM, SIGHUP: no replica was stopped; what each does is checked
+            await asyncio.gather(*(left_note_on_signal(r.restarter) for r in replicas if r.restarter is not None))
+            raise
         finally:
             for lease in held:
                 with contextlib.suppress(Exception):
