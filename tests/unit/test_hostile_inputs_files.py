@@ -88,6 +88,7 @@ COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
     "sweep --workload": lambda p, t: ["sweep", "--demo", "--workload", str(p), "--no-record"],
     "sweep --state": lambda p, t: ["sweep", "p", "--config", str(_state_config(t)), "--steps", "1,2", "--no-load",
                                    "--state", str(p), "--no-record"],
+    "sweep --plan": lambda p, t: ["sweep", "--plan", str(p), "--no-record"],
     "--config": lambda p, t: ["connect", "gpu-host", "--log", "/x.log", "--config", str(p)],
     "watch": lambda p, t: ["watch", str(p)],
     "fleet watch": lambda p, t: ["watch", str(SMALL), str(p)],

@@ -111,15 +111,34 @@ def _headless(command: str, big_log: Path, big_recording: Path) -> tuple[list[st
     def server(found: dict[int, str]) -> bool:
         return any("specmon.sim.server" in cmd for cmd in found.values())
 
+    def reading(found: dict[int, str]) -> bool:  # one process, the log open: parsing is under way
+        return any(_holds(pid, big_log) for pid in found)
+
     return {
         "sweep-demo": (["sweep", "--demo", "--steps", "1,2", "--time-scale", "100", "--no-record", "--seed", "3"],
                        server),
         "summarize": (["summarize", str(big_log)], workers),
+        "parse": (["parse", str(big_log)], reading),
         "report": (["report", str(big_recording), "--format", "json"], workers),
     }[command]
 
 
-@pytest.mark.parametrize("command", ["sweep-demo", "summarize", "report"])
+def _holds(pid: int, path: Path) -> bool:
+    """Whether ``pid`` has ``path`` open now."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path.resolve()):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.parametrize("command", ["sweep-demo", "summarize", "parse", "report"])
 def test_sigterm_to_a_headless_command_leaves_nothing_of_its_own(tmp_path: Path, big_log: Path,
                                                                   big_recording: Path, command: str) -> None:
     args, ready = _headless(command, big_log, big_recording)
