@@ -18,11 +18,12 @@ and :func:`specmon.ui.factories.make_app` is the one factory the command line an
 
 Split by responsibility, as toolong splits its app and its log screen: the dashboard's
 screen (:class:`~specmon.ui.screens.dashboard.DashboardScreen`, the app's default screen,
-which the app fills with the widgets) owns the timers, the refresh, the analysis and what acts on the
-view (pause, speed, the export of its table); the app owns what is app-wide: the sources and their workers, the
-flows, the files it writes, the themes, the notifications, the exit, and the keys with
-their greying out (:mod:`specmon.ui.keys`). The keys are the app's bindings because they act
-from every full screen: the events and run-details screens list them in their footers.
+which the app fills with the widgets) owns the timers, the refresh, the analysis and the keys that
+act on the view it shows, with their greying out (pause, speed, baseline, export, the event log, the
+restart panel's ``g`` and ``d``, Enter on a run-table row); the app owns what is app-wide: the
+sources and their workers, the flows, the files it writes, the themes, the notifications, the exit,
+and the keys that act from every full screen (``t``, ``r``, ``s``, ``?``, ``q``; :mod:`specmon.ui.keys`
+says whose each key is), the palette of every action and the reason a key cannot run.
 
 Extension points for the commands built on this app:
 
@@ -59,12 +60,11 @@ from typing import TYPE_CHECKING, Any
 from textual import events, on
 from textual.app import ComposeResult, SystemCommand
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.screen import Screen
-from textual.widgets import DataTable
 from textual.worker import Worker, WorkerState
 
-from specmon import paths
-from specmon.control.guard import ReadOnlyError, read_only_reason, refuse
+from specmon.control.guard import read_only_reason
 from specmon.ingest.live import Feeder, FeedInput
 from specmon.sources.replay import ReplayClock
 from specmon.ui.app_options import DashboardController as DashboardController
@@ -73,7 +73,7 @@ from specmon.ui.base import SpecmonAppBase, dashboard_layout
 from specmon.ui.flows import navigation
 from specmon.ui.flows.restart import RestartFlow
 from specmon.ui.flows.sweep import SweepFlow
-from specmon.ui.keys import ACTIONS, app_bindings, by_action
+from specmon.ui.keys import ACTIONS, DASHBOARD, app_bindings, by_action
 from specmon.ui.literal import markup_escaped
 from specmon.ui.messages import FlowChanged, FlowLogged, FlowProgressed
 from specmon.ui.screens.dashboard import DashboardScreen
@@ -82,7 +82,6 @@ from specmon.ui.views import RowView, SnapshotBuilder, TableView
 if TYPE_CHECKING:
     from specmon.output.recording import Recorder
     from specmon.ui.counters import LiveCounters
-    from specmon.ui.widgets.restart_progress import RestartProgressPanel
     from specmon.ui.widgets.run_table import RunTable
 
 __all__ = ["DashboardController", "DashboardOptions", "SpecmonApp"]
@@ -96,6 +95,8 @@ _REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Quit"})
 #: Actions that say why when their key is pressed but they cannot run (escape/d with nothing to
 #: dismiss stays silent: there is nothing to explain).
 _SAY_WHY = frozenset(a.action for a in ACTIONS) - {"dismiss"}
+#: The actions the dashboard screen owns (its bindings, its greying out, its reasons).
+_DASHBOARD_ACTIONS = frozenset(a.action for a in ACTIONS if a.owner == DASHBOARD)
 
 
 #: The longest the exit waits for the restart controller to give the server's lease back.
@@ -124,8 +125,10 @@ class SpecmonApp(SpecmonAppBase):
     CSS_PATH = str(Path(__file__).with_name("specmon.tcss"))
     TITLE = "specmon"
 
-    # One source for the footer, the help and the palette (specmon/ui/keys.py). The app's, not the
-    # dashboard screen's: they act from the events and run-details screens too, whose footers list them.
+    # One source for the footer, the help and the palette (specmon/ui/keys.py). Only the app-wide keys:
+    # the theme (the app's), r and s (the restart and sweep flows are the app's, their dialogs go over
+    # any screen and quitting asks about them), help and quit act from every full screen; what acts on
+    # the dashboard's view is the dashboard screen's (screens/dashboard.py).
     BINDINGS = app_bindings()
 
     def __init__(
@@ -158,7 +161,6 @@ class SpecmonApp(SpecmonAppBase):
         self.sweeper = sweeper
         self.exporter: Any = None
         self.builder = SnapshotBuilder(window=self.options.window, baseline_tps=self.options.baseline_tps)
-        self.last_export: list[Path] = []
         self.theme_problems: list[str] = []
         self.specmon_themes: list[str] = []
         self._theme_dirs = list(theme_dirs)
@@ -167,10 +169,11 @@ class SpecmonApp(SpecmonAppBase):
         #: Writes that failed (the recording, exports), as sentences: the header says so and
         #: :attr:`write_failed` makes the command's exit status non-zero.
         self.write_failures: list[str] = []
-        #: The dashboard's screen (the default screen): its widgets, timers and refresh.
+        #: The dashboard's screen (the default screen): its widgets, timers, refresh and keys.
         self.dashboard = DashboardScreen(self.feeder, self.builder, clock=clock, counters=counters,
                                          restart=self.restart_flow,
-                                         write_failures=self.write_failures)
+                                         write_failures=self.write_failures, export_dir=export_dir,
+                                         read_only=self._read_only)
         self.dashboard.on_availability = self._refresh_availability
         self.dashboard.before_refresh = self._check_recording
         self._recording_error_seen = False
@@ -397,43 +400,24 @@ class SpecmonApp(SpecmonAppBase):
         self.theme = names[(i + 1) % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
-    # -- keys: what each does, and why it cannot run now ----------------------------------------
+    # -- keys: the app's, why any key cannot run now, and the palette of every action -----------
+
+    def _owner(self, action: str) -> DOMNode:
+        """Whose action it is: the dashboard screen's (the view's keys) or the app's."""
+        return self.dashboard if action in _DASHBOARD_ACTIONS else self
 
     def _refresh_availability(self) -> None:
-        state = tuple(self.check_action(a, ()) for a, _, _ in _COMMANDS)
+        state = tuple(self._owner(a).check_action(a, ()) for a, _, _ in _COMMANDS)
         if state != self._availability:
             self._availability = state
             self.refresh_bindings()
 
     def _unavailable_reason(self, action: str) -> str | None:
-        """Why an action cannot run now, or None when it can."""
+        """Why an action cannot run now, or None when it can (the dashboard screen says for its own)."""
         rc = self.feeder.replay_clock
-        if action == "mark_baseline":
-            row = self.builder.row_for(self.feeder.session.current)
-            if row is None or row.throughput is None:
-                return "the current run has no counted throughput samples yet"
-        elif action == "export":
-            if self._read_only():
-                return f"read-only mode ({self._read_only()}): nothing is written"
-            if self.builder.analysis is None or not self.builder.analysis.rows:
-                return "the run table is empty"
-        elif action in ("faster", "slower"):
-            if rc is None:
-                return "only a replay has a speed"
-            if self.feeder.done:
-                return "the replay has finished"
-            if action == "faster" and rc.speed is None:
-                return "already at max speed"
-            if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
-                return "already at the slowest speed"
-        elif action in ("go_back", "dismiss"):
-            panel = self._restart_panel()
-            if panel is None:
-                return "no restart ran in this session"
-            if not panel.check_action(action, ()):
-                return ("only after a failed restart with a previous configuration" if action == "go_back"
-                        else "nothing to dismiss")
-        elif action in ("restart", "sweep"):
+        if action in _DASHBOARD_ACTIONS:
+            return self.dashboard.unavailable_reason(action)
+        if action in ("restart", "sweep"):
             if self._read_only():
                 return f"read-only mode ({self._read_only()}): the server is not restarted"
             if self.controller is None:
@@ -453,9 +437,10 @@ class SpecmonApp(SpecmonAppBase):
         return read_only_reason() or ("--read-only" if self.options.read_only else None)
 
     async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
-        """Run an action; a key that cannot run now says why instead of doing nothing."""
+        """Run an action; a key that cannot run now says why instead of doing nothing (the app's keys
+        and the dashboard screen's: Textual runs every key's action here)."""
         handled = await super().run_action(action, default_namespace, namespaces)
-        if not handled and action in _SAY_WHY and (default_namespace in (None, self)):
+        if not handled and action in _SAY_WHY and default_namespace in (None, self, self.dashboard):
             reason = self._unavailable_reason(action)
             if reason is not None:
                 title = by_action(action).title or action
@@ -463,35 +448,26 @@ class SpecmonApp(SpecmonAppBase):
         return handled
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
-
-        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
-        from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
-        """
-        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
-            return False  # no speed to change: not in the footer (the palette says why)
-        if action in ("go_back", "dismiss"):
-            return self._unavailable_reason(action) is None
+        """Grey out (None) the app's actions that cannot run now (the dashboard screen greys out its own)."""
+        if action in _DASHBOARD_ACTIONS:
+            return self.dashboard.check_action(action, parameters)
         return None if self._unavailable_reason(action) else True
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The palette lists every dashboard action; those that cannot run now say why."""
+        """The palette lists every dashboard action, each run by its owner (the app, or the dashboard
+        screen, whatever screen the palette is opened over); those that cannot run now say why."""
         for command in super().get_system_commands(screen):
             if command.title not in _REPLACED_SYSTEM_COMMANDS:
                 yield command
         for action, title, help_text in _COMMANDS:
             reason = self._unavailable_reason(action)
             if reason is None:
-                yield SystemCommand(title, help_text, partial(self.run_action, action))
+                yield SystemCommand(title, help_text, partial(self.run_action, action, self._owner(action)))
             else:
                 # The palette reads its entries as markup: the reason may quote a host or a log.
                 yield SystemCommand(f"{title} (unavailable)", markup_escaped(f"{help_text} — {reason}"),
                                     partial(self.notify, reason, title=f"{title}: unavailable",
                                             severity="warning"))
-
-    def _restart_panel(self) -> RestartProgressPanel | None:
-        """The restart flow's progress panel, when the controller is a restart flow."""
-        return self.restart_flow.panel if self.restart_flow is not None else None
 
     def _in_flight(self) -> str | None:
         """What quitting now would interrupt: a sweep or a restart, or None."""
@@ -520,58 +496,6 @@ class SpecmonApp(SpecmonAppBase):
 
         self.push_screen(QuitConfirmScreen(busy), callback=answered)
 
-    def action_go_back(self) -> None:
-        """After a failed restart: back to the previous configuration (the commands are shown first)."""
-        if self.restart_flow is not None and not self._unavailable_reason("go_back"):
-            self.restart_flow.go_back()
-
-    def action_dismiss(self) -> None:
-        """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus)."""
-        if self.restart_flow is not None and not self._unavailable_reason("dismiss"):
-            self.restart_flow.dismiss()
-
-    def action_toggle_pause(self) -> None:
-        """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
-        self.dashboard.toggle_pause()
-
-    def action_faster(self) -> None:
-        """Replay faster."""
-        if not self._unavailable_reason("faster"):
-            self.dashboard.change_speed(faster=True)
-
-    def action_slower(self) -> None:
-        """Replay slower."""
-        if not self._unavailable_reason("slower"):
-            self.dashboard.change_speed(faster=False)
-
-    def action_mark_baseline(self) -> None:
-        """Make the current configuration the baseline; pressed again, back to automatic."""
-        reason = self._unavailable_reason("mark_baseline")
-        if reason:
-            self.notify(f"cannot mark a baseline: {reason}", severity="warning")
-            return
-        row = self.builder.row_for(self.feeder.session.current)
-        assert row is not None
-        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
-        if self.builder.baseline_key == row.key:
-            self.builder.baseline_key = None
-            self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
-        else:
-            self.builder.baseline_key = row.key
-            self.notify(f"baseline: {row.label}", timeout=3)
-        self.dashboard._maybe_analyze(force=True)
-
-    def action_export(self) -> None:
-        """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
-        try:
-            refuse("write the export")  # the action layer refuses even when the key was not greyed
-        except ReadOnlyError as exc:
-            self.notify(str(exc), severity="warning")
-            return
-        written = self.dashboard.export(self.export_dir if self.export_dir is not None else paths.export_dir())
-        if written:
-            self.last_export = written
-
     def action_help(self) -> None:
         """Open the help screen."""
         from specmon.ui.screens.help import HelpScreen
@@ -588,16 +512,6 @@ class SpecmonApp(SpecmonAppBase):
             self.restart_flow.restart(navigation.row_steps(self))
         elif not isinstance(self.controller, RestartFlow):
             self.push_screen(self.controller.restart_screen())
-
-    def action_events(self) -> None:
-        """The whole event log: full lines, filter, levels."""
-        navigation.open_events(self)
-
-    @on(DataTable.RowSelected, "#runs")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter on a run-table row: what its numbers rest on."""
-        if event.row_key.value is not None:
-            navigation.open_details(self, str(event.row_key.value))
 
     def action_sweep(self) -> None:
         """Open the sweep screen (or, during a sweep, offer to stop it)."""

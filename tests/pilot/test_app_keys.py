@@ -60,14 +60,14 @@ async def test_speed_keys_step_the_replay_speed(isolated_home: Path) -> None:
         assert app.feeder.replay_clock.speed == 0.5
         app._tick()
         assert "replay 0.5×" in header_text(app)
-        assert app.check_action("faster", ()) is True
+        assert app.dashboard.check_action("faster", ()) is True
 
 
 async def test_speed_keys_are_hidden_for_a_live_source(isolated_home: Path) -> None:
     app = source_app(StaticSource([[ready(0)]]))
     async with app.run_test(size=SIZE):
-        assert app.check_action("faster", ()) is False
-        assert app.check_action("slower", ()) is False
+        assert app.dashboard.check_action("faster", ()) is False
+        assert app.dashboard.check_action("slower", ()) is False
 
 
 async def test_b_marks_the_current_configuration_as_baseline_and_b_again_unmarks(isolated_home: Path) -> None:
@@ -94,7 +94,7 @@ async def test_b_is_greyed_before_the_current_run_has_samples(isolated_home: Pat
     app = source_app(source)
     async with app.run_test(size=SIZE) as pilot:
         await settle_source(app, source, pilot)
-        assert app.check_action("mark_baseline", ()) is None
+        assert app.dashboard.check_action("mark_baseline", ()) is None
         await pilot.press("b")
         assert app.builder.baseline_key is None
 
@@ -109,7 +109,7 @@ async def test_e_exports_the_run_table_in_three_formats(isolated_home: Path, tmp
         names = sorted(p.name for p in out.iterdir())
         assert names == ["specmon-runs-20260212-120000.csv", "specmon-runs-20260212-120000.json",
                          "specmon-runs-20260212-120000.md"]
-        assert app.last_export == [out / n for n in ("specmon-runs-20260212-120000.csv",
+        assert app.dashboard.last_export == [out / n for n in ("specmon-runs-20260212-120000.csv",
                                                      "specmon-runs-20260212-120000.json",
                                                      "specmon-runs-20260212-120000.md")]
         expected = analyze(app.feeder.session.runs)
@@ -125,7 +125,7 @@ async def test_e_exports_the_run_table_in_three_formats(isolated_home: Path, tmp
         # A second export in the same second does not overwrite the first.
         await pilot.press("e")
         assert len(list(out.iterdir())) == 6
-        assert app.last_export[0].name == "specmon-runs-20260212-120000-2.csv"
+        assert app.dashboard.last_export[0].name == "specmon-runs-20260212-120000-2.csv"
 
 
 async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path, tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ async def test_export_failure_is_a_notification_not_a_crash(isolated_home: Path,
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(app, pilot)
         await pilot.press("e")
-        assert app.last_export == []
+        assert app.dashboard.last_export == []
         said = [n.message for n in app._notifications if n.severity == "error"]
         assert any(str(blocker / "exports") in m and "no file was written" in m for m in said), said
         assert app.write_failed  # the exit status says so too

@@ -126,8 +126,8 @@ async def test_readme_help_and_palette_list_the_same_actions(isolated_home: Path
                 assert titles.count(action.title) == 1, action.title
         assert [t for t in titles if "heme" in t] == ["Next theme"]  # one theme command, not two
         assert "Go back" in titles and "Quit" in titles and titles.count("Quit") == 1
-        # The bindings are the same list: every README key is bound to its action.
-        bound = {b.action for b in app._bindings.key_to_bindings.get("g", [])}
+        # The bindings are the same list: every README key is bound to its action (g by the dashboard screen).
+        bound = {b.action for b in app.dashboard._bindings.key_to_bindings.get("g", [])}
         assert bound == {"go_back"}
 
 
@@ -165,12 +165,12 @@ async def test_d_and_escape_dismiss_the_panel_at_the_first_press_whatever_has_th
             app.set_focus(app.query_one(RunTable))
             await pilot.pause()
             assert not flow.panel.can_focus
-            assert app.check_action("dismiss", ()) is True
+            assert app.dashboard.check_action("dismiss", ()) is True
             await pilot.press(key)
             await pilot.pause()
             shown: object = flow.panel.view  # (read again: the key changed it)
             assert shown is None, key
-            assert app.check_action("dismiss", ()) is False  # nothing left: the footer drops d
+            assert app.dashboard.check_action("dismiss", ()) is False  # nothing left: the footer drops d
 
 
 async def test_g_goes_back_after_a_failure_from_the_app(isolated_home: Path) -> None:
@@ -182,11 +182,11 @@ async def test_g_goes_back_after_a_failure_from_the_app(isolated_home: Path) -> 
     app = source_app(live_source(), controller=flow)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.feeder.lines >= 2, "the lines")
-        assert app.check_action("go_back", ()) is False
+        assert app.dashboard.check_action("go_back", ()) is False
         flow._visible = True
         flow.panel.view = crashed_view()
         await pilot.pause()
-        assert app.check_action("go_back", ()) is True
+        assert app.dashboard.check_action("go_back", ()) is True
         app.set_focus(app.query_one(RunTable))
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmCommandsScreen), "the go-back commands")

@@ -68,15 +68,15 @@ async def test_keys_run_nothing_and_say_why(isolated_home: Path, tmp_path: Path,
         app = source_app(source, controller=flow, export_dir=exports)
         async with app.run_test(size=SIZE) as pilot:
             await settle_source(app, source, pilot)
-            for action in ("restart", "sweep", "export"):
-                assert app.check_action(action, ()) is None  # greyed in the footer and the palette
+            for owner, action in ((app, "restart"), (app, "sweep"), (app.dashboard, "export")):
+                assert owner.check_action(action, ()) is None  # greyed in the footer and the palette
             await pilot.press("r", "s", "e")
             await pilot.pause()
             notes = _notes(app)
             assert any("read-only mode (--read-only): the server is not restarted" in n for n in notes)
             assert any("read-only mode (--read-only): nothing is written" in n for n in notes)
             # The export action itself refuses, even when called past the greyed key.
-            app.action_export()
+            app.dashboard.action_export()
             await pilot.pause()
             assert any("refusing to write the export: specmon runs read-only" in n for n in _notes(app))
             assert app.screen is app.screen_stack[0]  # no dialog opened
@@ -92,7 +92,7 @@ async def test_without_read_only_the_same_keys_are_offered(isolated_home: Path, 
     app = source_app(source, controller=flow, export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle_source(app, source, pilot)
-        assert app.check_action("restart", ()) is True and app.check_action("export", ()) is True
+        assert app.check_action("restart", ()) is True and app.dashboard.check_action("export", ()) is True
 
 
 async def test_the_control_layer_refuses_when_the_ui_is_bypassed(tmp_path: Path, guard_off: object) -> None:

@@ -35,8 +35,8 @@ async def test_e_writes_to_the_data_directory_and_says_where(isolated_home: Path
         await pilot.pause()
         folder = paths.export_dir()
         assert folder.is_relative_to(paths.data_dir()) and folder.is_dir()
-        assert len(app.last_export) == 3 and all(p.parent == folder for p in app.last_export)
-        md = app.last_export[-1]
+        assert len(app.dashboard.last_export) == 3 and all(p.parent == folder for p in app.dashboard.last_export)
+        md = app.dashboard.last_export[-1]
         assert app.clipboard == str(md)  # copyable: on the clipboard
         assert any(str(md.with_suffix("")) in n.message for n in app._notifications)  # shown in full
         assert any(str(md.with_suffix("")) in e.text for e in app.feeder.session.events)  # and in the log

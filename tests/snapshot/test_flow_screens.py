@@ -14,7 +14,6 @@ import pytest
 
 from specmon.model.stopping import StoppingRule
 from specmon.output.tables import sweep_outcome
-from specmon.ui.flows.navigation import config_row
 from specmon.ui.screens.events_screen import EventsScreen
 from specmon.ui.screens.run_details import RunDetailsScreen
 from specmon.ui.screens.sweep_verdict import SweepVerdictScreen
@@ -64,7 +63,7 @@ def test_run_details(snap_compare: Any, isolated_home: Path, size: tuple[int, in
                "--speculative-num-draft-tokens 3 </dev/null >>/srv/sglang/logs/sglang_2step.log 2>&1 &")
 
     def make(app: Any) -> RunDetailsScreen:
-        row = config_row(app, "EAGLE3 2 steps")
+        row = app.dashboard.config_row("EAGLE3 2 steps")
         assert row is not None
         return RunDetailsScreen(row, command=command)
 

@@ -7,11 +7,18 @@ by an *analysis* worker on frozen copies of the runs, in a thread, no more often
 :data:`ANALYSIS_DUTY` times its own last duration, so a multi-million-sample replay
 never starves keys or ingest.
 
+The screen owns the keys that act on the view it shows (:func:`specmon.ui.keys.dashboard_bindings`):
+pause, replay speed, the baseline and the export of its table, the event log, the restart
+panel's ``g`` and ``d``/escape, and Enter on a run-table row (its details); it greys them out
+itself (:meth:`DashboardScreen.check_action`). A modal screen on top stops them, as it stopped
+them when they were the app's; a full screen pushed over it (the event log, a row's details, a
+report) shows only its own keys and the app's.
+
 The app (:mod:`specmon.ui.app`) keeps what is app-wide: the session's sources and their
-workers, the flows, the keys (they act from the events and details screens too, so they
-are the app's bindings) and the exit. It gives this screen what it reads (the feeder,
-the snapshot builder, the clock, the restart flow's view) when it builds it; the screen
-never imports the app, nor the flows (they are above it).
+workers, the flows and their keys (``r``, ``s``), the theme, help, the palette and the exit. It
+gives this screen what it reads (the feeder, the snapshot builder, the clock, the restart flow's
+view, where exports go) when it builds it; the screen never imports the app, nor the flows (they
+are above it).
 """
 
 from __future__ import annotations
@@ -26,18 +33,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from textual import on
 from textual.geometry import Size
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from specmon import paths
+from specmon.control.guard import ReadOnlyError, refuse
 from specmon.control.restart_progress import Phase
 from specmon.model.session import SessionEvent
 from specmon.output.files import write_files_atomically
 from specmon.output.tables import to_csv, to_json, to_markdown
 from specmon.sources.replay import speed_text
+from specmon.ui.keys import dashboard_bindings
 from specmon.ui.literal import literal
+from specmon.ui.screens.events_screen import EventsScreen
+from specmon.ui.screens.run_details import RunDetailsScreen
 from specmon.ui.views import AnalysisJob, SnapshotBuilder
 from specmon.ui.widgets.event_log import EventLog
 from specmon.ui.widgets.metric_panel import MetricPanel
@@ -48,6 +60,7 @@ from specmon.ui.widgets.throughput_plot import ThroughputPlot
 
 if TYPE_CHECKING:
     from specmon.ingest.live import Feeder
+    from specmon.model.analysis import ConfigRow
     from specmon.ui.counters import LiveCounters
     from specmon.ui.widgets.restart_progress import RestartProgressPanel
 
@@ -100,6 +113,18 @@ class RestartView(Protocol):
         """The restart's state as the header shows it."""
         ...
 
+    def command_for(self, steps: int) -> str | None:
+        """The start command for ``steps``, as a row's details show it (None: unknown)."""
+        ...
+
+    def go_back(self) -> object:
+        """``g``: back to the configuration before a failed restart (the commands are shown first)."""
+        ...
+
+    def dismiss(self) -> None:
+        """``d``: hide the panel of a restart that ended."""
+        ...
+
 
 class DashboardScreen(Screen[None]):
     """One server's dashboard, refreshed on timers from the session model.
@@ -111,11 +136,18 @@ class DashboardScreen(Screen[None]):
         counters: The engine's ``/metrics`` beside the log (None: the log only).
         restart: The restart flow's view (None: no restart flow).
         write_failures: The app's list of failed writes (the header says the first).
+        export_dir: Where ``e`` writes (None: the exports folder, :func:`specmon.paths.export_dir`).
+        read_only: Why nothing may be written now (None: it may; ``--read-only``).
     """
+
+    # One source for the footer, the help and the palette (specmon/ui/keys.py): the keys that act on
+    # this view. The app-wide ones (t, r, s, ?, q) stay the app's: they act from every full screen.
+    BINDINGS = dashboard_bindings()
 
     def __init__(self, feeder: Feeder, builder: SnapshotBuilder, *, clock: Callable[[], float],
                  counters: LiveCounters | None, restart: RestartView | None,
-                 write_failures: list[str]) -> None:
+                 write_failures: list[str], export_dir: Path | None = None,
+                 read_only: Callable[[], str | None] = lambda: None) -> None:
         super().__init__()
         self.feeder = feeder
         self.builder = builder
@@ -123,6 +155,10 @@ class DashboardScreen(Screen[None]):
         self.counters = counters
         self.restart = restart
         self.write_failures = write_failures
+        self.export_dir = export_dir
+        self.read_only = read_only
+        #: The files the last export wrote.
+        self.last_export: list[Path] = []
         self.display_paused = False
         #: Set by the app when its sources close: no analysis starts after that.
         self.halted = False
@@ -243,6 +279,135 @@ class DashboardScreen(Screen[None]):
         self.notify(f"run table written to {base}.csv, .json and .md\n(the .md path is on the clipboard)",
                     title="export", timeout=10)
         return written
+
+    # -- its keys: what each does, and why it cannot run now -----------------------------------
+
+    def unavailable_reason(self, action: str) -> str | None:
+        """Why one of this screen's actions cannot run now, or None when it can."""
+        rc = self.feeder.replay_clock
+        if action == "mark_baseline":
+            row = self.builder.row_for(self.feeder.session.current)
+            if row is None or row.throughput is None:
+                return "the current run has no counted throughput samples yet"
+        elif action == "export":
+            read_only = self.read_only()
+            if read_only:
+                return f"read-only mode ({read_only}): nothing is written"
+            if self.builder.analysis is None or not self.builder.analysis.rows:
+                return "the run table is empty"
+        elif action in ("faster", "slower"):
+            if rc is None:
+                return "only a replay has a speed"
+            if self.feeder.done:
+                return "the replay has finished"
+            if action == "faster" and rc.speed is None:
+                return "already at max speed"
+            if action == "slower" and rc.speed is not None and rc.speed <= 0.25:
+                return "already at the slowest speed"
+        elif action in ("go_back", "dismiss"):
+            panel = self.restart.panel if self.restart is not None else None
+            if panel is None:
+                return "no restart ran in this session"
+            if not panel.check_action(action, ()):
+                return ("only after a failed restart with a previous configuration" if action == "go_back"
+                        else "nothing to dismiss")
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Grey out (None) actions that cannot run now; hide keys that do not apply here (False).
+
+        Hidden: the speed keys when not replaying (or the replay ended), ``g`` without a failed restart to go back
+        from, ``d``/escape with nothing to dismiss (the footer has room for what applies).
+        """
+        if action in ("faster", "slower") and (self.feeder.replay_clock is None or self.feeder.done):
+            return False  # no speed to change: not in the footer (the palette says why)
+        if action in ("go_back", "dismiss"):
+            return self.unavailable_reason(action) is None
+        return None if self.unavailable_reason(action) else True
+
+    def action_toggle_pause(self) -> None:
+        """Pause or resume the replay; for a live source, freeze or unfreeze the view."""
+        self.toggle_pause()
+
+    def action_faster(self) -> None:
+        """Replay faster."""
+        if not self.unavailable_reason("faster"):
+            self.change_speed(faster=True)
+
+    def action_slower(self) -> None:
+        """Replay slower."""
+        if not self.unavailable_reason("slower"):
+            self.change_speed(faster=False)
+
+    def action_mark_baseline(self) -> None:
+        """Make the current configuration the baseline; pressed again, back to automatic."""
+        reason = self.unavailable_reason("mark_baseline")
+        if reason:
+            self.notify(f"cannot mark a baseline: {reason}", severity="warning")
+            return
+        row = self.builder.row_for(self.feeder.session.current)
+        assert row is not None
+        self.builder.pinned = None  # a sweep's table has its own baseline: back to the live one
+        if self.builder.baseline_key == row.key:
+            self.builder.baseline_key = None
+            self.notify("baseline: automatic (the run without speculation, or as given)", timeout=3)
+        else:
+            self.builder.baseline_key = row.key
+            self.notify(f"baseline: {row.label}", timeout=3)
+        self._maybe_analyze(force=True)
+
+    def action_export(self) -> None:
+        """Write the run table as CSV, JSON and Markdown; the notification gives the paths."""
+        try:
+            refuse("write the export")  # the action layer refuses even when the key was not greyed
+        except ReadOnlyError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        written = self.export(self.export_dir if self.export_dir is not None else paths.export_dir())
+        if written:
+            self.last_export = written
+
+    def action_events(self) -> None:
+        """``l``: every event kept, full lines, to filter and search."""
+        self.feeder.stamp_events()
+        feeder = self.feeder  # its session, looked up at each refresh: a looped replay replaces it
+        self.app.push_screen(EventsScreen(lambda: list(feeder.session.events)))
+
+    def action_go_back(self) -> None:
+        """After a failed restart: back to the previous configuration (the commands are shown first)."""
+        if self.restart is not None and not self.unavailable_reason("go_back"):
+            self.restart.go_back()
+
+    async def action_dismiss(self, result: None = None) -> None:
+        """Hide the restart panel once its restart ended (``d`` or escape, whatever has the focus).
+
+        Textual's own ``dismiss`` action dismisses a screen; this one is the default screen, never
+        dismissed, so its ``dismiss`` is the panel's (the key's name in :mod:`specmon.ui.keys`).
+        """
+        if self.restart is not None and not self.unavailable_reason("dismiss"):
+            self.restart.dismiss()
+
+    def config_row(self, key: str) -> ConfigRow | None:
+        """The live analysis row a run-table row key (its label) stands for."""
+        analysis = self.builder.analysis
+        if analysis is None:
+            return None
+        return next((r for r in analysis.rows if r.label == key), None)
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a run-table row: what its numbers rest on (samples, histogram, exclusions, server
+        arguments)."""
+        if event.row_key.value is None:
+            return
+        key = str(event.row_key.value)
+        row = self.config_row(key)
+        if row is None:
+            self.notify(f"no details for {key} yet: its statistics are being computed", severity="warning")
+            return
+        restart = self.restart
+        command = restart.command_for(row.steps) if restart is not None and row.steps is not None else None
+        self.app.push_screen(RunDetailsScreen(row, command=command))
 
     # -- the live refresh ---------------------------------------------------------------------
 

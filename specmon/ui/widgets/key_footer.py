@@ -4,6 +4,10 @@ Textual's :class:`~textual.widgets.Footer` cuts the line at the right edge when 
 keys do not fit (``… ? Help r R▏^p palettee`` at 60 columns). This one drops the
 labels of the least important keys first (:attr:`specmon.ui.keys.KeyAction.rank`),
 then every label, and shortens the palette key to ``^p``, so every key stays visible.
+
+The dashboard's keys are bound where they act (the dashboard screen's, the app's): Textual lists
+them owner by owner, this footer in the one order of :data:`specmon.ui.keys.ACTIONS`, after a
+screen's own keys (escape: back, ``/``: filter), whoever binds them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from specmon.ui.keys import ACTIONS
 __all__ = ["KeyFooter", "fit_labels"]
 
 _RANK = {a.action: a.rank for a in ACTIONS}
+#: A key of the dashboard's list goes where the list puts it; any other key first, in Textual's order.
+_ORDER = {a.action: i for i, a in enumerate(ACTIONS)}
 #: ``▏^p palette``: the border, the key, a space and the label.
 PALETTE_CELLS = 11
 
@@ -60,7 +66,9 @@ class KeyFooter(Footer):
         # Textual's footer yields FooterKey widgets; re-label them to fit before they mount.
         keys = [k for k in super().compose() if isinstance(k, FooterKey)]
         palette = [k for k in keys if k.has_class("-command-palette")]
-        actions = [k for k in keys if not k.has_class("-command-palette")]
+        actions = sorted(
+            (k for k in keys if not k.has_class("-command-palette")), key=lambda k: _ORDER.get(k.action, -1)
+        )
         width = self.size.width or self.app.size.width
         labels, palette_label = fit_labels([(k.action, k.key_display, k.description) for k in actions], width)
         for key in actions:
