@@ -151,9 +151,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     if args.warmup is None and args.files:
         args.warmup = _recorded_warmup(args.files[0])
-    app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
-                     options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop),
-                     export_dir=getattr(args, "out", None))
+    try:  # a recording swapped for a FIFO after its check is refused when it is opened again
+        app = replay_app(args.files, speed=args.speed, baseline_files=args.baseline,
+                         options=_options(args, baseline_tps=args.baseline_tps, loop=args.loop),
+                         export_dir=getattr(args, "out", None))
+    except LogFileError as exc:
+        return fail(str(exc))
     return write_status(int(app.run() or 0), app)
 
 

@@ -85,3 +85,33 @@ def test_a_recorded_input_on_a_fifo_fails_with_the_sentence(fifo: Path) -> None:
     assert got == []
     assert source.status.state is ConnectionState.FAILED
     assert source.status.detail.startswith(f"{fifo} is a FIFO (a named pipe), not a regular file"), source.status.detail
+
+
+def test_replay_of_a_recording_swapped_for_a_fifo_after_its_check_exits_2_with_the_sentence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``replay REC``: the recording passes its checks, then is a FIFO when its inputs are listed: one
+    sentence and exit 2, no traceback (the error was raised out of ``cmd_replay``)."""
+    import specmon.ui.factories as factories
+    from specmon.cli import main
+    from specmon.output.recording import Recorder
+
+    rec = tmp_path / "run.jsonl"
+    with Recorder(rec, meta={"command": "watch"}) as r:
+        r.source("server.log", baseline=False, year=2026)
+        r.batch("server.log", 1, ["[2026-01-01 00:00:00] Decode batch. #running-req: 1, gen throughput (token/s): 80.0"])
+    real = factories.recording_inputs
+
+    def swapped(path: Any, *args: Any, **kwargs: Any) -> Any:
+        os.remove(path)
+        os.mkfifo(path)  # the swap, between the check and the open
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(factories, "recording_inputs", swapped)
+    monkeypatch.setattr("specmon.commands.terminal.no_terminal", lambda _name: None)
+    code: list[int] = []
+    assert within(lambda: code.append(main(["replay", str(rec)]))) is None
+    assert code == [2]
+    err = capsys.readouterr().err
+    assert "is a FIFO (a named pipe), not a regular file" in err
+    assert "Traceback" not in err
+    os.remove(rec)
