@@ -34,7 +34,7 @@ def _count(v: object) -> str:
 
 #: The objective table's columns other than the setting's, and the order a narrow width drops them in
 #: (the value in the objective's unit stays).
-_DROP = ("requests", "launches", "95% CI", "vs best")
+_DROP = ("requests", "launches", "95% CI (launch)", "vs best")
 
 
 def objective_lines(doc: Mapping[str, Any], width: int = 80) -> list[str]:
@@ -62,7 +62,7 @@ def objective_lines(doc: Mapping[str, Any], width: int = 80) -> list[str]:
         label = marked(made.mark if made is not None and i == 0 else "", plain(str(r.get("label"))))
         rows.append([label, _count(r.get("launches")), _count(r.get("requests")), _num(r.get("value")), ci_text,
                      vs_text])
-    table, note = fitted_table(["setting", "launches", "requests", unit, "95% CI", "vs best"], rows, width=width,
+    table, note = fitted_table(["setting", "launches", "requests", unit, "95% CI (launch)", "vs best"], rows, width=width,
                                drop_order=_DROP)
     console = Console(width=width, file=io.StringIO(), record=True, color_system=None, force_terminal=False,
                       highlight=False, emoji=False, markup=False)

@@ -355,7 +355,7 @@ def test_every_word_of_the_objective_table_is_whole_and_a_dropped_column_is_said
         for w in label.split():
             assert w in words, (w, lines)
     text = " ".join(" ".join(lines).split())
-    for header in ("launches", "requests", "95% CI", "vs best"):
+    for header in ("launches", "requests", "95% CI (launch)", "vs best"):
         shown = all(w in words for w in header.split())
         assert shown or re.search(rf"Not shown at {width} columns: [^(]*{re.escape(header)}", text), lines
     assert all(len(line) <= width for line in lines)
