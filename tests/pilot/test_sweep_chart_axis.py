@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from textual.app import App
 
@@ -49,6 +49,8 @@ halves = st.floats(0.0, 200.0, allow_nan=False)
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(means, halves), min_size=1, max_size=12), st.integers(2, 5))
+@example([(1.0, 0.015625)], 2)  # found by hypothesis: a fixed 0.1 window floor at a scale of 1
+@example([(0.0, 8.7164947393141485e-106)], 2)  # and a window below what the ticks' decimals tell apart
 def test_the_axis_holds_every_interval_on_round_ticks_and_is_mostly_data(
         rows: list[tuple[float, float]], intervals: int) -> None:
     values = [v for m, h in rows for v in (max(0.0, m - h), m + h)]

@@ -67,8 +67,10 @@ def axis_limits(values: Sequence[float], intervals: int = 4) -> tuple[float, flo
     5% of the data's span each side (a span of at least 2% of the top), never below 0 (a throughput is not negative).
     """
     lo, hi = min(values), max(values)
-    # One value, or values a hair apart: a window of at least 2% of the top (or 0.1) around them.
-    span = max(hi - lo, 0.02 * abs(hi), 0.1)
+    # One value, or values a hair apart: a window of at least 2% of the top around them (0.1 when
+    # everything is 0; never under 1e-8, which the ticks' ten decimals still tell apart). A fixed 0.1
+    # floor at every scale left 0.98-1.02 in less than a fifth of a 0.9-1.1 axis.
+    span = max(max(hi - lo, 0.02 * abs(hi)) or 0.1, 1e-8)
     if hi - lo < span:
         lo, hi = lo - (span - (hi - lo)) / 2, hi + (span - (hi - lo)) / 2
     lo, hi = max(0.0, lo - 0.05 * span), hi + 0.05 * span
