@@ -269,6 +269,11 @@ class SpecmonApp(SpecmonAppBase):
         self.builder.pinned = None if view is None else (view, run.id if run is not None else None)
         self.dashboard._push_table()
 
+    def sweep_running(self, running: bool) -> None:
+        """While a sweep runs, the run table's leader is ☆ and its line says the sweep's verdict is to come."""
+        self.builder.sweeping = running
+        self.dashboard._push_table()
+
     def baseline_to_nospec(self) -> str:
         """The sweep measured the run without speculation: make it the baseline, and say so."""
         a = self.builder.analysis

@@ -25,6 +25,7 @@ from specmon.engines import adapter
 from specmon.model.analysis import Analysis, Baseline, ConfigRow, assemble, build_rows, row_key, row_order
 from specmon.model.session import Run, RunConfig, ServerState, Session, SessionEvent
 from specmon.model.stats import Summary, difference
+from specmon.model.verdict import LEADER_MARK, WINNER_MARK
 from specmon.output.tables import row_cells
 from specmon.records import Engine
 from specmon.sources.base import SourceStatus
@@ -183,6 +184,8 @@ class SnapshotBuilder:
         self._rows: dict[RunConfig | str, tuple[tuple[tuple[int, ...], ...], ConfigRow]] = {}
         #: A sweep's verdict table shown instead of the live one while the run it ended on lasts.
         self.pinned: tuple[TableView, int | None] | None = None
+        #: A sweep is running: its verdict, judged at its looks and adjusted for them, is the one to come.
+        self.sweeping = False
 
     # -- analysis ---------------------------------------------------------------------------
 
@@ -461,6 +464,12 @@ class SnapshotBuilder:
         # in the run details and the help); the marks in the rows are the same verdict's.
         v = a.verdict.answer
         line = f"{v.tag}: {v.claim}" if v.leader is not None else v.sentence
+        if self.sweeping and v.leader is not None:
+            # While a sweep runs, these runs' own comparison (one look at 95%) is not its verdict: a ★
+            # here beside a sweep that ends "no winner declared" is a winner users would deploy. The
+            # leader keeps ☆ and its figures, and the line says whose verdict is to come.
+            line = f"{LEADER_MARK} leads; the sweep's verdict comes at its end: {v.head}"
+            rows = tuple(replace(r, mark=LEADER_MARK) if r.mark == WINNER_MARK else r for r in rows)
         return TableView(rows, line, b.label if b else None, b.mean if b else None)
 
     @staticmethod

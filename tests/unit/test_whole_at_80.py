@@ -318,3 +318,36 @@ def test_the_dashboards_verdict_under_the_run_table_is_whole_at_80x24(
     assert a.leader is None or lines[0].startswith(f"{a.tag}: ")  # the mark and its words first
     assert (NO_WINNER in shown) is (kind is Kind.UNDECIDED)
     assert not (WINNER_MARK in shown and NO_WINNER in shown)
+
+
+@_FORCED
+@given(_kinds(Kind.WINNER, Kind.UNDECIDED, Kind.ALONE, Kind.EMPTY))
+def test_while_a_sweep_runs_the_run_tables_own_comparison_names_no_winner(
+        case: tuple[Kind, tuple[Analysis, StoppingRule]]) -> None:
+    """A sweep is running: the table's comparison of its runs (one look at 95%) is not the sweep's
+    verdict (judged at its looks, adjusted for them), so no row and no line carries ★ until the sweep
+    ends; the leader keeps ☆ and its figures, the line says whose verdict is to come, whole at 80×24."""
+    from specmon.model.session import Session
+    from specmon.ui.literal import literal
+    from specmon.ui.views import SnapshotBuilder
+
+    kind, (analysis, _rule) = case
+    a = analysis.verdict.answer
+    assume(a.kind is kind)
+    builder = SnapshotBuilder()
+    builder.analysis = analysis
+    builder.sweeping = True
+    table = builder.table(Session())
+    lines = [line.plain for line in literal(table.verdict, newlines=True).wrap(WIDTH - 2)]
+    assert len(lines) <= 3, lines
+    _check_lines(lines, WIDTH - 2)
+    shown = _flat("\n".join(lines))
+    assert WINNER_MARK not in shown and all(r.mark != WINNER_MARK for r in table.rows)
+    if a.leader is None:
+        assert shown == _flat(a.sentence)
+    else:
+        assert shown.startswith("☆ leads; the sweep's verdict comes at its end: ")
+        assert _flat(a.head) in shown
+    builder.sweeping = False  # the sweep ended: the table's own verdict again, ★ where it declares one
+    after = builder.table(Session())
+    assert (WINNER_MARK in after.verdict) is (kind is Kind.WINNER)

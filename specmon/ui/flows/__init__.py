@@ -55,6 +55,10 @@ class Dashboard(Protocol):
         """Show ``view`` (a sweep's verdict) instead of the live table until the next run begins."""
         ...
 
+    def sweep_running(self, running: bool) -> None:
+        """A sweep started (True) or ended (False): the live table's own comparison is then not its verdict."""
+        ...
+
     def baseline_to_nospec(self) -> str:
         """Make the run without speculation the baseline; what was done, in words ("": nothing)."""
         ...

@@ -388,6 +388,7 @@ class SweepFlow(Widget):
         self._event("info", f"sweep of {', '.join(map(str, plan.steps))} steps on {c.host}: confirmed, running")
         self.line.display = True
         self._refresh()
+        dashboard.sweep_running(True)
         self.post_message(self.Started(plan))
         try:
             result = await sweep.run()
@@ -405,6 +406,7 @@ class SweepFlow(Widget):
                     c.listeners.remove(listener)
             self.sweep = None
             self.line.display = False
+            dashboard.sweep_running(False)
         self.result = result
         if not result.finished:
             reason = self._why_stopped(sweep)
