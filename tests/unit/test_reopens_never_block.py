@@ -107,7 +107,7 @@ def test_replay_of_a_recording_swapped_for_a_fifo_after_its_check_exits_2_with_t
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(factories, "recording_inputs", swapped)
-    monkeypatch.setattr("specmon.commands.terminal.no_terminal", lambda _name: None)
+    monkeypatch.setattr("specmon.commands.dashboard.no_terminal", lambda _name: None)  # (no terminal here)
     code: list[int] = []
     assert within(lambda: code.append(main(["replay", str(rec)]))) is None
     assert code == [2]
