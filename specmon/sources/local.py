@@ -67,20 +67,24 @@ def newest_match(pattern: str) -> Path | None:
     return Path(best[1]) if best else None
 
 
-def start_of_last_lines(fd: int, size: int, count: int) -> int:
+def start_of_last_lines(fd: int, size: int, count: int, limit: int | None = None) -> int:
     """Byte offset where the last ``count`` lines of a file start (like ``tail -n``).
 
     An unterminated last line counts as a line, as with ``tail``. Reads
-    backwards in blocks, so it is cheap on huge files.
+    backwards in blocks, so it is cheap on huge files. ``limit``: scan at most this
+    many bytes back (``count`` lines of at most the line cap each); a file whose last
+    ``limit`` bytes hold fewer newlines starts there. Without it a huge file with no
+    newline (a sparse 4 GB file, a binary dump) was read whole, backwards, at open.
     """
     if count <= 0:
         return size
+    floor = 0 if limit is None else max(0, size - limit)
     position = size
     # A final newline ends the last line; it does not start an empty one.
     skip_final = True
     seen = 0
-    while position > 0:
-        start = max(0, position - _BLOCK)
+    while position > floor:
+        start = max(floor, position - _BLOCK)
         block = os.pread(fd, position - start, start)
         index = len(block)
         while True:
@@ -96,7 +100,7 @@ def start_of_last_lines(fd: int, size: int, count: int) -> int:
                 return start + index + 1
         skip_final = False
         position = start
-    return 0
+    return floor
 
 
 class LocalTailSource:
@@ -273,7 +277,8 @@ class LocalTailSource:
         self._stream = stat.S_ISFIFO(info.st_mode)
         start = 0
         if self._first_open and self._lines is not None and not self._stream:
-            start = start_of_last_lines(fd, info.st_size, self._lines)
+            # Bounded: the last N lines shown are at most N line caps long (longer lines are cut).
+            start = start_of_last_lines(fd, info.st_size, self._lines, self._lines * (self._split.max_line + 1))
             # The window starts mid-log: the latest launch's configuration lines above it come first.
             self._preface = local_preface(fd, start, self._split.max_line)
             if self._preface:

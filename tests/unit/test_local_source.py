@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specmon.sources.base import ConnectionState, LineSource
 from specmon.sources.lines import LineSplitter
@@ -227,3 +230,42 @@ def test_build_local_source_from_profile(tmp_path: Path) -> None:
         build_local_source(None)
     with pytest.raises(ValueError, match="no file matches"):
         build_local_source(None, profile=Profile(log_glob=str(tmp_path / "*.none")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30), st.booleans(),
+       st.integers(0, 12), st.integers(0, 400))
+def test_start_of_last_lines_within_a_limit_is_tail_n_or_the_limit(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], final: bool, count: int, limit: int) -> None:
+    """With ``limit``: the same start as without it when the last ``count`` lines lie within the last
+    ``limit`` bytes, else exactly ``size - limit`` (never further back)."""
+    content = b"\n".join(lines) + (b"\n" if final and lines else b"")
+    path = tmp_path_factory.mktemp("tail") / "f"
+    path.write_bytes(content)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        whole = start_of_last_lines(fd, len(content), count)
+        bounded = start_of_last_lines(fd, len(content), count, limit)
+    finally:
+        os.close(fd)
+    if count <= 0 or len(content) - whole <= limit:
+        assert bounded == whole
+    else:
+        assert bounded == len(content) - limit
+
+
+def test_the_last_lines_of_a_huge_file_without_a_newline_are_found_at_once(tmp_path: Path) -> None:
+    """``watch --lines N`` on a sparse 1 TB file with no newline: the scan stops N line caps back
+    instead of reading the terabyte backwards before the first frame."""
+    path = tmp_path / "sparse.log"
+    with open(path, "wb") as f:
+        f.truncate(1 << 40)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        t0 = time.monotonic()
+        start = start_of_last_lines(fd, 1 << 40, 10, 10 * ((1 << 20) + 1))
+        took = time.monotonic() - t0
+    finally:
+        os.close(fd)
+    assert start == (1 << 40) - 10 * ((1 << 20) + 1)
+    assert took < 5.0
