@@ -228,13 +228,7 @@ def test_a_fifo_flooded_with_nuls_keeps_memory_bounded_and_still_hears(tmp_path:
         rss_kb = int(next(line for line in Path(f"/proc/{p.proc.pid}/status").read_text().splitlines()
                           if line.startswith("VmRSS")).split()[1])
         assert rss_kb < 400_000, rss_kb
-        at = time.monotonic()
-        if how == "q":
-            assert p.master is not None
-            os.write(p.master, b"q")
-        else:
-            p.proc.send_signal(signal.SIGTERM)
-        took = p.gone_after(at)
+        took = _end_by(p, how)
         assert took < BOUND_S, round(took, 2)
     finally:
         if flood is not None:
@@ -244,6 +238,17 @@ def test_a_fifo_flooded_with_nuls_keeps_memory_bounded_and_still_hears(tmp_path:
 
 
 # --------------------------------------------------------------------------- a line that never ends
+
+
+def _end_by(p: HangupPty, how: str) -> float:
+    """``q`` on the terminal or SIGTERM: seconds until the command and its processes are gone."""
+    at = time.monotonic()
+    if how == "q":
+        assert p.master is not None
+        os.write(p.master, b"q")
+    else:
+        p.proc.send_signal(signal.SIGTERM)
+    return p.gone_after(at)
 
 
 def _bytes_read(pid: int) -> int:
@@ -271,13 +276,7 @@ def test_a_sparse_file_without_a_newline_is_read_a_chunk_a_step_and_the_dashboar
         while _bytes_read(p.proc.pid) < 2 << 30:  # deep into the line: the read is under way
             assert p.proc.poll() is None and time.monotonic() < deadline, _bytes_read(p.proc.pid)
             time.sleep(0.05)
-        at = time.monotonic()
-        if how == "q":
-            assert p.master is not None
-            os.write(p.master, b"q")
-        else:
-            p.proc.send_signal(signal.SIGTERM)
-        took = p.gone_after(at)
+        took = _end_by(p, how)
         assert took < BOUND_S, round(took, 2)
     finally:
         p.kill()
