@@ -32,6 +32,8 @@ from specmon.experiment.stats.design import (
     NeedsMore,
     Noise,
     budget,
+    expected_restarts,
+    expected_text,
     extend,
     judge_round,
     launch_samples,
@@ -186,9 +188,14 @@ class LaunchRounds:
             return f"plan: {self.rounds} launch(es) of each setting at each load, fixed in advance"
         rule = self.rule
         settings = len({c.key for c in self.sweep.cells})
-        p = plan(self.resolve_pct, self.noise(cells), settings, self.judge_rule.test_level, rule.min_samples,
-                 rule.max_samples)
-        return f"plan: {p.head}; {self.budget().text}"
+        noise = self.noise(cells)
+        p = plan(self.resolve_pct, noise, settings, self.judge_rule.test_level, rule.min_samples, rule.max_samples)
+        stated = self.budget()
+        # What is likely, beside the most: restarts at the plan's launches per setting, at this sweep's costs.
+        n = min(expected_restarts(p.launches, len(self.sweep.cells), stated.pairs), stated.restarts)
+        per = stated.seconds / stated.restarts if stated.restarts else 0.0
+        head = p.heading("of each of the two closest settings" if self.bai else "per setting")
+        return f"plan: {head}, {expected_text(n, n * per)}; {stated.text}"
 
     def budget(self) -> Budget:
         """The most this design spends: every setting at every load in every round it may run.
@@ -403,12 +410,17 @@ def plan_budget(plan: SweepPlan) -> Budget | None:
     from the plan alone (its assumed launch CV, sample rate and restart time)."""
     if plan.order != "launches":
         return None
-    judge_rule, looks = effective_rule(plan.rule, plan.resolve_pct, plan.launch_cv, plan.restart_s, plan.rounds)
-    rounds = looks[-1] if plan.rounds is not None else max(looks[-1], MAX_LAUNCHES)
+    judge_rule, looks = effective_rule(plan.rule, plan.resolve_pct, plan.launch_cv, plan.restart_s, plan.rounds,
+                                       plan.design)
+    # The best-arm design's own budget (its looks, two launches a round per load), as LaunchRounds.budget
+    # states it once running: the count a user confirms must be the one the design can spend.
+    best_arm = plan.design == bai.NAME and plan.rounds is None
+    rounds = looks[-1] if plan.rounds is not None or best_arm else max(looks[-1], MAX_LAUNCHES)
     noise = Noise(plan.launch_cv**2, DEFAULT_WITHIN_PER_SAMPLE, plan.sample_rate, plan.restart_s)
     cells = len(plan.settings) * len(plan.groups)
     cap = plan.max_minutes * 60.0 if plan.max_minutes is not None else None
-    return budget(noise, cells, rounds, plan.rule.min_samples, plan.rule.max_samples, cap_s=cap, clock=plan.clock)
+    return budget(noise, cells, rounds, plan.rule.min_samples, plan.rule.max_samples, cap_s=cap, clock=plan.clock,
+                  pairs=(bai.WARMUP, 2 * len(plan.groups)) if best_arm else None)
 
 
 def known_restart_s(store: EtaStore | None, host: str) -> float | None:

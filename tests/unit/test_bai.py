@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import replace
@@ -19,10 +20,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmon.experiment.rounds import effective_rule
+from specmon.experiment.rounds import effective_rule, plan_budget
 from specmon.experiment.stats import bai
-from specmon.experiment.stats.design import Noise, budget, summaries
-from specmon.experiment.sweep_plan import SweepPlan
+from specmon.experiment.stats.design import Noise, budget, expected_restarts, summaries
+from specmon.experiment.sweep_plan import SweepEvent, SweepPlan
 from specmon.experiment.sweep_run import Sweep
 from specmon.model.launches import Launch
 from specmon.model.stats import Summary
@@ -119,15 +120,54 @@ def test_the_budget_counts_the_warm_up_then_two_a_round(settings_n: int, rounds:
     assert "closest challenger" in b.text
 
 
+@given(settings_n=st.integers(2, 8), loads=st.integers(1, 3))
+def test_the_budget_confirmed_before_the_first_restart_is_the_best_arm_designs_own(settings_n: int,
+                                                                                     loads: int) -> None:
+    # The count a user says yes to ("Restart the server up to N times?") is the design's own, not the other's.
+    plan = SweepPlan(tuple(range(settings_n)), tuple(range(1, loads + 1)), order="launches", resolve_pct=5.0,
+                     design=bai.NAME)
+    stated = plan_budget(plan)
+    assert stated is not None and stated.pairs == (bai.WARMUP, 2 * loads)
+    cells = settings_n * loads
+    last = bai.look_rounds()[-1]
+    assert stated.rounds == last
+    assert stated.restarts == cells * bai.WARMUP + min(2 * loads, cells) * (last - bai.WARMUP)
+    today = plan_budget(replace(plan, design="today"))
+    assert today is not None and today.pairs is None and today.restarts == cells * today.rounds
+
+
+@given(launches=st.integers(1, 80), settings_n=st.integers(1, 12), loads=st.integers(1, 3))
+def test_the_expected_restarts_are_the_warm_up_then_the_two_closest_and_never_over_the_budget(
+        launches: int, settings_n: int, loads: int) -> None:
+    cells = settings_n * loads
+    pairs = (bai.WARMUP, 2 * loads)
+    n = expected_restarts(launches, cells, pairs)
+    assert n == cells * bai.WARMUP + min(2 * loads, cells) * max(0, launches - bai.WARMUP)
+    assert expected_restarts(launches + 1, cells, pairs) >= n  # more launches a setting: never fewer restarts
+    assert expected_restarts(launches, cells) == cells * launches  # every setting each round
+    rounds = max(launches, bai.WARMUP)
+    assert n <= budget(Noise(0.0025, 0.01, 1.0, 900.0), cells, rounds, 40, 1600, pairs=pairs).restarts
+
+
 def test_through_the_sweep_runner_slower_settings_get_fewer_launches() -> None:
     # The seeds' campaign on the simulated world (its own truth: 2 steps fastest, 10 steps far behind).
     world = SweepWorld(0, launch_cv=0.05, restart_s=900.0, lines_per_poll=10)
     plan = SweepPlan((0, 1, 2, 5, 10), order="launches", rule=StoppingRule(), max_minutes=60, poll_s=10.0,
                      settle=2, launch_cv=0.05, resolve_pct=5.0, design=bai.NAME)  # (sweep --design bai)
     assert plan.identity()["design"] == bai.NAME  # a resumed sweep keeps its design
+    events: list[SweepEvent] = []
     sweep = Sweep(plan, session=world.session, restart=world.restart, load=world,  # type: ignore[arg-type]
-                  clock=world.clock, sleep=world.sleep)
+                  clock=world.clock, sleep=world.sleep, on_event=events.append)
     result = asyncio.run(sweep.run())
+    # Stated before the first restart and once running: the same most, and what is likely, for this design.
+    stated = plan_budget(plan)
+    assert stated is not None and result.restarts <= stated.restarts
+    first = next(e.text for e in events if e.kind == "plan" and e.text.startswith("plan: "))
+    assert f"budget: at most {stated.restarts} restarts" in first
+    m = re.search(r"(\d+) launches × .* of each of the two closest settings, about (\d+) restarts and .* expected",
+                  first)
+    assert m is not None, first
+    assert int(m[2]) == expected_restarts(int(m[1]), len(plan.settings), (bai.WARMUP, 2))
     per = {c.steps: len(c.launches()) for c in result.cells}
     assert all(n >= bai.WARMUP for n in per.values())
     truth = {k: world.expected(k) for k in per}

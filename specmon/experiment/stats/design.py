@@ -138,10 +138,14 @@ class Plan:
     @property
     def head(self) -> str:
         """``to resolve ±3% with launch CV 5% and within-launch noise 1.1%/min: 6 launches × 2.0 minutes per setting``."""
+        return self.heading()
+
+    def heading(self, each_of: str = "per setting") -> str:
+        """:attr:`head`, saying whose launches they are (the best-arm design: ``of each of the two closest``)."""
         each = self.samples / self.noise.rate
         return (f"to resolve ±{self.resolve_pct:g}% with launch CV {100 * self.noise.launch_cv:.1f}% and "
                 f"within-launch noise {100 * self.noise.minute_noise():.1f}% per minute: "
-                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {_duration(each, 1)} per setting")
+                f"{self.launches} launch{'es' if self.launches != 1 else ''} × {_duration(each, 1)} {each_of}")
 
     @property
     def text(self) -> str:
@@ -358,6 +362,26 @@ def budget(noise: Noise, settings: int, rounds: int, lo: int, hi: int, *, cap_s:
         restarts = settings * rounds
     per = noise.restart_s + launch_seconds(noise, lo, hi, cap_s)
     return Budget(restarts, rounds, settings, restarts * per, noise.restart_s, clock, pairs)
+
+
+def expected_restarts(launches: int, settings: int, pairs: tuple[int, int] | None = None) -> int:
+    """The restarts a plan of ``launches`` per setting expects (the budget is the most; this the likely).
+
+    Every setting ``launches`` times; with the best-arm design (``pairs = (warm-up rounds, launches
+    a later round)``, as :func:`budget` takes it) every setting through the warm-up, then only the
+    leader and its closest challenger of each load go on to ``launches`` each: the settings clearly
+    behind are expected to leave after the warm-up (in the simulated campaigns they get 2-5
+    launches, ``bench/bench_bai.py``).
+    """
+    if pairs is None:
+        return settings * launches
+    warm, per_round = pairs
+    return settings * warm + min(per_round, settings) * max(0, launches - warm)
+
+
+def expected_text(restarts: int, seconds: float) -> str:
+    """``about 38 restarts and 9.5 h expected``."""
+    return f"about {restarts} restart{'s' if restarts != 1 else ''} and {_duration(seconds)} expected"
 
 
 #: The chance :class:`NeedsMore`'s launches decide, if the difference is the one seen.
