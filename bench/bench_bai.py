@@ -59,6 +59,8 @@ from specmon.model.stopping import SLOWER, StoppingRule, adjusted_difference
 from specmon.sim.model import launch_speed
 
 RESTART_S = 900.0
+#: Exploration (``--looks``): the best-arm design's looks, instead of :func:`bai.look_rounds`.
+LOOKS: tuple[int, ...] | None = None
 RESOLVE_PCT = 5.0
 #: The seeds' campaign (issue 44).
 CAMPAIGN = {0: 88.7, 1: 85.1, 2: 93.4, 5: 86.2, 10: 60.2}
@@ -130,10 +132,10 @@ def campaign(world: World, design: str, rule: StoppingRule | None = None, z: flo
     if design == "bai" and z is not None:
         from scipy.stats import norm
 
-        looks = tuple(range(bai.WARMUP, bai.MAX_ROUNDS + 1))
+        looks = LOOKS or tuple(range(bai.WARMUP, bai.MAX_ROUNDS + 1))
         judge_rule = replace(rule, looks=1, alpha=4 * float(norm.sf(z)), max_samples=1 << 40)
     elif design == "bai":
-        looks = bai.look_rounds()
+        looks = LOOKS or bai.look_rounds()
         judge_rule = bai.rule_for(rule, looks)
     else:
         judge_rule, looks = effective_rule(rule, RESOLVE_PCT, LAUNCH_CV_ASSUMED, RESTART_S)
@@ -184,6 +186,23 @@ def verdict(world: World, sums: dict[Hashable, Summary], rule: StoppingRule, per
     covers_95 = lo is not None and hi is not None and lo <= truth <= hi
     named = int(best) if separated else None  # type: ignore[call-overload]
     return Outcome(named, bool(equivalent), bool(covers_adj), covers_95, world.restarts, world.now / 3600, per)
+
+
+def flat_boundary(looks: tuple[int, ...], alpha: float = 0.05, draws: int = 400_000) -> float:
+    """The flat two-sided boundary of a group-sequential test at ``looks`` (Pocock's, for these rounds).
+
+    The critical value ``c`` with ``P(max_k |Z_k| > c) = alpha`` for a Brownian motion seen at the
+    rounds of ``looks`` (information proportional to the round: the two contenders launched every
+    round), by simulation with a fixed seed. Exploration only: it assumes a known variance and
+    balanced launches, which the launch model's t statistics and LUCB's allocation are not.
+    """
+    import numpy as np
+
+    r = np.asarray(looks, dtype=float)
+    steps = np.diff(np.concatenate([[0.0], r]))
+    rng = np.random.default_rng(20261207)
+    walk = np.cumsum(rng.standard_normal((draws, len(r))) * np.sqrt(steps), axis=1) / np.sqrt(r)
+    return float(np.quantile(np.abs(walk).max(axis=1), 1 - alpha))
 
 
 def run(means: dict[int, float], cv: float, seeds: int, w: float, design: str,
@@ -244,10 +263,24 @@ def main() -> None:
     ap.add_argument("--cv", type=float, nargs="*", default=[5.0, 2.0])
     ap.add_argument("--designs", nargs="*", default=["today", "bai"])
     ap.add_argument("--no-equal", action="store_true", help="skip the five-equal-settings condition")
-    ap.add_argument("--z", type=float, default=None,
-                    help="exploration: the best-arm design judged every round at critical value Z (no guarantee)")
+    ap.add_argument("--z", default=None,
+                    help="exploration: the best-arm design judged at every round (or at --looks) at critical value Z "
+                         "(a normal quantile, as a t test's level), or 'flat': the group-sequential boundary for "
+                         "those looks (flat_boundary); no union bound behind either")
+    ap.add_argument("--looks", default=None, help="exploration: the best-arm design's looks, e.g. 2,5,8,11,14,17,20,25,40")
+    ap.add_argument("--warmup", type=int, default=None, help="exploration: launches of every setting before LUCB picks")
     ap.add_argument("--runner", type=int, default=0, help="seeds of the bai design through the real runner")
     args = ap.parse_args()
+    global LOOKS
+    if args.looks:
+        LOOKS = tuple(int(x) for x in args.looks.split(","))
+    if args.warmup:
+        bai.WARMUP = args.warmup
+    z = None
+    if args.z is not None:
+        z = flat_boundary(LOOKS or tuple(range(bai.WARMUP, bai.MAX_ROUNDS + 1))) if args.z == "flat" else float(args.z)
+        print(f"exploration: every look at z = {z:.3f}, looks {list(LOOKS) if LOOKS else 'every round'}, "
+              f"warm-up {bai.WARMUP}")
     t0 = time.time()
     w = calibrate_w()
     print(f"w = {w:.4f} per line; restart {RESTART_S / 60:.0f} min; {args.seeds} campaigns per condition; "
@@ -259,14 +292,14 @@ def main() -> None:
     print("-" * len(head))
     for cv in args.cv:
         for design in args.designs:
-            report(f"campaign CV {cv:g}%", design, run(CAMPAIGN, cv / 100, args.seeds, w, design, args.z), BEST)
+            report(f"campaign CV {cv:g}%", design, run(CAMPAIGN, cv / 100, args.seeds, w, design, z), BEST)
         if not args.no_equal:
             equal = dict.fromkeys(CAMPAIGN, 88.7)
             for design in args.designs:
-                report(f"5 equal CV {cv:g}%", design, run(equal, cv / 100, args.seeds, w, design, args.z), None)
+                report(f"5 equal CV {cv:g}%", design, run(equal, cv / 100, args.seeds, w, design, z), None)
             pair = {0: 88.7, 2: 88.7}  # the guarantee the verdict states: two equal settings called different
             for design in args.designs:
-                report(f"2 equal CV {cv:g}%", design, run(pair, cv / 100, args.seeds, w, design, args.z), None)
+                report(f"2 equal CV {cv:g}%", design, run(pair, cv / 100, args.seeds, w, design, z), None)
     if args.runner:
         runner_check(args.runner, 0.05)
     print(f"({time.time() - t0:.0f} s)")
