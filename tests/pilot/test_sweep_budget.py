@@ -50,3 +50,28 @@ async def test_s_states_the_launch_designs_budget_before_anything_restarts(isola
     finally:
         await asyncio.wait_for(stop_demo_server(c, lambda _: None), 30)
         shutil.rmtree(tmp_path / "demo", ignore_errors=True)
+
+
+async def test_a_best_arm_sweeps_confirmation_says_whom_it_restarts_and_its_own_count(isolated_home: Path) -> None:
+    from specmon.experiment.rounds import plan_budget
+    from specmon.experiment.stats import bai
+    from specmon.experiment.sweep_plan import SweepPlan
+    from tests.support.app_factory import settle, sweep_app
+
+    for design, words, restarts in (
+            (bai.NAME, "then only the leader and its closest challenger", 4 * bai.WARMUP + 2 * (40 - bai.WARMUP)),
+            ("today", "each setting restarted in rounds", 4 * 16)):
+        stated = plan_budget(SweepPlan((0, 1, 3, 5), order="launches", resolve_pct=5.0, design=design))
+        assert stated is not None
+        app = sweep_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(app, pilot)
+            app.push_screen(SweepConfirmScreen("gpu-box", (0, 1, 3, 5), "start: ...", "Load: 1 request at a time.",
+                                               budget=stated))
+            for _ in range(4):
+                await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, SweepConfirmScreen)
+            drawn = " ".join(str(w.render()) for w in screen.query(Static))
+            assert f"up to {restarts} restarts" in drawn and words in drawn, drawn
+            assert f"Budget: at most {restarts} restarts" in drawn

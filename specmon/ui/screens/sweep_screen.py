@@ -254,8 +254,12 @@ class SweepConfirmScreen(ModalScreen[bool]):
         # A launch design restarts every setting in rounds: the title's count is its budget, not one
         # restart a setting (the two once said "up to 5" above "at most 80").
         restarts = self.budget.restarts if self.budget is not None else n
-        how = ("each setting restarted in rounds, in this order" if self.budget is not None
-               else "one restart per step count, in this order")
+        if self.budget is None:
+            how = "one restart per step count, in this order"
+        elif self.budget.pairs is not None:  # the best-arm design: after the warm-up, only the two contenders
+            how = "every setting restarted in the first rounds, then only the leader and its closest challenger"
+        else:
+            how = "each setting restarted in rounds, in this order"
         with Vertical(id="sweep-confirm-box"):
             yield Static(literal(f"Sweep on {self.host}: {what} — up to {restarts} restart"
                          f"{'' if restarts == 1 else 's'}{guided}"), id="sweep-confirm-title", markup=False)
