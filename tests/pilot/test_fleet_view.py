@@ -306,3 +306,24 @@ async def test_a_table_without_its_component_styles_draws_plain_then_styles_at_t
             want = table.get_component_rich_style(style_name, partial=True) if style_name else None
             assert want is None or first.style == want, (state, first.style, want)
         await pilot.pause()
+
+
+@pytest.mark.parametrize("ticks", [0, 1, 2])
+async def test_quitting_as_the_fleet_or_a_replica_screen_opens_ends_cleanly(tmp_path: Path, ticks: int) -> None:
+    # As tests/pilot/test_quit_as_a_screen_opens.py for the dashboard's screens: the app told to exit at
+    # the moment a screen opens must end without an exception (its widgets pruned before its Mount).
+    paths = write_fleet(tmp_path, 4)
+    app = make(paths)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(ticks):
+            await pilot.pause()
+        app.exit()
+    assert not app.is_running
+    app = make(paths)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("down", "enter")
+        for _ in range(ticks):
+            await pilot.pause()
+        app.exit()
+    assert not app.is_running

@@ -101,3 +101,4 @@ async def test_the_sweep_panel_shows_the_whole_verdict_at_every_size(isolated_ho
             assert "(pending)" in shown and "vs baseline" in shown and "not shown" not in shown
         else:  # a column that does not fit is named
             assert "(pending)" in shown or "not shown at this width:" in " ".join(words(shown))
+

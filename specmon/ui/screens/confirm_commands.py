@@ -19,6 +19,7 @@ from specmon.control.launch import CommandPlan
 from specmon.control.restart_controller import RestartController
 from specmon.control.restart_progress import plan_label
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 
 __all__ = ["ConfirmCommandsScreen"]
@@ -142,6 +143,7 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
                 yield Button("Run (y)", id="confirm-run", variant="warning")
                 yield Button("Cancel (esc)", id="confirm-cancel", variant="default")
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one("#confirm-cancel", Button).focus()
         self._fit()
@@ -152,8 +154,11 @@ class ConfirmCommandsScreen(ModalScreen[bool]):
     def _fit(self) -> None:
         """Give the commands what the terminal has left, so ``y: run`` and the buttons stay on screen."""
         self.set_class(self.size.height < SHORT_BELOW, "-short")
-        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#confirm-box"),
-                                                   self.query_one("#confirm-scroll")))
+        self.call_after_refresh(self._fit_after)
+
+    @while_attached
+    def _fit_after(self) -> None:
+        fit_scroll(self, self.query_one("#confirm-box"), self.query_one("#confirm-scroll"))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -94,16 +94,20 @@ class EventsScreen(Screen[None]):
         self._shown_last: object = None
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="events-title", markup=False)
+        # References, not queries: the app quitting as this opens prunes them before the Mount is handled.
+        self._title = Static("", id="events-title", markup=False)
+        self._scroll = VerticalScroll(id="events-scroll")
+        self._body = Static("", id="events-body", markup=False)
+        yield self._title
         yield Input(placeholder="/ filter: words each line must contain",
                     id="events-filter")
-        with VerticalScroll(id="events-scroll"):
-            yield Static("", id="events-body", markup=False)
+        with self._scroll:
+            yield self._body
         yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
     def on_mount(self) -> None:
         self.refresh_lines()
-        self.query_one("#events-scroll").focus()
+        self._scroll.focus()
         self.set_interval(1.0, self.refresh_lines, name="events screen refresh")
 
     def refresh_lines(self) -> None:
@@ -116,15 +120,15 @@ class EventsScreen(Screen[None]):
         self._shown, self._shown_last = key, (events[-1] if events else None)
         name, levels = LEVELS[self.level_index]
         self.lines, total = event_lines(events, query=self.query_text, levels=levels, fold=self.fold)
-        scroll = self.query_one("#events-scroll", VerticalScroll)
+        scroll = self._scroll
         at_end = scroll.scroll_y >= scroll.max_scroll_y - 1
         body = "\n".join(self.lines) if self.lines else "no event matches"
-        self.query_one("#events-body", Static).update(literal(body, newlines=True))
+        self._body.update(literal(body, newlines=True))
         shown = f"{len(self.lines)} of {total}" if self.query_text or self.level_index else f"{total}"
         filt = f" · {self.query_text!r}" if self.query_text else ""
         live = any(e.received is not None for e in events)
         clock = "wall clock, (log …) its own stamp" if live else "log time"
-        self.query_one("#events-title", Static).update(
+        self._title.update(
             literal(f"events {shown} · {name}{filt} · {'folded' if self.fold else 'unfolded'} · {clock}"))
         if at_end:
             scroll.call_after_refresh(scroll.scroll_end, animate=False)

@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 
 __all__ = ["QuitConfirmScreen"]
 
@@ -65,6 +66,7 @@ class QuitConfirmScreen(ModalScreen[bool]):
                 yield Button("Quit (y)", id="quit-yes", variant="warning")
                 yield Button("Stay (esc)", id="quit-no", variant="default")
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one("#quit-no", Button).focus()
 

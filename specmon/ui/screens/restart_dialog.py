@@ -23,6 +23,7 @@ from textual.widgets import Input, Static
 
 from specmon.control.restart_progress import plan_label
 from specmon.ui.literal import literal, plain
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.ui.views import RowView
 from specmon.ui.widgets.run_table import SHORT_HEADERS, mark_text
@@ -210,6 +211,7 @@ class RestartDialog(ModalScreen[int | None]):
             yield Static("enter: next (the exact commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one(Input).focus()
         self._fit()
@@ -239,6 +241,7 @@ class RestartDialog(ModalScreen[int | None]):
         self.set_class(self.size.height < SHORT_BELOW, "-short")
         self.call_after_refresh(self._fit_now)
 
+    @while_attached
     def _fit_now(self) -> None:
         box = self.query_one("#restart-box")
         width = box.content_size.width

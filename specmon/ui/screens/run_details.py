@@ -21,6 +21,7 @@ from specmon.model.analysis import ConfigRow
 from specmon.model.run import DEFAULT_WARMUP, IDLE_GAP_FACTOR, IDLE_GAP_MIN_S
 from specmon.records import Engine
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["RunDetailsScreen", "details_lines", "histogram_lines", "strip_line"]
@@ -165,6 +166,7 @@ class RunDetailsScreen(Screen[None]):
             yield Static("", id="details-body", markup=False)
         yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
+    @while_attached
     def on_mount(self) -> None:
         width = max(40, self.size.width - 4)
         self.lines = details_lines(self.row, command=self.command, width=width)

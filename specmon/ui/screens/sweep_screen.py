@@ -27,6 +27,7 @@ from specmon.control.counts import parse_step_list
 from specmon.control.dims import Grid, Point, expand_grid, parse_grid
 from specmon.experiment.stats.design import Budget
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.screens.fit import SHORT_BELOW, fit_scroll
 from specmon.wording import counted
 
@@ -159,6 +160,7 @@ class SweepScreen(ModalScreen["SweepChoice | None"]):
             yield Static("enter: next (every restart's commands are shown first) · escape: cancel",
                          classes="hint", markup=False)
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one("#sweep-steps", Input).focus()
         self._check()
@@ -277,6 +279,7 @@ class SweepConfirmScreen(ModalScreen[bool]):
                 yield Button("Run (y)", id="sweep-run", variant="warning")
                 yield Button("Cancel (esc)", id="sweep-cancel", variant="default")
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one("#sweep-cancel", Button).focus()
         self._fit()
@@ -287,8 +290,11 @@ class SweepConfirmScreen(ModalScreen[bool]):
     def _fit(self) -> None:
         """The commands scroll; ``y: run the sweep`` and the buttons stay on screen at 80×24."""
         self.set_class(self.size.height < SHORT_BELOW, "-short")
-        self.call_after_refresh(lambda: fit_scroll(self, self.query_one("#sweep-confirm-box"),
-                                                   self.query_one("#sweep-confirm-scroll")))
+        self.call_after_refresh(self._fit_after)
+
+    @while_attached
+    def _fit_after(self) -> None:
+        fit_scroll(self, self.query_one("#sweep-confirm-box"), self.query_one("#sweep-confirm-scroll"))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -9,6 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.widgets.key_footer import KeyFooter
 
 __all__ = ["TextViewScreen"]
@@ -42,6 +43,7 @@ class TextViewScreen(Screen[None]):
             yield Static(literal(self.body, newlines=True), id="text-view-body", markup=False)
         yield KeyFooter(compact=True)  # keys are dropped from Textual's Footer at 80 columns
 
+    @while_attached
     def on_mount(self) -> None:
         self.query_one("#text-view-scroll").focus()
 
