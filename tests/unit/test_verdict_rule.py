@@ -132,3 +132,15 @@ def test_relative_differences_decide_and_a_other_winner_disagrees(primary: dict[
         assert c.phrase().startswith("client disagrees: it ranks")
     elif not c.agrees:
         assert "points apart" in c.phrase()
+
+
+def test_a_tie_at_the_top_to_rounding_names_the_verdicts_best_too() -> None:
+    # Hypothesis found it: two settings 1e-13 apart, the client at a fifth of the level; the scaled
+    # means round to a tie and the tie went to the other key, "not the same fastest setting".
+    primary = {0: 999.9999999999999, 1: 1000.0}
+    other = {k: v * 0.2 for k, v in primary.items()}
+    c = check_source("client", other, primary, verdict_best=1, separated=True, tolerance_pct=10.0)
+    assert c.same_best and c.agrees
+    # A real difference at the top is not a tie: the source names another fastest, and disagrees.
+    c2 = check_source("client", {0: 201.0, 1: 200.0}, primary, verdict_best=1, separated=True)
+    assert not c2.same_best and not c2.agrees
