@@ -25,6 +25,7 @@ from textual.widgets import Static
 
 from specmon.output.tables import SweepOutcome, tps_header
 from specmon.ui.literal import literal
+from specmon.ui.screens.closing import while_attached
 from specmon.ui.widgets.comparison_plot import ComparisonPlot
 
 __all__ = ["SweepVerdictScreen", "verdict_lines"]
@@ -239,31 +240,23 @@ class SweepVerdictScreen(ModalScreen[str | None]):
             self.lines["foot"].append("s, once this is closed: continue the sweep from where it stopped")
         if self.groups:
             self.add_class("-groups")
-        self._box: Vertical | None = None  # made in compose
-        self._tables: list[Static] = []
 
     def compose(self) -> ComposeResult:
         title = "Sweep finished" if self.finished else "Sweep stopped: the verdict covers what was measured"
-        # References, not queries, for what _fit changes: a key that closes the app as this panel opens
-        # prunes its widgets while its Mount is still to be handled (a q at the sweep's end did: NoMatches).
-        self._box = Vertical(id="verdict-box")
-        self._tables = []
-        with self._box:
+        with Vertical(id="verdict-box"):
             yield Static(literal(title), id="verdict-title", markup=False)
             yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head", markup=False)
             with VerticalScroll(id="verdict-scroll"):
                 yield Static(literal("\n".join(self.lines["head"]), newlines=True), id="verdict-head-scrolled",
                              markup=False)
                 if not self.groups:
-                    self._tables.append(Static(literal("\n".join(self.lines["table"]), newlines=True),
-                                               id="verdict-table", markup=False))
-                    yield self._tables[-1]
+                    yield Static(literal("\n".join(self.lines["table"]), newlines=True), id="verdict-table",
+                                 markup=False)
                 for i, group in enumerate(self.groups):
                     # The group's verdict wraps at the panel's width; its table keeps its columns.
                     yield Static(literal(_group_head(group), newlines=True), classes="group-head", markup=False)
-                    self._tables.append(Static(literal("\n".join(_table_lines(group)), newlines=True),
-                                               classes="group-table", id=f"verdict-table-{i}", markup=False))
-                    yield self._tables[-1]
+                    yield Static(literal("\n".join(_table_lines(group)), newlines=True), classes="group-table",
+                                 id=f"verdict-table-{i}", markup=False)
             yield ComparisonPlot(self.groups or (self.outcome,), id="verdict-chart")
             yield Static(literal("\n".join(self.lines["foot"]), newlines=True), id="verdict-foot", markup=False)
 
@@ -275,6 +268,7 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         self.set_class(self.app.size.height < self.SHORT_ROWS, "-short")
         self._fit(self.app.size.width)
 
+    @while_attached
     def _fit(self, screen_width: int) -> None:
         """The box as wide as its table (80 at least), within the screen; the tables fit what is left.
 
@@ -283,16 +277,16 @@ class SweepVerdictScreen(ModalScreen[str | None]):
         """
         frame = 4  # the border and the padding, each side
         box = max(20, min(screen_width, max(80, self._natural + frame)))
-        if self._box is None:
-            return
-        self._box.styles.width = box
+        self.query_one("#verdict-box").styles.width = box
         # Only the tables change with the width (the head and the keys wrap in their Static).
         fitted = verdict_lines(self.outcome, width=box - frame, **self._text_args)  # type: ignore[arg-type]
         self.lines["table"] = fitted["table"]
-        texts = ([_table_lines(group, box - frame) for group in self.groups] if self.groups
-                 else [self.lines["table"]])
-        for table, lines in zip(self._tables, texts, strict=True):
-            table.update(literal("\n".join(lines), newlines=True))
+        if self.groups:
+            for i, group in enumerate(self.groups):
+                self.query_one(f"#verdict-table-{i}", Static).update(
+                    literal("\n".join(_table_lines(group, box - frame)), newlines=True))
+        else:
+            self.query_one("#verdict-table", Static).update(literal("\n".join(self.lines["table"]), newlines=True))
     @property
     def text(self) -> str:
         """Everything the panel says, as plain text."""
