@@ -188,6 +188,10 @@ class LlamaCpp(EngineAdapter):
         # What llama-server logs when SIGINT or SIGTERM stops it ("srv    operator(): operator():
         # cleaning up before exit..."), the end of every log of the kit's samples.
         ("cleaning up before exit", Event.SHUTDOWN),
+        # A second SIGINT/SIGTERM (server.cpp's signal_handler, raw on stderr) ends it at once: how a
+        # user stops a server whose first signal hung it (the handler takes the task queue's mutex,
+        # so a signal landing on a thread that holds it deadlocks the server).
+        ("Received second interrupt, terminating immediately", Event.SHUTDOWN),
         # Servers that run llama.cpp as a child name its death in their own log. Ollama
         # (llm/server.go, server/sched.go): 'error loading llama server" error="llama runner
         # process has terminated: signal: killed' and 'msg="llama runner terminated"'.

@@ -16,7 +16,7 @@ from typing import Any
 
 from specmon.engines import ADAPTERS, KINDS
 from specmon.parsing import FRAME_WORD
-from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
+from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS, SHAPES
 
 # uvicorn access lines: None for the line parser (its first test), skipped here (_drop_access).
 _ACCESS_TEXTS = (b' - "', b"HTTP/")
@@ -111,13 +111,30 @@ def _interesting() -> re.Pattern[str]:
     words = [*(w for a in ADAPTERS for w in a.config_words),
              *(phrase for phrase, _event, _engines in MARKERS), *CAPTURE_WORDS, FRAME_WORD,
              *(k.marker for k in KINDS if not k.vetoes)]
+    # A fatal shape (lifecycle.SHAPES) names a line by a regex, after a cheap gate: a line holding
+    # a gate's text may be one ("cmd.Wait() returned error: nil>" is llama-swap's report of a
+    # death), so it is never quiet. A literal gate is generalised like the words; a regex gate
+    # gets its spaces free (its digits are \d+ already: see _gate_pattern).
+    for gate, _rx, _event in SHAPES:
+        if isinstance(gate, tuple):
+            words += gate
     alts = [_general(w) for w in words]
+    alts += [_gate_pattern(gate.pattern) for gate, _rx, _event in SHAPES if not isinstance(gate, tuple)]
     # A marker whose kind a veto turns away is harmless beside that veto.
     for k in KINDS:
         if k.vetoes:
             none_of = "".join(f"(?!.*{_general(v)})" for v in k.vetoes)
             alts.append(f"^{none_of}.*{_general(k.marker)}")
     return re.compile("|".join(f"(?:{a})" for a in alts) + r"|\x1b|\[[\d;]+m|\r", re.S)
+
+
+def _gate_pattern(pattern: str) -> str:
+    """A fatal shape's regex gate with each literal space a run of spaces, so that every line of a
+    quiet shape (space runs of any length) misses it. A gate that fixes a digit or a space count
+    could not be made so, and is refused: a shape must gate on text and ``\\d+``."""
+    if re.search(r"\\d\{|\d|\\ | [*+?{]|\\s", pattern.replace(r"\d+", "")):
+        raise ValueError(f"a fatal shape's gate must fix no digit nor space count: {pattern!r}")
+    return pattern.replace(" ", " +")
 
 
 _INTERESTING: re.Pattern[str] | None = None

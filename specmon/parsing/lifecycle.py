@@ -160,7 +160,8 @@ def usage_error(line: str) -> str | None:
 #: Cheap gate: a line with none of these substrings has no lifecycle marker (shapes apart).
 _GATE = ("ceback", "rror", "xception", "ailed", "emory", "SIG", "xiting", "hut", "erver", "oad",
          "KV", "apture", "apturing", "eady", "omplete", "sigquit", "blocks", "ngine", "isten", "erminate",
-         "ssert", "ASSERT", "bort", "egmentation", "before exit", "died", "dumped", "DataParallel")
+         "ssert", "ASSERT", "bort", "egmentation", "before exit", "died", "dumped", "DataParallel",
+         "interrupt")
 
 
 def match_lifecycle(message: str, engine: Engine) -> tuple[Event, str, tuple[int, int] | None] | None:

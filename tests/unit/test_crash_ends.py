@@ -185,6 +185,13 @@ def test_a_stop_is_explained_by_its_signal_not_by_the_last_line_written() -> Non
     for rec in parse_lines(["[DEBUG] <m> cmd.Wait() returned error: signal: terminated"]):
         session.ingest(rec)
     assert crashes(session.runs) == []
+    # llama-server stopped by a second signal (its first one hung it) is stopped, not dead.
+    second = "Received second interrupt, terminating immediately."
+    assert death_cause([serving("llamacpp", 0), second]) == second
+    session = Session()
+    for rec in parse_lines([serving("llamacpp", i) for i in range(3)] + [second]):
+        session.ingest(rec)
+    assert crashes(session.runs) == [] and session.runs[-1].state is ServerState.STOPPED
     # Lines that say nothing of an end leave the caller's last line; a caught error names nothing.
     assert death_cause([serving("vllm", i) for i in range(3)]) is None
     assert death_cause(["Traceback (most recent call last):", "ValueError: bad request",

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.ingest import bulk, quiet, templates
 from specmon.parsing import LineParser
-from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS
+from specmon.parsing.lifecycle import CAPTURE_WORDS, MARKERS, SHAPES
 from specmon.records import Engine
 
-PHRASES = [p for p, _e, _g in MARKERS] + ["Capture cuda graph begin", "Capture target decode CUDA graph end"]
+# Every lifecycle phrase, and every fatal shape's gate (its literals; a line its regex gate takes).
+PHRASES = [p for p, _e, _g in MARKERS] + ["Capture cuda graph begin", "Capture target decode CUDA graph end"] + [
+    g for gate, _rx, _e in SHAPES if isinstance(gate, tuple) for g in gate] + [
+    "/src/ggml-cuda/ggml-cuda.cu:75: CUDA error", "ggml.c:1554: GGML_ASSERT(x) failed"]
 _RUN = re.compile(rb"\d+| +")
 
 
@@ -62,6 +66,21 @@ def test_a_quiet_shape_gives_no_record_whatever_its_digits_and_spaces(line: byte
         assert rx.fullmatch(other), (source, other)  # the variant is of the shape skipped
         for engine in Engine:
             assert LineParser(engine=engine).parse(other.decode(), 1) is None, (line, other, engine)
+
+
+def test_the_line_hypothesis_drew_a_death_from_is_not_quiet() -> None:
+    # "<nil>" with a letter cut: llama-swap's report of a death the lifecycle phrases do not name
+    # (its fatal shape does), once learned as quiet and skipped.
+    for line in ("cmd.Wait() returned error: nil>", "[DEBUG] <m> cmd.Wait() returned error: exit status 1"):
+        assert LineParser(engine=Engine.LLAMACPP).parse(line, 1) is not None
+        assert quiet._quiet_source(line.encode()) is None, line
+
+
+def test_a_fatal_shapes_gate_that_fixes_digits_or_spaces_is_refused() -> None:
+    assert quiet._gate_pattern(r"\.cu:\d+: \S") == r"\.cu:\d+: +\S"
+    for bad in (r"x:\d{3}: ", r"error 12", r"a  *b", r"a\sb"):
+        with pytest.raises(ValueError):
+            quiet._gate_pattern(bad)
 
 
 def test_every_lifecycle_phrase_keeps_its_lines_off_the_quiet_path() -> None:
