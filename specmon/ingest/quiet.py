@@ -115,11 +115,10 @@ def _interesting() -> re.Pattern[str]:
     # a gate's text may be one ("cmd.Wait() returned error: nil>" is llama-swap's report of a
     # death), so it is never quiet. A literal gate is generalised like the words; a regex gate
     # gets its spaces free (its digits are \d+ already: see _gate_pattern).
-    for gate, _rx, _event in SHAPES:
-        if isinstance(gate, tuple):
-            words += gate
+    gates = [gate for gate, _rx, _event in SHAPES]
+    words += [g for gate in gates if isinstance(gate, tuple) for g in gate]
     alts = [_general(w) for w in words]
-    alts += [_gate_pattern(gate.pattern) for gate, _rx, _event in SHAPES if not isinstance(gate, tuple)]
+    alts += [_gate_pattern(gate.pattern) for gate in gates if not isinstance(gate, tuple)]
     # A marker whose kind a veto turns away is harmless beside that veto.
     for k in KINDS:
         if k.vetoes:
@@ -132,7 +131,7 @@ def _gate_pattern(pattern: str) -> str:
     """A fatal shape's regex gate with each literal space a run of spaces, so that every line of a
     quiet shape (space runs of any length) misses it. A gate that fixes a digit or a space count
     could not be made so, and is refused: a shape must gate on text and ``\\d+``."""
-    if re.search(r"\\d\{|\d|\\ | [*+?{]|\\s", pattern.replace(r"\d+", "")):
+    if re.search(r"\\d|\d|\\ | [*+?{]|\\s", pattern.replace(r"\d+", "")):  # (any \d left is not \d+)
         raise ValueError(f"a fatal shape's gate must fix no digit nor space count: {pattern!r}")
     return pattern.replace(" ", " +")
 

@@ -78,7 +78,7 @@ def test_the_line_hypothesis_drew_a_death_from_is_not_quiet() -> None:
 
 def test_a_fatal_shapes_gate_that_fixes_digits_or_spaces_is_refused() -> None:
     assert quiet._gate_pattern(r"\.cu:\d+: \S") == r"\.cu:\d+: +\S"
-    for bad in (r"x:\d{3}: ", r"error 12", r"a  *b", r"a\sb"):
+    for bad in (r"x:\d{3}: ", r"x:\d: ", r"error 12", r"a  *b", r"a\sb"):
         with pytest.raises(ValueError):
             quiet._gate_pattern(bad)
 
