@@ -209,6 +209,9 @@ class FleetSweepResult:
     seconds: float
     stopped: bool = False
     launches: list[FleetLaunch] = field(default_factory=list, repr=False)
+    #: Per round run: its layout, and the settings that left the rotation at its look (slower, or
+    #: that no replica could start), so a reader sees why a later round holds fewer settings.
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def winner(self) -> int | None:
@@ -326,6 +329,7 @@ class FleetSweepResult:
                         "runner_up_steps": made.runner_up_steps,
                         "sentence": made.sentence, "answer": made.to_json()},
             "settings": settings,
+            "rounds": [dict(r) for r in self.rounds],
             "launches": [r.to_json() for r in self.records],
         }
 
@@ -380,6 +384,7 @@ class FleetSweep:
                            f"on {len(self.arms)} replicas at concurrency {plan.concurrency}: up to {plan.max_rounds} "
                            f"rounds of {plan.samples} samples per launch, layout seed {self.seed}")
         rounds_run = 0
+        log: list[dict[str, Any]] = []
         try:
             for k in range(plan.max_rounds):
                 if self._stop:
@@ -395,7 +400,11 @@ class FleetSweep:
                 arms = [a for a in self.arms if a.name in layout]
                 await asyncio.gather(*(self._launch(a, layout[a.name], k) for a in arms))
                 rounds_run = k + 1
+                entry: dict[str, Any] = {"round": k + 1, "layout": {n: layout[n] for n in names if n in layout},
+                                         "left_out": []}
+                log.append(entry)
                 lost = [s for s in open_steps if all(s in self.barred[n] for n in names)]
+                entry["left_out"] += [{"steps": s, "why": "no replica could start it"} for s in lost]
                 if lost:  # no replica can start it: it cannot be measured, and must not hold the others up
                     open_steps = [s for s in open_steps if s not in lost]
                     self._emit("failed", "no replica could start " + ", ".join(steps_label(s) for s in lost)
@@ -414,6 +423,8 @@ class FleetSweep:
                     break
                 dropped = [s for s in open_steps if s in decision.slower]
                 open_steps = [s for s in open_steps if s not in decision.slower]
+                entry["left_out"] += [{"steps": s, "why": f"slower than {steps_label(int(decision.leader))}"}  # type: ignore[call-overload]
+                                      for s in dropped]
                 if dropped:
                     self._emit("look", "left out of the next rounds (slower than "
                                        f"{steps_label(int(decision.leader))}): "  # type: ignore[call-overload]
@@ -425,7 +436,7 @@ class FleetSweep:
             decision = FleetDecision("undecided", decision.leader, decision.slower, decision.equivalent,
                                      decision.open, decision.level)
         result = FleetSweepResult(plan, self.seed, names, self.records, ff, decision, rounds_run,
-                                  self._clock() - began, self._stop, list(self.launches))
+                                  self._clock() - began, self._stop, list(self.launches), log)
         if self.recorder is not None:
             self.recorder.verdict(result.to_json())
         self._emit("verdict", result.sentence())

@@ -131,6 +131,18 @@ def failure_lines(doc: Mapping[str, Any]) -> list[str]:
             for x in doc.get("launches") or [] if not x.get("ok")]
 
 
+def left_out_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per round whose look took settings out of the rotation (why a later round holds fewer);
+    none for a document written before rounds were recorded."""
+    out = []
+    for r in doc.get("rounds") or []:
+        gone = [x for x in r.get("left_out") or [] if isinstance(x, Mapping)]
+        if gone:
+            out.append(f"after round {r.get('round')}: left out of the later rounds: "
+                       + "; ".join(f"{_label(x.get('steps'))} ({x.get('why')})" for x in gone))
+    return out
+
+
 def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
     """The whole plain-text answer, 80 columns wide."""
     head = (f"specmon parallel sweep: {len(doc.get('replicas') or [])} replicas, concurrency "
@@ -142,7 +154,7 @@ def text_report(doc: Mapping[str, Any], left: Sequence[str] = ()) -> str:
     lines += ["", *allocation_lines(doc), ""]
     lines += textwrap.wrap(f"Verdict ({_marks(doc)[1]}): " + plain((doc.get("verdict") or {}).get("sentence", "")),
                            WIDTH, break_long_words=False, break_on_hyphens=False)
-    for text in [*failure_lines(doc), *left]:
+    for text in [*left_out_lines(doc), *failure_lines(doc), *left]:
         lines += textwrap.wrap(plain(text), WIDTH, subsequent_indent="  ")
     return "\n".join(lines) + "\n"
 
@@ -158,7 +170,7 @@ def markdown_lines(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"| {markdown_text(name)} | "
                    + " | ".join(markdown_text(_cell(cells.get((str(name), k)))) for k in range(1, rounds + 1)) + " |")
     out += ["", "_steps:tok/s of each launch; x: its start failed._"]
-    out += [f"- {markdown_text(t)}" for t in failure_lines(doc)]
+    out += [f"- {markdown_text(t)}" for t in [*left_out_lines(doc), *failure_lines(doc)]]
     return out
 
 

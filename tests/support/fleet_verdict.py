@@ -9,7 +9,9 @@ drawn with any numbers).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,3 +71,23 @@ def parallel_result(plan: FleetPlan, launches: Sequence[FleetLaunch], *, force: 
     elif ff is not None and force is not None and len(ff.means) > 1:
         d = forced(ff, force, plan.level)
     return FleetSweepResult(plan, 7, replicas, records, ff, d, rounds, 60.0 * rounds, stopped, list(launches))
+
+
+def rounds_agree_with_launches(doc: Mapping[str, Any], steps: tuple[int, ...], *, barred: bool = False) -> None:
+    """The JSON's per-round record says what ran and why a later round holds fewer settings."""
+    rounds = doc["rounds"]
+    assert [r["round"] for r in rounds] == list(range(1, doc["rounds_run"] + 1))
+    open_now = set(steps)
+    for r in rounds:
+        ran = {x["replica"]: x["steps"] for x in doc["launches"] if x["round"] == r["round"]}
+        assert ran == r["layout"], (ran, r)
+        held = set(r["layout"].values())
+        assert held <= open_now, (r, open_now)
+        if not barred and len(r["layout"]) >= len(open_now):  # enough replicas: every open setting runs this round
+            assert held == open_now, (r, open_now)
+        counts = Counter(r["layout"].values())
+        # Balanced within the round (a replica barred from a setting may have to double another).
+        assert barred or max(counts.values()) - min(counts.values()) <= 1, r
+        gone = {x["steps"] for x in r["left_out"]}
+        assert gone <= open_now and all(x["why"] for x in r["left_out"]), r
+        open_now -= gone

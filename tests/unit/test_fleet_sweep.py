@@ -28,6 +28,7 @@ from specmon.experiment.stats.replica_effects import (
 from specmon.experiment.stats.rotation import assign
 from specmon.experiment.sweep_plan import SweepError
 from specmon.model.launches import launch_of
+from tests.support.fleet_verdict import rounds_agree_with_launches
 from tests.support.fleetsim import FleetWorld
 
 # --------------------------------------------------------------------------- the layout
@@ -222,3 +223,42 @@ def test_a_setting_no_replica_can_start_is_left_out_and_said() -> None:
     assert any("no replica could start 4 steps" in e for e in events), events
     assert result.winner == 2, result.sentence()
     assert all(x.ok == (x.steps != 4) for x in result.records)
+
+
+def test_a_clearly_slower_setting_leaves_the_rotation_and_the_rounds_record_says_when_and_why() -> None:
+    world = FleetWorld(3, {0: 100.0, 2: 103.0, 4: 55.0}, launch_cv=0.01)
+    result, events = _run(world, FleetPlan((0, 2, 4), samples=30, settle=2, seed=5, rounds=6))
+    doc = result.to_json()
+    rounds_agree_with_launches(doc, (0, 2, 4))
+    left = [(r["round"], x["steps"]) for r in doc["rounds"] for x in r["left_out"]]
+    assert left and left[0][1] == 4 and doc["rounds"][left[0][0] - 1]["left_out"][0]["why"].startswith("slower than")
+    assert doc["rounds_run"] > left[0][0], doc["rounds"]  # later rounds ran without it
+    assert any("left out of the next rounds" in e and "4 steps" in e for e in events), events
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), truth=st.lists(st.floats(40.0, 160.0), min_size=2, max_size=4),
+       replicas=st.integers(1, 5), fail_one=st.booleans())
+def test_the_rounds_record_matches_the_launches_for_any_speeds_replicas_and_failures(
+        seed: int, truth: list[float], replicas: int, fail_one: bool) -> None:
+    steps = tuple(range(0, 2 * len(truth), 2))
+    fail = frozenset({("r1", steps[-1])}) if fail_one else frozenset()
+    world = FleetWorld(seed, dict(zip(steps, truth, strict=True)), replicas=replicas, fail=fail)
+    result, _ = _run(world, FleetPlan(steps, samples=12, settle=1, seed=seed, rounds=4))
+    rounds_agree_with_launches(result.to_json(), steps, barred=fail_one)
+
+
+def test_the_reports_say_which_round_took_a_setting_out_and_stay_within_80_columns() -> None:
+    from specmon.output.parallel_sweep import markdown_report, text_report
+
+    world = FleetWorld(3, {0: 100.0, 2: 103.0, 4: 55.0}, launch_cv=0.01)
+    result, _ = _run(world, FleetPlan((0, 2, 4), samples=30, settle=2, seed=5, rounds=6))
+    doc = result.to_json()
+    first = next(r for r in doc["rounds"] if r["left_out"])
+    said = f"after round {first['round']}: left out of the later rounds: 4 steps (slower than"
+    text = text_report(doc)
+    assert said in " ".join(text.split()), text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert said in markdown_report(doc)
+    doc.pop("rounds")  # a document written before rounds were recorded still reports
+    assert "left out of the later rounds" not in text_report(doc)
