@@ -83,6 +83,9 @@ def test_parallel_sweep_of_three_depths_on_four_real_llama_replicas_over_openssh
         for x in doc["launches"]:
             print(f"  round {x['round']} {x['replica']}: {x['steps']} steps ok={x['ok']} tok/s={x['tok_s']} "
                   f"n={x['samples']} requests={x['requests']} errors={x['errors']} {x['seconds']} s {x['text'] or ''}")
+        for r in doc.get("rounds") or []:
+            for x in r["left_out"]:
+                print(f"  after round {r['round']}: {x['steps']} steps left the rotation ({x['why']})")
         assert result.returncode == 0, result.stderr[-4000:]
         # Every replica's first restart was shown before any ran, each with its own port.
         first_start = result.stderr.index("start: result=")
