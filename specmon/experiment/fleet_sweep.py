@@ -423,11 +423,10 @@ class FleetSweep:
                     break
                 dropped = [s for s in open_steps if s in decision.slower]
                 open_steps = [s for s in open_steps if s not in decision.slower]
-                entry["left_out"] += [{"steps": s, "why": f"slower than {steps_label(int(decision.leader))}"}  # type: ignore[call-overload]
-                                      for s in dropped]
+                why = f"slower than {steps_label(int(decision.leader))}"  # type: ignore[call-overload]
+                entry["left_out"] += [{"steps": s, "why": why} for s in dropped]
                 if dropped:
-                    self._emit("look", "left out of the next rounds (slower than "
-                                       f"{steps_label(int(decision.leader))}): "  # type: ignore[call-overload]
+                    self._emit("look", f"left out of the next rounds ({why}): "
                                        + ", ".join(steps_label(s) for s in dropped))
         finally:
             await asyncio.gather(*(a.load.stop() for a in self.arms if a.load is not None), return_exceptions=True)
